@@ -1,0 +1,1 @@
+"""AI Console: a self-hosted AI Platform Training & Prediction with a web console."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AiconsoleConfig(AppConfig):
+    name = "aiconsole"
+    verbose_name = "AI Console core"

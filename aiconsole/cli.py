@@ -1,0 +1,120 @@
+"""The ``aiconsole`` command: ``up`` starts the console; ``token create`` mints API tokens.
+
+``AICONSOLE_DATA_DIR`` (or ``--data-dir``) chooses the data dir for every subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _setup(data_dir: str | None) -> None:
+    if data_dir:
+        os.environ["AICONSOLE_DATA_DIR"] = os.path.abspath(os.path.expanduser(data_dir))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    import django
+
+    django.setup()
+
+
+def _migrate() -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+
+
+def cmd_up(args) -> int:
+    _setup(args.data_dir)
+    _migrate()
+    from django.conf import settings
+
+    from aiconsole.bootstrap import ensure_admin_and_project
+
+    result = ensure_admin_and_project()
+    url = f"http://{args.host}:{args.port}/"
+    print(f"AI Console data dir: {settings.DATA_DIR}")
+    if result.password:
+        print(f"Created the admin account. Username: {result.username}  Password: {result.password}")
+        print("This password is shown once; set AICONSOLE_ADMIN_PASSWORD to choose your own.")
+    print(f"Default project: {result.project.project_id}")
+    print(f"AI Console is running at {url}  (Ctrl+C to stop)", flush=True)
+    return _serve(args.host, args.port, with_executor=settings.EXECUTOR == "inprocess")
+
+
+def _serve(host: str, port: int, *, with_executor: bool) -> int:
+    import uvicorn
+
+    from jobs.executor import controller
+
+    if with_executor:
+        controller.start()
+    config = uvicorn.Config("aiconsole.asgi:application", host=host, port=port, lifespan="off",
+                            log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto")
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        if with_executor:
+            print("Stopping running jobs; they start again on the next 'aiconsole up'.", flush=True)
+            controller.stop()
+    return 0
+
+
+def cmd_token_create(args) -> int:
+    _setup(args.data_dir)
+    _migrate()
+    from django.contrib.auth import get_user_model
+
+    from aiconsole.tokens import create_token
+
+    user = get_user_model().objects.filter(username=args.username, is_active=True).first()
+    if user is None:
+        print(f"aiconsole: no active user named {args.username!r}", file=sys.stderr)
+        return 2
+    _, raw = create_token(user, name=args.name or "created with aiconsole token create")
+    print(raw)
+    return 0
+
+
+def cmd_manage(args) -> int:
+    _setup(args.data_dir)
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["aiconsole manage", *args.rest])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aiconsole", description="AI Console: self-hosted AI Platform Training.")
+    parser.add_argument("--data-dir", help="data directory (default: $AICONSOLE_DATA_DIR or ~/.aiconsole)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="set up and serve the console with the embedded defaults")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=8000)
+    up.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    up.set_defaults(func=cmd_up)
+
+    token = commands.add_parser("token", help="API tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create = token_commands.add_parser("create", help="print a new API token for a user")
+    create.add_argument("username")
+    create.add_argument("--name", help="a note to tell tokens apart")
+    create.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    create.set_defaults(func=cmd_token_create)
+
+    manage = commands.add_parser("manage", help="run a Django management command")
+    manage.add_argument("rest", nargs=argparse.REMAINDER)
+    manage.set_defaults(func=cmd_manage)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

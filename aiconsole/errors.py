@@ -1,0 +1,58 @@
+"""Service errors that carry the original API's status, so every adapter renders them alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class ServiceError(Exception):
+    """A refusal with an HTTP code and a google.rpc status name."""
+
+    http_status = 500
+    status = "INTERNAL"
+
+    def __init__(self, message: str, violations: list | None = None):
+        super().__init__(message)
+        self.message = message
+        self.violations = list(violations or [])
+
+    def details(self) -> list[dict]:
+        if not self.violations:
+            return []
+        return [
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": v.field, "description": v.description} for v in self.violations],
+            }
+        ]
+
+
+class InvalidArgument(ServiceError):
+    http_status = 400
+    status = "INVALID_ARGUMENT"
+
+    @classmethod
+    def from_violations(cls, violations) -> InvalidArgument:
+        message = "\n".join(f"Field: {v.field} Error: {v.description}" for v in violations)
+        return cls(message, violations)
+
+
+class AlreadyExists(ServiceError):
+    http_status = 409
+    status = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(ServiceError):
+    http_status = 400
+    status = "FAILED_PRECONDITION"
+
+
+class Aborted(ServiceError):
+    http_status = 409
+    status = "ABORTED"

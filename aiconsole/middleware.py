@@ -1,0 +1,68 @@
+"""Request context for the audit log: a request id, the caller's IP and user agent."""
+
+import contextvars
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    request_id: str = ""
+    caller_ip: str = ""
+    user_agent: str = ""
+
+
+current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
+    "aiconsole_request", default=RequestContext()
+)
+
+
+def request_context(request) -> RequestContext:
+    return RequestContext(
+        request_id=request.headers.get("X-Request-Id", "")[:40] or uuid.uuid4().hex,
+        caller_ip=request.META.get("REMOTE_ADDR", "") or "",
+        user_agent=request.headers.get("User-Agent", "")[:500],
+    )
+
+
+class RequestIdMiddleware:
+    """Sets the request context that audit entries read, and echoes the id in a header."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        context = request_context(request)
+        token = current_request.set(context)
+        try:
+            response = self.get_response(request)
+        finally:
+            current_request.reset(token)
+        response["X-Request-Id"] = context.request_id
+        return response
+
+
+class IamErrorMiddleware:
+    """Console pages: NotFound becomes a 404 page and PermissionDenied a 403 page.
+
+    The REST API renders the same refusals in Google's error envelope instead (see api_errors).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from django.views import defaults
+
+        from aiconsole import iam
+
+        if request.path.startswith("/v1/"):
+            return None
+        if isinstance(exception, iam.NotFound):
+            return defaults.page_not_found(request, exception)
+        if isinstance(exception, iam.PermissionDenied):
+            return defaults.permission_denied(request, exception)
+        return None

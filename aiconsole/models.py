@@ -1,0 +1,172 @@
+"""Cross-cutting rows: projects, IAM role bindings, API tokens and the audit log."""
+
+import hashlib
+import json
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+PROJECT_ID_VALIDATOR = RegexValidator(
+    r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
+    "Project id must be 6 to 30 characters: lowercase letters, digits and hyphens, "
+    "starting with a letter and not ending with a hyphen.",
+)
+
+
+def _project_number() -> int:
+    return secrets.randbelow(9 * 10**11) + 10**11
+
+
+class Project(models.Model):
+    """A project, the namespace for jobs and models and the unit of IAM and audit config."""
+
+    project_id = models.CharField(max_length=30, unique=True, validators=[PROJECT_ID_VALIDATOR])
+    display_name = models.CharField(max_length=100, blank=True)
+    project_number = models.BigIntegerField(unique=True, default=_project_number)
+    # Data Access (ADMIN_READ) audit logs are off by default, as in the original.
+    data_access_logs = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project_id"]
+
+    def __str__(self) -> str:
+        return self.project_id
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project_id}"
+
+
+class RoleBinding(models.Model):
+    """One member holding one predefined role on a project, or on a single job or model."""
+
+    class ResourceType(models.TextChoices):
+        PROJECT = "project"
+        JOB = "job"
+        MODEL = "model"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="bindings")
+    resource_type = models.CharField(max_length=10, choices=ResourceType.choices)
+    # The job's or model's primary key; null for project-level bindings.
+    resource_id = models.BigIntegerField(null=True, blank=True)
+    role = models.CharField(max_length=40)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "resource_type", "resource_id", "role", "user"],
+                name="unique_role_binding",
+                nulls_distinct=False,
+            )
+        ]
+        indexes = [models.Index(fields=["user", "project"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} on {self.resource_type}:{self.resource_id or self.project}"
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked=None)
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API. Only a hash is stored; the raw token is shown once."""
+
+    PREFIX = "aic_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    # The first characters of the raw token, so a user can tell tokens apart.
+    hint = models.CharField(max_length=12)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.hint}… ({self.user})"
+
+    @classmethod
+    def new_raw_key(cls) -> str:
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class AuditEntry(models.Model):
+    """An append-only, hash-chained record of one call: who did what to which resource.
+
+    Principal and resource are kept as names so an entry stays readable after deletions. Each
+    entry's ``entry_hash`` covers its content and the previous entry's hash, so editing or
+    deleting a row breaks the chain (see ``aiconsole.audit.verify_chain``).
+    """
+
+    class LogType(models.TextChoices):
+        ADMIN_ACTIVITY = "activity", "Admin Activity"
+        DATA_ACCESS = "data_access", "Data Access"
+
+    timestamp = models.DateTimeField(db_index=True)
+    log_type = models.CharField(max_length=12, choices=LogType.choices)
+    project_id = models.CharField(max_length=30, db_index=True)
+    principal = models.CharField(max_length=254)
+    method_name = models.CharField(max_length=120)
+    resource_name = models.CharField(max_length=300)
+    permission = models.CharField(max_length=80)
+    granted = models.BooleanField()
+    status_code = models.IntegerField(default=0)  # google.rpc.Code; 0 is OK
+    status_message = models.TextField(blank=True)
+    caller_ip = models.CharField(max_length=45, blank=True)
+    user_agent = models.CharField(max_length=500, blank=True)
+    request_id = models.CharField(max_length=40, blank=True)
+    request = models.JSONField(default=dict, blank=True)
+    response = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    entry_hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.timestamp:%Y-%m-%d %H:%M:%S} {self.principal} {self.method_name}"
+
+    def canonical(self) -> str:
+        fields = {
+            "timestamp": self.timestamp.isoformat(),
+            "log_type": self.log_type,
+            "project_id": self.project_id,
+            "principal": self.principal,
+            "method_name": self.method_name,
+            "resource_name": self.resource_name,
+            "permission": self.permission,
+            "granted": self.granted,
+            "status_code": self.status_code,
+            "status_message": self.status_message,
+            "caller_ip": self.caller_ip,
+            "user_agent": self.user_agent,
+            "request_id": self.request_id,
+            "request": self.request,
+            "response": self.response,
+        }
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+
+    def compute_hash(self) -> str:
+        return hashlib.sha256((self.prev_hash + self.canonical()).encode()).hexdigest()
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Audit entries are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Audit entries are append-only.")

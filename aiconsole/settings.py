@@ -1,0 +1,278 @@
+"""Settings, read from environment variables only.
+
+Every setting has a tiny typed reader that fails loudly on a malformed value. Unset means the
+embedded default: SQLite and local storage in the data dir, an in-process executor and an
+in-memory channel layer. Secrets can be given as ``NAME_FILE`` (a path whose content is used).
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    file_path = os.environ.get(f"{name}_FILE")
+    if file_path:
+        try:
+            return Path(file_path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_path}: {exc}") from exc
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env_str(name)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def env_float(name: str, default: float) -> float:
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env_str(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+# --- Where things live -----------------------------------------------------------------------
+
+DATA_DIR = Path(env_str("AICONSOLE_DATA_DIR", str(Path.home() / ".aiconsole"))).expanduser()
+DATA_DIR = DATA_DIR.resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+# Where uploaded packages and local job dirs go by default.
+STORAGE_DIR = Path(env_str("AICONSOLE_STORAGE_DIR", str(DATA_DIR / "storage"))).resolve()
+# Local paths that users may name in packageUris and jobDir; never arbitrary server files.
+STORAGE_ROOTS = [Path(p).expanduser().resolve() for p in env_list("AICONSOLE_STORAGE_ROOTS", [])]
+STORAGE_ROOTS = [STORAGE_DIR, *[p for p in STORAGE_ROOTS if p != STORAGE_DIR]]
+# Per-job working files: fetched packages, replica working directories.
+WORK_DIR = Path(env_str("AICONSOLE_WORK_DIR", str(DATA_DIR / "work"))).resolve()
+# Cached Python environments (runtime stacks and per-job layers), keyed by content hash.
+ENV_DIR = Path(env_str("AICONSOLE_ENV_DIR", str(DATA_DIR / "envs"))).resolve()
+
+# --- Security ----------------------------------------------------------------------------------
+
+DEBUG = env_bool("AICONSOLE_DEBUG", False)
+
+
+def _secret_key() -> str:
+    configured = env_str("AICONSOLE_SECRET_KEY")
+    if configured:
+        return configured
+    # Embedded default: a random key generated once and kept in the data dir.
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(64))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("AICONSOLE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("AICONSOLE_CSRF_TRUSTED_ORIGINS", [])
+SECURE = env_bool("AICONSOLE_SECURE", False)  # behind TLS: secure cookies, HSTS, redirects
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_SSL_REDIRECT = SECURE
+SECURE_HSTS_SECONDS = 31536000 if SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE else None
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Applications -------------------------------------------------------------------------------
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "aiconsole",
+    "jobs",
+    "models_registry",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "aiconsole.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "aiconsole.middleware.IamErrorMiddleware",
+]
+
+ROOT_URLCONF = "aiconsole.urls"
+ASGI_APPLICATION = "aiconsole.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "aiconsole.context_processors.console",
+            ],
+        },
+    },
+]
+
+# --- Database ------------------------------------------------------------------------------------
+
+DATABASE_URL = env_str("AICONSOLE_DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "aiconsole.sqlite3",
+            # WAL lets the executor's threads write while pages read; IMMEDIATE avoids
+            # lock-upgrade deadlocks between concurrent writers.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+            "TEST": {"NAME": str(DATA_DIR / "test.sqlite3")},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels and Celery -----------------------------------------------------------------------
+
+REDIS_URL = env_str("AICONSOLE_REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The executor: "inprocess" runs replicas in the console's own process tree (embedded mode).
+EXECUTOR = env_str("AICONSOLE_EXECUTOR", "celery" if REDIS_URL else "inprocess")
+if EXECUTOR not in {"inprocess", "celery"}:
+    raise ImproperlyConfigured(f"AICONSOLE_EXECUTOR must be inprocess or celery, got {EXECUTOR!r}")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_ALWAYS_EAGER = False
+
+# How many replica processes this machine runs at once; the rest of the jobs wait QUEUED.
+MAX_REPLICAS = env_int("AICONSOLE_MAX_REPLICAS", max(4, (os.cpu_count() or 2) * 2), minimum=1)
+# SIGTERM → SIGKILL grace when stopping a replica's process group.
+STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
+# Longest stored log line; longer ones are cut with a marker.
+LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=256)
+# Environment variables a trainer inherits from the console's environment (never secrets).
+TRAINER_ENV_PASSTHROUGH = env_list(
+    "AICONSOLE_TRAINER_ENV_PASSTHROUGH",
+    ["HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "STORAGE_EMULATOR_HOST"],
+)
+# The Python interpreter that runtime environments are built on.
+RUNTIME_PYTHON = env_str("AICONSOLE_RUNTIME_PYTHON")
+# How often a job is restarted after the console itself went away while it ran.
+MAX_JOB_RESTARTS = env_int("AICONSOLE_MAX_JOB_RESTARTS", 3, minimum=0)
+
+# --- Auth, static, i18n ------------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Uploads: trainer packages can be large; Django streams anything over this to disk.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+MAX_PACKAGE_BYTES = env_int("AICONSOLE_MAX_PACKAGE_BYTES", 512 * 1024 * 1024, minimum=1024)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "aiconsole.tokens.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "aiconsole.api_errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "aiconsole": {"handlers": ["console"], "level": env_str("AICONSOLE_LOG_LEVEL", "INFO")},
+        "jobs": {"handlers": ["console"], "level": env_str("AICONSOLE_LOG_LEVEL", "INFO")},
+    },
+}

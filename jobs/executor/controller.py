@@ -1,0 +1,164 @@
+"""The embedded executor's controller: admits queued jobs, relays cancels, reconciles.
+
+It reconciles what the database says should run with what runs in this process. On start it
+finds jobs an earlier console process left PREPARING or RUNNING, stops their orphaned replicas
+and puts them back in line (or fails them after too many restarts), so nothing stays RUNNING
+forever. Admission keeps the number of replica processes on this machine within
+``AICONSOLE_MAX_REPLICAS``; a job larger than that runs alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+
+from jobs import catalogue
+from jobs.executor.logs import LogSink
+from jobs.executor.replicas import stop_orphan
+from jobs.executor.runner import JobRunner
+from jobs.models import Job, JobState, Replica, ReplicaState
+
+logger = logging.getLogger(__name__)
+
+_controller: Controller | None = None
+_lock = threading.Lock()
+
+
+class Controller:
+    def __init__(self):
+        self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.runners: dict[int, JobRunner] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="executor-controller", daemon=True)
+        self._runners_lock = threading.Lock()
+
+    def start(self) -> None:
+        self.reconcile_orphans()
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop admitting, stop running replicas, and requeue their jobs for the next start."""
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        with self._runners_lock:
+            runners = list(self.runners.values())
+        for runner in runners:
+            runner.abandon()
+        for runner in runners:
+            runner.thread.join(timeout)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            try:
+                close_old_connections()
+                self.tick()
+            except Exception:
+                logger.exception("Executor tick failed")
+        connection.close()
+
+    def tick(self) -> None:
+        self._relay_cancels()
+        self._admit()
+
+    def _relay_cancels(self) -> None:
+        cancelling = Job.objects.filter(state=JobState.CANCELLING).values_list("pk", "runner")
+        for pk, runner in cancelling:
+            with self._runners_lock:
+                job_runner = self.runners.get(pk)
+            if job_runner is not None:
+                job_runner.cancel()
+            elif runner != self.runner_id:
+                # Nobody runs it (its console went away): finish the cancel here.
+                Job.objects.get(pk=pk).mark_cancelled()
+
+    def _busy_replicas(self) -> int:
+        with self._runners_lock:
+            return sum(max(r.replica_count, 1) for r in self.runners.values())
+
+    def _admit(self) -> None:
+        for job in Job.objects.queued_in_order().only("pk", "training_input"):
+            need = len(catalogue.replica_plan(job.training_input))
+            busy = self._busy_replicas()
+            if busy and busy + need > settings.MAX_REPLICAS:
+                break  # first come first served: later jobs do not jump the line
+            runner = JobRunner(job.pk, self.runner_id, on_done=self._finished)
+            runner.replica_count = need
+            with self._runners_lock:
+                self.runners[job.pk] = runner
+            runner.start()
+
+    def _finished(self, runner: JobRunner) -> None:
+        with self._runners_lock:
+            self.runners.pop(runner.job_pk, None)
+        self.wake()
+
+    # --- reconciliation ------------------------------------------------------------------
+
+    def reconcile_orphans(self) -> None:
+        """Jobs an earlier console process was running: stop leftovers, requeue or fail."""
+        for job in Job.objects.filter(state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]):
+            live = Replica.objects.filter(job=job, state=ReplicaState.RUNNING).exclude(pid=None)
+            for replica in live:
+                stop_orphan(replica.pid, replica.pk)
+            live.update(state=ReplicaState.STOPPED)
+            sink = LogSink(job.pk)
+            try:
+                self._reconcile_job(job, sink)
+            finally:
+                sink.close()
+
+    def _reconcile_job(self, job: Job, sink: LogSink) -> None:
+        if job.state == JobState.CANCELLING:
+            sink.service("Job was cancelled.")
+            job.mark_cancelled()
+        elif job.restarts >= settings.MAX_JOB_RESTARTS:
+            message = (f"The job was interrupted {job.restarts + 1} times because the console stopped "
+                       "while it ran; it is not restarted again.")
+            sink.service(message, severity="ERROR")
+            job.mark_failed(message)
+        else:
+            sink.service("The console stopped while this job was running; the job starts again.",
+                         severity="WARNING")
+            with transaction.atomic():
+                job.requeue()
+
+
+def start() -> Controller:
+    """Start the process-wide controller (embedded mode)."""
+    global _controller
+    with _lock:
+        if _controller is None:
+            _controller = Controller()
+            _controller.start()
+        return _controller
+
+
+def stop() -> None:
+    global _controller
+    with _lock:
+        controller, _controller = _controller, None
+    if controller is not None:
+        controller.stop()
+
+
+def wake() -> None:
+    controller = _controller
+    if controller is not None:
+        controller.wake()

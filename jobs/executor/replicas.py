@@ -1,0 +1,234 @@
+"""Replica processes: TF_CONFIG, the trainer's environment, starting, watching and stopping.
+
+The pure parts (``cluster_configs``, ``trainer_command``, ``trainer_environment``) build plain
+data and are tested without a database. ``ReplicaProcess`` owns one running trainer: its own
+process group (so stopping it stops everything it started), its own working directory and TMPDIR,
+and two reader threads that feed its output into the job's log sink.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs import catalogue
+from jobs.executor.logs import LineSplitter, LogSink
+
+CLUSTER_TYPES = ("master", "worker", "ps")
+_SIGNAL_NAMES = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGSEGV: "SIGSEGV",
+                 signal.SIGABRT: "SIGABRT", signal.SIGINT: "SIGINT", signal.SIGBUS: "SIGBUS"}
+
+
+@dataclass(frozen=True)
+class Placement:
+    plan: catalogue.ReplicaPlan
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return catalogue.replica_label(self.plan.task_type, self.plan.index)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def cluster_configs(placements: list[Placement], *, job_id: str, training_input: dict,
+                    use_chief: bool, trial_id: str = "") -> dict[str, tuple[dict, dict]]:
+    """TF_CONFIG and CLUSTER_SPEC for every replica, keyed by replica label.
+
+    TF_CONFIG's cluster names the master ``chief`` or ``master`` by runtime version and never lists
+    evaluators; CLUSTER_SPEC always says ``master`` and lists every replica, evaluators included.
+    """
+    master_key = "chief" if use_chief else "master"
+    cluster: dict[str, list[str]] = {}
+    spec_cluster: dict[str, list[str]] = {}
+    for placement in placements:
+        task_type = placement.plan.task_type
+        spec_cluster.setdefault(task_type, []).append(placement.address)
+        if task_type in CLUSTER_TYPES:
+            key = master_key if task_type == "master" else task_type
+            cluster.setdefault(key, []).append(placement.address)
+    job = {"job_name": job_id, **training_input}
+    configs = {}
+    for placement in placements:
+        task_type = placement.plan.task_type
+        task: dict = {"type": master_key if task_type == "master" else task_type, "index": placement.plan.index}
+        if trial_id:
+            task["trial"] = trial_id
+        tf_config = {"cluster": cluster, "task": task, "job": job, "environment": "cloud"}
+        spec_task = {"type": task_type, "index": placement.plan.index}
+        if trial_id:
+            spec_task["trial"] = trial_id
+        cluster_spec = {"cluster": spec_cluster, "task": spec_task, "job": job, "environment": "cloud"}
+        configs[placement.label] = (tf_config, cluster_spec)
+    return configs
+
+
+def trainer_command(python: Path, module: str, args: list[str], job_dir: str | None) -> list[str]:
+    """``python -m module args… --job-dir DIR``: the job dir comes after the user's arguments."""
+    command = [str(python), "-m", module, *args]
+    if job_dir:
+        command += ["--job-dir", job_dir]
+    return command
+
+
+def trainer_environment(*, passthrough: dict[str, str], bin_dir: Path, tmp_dir: Path, tf_config: dict,
+                        cluster_spec: dict, job_id: str, replica_id: int, extra: dict[str, str] | None = None
+                        ) -> dict[str, str]:
+    """A clean environment built from scratch: nothing of the console's is inherited but the
+    allow-listed ``passthrough`` variables (never secrets, database or broker URLs)."""
+    env = dict(passthrough)
+    env.update({
+        "PATH": f"{bin_dir}{os.pathsep}{os.defpath}",
+        "VIRTUAL_ENV": str(bin_dir.parent),
+        "TMPDIR": str(tmp_dir),
+        "PYTHONUNBUFFERED": "1",
+        "TF_CONFIG": json.dumps(tf_config),
+        "CLUSTER_SPEC": json.dumps(cluster_spec),
+        "CLOUD_ML_JOB_ID": job_id,
+        # Lets a restarted console recognise its own orphans before stopping them.
+        "AICONSOLE_REPLICA": str(replica_id),
+    })
+    env.update(extra or {})
+    return env
+
+
+def exit_description(returncode: int) -> str:
+    """``1`` or ``9(SIGKILL)``, as the original's messages write statuses."""
+    if returncode < 0:
+        number = -returncode
+        name = _SIGNAL_NAMES.get(number, f"signal {number}")
+        return f"{number}({name})"
+    return str(returncode)
+
+
+def traceback_tail(lines: list[str], limit: int = 40) -> str:
+    """The last traceback the replica printed, or its last lines of stderr."""
+    start = None
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].startswith("Traceback (most recent call last)"):
+            start = index
+            break
+    chosen = lines[start:] if start is not None else lines[-10:]
+    return "\n".join(chosen[-limit:])
+
+
+@dataclass
+class ReplicaProcess:
+    """One running trainer process and its output readers."""
+
+    replica_id: int
+    label: str
+    task_type: str
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path
+    sink: LogSink
+    max_line_bytes: int
+    trial_id: str = ""
+    popen: subprocess.Popen | None = None
+    started: float = 0.0
+    stopped_by_platform: bool = False
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
+    _readers: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.popen = subprocess.Popen(
+            self.command,
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: stopping it stops its children too
+        )
+        self.started = time.monotonic()
+        for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
+            reader = threading.Thread(target=self._pump, args=(stream, pipe), daemon=True,
+                                      name=f"{self.label}-{stream}")
+            reader.start()
+            self._readers.append(reader)
+
+    def _pump(self, stream: str, pipe) -> None:
+        splitter = LineSplitter(self.max_line_bytes)
+        fd = pipe.fileno()
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                for line in splitter.feed(chunk):
+                    self._emit(stream, line)
+            for line in splitter.close():
+                self._emit(stream, line)
+        finally:
+            pipe.close()
+
+    def _emit(self, stream: str, line: str) -> None:
+        if stream == "stderr":
+            self.stderr_tail.append(line)
+        self.sink.emit(self.label, stream, line, trial_id=self.trial_id)
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def poll(self) -> int | None:
+        return self.popen.poll() if self.popen else None
+
+    def wait_output(self, timeout: float = 5.0) -> None:
+        """Let the readers drain what the process printed before it exited."""
+        deadline = time.monotonic() + timeout
+        for reader in self._readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM the whole process group, then SIGKILL after the grace period."""
+        if self.popen is None or self.popen.poll() is not None:
+            _kill_group(self.pid, signal.SIGKILL)  # children it left behind
+            return
+        self.stopped_by_platform = True
+        _kill_group(self.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.pid, signal.SIGKILL)
+            self.popen.wait()
+        _kill_group(self.pid, signal.SIGKILL)
+
+
+def _kill_group(pgid: int | None, sig: int) -> None:
+    if not pgid:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_orphan(pid: int, replica_id: int) -> bool:
+    """Stop a replica left running by an earlier console process, if it really is ours."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    if f"AICONSOLE_REPLICA={replica_id}".encode() not in environ.split(b"\0"):
+        return False  # the pid was reused by something else: leave it alone
+    _kill_group(pid, signal.SIGKILL)
+    return True

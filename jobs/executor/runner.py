@@ -1,0 +1,318 @@
+"""Running one job: PREPARING (packages, environment), RUNNING (replicas), and its outcome.
+
+The runner owns nothing the database does not also know: the job's state, its replicas' rows,
+pids and exit codes are written as they change, so a restarted console can reconcile.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from aiconsole import archives, storage
+from jobs import catalogue
+from jobs.executor import environments
+from jobs.executor.logs import LogSink
+from jobs.executor.replicas import (
+    Placement,
+    ReplicaProcess,
+    cluster_configs,
+    exit_description,
+    free_port,
+    trainer_command,
+    trainer_environment,
+    traceback_tail,
+)
+from jobs.models import Job, JobState, Replica, ReplicaState
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.05
+
+
+class PrepareError(Exception):
+    """The job cannot start; the message becomes its errorMessage."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def work_dir_for(job: Job) -> Path:
+    return settings.WORK_DIR / job.project.project_id / job.job_id
+
+
+def passthrough_env() -> dict[str, str]:
+    import os
+
+    return {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
+
+
+class JobRunner:
+    """Runs one job in a thread of the executor."""
+
+    def __init__(self, job_pk: int, runner_id: str, on_done=None):
+        self.job_pk = job_pk
+        self.runner_id = runner_id
+        self.on_done = on_done
+        self.cancel_requested = threading.Event()
+        self.abandoning = False
+        self.processes: list[ReplicaProcess] = []
+        self.replica_count = 0
+        self.thread = threading.Thread(target=self._main, name=f"job-{job_pk}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self.cancel_requested.set()
+
+    def abandon(self) -> None:
+        """The console is shutting down: stop the replicas and put the job back in line."""
+        self.abandoning = True
+        self.cancel_requested.set()
+
+    # --- the job's life ------------------------------------------------------------------
+
+    def _main(self) -> None:
+        close_old_connections()
+        try:
+            job = Job.objects.select_related("project").get(pk=self.job_pk)
+            if not job.mark_preparing(self.runner_id):
+                return
+            self._announce(job)
+            self.sink = LogSink(job.pk)
+            try:
+                self._run(job)
+            finally:
+                self.sink.close()
+        except Exception:
+            logger.exception("Runner for job %s crashed", self.job_pk)
+            try:
+                job = Job.objects.get(pk=self.job_pk)
+                job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:])
+                self._announce(job)
+            except Exception:
+                logger.exception("Could not record the failure of job %s", self.job_pk)
+        finally:
+            connection.close()
+            if self.on_done:
+                self.on_done(self)
+
+    def _run(self, job: Job) -> None:
+        training_input = job.training_input
+        self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
+        try:
+            environment, job_dir = self._prepare(job, training_input)
+        except PrepareError as error:
+            self._fail(job, str(error))
+            return
+        except Cancelled:
+            self._finish_cancel(job)
+            return
+        if self.cancel_requested.is_set() or not job.mark_running():
+            self._finish_cancel(job)
+            return
+        self._announce(job)
+        outcome = self._run_replicas(job, training_input, environment, job_dir)
+        self._conclude(job, outcome)
+
+    def _prepare(self, job: Job, training_input: dict):
+        work = work_dir_for(job)
+        package_dir = work / "packages"
+        shutil.rmtree(package_dir, ignore_errors=True)
+        package_dir.mkdir(parents=True)
+        files, infos = [], []
+        for uri in training_input.get("packageUris", []):
+            self._check_cancel()
+            try:
+                path = storage.fetch(uri, package_dir)
+                infos.append(archives.inspect_package(path))
+            except (storage.StorageError, archives.ArchiveError) as error:
+                raise PrepareError(f"Failed to prepare the trainer package {uri}: {error}") from None
+            files.append(path)
+        try:
+            archives.require_module(infos, training_input["pythonModule"])
+        except archives.ArchiveError as error:
+            raise PrepareError(str(error)) from None
+        job_dir = None
+        if training_input.get("jobDir"):
+            try:
+                job_dir = storage.prepare_job_dir(training_input["jobDir"])
+            except storage.StorageError as error:
+                raise PrepareError(f"The job directory cannot be used: {error}") from None
+        runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+        self._check_cancel()
+        try:
+            runtime = environments.runtime_environment(runtime_version, self.sink.service)
+            self._check_cancel()
+            environment = environments.job_environment(runtime, files, self.sink.service)
+        except environments.EnvironmentError_ as error:
+            raise PrepareError(f"Failed to install the trainer packages. {error}") from None
+        self._check_cancel()
+        return environment, job_dir
+
+    def _check_cancel(self) -> None:
+        if self.cancel_requested.is_set():
+            raise Cancelled()
+
+    def _placements(self, training_input: dict) -> list[Placement]:
+        return [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(training_input)]
+
+    def _run_replicas(self, job: Job, training_input: dict, environment, job_dir: str | None) -> dict:
+        placements = self._placements(training_input)
+        self.replica_count = len(placements)
+        runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+        configs = cluster_configs(
+            placements, job_id=job.job_id, training_input=training_input,
+            use_chief=catalogue.uses_chief(runtime_version),
+        )
+        work = work_dir_for(job) / "replicas"
+        passthrough = passthrough_env()
+        for placement in placements:
+            plan = placement.plan
+            replica = Replica.objects.create(
+                job=job, task_type=plan.task_type, task_index=plan.index, label=placement.label,
+                machine_type=plan.machine_type, accelerator_type=plan.accelerator_type or "",
+                accelerator_count=plan.accelerator_count, host=placement.host, port=placement.port,
+            )
+            replica_dir = work / placement.label
+            shutil.rmtree(replica_dir, ignore_errors=True)
+            (replica_dir / "tmp").mkdir(parents=True)
+            tf_config, cluster_spec = configs[placement.label]
+            process = ReplicaProcess(
+                replica_id=replica.pk,
+                label=placement.label,
+                task_type=plan.task_type,
+                command=trainer_command(environment.python, training_input["pythonModule"],
+                                        training_input.get("args", []), job_dir),
+                env=trainer_environment(
+                    passthrough=passthrough, bin_dir=environment.bin_dir, tmp_dir=replica_dir / "tmp",
+                    tf_config=tf_config, cluster_spec=cluster_spec, job_id=job.job_id, replica_id=replica.pk,
+                ),
+                cwd=replica_dir,
+                sink=self.sink,
+                max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+            )
+            self.processes.append(process)
+        for process in self.processes:
+            process.start()
+            Replica.objects.filter(pk=process.replica_id).update(
+                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
+            )
+            self.sink.service(f"Started {process.label} (pid {process.pid}).")
+        return self._watch(job)
+
+    def _watch(self, job: Job) -> dict:
+        """Wait for the master, a failing replica, or a cancel; then stop the rest."""
+        master = next(p for p in self.processes if p.task_type == "master")
+        finished: set[str] = set()
+        failure = None
+        while True:
+            if self.cancel_requested.is_set():
+                self._stop_all()
+                return {"cancelled": True}
+            for process in self.processes:
+                code = process.poll()
+                if code is None or process.label in finished:
+                    continue
+                finished.add(process.label)
+                process.wait_output()
+                self._record_exit(process, code)
+                if code != 0 and failure is None:
+                    failure = process
+            if failure is not None or master.label in finished:
+                break
+            time.sleep(POLL_SECONDS)
+        self._stop_all()
+        if failure is not None:
+            return {"failed": failure}
+        return {"succeeded": True}
+
+    def _record_exit(self, process: ReplicaProcess, code: int) -> None:
+        state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
+        Replica.objects.filter(pk=process.replica_id).update(state=state, exit_code=code, end_time=timezone.now())
+        self.sink.service(
+            f"{process.label} exited with status {exit_description(code)}.",
+            severity="INFO" if code == 0 else "ERROR",
+        )
+
+    def _stop_all(self) -> None:
+        running = [p for p in self.processes if p.poll() is None]
+        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
+        for process in running:
+            self.sink.service(f"Stopping {process.label}.")
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for process in running:
+            process.wait_output()
+            Replica.objects.filter(pk=process.replica_id).update(
+                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now()
+            )
+        for process in self.processes:
+            process.stop(0)  # reap anything a finished replica left behind in its group
+
+    def _training_output(self, job: Job) -> dict:
+        plans = {catalogue.replica_label(p.task_type, p.index): p for p in catalogue.replica_plan(job.training_input)}
+        runs = [(plans[r.label], r.duration_seconds) for r in job.replicas.all() if r.label in plans]
+        return {"consumedMLUnits": catalogue.consumed_ml_units(runs)}
+
+    def _conclude(self, job: Job, outcome: dict) -> None:
+        output = self._training_output(job)
+        if outcome.get("cancelled"):
+            self._finish_cancel(job, output)
+            return
+        failed = outcome.get("failed")
+        if failed is not None:
+            code = failed.poll()
+            message = (f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
+                       f"non-zero status of {exit_description(code)}.")
+            tail = traceback_tail(list(failed.stderr_tail))
+            if tail:
+                message += " \n" + tail
+            self._fail(job, message, output)
+            return
+        self.sink.service("Job completed successfully.")
+        self.sink.flush()
+        if job.mark_succeeded(output):
+            self._announce(job)
+        else:
+            self._finish_cancel(job, output)
+
+    def _fail(self, job: Job, message: str, output: dict | None = None) -> None:
+        self.sink.service(message, severity="ERROR")
+        self.sink.flush()
+        if job.mark_failed(message, output):
+            self._announce(job)
+        elif job.state == JobState.CANCELLING:
+            self._finish_cancel(job, output)
+
+    def _finish_cancel(self, job: Job, output: dict | None = None) -> None:
+        job.refresh_from_db()
+        if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
+            self.sink.service("The console is shutting down; the job starts again when it is back.",
+                              severity="WARNING")
+            self.sink.flush()
+            job.requeue()
+            return
+        if job.state == JobState.PREPARING:
+            job.request_cancel()
+        self.sink.service("Job was cancelled.")
+        self.sink.flush()
+        if job.mark_cancelled(output):
+            self._announce(job)
+
+    def _announce(self, job: Job) -> None:
+        from jobs.services import announce_state
+
+        announce_state(job)

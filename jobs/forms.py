@@ -1,0 +1,201 @@
+"""The console's job submission form: HTML fields in, a v1 Job body out.
+
+The form only parses; the rules live in ``jobs.spec`` and are applied by ``submit_job``. Its
+field violations (``job.training_input.worker_count``) are mapped back onto these fields so each
+error shows next to the input that caused it.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from django import forms
+
+from jobs import catalogue
+
+ROLES = (
+    ("master", "Master", "masterType", "masterConfig", None),
+    ("worker", "Workers", "workerType", "workerConfig", "workerCount"),
+    ("parameter_server", "Parameter servers", "parameterServerType", "parameterServerConfig",
+     "parameterServerCount"),
+    ("evaluator", "Evaluators", "evaluatorType", "evaluatorConfig", "evaluatorCount"),
+)
+
+# Longest matching prefix of a violation's field path → the form field that shows it.
+VIOLATION_FIELDS = {
+    "job.job_id": "job_id",
+    "job.labels": "labels",
+    "job.training_input.package_uris": "package_uris",
+    "job.training_input.python_module": "python_module",
+    "job.training_input.args": "args",
+    "job.training_input.region": "region",
+    "job.training_input.runtime_version": "runtime_version",
+    "job.training_input.python_version": "python_version",
+    "job.training_input.scale_tier": "scale_tier",
+    "job.training_input.job_dir": "job_dir",
+    "job.training_input.scheduling.max_running_time": "max_running_time",
+    "job.training_input.scheduling.max_wait_time": "max_wait_time",
+    "job.training_input.scheduling.priority": "priority",
+    "job.training_input.scheduling": "max_running_time",
+    "job.training_input.hyperparameters": "package_uris",
+}
+for _role, _title, _type_key, _config_key, _count_key in ROLES:
+    _snake = {"master": "master", "worker": "worker", "parameter_server": "parameter_server",
+              "evaluator": "evaluator"}[_role]
+    VIOLATION_FIELDS[f"job.training_input.{_snake}_type"] = f"{_role}_type"
+    VIOLATION_FIELDS[f"job.training_input.{_snake}_count"] = f"{_role}_count"
+    VIOLATION_FIELDS[f"job.training_input.{_snake}_config.accelerator_config.count"] = f"{_role}_accelerator_count"
+    VIOLATION_FIELDS[f"job.training_input.{_snake}_config"] = f"{_role}_accelerator_type"
+
+
+def field_for_violation(path: str) -> str | None:
+    best = None
+    for prefix, name in VIOLATION_FIELDS.items():
+        if (path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")) and (
+            best is None or len(prefix) > len(best[0])
+        ):
+            best = (prefix, name)
+    return best[1] if best else None
+
+
+def _choices(values, blank: str | None = None):
+    choices = [(v, v) for v in values]
+    return [("", blank)] + choices if blank is not None else choices
+
+
+def _machine_choices():
+    compute = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category == "compute_engine"]
+    legacy = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category in {"legacy", "tpu"}]
+    return [("", "—"), ("Compute Engine", [(n, n) for n in compute]), ("Legacy", [(n, n) for n in legacy])]
+
+
+def _accelerator_choices():
+    return [("", "None")] + [(n, n) for n in catalogue.ACCELERATORS if n != "ACCELERATOR_TYPE_UNSPECIFIED"]
+
+
+class JobSubmitForm(forms.Form):
+    job_id = forms.CharField(label="Job ID", max_length=200,
+                             help_text="Letters, digits and underscores; starts with a letter.")
+    package_file = forms.FileField(label="Upload a trainer package", required=False,
+                                   help_text="An sdist (.tar.gz) or a wheel (.whl).")
+    package_uris = forms.CharField(label="Package URIs", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                   help_text="One per line: gs://bucket/trainer-0.1.tar.gz or a path in this "
+                                             "server's storage.")
+    python_module = forms.CharField(label="Python module", initial="trainer.task", max_length=200)
+    args = forms.CharField(label="Arguments", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                           help_text="Passed to the trainer, shell-quoted, e.g. --epochs=5 --lr 0.01")
+    region = forms.ChoiceField(label="Region", initial="us-central1")
+    runtime_version = forms.ChoiceField(label="Runtime version")
+    python_version = forms.ChoiceField(label="Python version", initial="3.7")
+    scale_tier = forms.ChoiceField(label="Scale tier", initial="BASIC", widget=forms.RadioSelect)
+    job_dir = forms.CharField(label="Job directory", required=False, max_length=1000,
+                              help_text="Passed as --job-dir; gs://… or a path in this server's storage.")
+    labels = forms.CharField(label="Labels", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="One key=value per line.")
+    max_running_time = forms.CharField(label="Maximum running time", required=False,
+                                       help_text="A duration such as 7200s (default 7 days).")
+    max_wait_time = forms.CharField(label="Maximum wait time", required=False, help_text="At least 1800s.")
+    priority = forms.IntegerField(label="Priority", required=False, help_text="0–1000; higher runs first.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["region"].choices = _choices(catalogue.REGIONS)
+        self.fields["runtime_version"].choices = _choices(catalogue.RUNTIME_VERSIONS)
+        self.fields["runtime_version"].initial = catalogue.DEFAULT_RUNTIME_VERSION
+        pythons = sorted({p for r in catalogue.RUNTIME_VERSIONS.values() for p in r.python_versions})
+        self.fields["python_version"].choices = _choices(pythons)
+        self.fields["scale_tier"].choices = [
+            (tier, f"{tier}: {catalogue.tier_description(tier)}") for tier in catalogue.SCALE_TIERS
+        ]
+        for role, title, *_ in ROLES:
+            self.fields[f"{role}_type"] = forms.ChoiceField(label=f"{title}: machine type", required=False,
+                                                            choices=_machine_choices())
+            if role != "master":
+                self.fields[f"{role}_count"] = forms.IntegerField(label=f"{title}: count", required=False,
+                                                                  min_value=0)
+            self.fields[f"{role}_accelerator_type"] = forms.ChoiceField(
+                label=f"{title}: accelerator", required=False, choices=_accelerator_choices())
+            self.fields[f"{role}_accelerator_count"] = forms.IntegerField(
+                label=f"{title}: accelerators per machine", required=False, min_value=0)
+
+    def role_fields(self):
+        """Bound fields grouped per role, for the CUSTOM section of the template."""
+        groups = []
+        for role, title, *_ in ROLES:
+            names = [f"{role}_type", f"{role}_count", f"{role}_accelerator_type", f"{role}_accelerator_count"]
+            groups.append((title, [self[n] for n in names if n in self.fields]))
+        return groups
+
+    def clean_args(self):
+        try:
+            return shlex.split(self.cleaned_data["args"])
+        except ValueError as error:
+            raise forms.ValidationError(f"Arguments cannot be parsed: {error}.") from None
+
+    def clean_labels(self):
+        labels = {}
+        for number, line in enumerate(self.cleaned_data["labels"].splitlines(), 1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise forms.ValidationError(f"Line {number}: write labels as key=value.")
+            labels[key.strip()] = value.strip()
+        return labels
+
+    def job_body(self, uploaded_uri: str | None = None) -> dict:
+        """The v1 Job body these fields describe."""
+        data = self.cleaned_data
+        uris = [line.strip() for line in data["package_uris"].splitlines() if line.strip()]
+        if uploaded_uri:
+            uris.insert(0, uploaded_uri)
+        training_input: dict = {
+            "scaleTier": data["scale_tier"],
+            "packageUris": uris,
+            "pythonModule": data["python_module"].strip(),
+            "region": data["region"],
+            "runtimeVersion": data["runtime_version"],
+            "pythonVersion": data["python_version"],
+        }
+        if data["args"]:
+            training_input["args"] = data["args"]
+        if data["job_dir"].strip():
+            training_input["jobDir"] = data["job_dir"].strip()
+        if data["scale_tier"] == "CUSTOM":
+            training_input.update(self._custom_machines())
+        scheduling = {}
+        if data["max_running_time"].strip():
+            scheduling["maxRunningTime"] = data["max_running_time"].strip()
+        if data["max_wait_time"].strip():
+            scheduling["maxWaitTime"] = data["max_wait_time"].strip()
+        if data["priority"] is not None:
+            scheduling["priority"] = data["priority"]
+        if scheduling:
+            training_input["scheduling"] = scheduling
+        body = {"jobId": data["job_id"].strip(), "trainingInput": training_input}
+        if data["labels"]:
+            body["labels"] = data["labels"]
+        return body
+
+    def _custom_machines(self) -> dict:
+        data = self.cleaned_data
+        machines: dict = {}
+        for role, _title, type_key, config_key, count_key in ROLES:
+            machine = data.get(f"{role}_type")
+            count = data.get(f"{role}_count")
+            if machine:
+                machines[type_key] = machine
+            if count_key and count:
+                machines[count_key] = str(count)
+            accelerator = data.get(f"{role}_accelerator_type")
+            accelerator_count = data.get(f"{role}_accelerator_count")
+            if accelerator or accelerator_count:
+                config = {"type": accelerator or "ACCELERATOR_TYPE_UNSPECIFIED",
+                          "count": str(accelerator_count or 0)}
+                machines[config_key] = {"acceleratorConfig": config}
+        return machines
+
+    def add_violations(self, violations) -> None:
+        for violation in violations:
+            name = field_for_violation(violation.field)
+            self.add_error(name if name in self.fields else None, violation.description)

@@ -1,0 +1,256 @@
+"""Training jobs, their replicas and their log lines.
+
+The database is the source of truth for state. Transitions are compare-and-set updates
+(``UPDATE … WHERE state IN (allowed)``) so the executor and a user's cancel can race safely:
+whoever loses sees the row's new state and acts on it.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from aiconsole.models import Project
+
+
+def new_etag() -> str:
+    return base64.b64encode(secrets.token_bytes(8)).decode()
+
+
+class JobState(models.TextChoices):
+    STATE_UNSPECIFIED = "STATE_UNSPECIFIED"
+    QUEUED = "QUEUED"
+    PREPARING = "PREPARING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})
+CANCELLED_BY_USER = "Job is cancelled by the user."
+
+
+class JobQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(state__in=ACTIVE_STATES)
+
+    def queued_in_order(self):
+        """The waiting line: higher scheduling.priority first, then first come."""
+        return self.filter(state=JobState.QUEUED).order_by("-priority", "create_time", "pk")
+
+    def visible_to(self, user, permission: str = "ml.jobs.list"):
+        from aiconsole import iam
+
+        return iam.scope(self, user, permission)
+
+
+class Job(models.Model):
+    """A v1 Job resource and the bookkeeping needed to run it."""
+
+    iam_resource_type = "job"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
+    job_id = models.CharField(max_length=128)
+    training_input = models.JSONField(null=True, blank=True)
+    prediction_input = models.JSONField(null=True, blank=True)
+    training_output = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
+    error_message = models.TextField(blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    etag = models.CharField(max_length=16, default=new_etag)
+    priority = models.IntegerField(default=0)
+    create_time = models.DateTimeField(default=timezone.now, db_index=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Which executor instance runs it now; used to find orphans after a restart.
+    runner = models.CharField(max_length=120, blank=True)
+    # How often the job was started again after the console went away mid-run.
+    restarts = models.IntegerField(default=0)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "job_id"], name="unique_job_id_per_project")]
+        indexes = [models.Index(fields=["project", "-create_time"]), models.Index(fields=["state"])]
+        ordering = ["-create_time", "-pk"]
+
+    def __str__(self) -> str:
+        return self.resource_name
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project.project_id}/jobs/{self.job_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def is_hyperparameter_job(self) -> bool:
+        return bool((self.training_input or {}).get("hyperparameters"))
+
+    def job_position(self) -> int:
+        """Place in the waiting line (1 is next); 0 once scheduled."""
+        if self.state != JobState.QUEUED:
+            return 0
+        ahead = Job.objects.filter(state=JobState.QUEUED).filter(
+            Q(priority__gt=self.priority)
+            | Q(priority=self.priority, create_time__lt=self.create_time)
+            | Q(priority=self.priority, create_time=self.create_time, pk__lt=self.pk)
+        )
+        return ahead.count() + 1
+
+    # --- transitions ---------------------------------------------------------------------
+
+    def _transition(self, allowed: set[str], **changes) -> bool:
+        """Apply ``changes`` if the row is still in one of ``allowed``; refresh either way."""
+        changes.setdefault("etag", new_etag())
+        updated = Job.objects.filter(pk=self.pk, state__in=allowed).update(**changes)
+        self.refresh_from_db()
+        return bool(updated)
+
+    def mark_preparing(self, runner: str) -> bool:
+        return self._transition({JobState.QUEUED}, state=JobState.PREPARING, runner=runner)
+
+    def mark_running(self) -> bool:
+        return self._transition({JobState.PREPARING}, state=JobState.RUNNING, start_time=timezone.now())
+
+    def mark_succeeded(self, training_output: dict) -> bool:
+        return self._transition(
+            {JobState.RUNNING},
+            state=JobState.SUCCEEDED,
+            end_time=timezone.now(),
+            training_output=training_output,
+            runner="",
+        )
+
+    def mark_failed(self, message: str, training_output: dict | None = None) -> bool:
+        changes = {"state": JobState.FAILED, "error_message": message, "end_time": timezone.now(), "runner": ""}
+        if training_output is not None:
+            changes["training_output"] = training_output
+        return self._transition({JobState.QUEUED, JobState.PREPARING, JobState.RUNNING}, **changes)
+
+    def request_cancel(self) -> bool:
+        """QUEUED jobs are cancelled at once; started ones go through CANCELLING."""
+        if self._transition(
+            {JobState.QUEUED},
+            state=JobState.CANCELLED,
+            error_message=CANCELLED_BY_USER,
+            end_time=timezone.now(),
+        ):
+            return True
+        return self._transition(
+            {JobState.PREPARING, JobState.RUNNING},
+            state=JobState.CANCELLING,
+            error_message=CANCELLED_BY_USER,
+        )
+
+    def mark_cancelled(self, training_output: dict | None = None) -> bool:
+        changes = {"state": JobState.CANCELLED, "end_time": timezone.now(), "runner": ""}
+        if training_output is not None:
+            changes["training_output"] = training_output
+        return self._transition({JobState.CANCELLING}, **changes)
+
+    def requeue(self) -> bool:
+        """Back to the waiting line after the executor that ran it went away."""
+        return self._transition(
+            {JobState.PREPARING, JobState.RUNNING},
+            state=JobState.QUEUED,
+            runner="",
+            restarts=models.F("restarts") + 1,
+        )
+
+    def touch_labels(self, labels: dict) -> None:
+        self.labels = labels
+        self.etag = new_etag()
+        self.save(update_fields=["labels", "etag"])
+
+
+class ReplicaState(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+
+class Replica(models.Model):
+    """One process of a job: the master, a worker, a parameter server or an evaluator."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="replicas")
+    trial_id = models.CharField(max_length=10, blank=True)
+    task_type = models.CharField(max_length=10)  # master | worker | ps | evaluator
+    task_index = models.IntegerField()
+    label = models.CharField(max_length=40)  # master-replica-0, worker-replica-1, …
+    machine_type = models.CharField(max_length=40)
+    accelerator_type = models.CharField(max_length=40, blank=True)
+    accelerator_count = models.IntegerField(default=0)
+    state = models.CharField(max_length=10, choices=ReplicaState.choices, default=ReplicaState.PENDING)
+    host = models.CharField(max_length=255, blank=True)
+    port = models.IntegerField(null=True, blank=True)
+    pid = models.IntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [models.Index(fields=["job", "trial_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.job.job_id} {self.label}"
+
+    @property
+    def duration_seconds(self) -> float:
+        if not self.start_time:
+            return 0.0
+        end = self.end_time or timezone.now()
+        return max(0.0, (end - self.start_time).total_seconds())
+
+
+class Severity(models.TextChoices):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
+class LogLineQuerySet(models.QuerySet):
+    def after(self, last_id: int | None):
+        """Keyset paging: lines after the given id, never OFFSET."""
+        return self.filter(pk__gt=last_id) if last_id else self
+
+
+class LogLine(models.Model):
+    """One line one replica printed (or one the platform wrote as ``service``)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
+    task_name = models.CharField(max_length=40)  # master-replica-0 … or service
+    trial_id = models.CharField(max_length=10, blank=True)
+    # Per task (and trial) sequence number, so a reader can resume without gaps or repeats.
+    seq = models.BigIntegerField()
+    stream = models.CharField(max_length=7)  # stdout | stderr | service
+    severity = models.CharField(max_length=8, choices=Severity.choices)
+    message = models.TextField()
+    time = models.DateTimeField()
+
+    objects = LogLineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [models.Index(fields=["job", "id"]), models.Index(fields=["job", "task_name", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.task_name}: {self.message[:60]}"

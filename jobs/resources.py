@@ -1,0 +1,38 @@
+"""The v1 wire shape of a Job: camelCase, int64 as strings, RFC 3339 times without fractions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from jobs.models import Job, JobState
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job_resource(job: Job) -> dict:
+    """The Job as the original API returned it; unset fields are left out."""
+    resource: dict = {"jobId": job.job_id}
+    if job.training_input is not None:
+        resource["trainingInput"] = job.training_input
+    if job.prediction_input is not None:
+        resource["predictionInput"] = job.prediction_input
+    resource["createTime"] = rfc3339(job.create_time)
+    if job.start_time:
+        resource["startTime"] = rfc3339(job.start_time)
+    if job.end_time:
+        resource["endTime"] = rfc3339(job.end_time)
+    resource["state"] = job.state
+    if job.error_message:
+        resource["errorMessage"] = job.error_message
+    if job.training_input is not None:
+        resource["trainingOutput"] = job.training_output or {}
+    if job.labels:
+        resource["labels"] = job.labels
+    resource["etag"] = job.etag
+    if job.state == JobState.QUEUED:
+        resource["jobPosition"] = str(job.job_position())
+    return resource

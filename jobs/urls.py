@@ -1,0 +1,14 @@
+from django.urls import path
+
+from jobs import views
+
+app_name = "jobs"
+
+urlpatterns = [
+    path("projects/<str:project_id>/jobs/", views.job_list, name="list"),
+    path("projects/<str:project_id>/jobs/new/", views.job_submit, name="submit"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/", views.job_detail, name="detail"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
+]

@@ -1,0 +1,219 @@
+"""Console pages for training jobs. Thin: parse, call a service, render."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from aiconsole import iam, storage
+from aiconsole.errors import InvalidArgument, ServiceError
+from jobs import catalogue, services
+from jobs.forms import JobSubmitForm
+from jobs.models import ACTIVE_STATES, JobState, LogLine, Severity
+
+JOBS_PER_PAGE = 100
+LOG_LINES_PER_PAGE = 1000
+SEVERITY_ORDER = [s.value for s in Severity]
+
+
+@login_required
+def home(request):
+    project = iam.projects_for(request.user).first()
+    if project is None:
+        return render(request, "aiconsole/no_projects.html")
+    return redirect("jobs:list", project_id=project.project_id)
+
+
+@login_required
+def job_list(request, project_id):
+    project = services.find_project(project_id, actor=request.user)
+    jobs = services.list_jobs(project, actor=request.user).order_by("-pk")
+    state = request.GET.get("state", "")
+    if state in JobState.values:
+        jobs = jobs.filter(state=state)
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        jobs = jobs.filter(pk__lt=int(before))
+    page = list(jobs[: JOBS_PER_PAGE + 1])
+    context = {
+        "project": project,
+        "jobs": page[:JOBS_PER_PAGE],
+        "older": page[JOBS_PER_PAGE - 1].pk if len(page) > JOBS_PER_PAGE else None,
+        "state": state,
+        "states": [s for s in JobState.values if s != JobState.STATE_UNSPECIFIED],
+        "any_active": any(job.state in ACTIVE_STATES for job in page),
+        "can_create": iam.can(request.user, "ml.jobs.create", project),
+    }
+    template = "jobs/job_list.html#job-rows" if request.htmx else "jobs/job_list.html"
+    return render(request, template, context)
+
+
+@login_required
+def job_detail(request, project_id, job_id):
+    project = services.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user)
+    if request.htmx and request.GET.get("part") == "status":
+        return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
+    lines, filters = _log_lines(request, job)
+    context = {
+        **_status_context(request, job),
+        "lines": lines,
+        "last_id": lines[-1].pk if lines else request.GET.get("after", 0),
+        "earliest_id": lines[0].pk if lines else None,
+        "filters": filters,
+        "tasks": sorted(set(job.log_lines.values_list("task_name", flat=True).distinct())),
+        "severities": SEVERITY_ORDER,
+        "summary": _training_summary(job),
+    }
+    return render(request, "jobs/job_detail.html", context)
+
+
+def _status_context(request, job) -> dict:
+    return {
+        "project": job.project,
+        "job": job,
+        "replicas": list(job.replicas.order_by("pk")),
+        "active": job.state in ACTIVE_STATES,
+        "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
+        "position": job.job_position(),
+    }
+
+
+def _training_summary(job) -> dict:
+    training_input = job.training_input or {}
+    try:
+        plans = catalogue.replica_plan(training_input)
+    except Exception:  # a job stored by an older release must still render
+        plans = []
+    return {
+        "input": training_input,
+        "input_json": json.dumps(training_input, indent=2, sort_keys=True),
+        "plans": [(catalogue.replica_label(p.task_type, p.index), p) for p in plans],
+    }
+
+
+def _filtered_lines(request, job):
+    lines = job.log_lines.all()
+    task = request.GET.get("task", "")
+    if task:
+        lines = lines.filter(task_name=task)
+    severity = request.GET.get("severity", "")
+    if severity in SEVERITY_ORDER:
+        lines = lines.filter(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(severity):])
+    return lines, {"task": task, "severity": severity}
+
+
+def _log_lines(request, job):
+    """The newest page of lines (or those after/before an id): keyset paging, never OFFSET."""
+    lines, filters = _filtered_lines(request, job)
+    after = request.GET.get("after", "")
+    before = request.GET.get("before", "")
+    if after.isdigit():
+        return list(lines.filter(pk__gt=int(after))[:LOG_LINES_PER_PAGE]), filters
+    if before.isdigit():
+        lines = lines.filter(pk__lt=int(before))
+    newest = list(lines.order_by("-pk")[:LOG_LINES_PER_PAGE])
+    newest.reverse()
+    return newest, filters
+
+
+@login_required
+def job_logs(request, project_id, job_id):
+    """New log lines after ``after``, appended by the job page while the job is active."""
+    project = services.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user)
+    lines, filters = _log_lines(request, job)
+    context = {
+        "project": project,
+        "job": job,
+        "lines": lines,
+        "last_id": lines[-1].pk if lines else request.GET.get("after", 0),
+        "active": job.state in ACTIVE_STATES,
+        "filters": filters,
+    }
+    return render(request, "jobs/job_logs_append.html", context)
+
+
+@login_required
+def job_logs_download(request, project_id, job_id):
+    project = services.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user)
+    as_json = request.GET.get("format") == "json"
+    lines, _ = _filtered_lines(request, job)
+
+    def rows():
+        last = 0
+        while True:
+            chunk = list(lines.filter(pk__gt=last).order_by("pk")[:5000])
+            if not chunk:
+                return
+            for line in chunk:
+                if as_json:
+                    yield json.dumps({
+                        "timestamp": line.time.isoformat(), "severity": line.severity, "task": line.task_name,
+                        "trial": line.trial_id or None, "seq": line.seq, "stream": line.stream,
+                        "message": line.message,
+                    }) + "\n"
+                else:
+                    yield f"{line.time:%Y-%m-%d %H:%M:%S} {line.severity:<8} {line.task_name} {line.message}\n"
+            last = chunk[-1].pk
+
+    extension = "jsonl" if as_json else "log"
+    response = StreamingHttpResponse(rows(), content_type="application/x-ndjson" if as_json else "text/plain")
+    response["Content-Disposition"] = f'attachment; filename="{job.job_id}.{extension}"'
+    return response
+
+
+@login_required
+@require_POST
+def job_cancel(request, project_id, job_id):
+    project = services.find_project(project_id, actor=request.user)
+    job = services.find_job(project, job_id, actor=request.user)
+    try:
+        services.cancel_job(job, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, error.message)
+    if request.htmx:
+        return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
+    return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+
+
+@login_required
+def job_submit(request, project_id):
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.create", project)
+    form = JobSubmitForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        job = _submit(request, project, form)
+        if job is not None:
+            return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+    context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
+    return render(request, "jobs/job_submit.html", context)
+
+
+def _submit(request, project, form):
+    uploaded_uri = None
+    upload = form.cleaned_data.get("package_file")
+    if upload:
+        try:
+            uploaded_uri = str(storage.save_upload(upload, upload.name, project=project.project_id))
+        except storage.StorageError as error:
+            form.add_error("package_file", str(error))
+            return None
+    try:
+        return services.submit_job(project, form.job_body(uploaded_uri), actor=request.user)
+    except InvalidArgument as error:
+        form.add_violations(error.violations)
+    except ServiceError as error:
+        form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)
+    if uploaded_uri:
+        # Keep the upload: the corrected form submits its stored path instead of re-uploading.
+        form.data = form.data.copy()
+        uris = [uploaded_uri] + [u for u in form.data.get("package_uris", "").splitlines() if u.strip()]
+        form.data["package_uris"] = "\n".join(uris)
+    return None

@@ -1,0 +1,1 @@
+"""Models, versions and operations: built by the model-registry issue."""
