@@ -24,7 +24,7 @@ def _validate(body: dict) -> dict:
     try:
         return spec.validate_job(body)
     except spec.SpecError as error:
-        raise InvalidArgument.from_violations(error.violations) from None
+        raise InvalidArgument(error.message, error.violations) from None
 
 
 def _check_local_paths(training_input: dict) -> None:

@@ -1,0 +1,149 @@
+"""The ``aiconsole`` command as a user runs it: a real server process on a free port."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from jobs.executor.replicas import free_port
+from tests.conftest import build_package, wait_for
+
+AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
+
+
+def _env(data_dir: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
+    env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": os.environ["AICONSOLE_ENV_DIR"],
+                "AICONSOLE_STOP_GRACE_SECONDS": "2", **extra})
+    return env
+
+
+class Server:
+    def __init__(self, data_dir: Path, **env):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = data_dir.parent / f"server-{self.port}.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [AICONSOLE, "up", "--port", str(self.port), "--data-dir", str(data_dir)],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=_env(data_dir, **env),
+        )
+        wait_for(self._answers, 60, interval=0.1, message="the console to answer")
+
+    def _answers(self) -> bool:
+        assert self.process.poll() is None, self.log.read_text()
+        try:
+            return urllib.request.urlopen(self.url + "/login/", timeout=2).status == 200
+        except (urllib.error.URLError, ConnectionError):
+            return False
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def api(self, method: str, path: str, token: str, body: dict | None = None):
+        request = urllib.request.Request(self.url + path, method=method,
+                                         data=json.dumps(body).encode() if body is not None else None,
+                                         headers={"Authorization": f"Bearer {token}",
+                                                  "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"{}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=60)
+
+
+def token_for(data_dir: Path, username: str = "admin") -> str:
+    result = subprocess.run([AICONSOLE, "token", "create", username], capture_output=True, text=True,
+                            env=_env(data_dir), check=True, timeout=60)
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def server(tmp_path):
+    started = []
+
+    def start(**env) -> Server:
+        instance = Server(tmp_path / "data", **env)
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        instance.stop()
+
+
+def test_up_creates_an_admin_prints_its_password_once_and_serves_the_console(server, tmp_path):
+    first = server()
+    match = re.search(r"Username: admin  Password: (\S+)", first.output())
+    assert match, first.output()
+    assert "default-project" in first.output()
+
+    with urllib.request.urlopen(first.url + "/login/") as response:
+        assert b"Sign in" in response.read()
+    first.stop()
+
+    second = server()
+    assert "Password:" not in second.output()  # printed once, on the first start only
+
+
+def test_admin_credentials_come_from_the_environment(server):
+    console = server(AICONSOLE_ADMIN_USER="root_user", AICONSOLE_ADMIN_PASSWORD="s3cret-pass-123")
+    assert "Password:" not in console.output()
+    token = token_for(console.data_dir, "root_user")
+    status, body = console.api("GET", "/v1/projects/default-project/jobs", token)
+    assert (status, body) == (200, {})
+
+
+def test_token_create_rejects_an_unknown_user(tmp_path):
+    data_dir = tmp_path / "data"
+    result = subprocess.run([AICONSOLE, "token", "create", "nobody"], capture_output=True, text=True,
+                            env=_env(data_dir), timeout=60)
+    assert result.returncode == 2
+    assert "no active user named 'nobody'" in result.stderr
+
+
+@pytest.mark.executor
+def test_a_job_submitted_to_the_running_console_runs_and_survives_a_restart(server, tmp_path):
+    """The whole embedded path: the server's own executor runs the job; a restart mid-run
+    does not leave it RUNNING forever but starts it again."""
+    console = server()
+    token = token_for(console.data_dir)
+    package = build_package(console.data_dir / "storage" / "pkgs", {"trainer/task.py": """
+import os, sys, time
+marker = os.path.join(sys.argv[-1], "attempts")
+attempts = int(open(marker).read()) + 1 if os.path.exists(marker) else 1
+open(marker, "w").write(str(attempts))
+print("attempt", attempts, flush=True)
+if attempts == 1:
+    time.sleep(600)  # the first attempt is interrupted by the console restart
+print("finished")
+"""})
+    body = {"jobId": "restart_me", "trainingInput": {
+        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
+        "region": "us-central1", "jobDir": str(console.data_dir / "storage" / "out")}}
+    status, job = console.api("POST", "/v1/projects/default-project/jobs", token, body)
+    assert status == 200, job
+    marker = console.data_dir / "storage" / "out" / "attempts"
+    wait_for(marker.exists, 180, message="the first attempt to start")
+    console.stop()
+
+    restarted = server()
+    def state():
+        return restarted.api("GET", "/v1/projects/default-project/jobs/restart_me", token)[1]["state"]
+    wait_for(lambda: state() == "SUCCEEDED", 120, interval=0.2, message="the job to finish after the restart")
+    assert marker.read_text() == "2"
