@@ -36,6 +36,12 @@ class JobState(models.TextChoices):
 TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 ACTIVE_STATES = frozenset({JobState.QUEUED, JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})
 CANCELLED_BY_USER = "Job is cancelled by the user."
+DEFAULT_MAX_RUNNING_TIME = "604800s"  # 7 days, as the original
+
+
+def parse_duration(value: str) -> float:
+    """Seconds of a Google duration string such as "7200s" or "1.5s"."""
+    return float(str(value).removesuffix("s"))
 
 
 class JobQuerySet(models.QuerySet):
@@ -97,6 +103,19 @@ class Job(models.Model):
         return self.state in TERMINAL_STATES
 
     @property
+    def scheduling(self) -> dict:
+        return (self.training_input or {}).get("scheduling") or {}
+
+    @property
+    def max_running_seconds(self) -> float:
+        return parse_duration(self.scheduling.get("maxRunningTime", DEFAULT_MAX_RUNNING_TIME))
+
+    @property
+    def max_wait_seconds(self) -> float | None:
+        wait = self.scheduling.get("maxWaitTime")
+        return parse_duration(wait) if wait else None
+
+    @property
     def is_hyperparameter_job(self) -> bool:
         return bool((self.training_input or {}).get("hyperparameters"))
 
@@ -155,6 +174,14 @@ class Job(models.Model):
             state=JobState.CANCELLING,
             error_message=CANCELLED_BY_USER,
         )
+
+    def mark_cancelling(self, message: str) -> bool:
+        """The platform cancels a job (a scheduling limit ran out), giving its reason."""
+        if self._transition({JobState.QUEUED}, state=JobState.CANCELLED, error_message=message,
+                            end_time=timezone.now()):
+            return True
+        return self._transition({JobState.PREPARING, JobState.RUNNING}, state=JobState.CANCELLING,
+                                error_message=message)
 
     def mark_cancelled(self, training_output: dict | None = None) -> bool:
         changes = {"state": JobState.CANCELLED, "end_time": timezone.now(), "runner": ""}

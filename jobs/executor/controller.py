@@ -17,12 +17,14 @@ import uuid
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
 
 from jobs import catalogue
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import stop_orphan
 from jobs.executor.runner import JobRunner
 from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +76,22 @@ class Controller:
         connection.close()
 
     def tick(self) -> None:
+        self._expire_waiting()
         self._relay_cancels()
         self._admit()
+
+    def _expire_waiting(self) -> None:
+        """scheduling.maxWaitTime: a job still QUEUED or PREPARING after it is cancelled."""
+        now = timezone.now()
+        waiting = Job.objects.filter(state__in=[JobState.QUEUED, JobState.PREPARING])
+        for job in waiting.exclude(training_input__scheduling__maxWaitTime=None).select_related("project"):
+            limit = job.max_wait_seconds
+            if limit is not None and (now - job.create_time).total_seconds() > limit:
+                message = (f"The job waited longer than its maximum wait time of "
+                           f"{job.scheduling['maxWaitTime']} (trainingInput.scheduling.maxWaitTime) "
+                           "and was cancelled.")
+                if job.mark_cancelling(message):
+                    announce_state(job)
 
     def _relay_cancels(self) -> None:
         cancelling = Job.objects.filter(state=JobState.CANCELLING).values_list("pk", "runner")

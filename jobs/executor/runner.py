@@ -216,10 +216,14 @@ class JobRunner:
         master = next(p for p in self.processes if p.task_type == "master")
         finished: set[str] = set()
         failure = None
+        deadline = time.monotonic() + job.max_running_seconds
         while True:
             if self.cancel_requested.is_set():
                 self._stop_all()
                 return {"cancelled": True}
+            if time.monotonic() > deadline:
+                self._stop_all()
+                return {"timed_out": True}
             for process in self.processes:
                 code = process.poll()
                 if code is None or process.label in finished:
@@ -272,6 +276,12 @@ class JobRunner:
         if outcome.get("cancelled"):
             self._finish_cancel(job, output)
             return
+        if outcome.get("timed_out"):
+            limit = job.scheduling.get("maxRunningTime", "604800s")
+            job.mark_cancelling(f"The job exceeded its maximum running time of {limit} "
+                                "(trainingInput.scheduling.maxRunningTime) and was cancelled.")
+            self._finish_cancel(job, output)
+            return
         failed = outcome.get("failed")
         if failed is not None:
             code = failed.poll()
@@ -307,7 +317,7 @@ class JobRunner:
             return
         if job.state == JobState.PREPARING:
             job.request_cancel()
-        self.sink.service("Job was cancelled.")
+        self.sink.service(f"Job was cancelled: {job.error_message}" if job.error_message else "Job was cancelled.")
         self.sink.flush()
         if job.mark_cancelled(output):
             self._announce(job)

@@ -312,3 +312,29 @@ def _alive(pid: int | None) -> bool:
             return handle.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_max_running_time_cancels_a_job_that_runs_too_long(run_job, package_factory):
+    package = package_factory("""
+        print("working", flush=True)
+        time.sleep(600)
+    """)
+    job = run_job("too_long", package, scheduling={"maxRunningTime": "2s"})
+    assert job.state == JobState.CANCELLED
+    assert "maximum running time of 2s" in job.error_message
+    assert job.replicas.get().state == ReplicaState.STOPPED
+
+
+def test_max_wait_time_cancels_a_job_that_waited_too_long(executor, project, admin, job_body, package_factory):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    executor.stop()  # nothing admits the job; only the wait limit applies
+    job = services.submit_job(project, job_body("waited", package_factory("pass"),
+                                                 scheduling={"maxWaitTime": "1800s"}), actor=admin)
+    Job.objects.filter(pk=job.pk).update(create_time=timezone.now() - timedelta(seconds=1801))
+    executor._expire_waiting()
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+    assert "maximum wait time of 1800s" in job.error_message
