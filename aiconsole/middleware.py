@@ -13,7 +13,7 @@ class RequestContext:
 
 
 current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
-    "aiconsole_request", default=RequestContext()
+    "aiconsole_request", default=RequestContext()  # noqa: B039 (a frozen dataclass)
 )
 
 

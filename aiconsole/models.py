@@ -140,6 +140,14 @@ class AuditEntry(models.Model):
     def __str__(self) -> str:
         return f"{self.timestamp:%Y-%m-%d %H:%M:%S} {self.principal} {self.method_name}"
 
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Audit entries are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Audit entries are append-only.")
+
     def canonical(self) -> str:
         fields = {
             "timestamp": self.timestamp.isoformat(),
@@ -163,10 +171,3 @@ class AuditEntry(models.Model):
     def compute_hash(self) -> str:
         return hashlib.sha256((self.prev_hash + self.canonical()).encode()).hexdigest()
 
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("Audit entries are append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("Audit entries are append-only.")

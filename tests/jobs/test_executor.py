@@ -338,3 +338,20 @@ def test_max_wait_time_cancels_a_job_that_waited_too_long(executor, project, adm
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     assert "maximum wait time of 1800s" in job.error_message
+
+
+def test_package_from_cloud_storage_runs(run_job, package_factory, gcs_emulator):
+    package = package_factory('print("fetched from gs://")')
+    gcs_emulator.make_bucket("trainer-bucket")
+    uri = gcs_emulator.upload("trainer-bucket", "packages/trainer-0.1.tar.gz", package.read_bytes())
+    job = run_job("from_gcs", uri)
+    assert job.state == JobState.SUCCEEDED, job.error_message
+    assert "fetched from gs://" in log_text(job)
+
+
+def test_missing_cloud_storage_package_fails_in_preparing(run_job, gcs_emulator):
+    gcs_emulator.make_bucket("trainer-bucket")
+    job = run_job("gcs_missing", "gs://trainer-bucket/packages/nope-0.1.tar.gz")
+    assert job.state == JobState.FAILED
+    assert "gs://trainer-bucket/packages/nope-0.1.tar.gz does not exist" in job.error_message
+    assert not job.replicas.exists()

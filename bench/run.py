@@ -1,0 +1,214 @@
+"""Benchmarks of the embedded executor, against a real ``aiconsole up`` on a free port.
+
+1. Submit → first line of trainer code running, with the environment already built: the client
+   notes the time just before POSTing the job; the trainer's first statement notes its own.
+2. Platform overhead: the same trainer run directly (``python -m trainer.task`` in the same
+   environment, output to a pipe) and through the platform, alternated pair by pair so drift
+   hits both alike. Reported as ratios of medians: the trainer's own measured run time
+   (what the platform costs the work) and the wall time from submit to SUCCEEDED seen by a client.
+
+Run: ``.venv/bin/python bench/run.py [--latency-runs N] [--overhead-pairs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import build_package  # noqa: E402
+
+AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
+PROJECT = "default-project"
+
+LATENCY_TASK = """\
+import time; FIRST_LINE_AT = time.time()
+import os, sys
+with open(os.path.join(sys.argv[-1], "first_line_at"), "w") as handle:
+    handle.write(repr(FIRST_LINE_AT))
+"""
+
+WORK_TASK = """\
+import time; STARTED = time.time()
+import os, sys, json, hashlib
+# CPU work with steady logging: hashing, and a progress line every few thousand rounds.
+digest = b"seed"
+for step in range(6_000_000):
+    digest = hashlib.sha256(digest).digest()
+    if step % 600 == 0:
+        print(f"step {step} digest {digest.hex()[:16]}", flush=True)
+with open(os.path.join(sys.argv[-1], "timing.json"), "w") as handle:
+    json.dump({"trainer_seconds": time.time() - STARTED, "python": sys.executable}, handle)
+"""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Console:
+    def __init__(self, data_dir: Path, env_dir: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
+                         "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
+        self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(self.port)], env=self.env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not self._up():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise SystemExit("the console did not start")
+            time.sleep(0.1)
+        self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
+                                    capture_output=True, text=True).stdout.strip()
+
+    def _up(self) -> bool:
+        try:
+            return urllib.request.urlopen(self.url + "/login/", timeout=1).status == 200
+        except OSError:
+            return False
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        request = urllib.request.Request(
+            self.url + path, method=method, data=json.dumps(body).encode() if body else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def submit(self, job_id: str, package: Path, job_dir: Path) -> None:
+        self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
+            "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
+            "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+
+    def wait(self, job_id: str, poll: float = 0.25) -> dict:
+        while True:
+            job = self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}")
+            if job["state"] in {"SUCCEEDED", "FAILED", "CANCELLED"}:
+                if job["state"] != "SUCCEEDED":
+                    raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
+                return job
+            time.sleep(poll)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def bench_latency(console: Console, storage: Path, runs: int) -> dict:
+    package = build_package(storage / "latency-pkg", {"trainer/task.py": LATENCY_TASK})
+    console.submit("latency_warmup", package, storage / "out" / "latency_warmup")
+    console.wait("latency_warmup")  # builds the job environment once
+    samples = []
+    for index in range(runs):
+        job_id = f"latency_{index}"
+        job_dir = storage / "out" / job_id
+        submitted = time.time()
+        console.submit(job_id, package, job_dir)
+        console.wait(job_id)
+        samples.append((float((job_dir / "first_line_at").read_text()) - submitted) * 1000)
+    return {"runs": runs, "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
+            "min_ms": min(samples), "max_ms": max(samples)}
+
+
+def run_direct(python: str, job_dir: Path, work_dir: Path) -> tuple[float, float]:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    process = subprocess.Popen([python, "-m", "trainer.task", "--job-dir", str(job_dir)], cwd=work_dir,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in process.stdout:  # read the output as a terminal or a log shipper would
+        pass
+    process.wait()
+    wall = time.perf_counter() - started
+    return wall, json.loads((job_dir / "timing.json").read_text())["trainer_seconds"]
+
+
+def run_platform(console: Console, package: Path, job_id: str, job_dir: Path) -> tuple[float, float]:
+    started = time.perf_counter()
+    console.submit(job_id, package, job_dir)
+    console.wait(job_id)
+    wall = time.perf_counter() - started
+    return wall, json.loads((job_dir / "timing.json").read_text())["trainer_seconds"]
+
+
+def bench_overhead(console: Console, storage: Path, pairs: int) -> dict:
+    package = build_package(storage / "work-pkg", {"trainer/task.py": WORK_TASK})
+    console.submit("work_warmup", package, storage / "out" / "work_warmup")
+    console.wait("work_warmup")
+    python = json.loads((storage / "out" / "work_warmup" / "timing.json").read_text())["python"]
+    direct_wall, direct_trainer, platform_wall, platform_trainer = [], [], [], []
+    for index in range(pairs):
+        order = ("direct", "platform") if index % 2 == 0 else ("platform", "direct")
+        for kind in order:
+            if kind == "direct":
+                wall, own = run_direct(python, storage / "direct" / str(index), storage / "direct-cwd" / str(index))
+                direct_wall.append(wall)
+                direct_trainer.append(own)
+            else:
+                job_id = f"work_{index}"
+                wall, own = run_platform(console, package, job_id, storage / "out" / job_id)
+                platform_wall.append(wall)
+                platform_trainer.append(own)
+    med = statistics.median
+    return {
+        "pairs": pairs,
+        "direct_wall_s": med(direct_wall), "platform_wall_s": med(platform_wall),
+        "direct_trainer_s": med(direct_trainer), "platform_trainer_s": med(platform_trainer),
+        "trainer_time_ratio": med(platform_trainer) / med(direct_trainer),
+        "wall_time_ratio": med(platform_wall) / med(direct_wall),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency-runs", type=int, default=20)
+    parser.add_argument("--overhead-pairs", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
+    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-") as scratch:
+        data_dir = Path(scratch) / "data"
+        console = Console(data_dir, cache)
+        try:
+            storage = data_dir / "storage"
+            latency = bench_latency(console, storage, args.latency_runs)
+            overhead = bench_overhead(console, storage, args.overhead_pairs)
+        finally:
+            console.stop()
+    print(f"Submit → first trainer line (environment built), {latency['runs']} runs:")
+    print(f"  p50 {latency['p50_ms']:.1f} ms   p90 {latency['p90_ms']:.1f} ms   "
+          f"min {latency['min_ms']:.1f} ms   max {latency['max_ms']:.1f} ms   (goal p50 ≤ 150 ms)")
+    print(f"Platform overhead, {overhead['pairs']} alternated pairs (medians):")
+    print(f"  trainer's own run time: direct {overhead['direct_trainer_s']:.3f} s, "
+          f"platform {overhead['platform_trainer_s']:.3f} s, ratio {overhead['trainer_time_ratio']:.3f} "
+          "(goal ≤ 1.02)")
+    print(f"  submit → SUCCEEDED seen by a client: direct {overhead['direct_wall_s']:.3f} s, "
+          f"platform {overhead['platform_wall_s']:.3f} s, ratio {overhead['wall_time_ratio']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps({"latency": latency, "overhead": overhead}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
