@@ -14,7 +14,7 @@ from aiconsole import iam, storage
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import catalogue, services
 from jobs.forms import JobSubmitForm
-from jobs.models import ACTIVE_STATES, JobState, LogLine, Severity
+from jobs.models import ACTIVE_STATES, JobState, Severity
 
 JOBS_PER_PAGE = 100
 LOG_LINES_PER_PAGE = 1000

@@ -27,9 +27,9 @@ from jobs.executor.replicas import (
     cluster_configs,
     exit_description,
     free_port,
+    traceback_tail,
     trainer_command,
     trainer_environment,
-    traceback_tail,
 )
 from jobs.models import Job, JobState, Replica, ReplicaState
 
