@@ -103,6 +103,16 @@ class ApiToken(models.Model):
         return cls.PREFIX + secrets.token_urlsafe(32)
 
 
+class AuditEntryQuerySet(models.QuerySet):
+    """Bulk updates and deletes would bypass the model's own refusal: refuse them here too."""
+
+    def update(self, **kwargs):
+        raise ValueError("Audit entries are append-only.")
+
+    def delete(self):
+        raise ValueError("Audit entries are append-only.")
+
+
 class AuditEntry(models.Model):
     """An append-only, hash-chained record of one call: who did what to which resource.
 
@@ -132,6 +142,8 @@ class AuditEntry(models.Model):
     response = models.JSONField(default=dict, blank=True)
     prev_hash = models.CharField(max_length=64)
     entry_hash = models.CharField(max_length=64, unique=True)
+
+    objects = AuditEntryQuerySet.as_manager()
 
     class Meta:
         ordering = ["-id"]

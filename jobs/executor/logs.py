@@ -32,8 +32,9 @@ _LEVELS = {
 _LEVEL_WORD = re.compile(
     r"^(?:\S+\s+\S+\s*[-|]?\s*)?(?:\S+\s*[-|]\s*)?\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?[:\s]"
 )
-# absl / glog, as TensorFlow prints: "I1121 12:00:00.123456  1234 file.cc:12] …"
-_GLOG = re.compile(r"^([DIWEF])\d{4} \d\d:\d\d:\d\d")
+# absl / glog, as TensorFlow prints: "I1121 12:00:00.123456  1234 file.cc:12] …", and
+# TensorFlow's native logging: "2023-01-18 10:04:41.123456: W tensorflow/…cc:128] …"
+_GLOG = re.compile(r"^(?:([DIWEF])\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([DIWEF]) )")
 _GLOG_LEVELS = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 
@@ -42,7 +43,7 @@ def detect_severity(text: str, stream: str) -> str:
     head = text[:120]
     match = _GLOG.match(head)
     if match:
-        return _GLOG_LEVELS[match.group(1)]
+        return _GLOG_LEVELS[match.group(1) or match.group(2)]
     match = _LEVEL_WORD.match(head)
     if match:
         return _LEVELS[match.group(1)]
@@ -57,53 +58,53 @@ def clean_text(raw: bytes) -> str:
 
 
 class LineSplitter:
-    """Incremental bytes → lines, with progress-bar folding and a length cap."""
+    """Incremental bytes → lines, with progress-bar folding and a length cap.
+
+    At most ``max_bytes`` of the current line are kept; the rest is counted and said in the cut
+    marker when the line ends, however many reads it spans.
+    """
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.buffer = bytearray()
-        self.skipping = 0  # bytes being discarded from an over-long line
+        self.dropped = 0  # bytes of the current line beyond what is kept
 
     def feed(self, data: bytes) -> Iterator[str]:
-        self.buffer += data
+        start = 0
         while True:
-            newline = self.buffer.find(b"\n")
+            newline = data.find(b"\n", start)
             if newline < 0:
-                break
-            line = bytes(self.buffer[:newline])
-            del self.buffer[: newline + 1]
-            yield from self._finish(line)
-        # A progress bar redraws with \r and no newline: only its latest state matters.
-        carriage = self.buffer.rfind(b"\r")
-        if carriage >= 0 and carriage < len(self.buffer) - 1:
-            del self.buffer[:carriage + 1]
-        if len(self.buffer) > self.max_bytes:
-            yield self._cut(bytes(self.buffer[: self.max_bytes]), len(self.buffer) - self.max_bytes)
-            self.skipping = len(self.buffer) - self.max_bytes
-            self.buffer.clear()
+                self._append(data[start:])
+                return
+            self._append(data[start:newline])
+            yield self._finish()
+            start = newline + 1
 
     def close(self) -> Iterator[str]:
-        if self.buffer or self.skipping:
-            line = bytes(self.buffer)
-            self.buffer.clear()
-            yield from self._finish(line)
+        if self.buffer or self.dropped:
+            yield self._finish()
 
-    def _finish(self, line: bytes) -> Iterator[str]:
-        if self.skipping:
-            # The rest of a line whose beginning was already emitted and cut.
-            self.skipping = 0
+    def _append(self, chunk: bytes) -> None:
+        if not chunk:
             return
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if b"\r" in line:
-            line = line[line.rfind(b"\r") + 1:]
-        if len(line) > self.max_bytes:
-            yield self._cut(line[: self.max_bytes], len(line) - self.max_bytes)
-            return
-        yield clean_text(line)
+        self.buffer += chunk
+        # A progress bar redraws with \r: only its latest state matters. A trailing \r ends a
+        # redraw (print(..., end="\r")), so look for the \r before it.
+        carriage = self.buffer.rstrip(b"\r").rfind(b"\r")
+        if carriage >= 0:
+            del self.buffer[: carriage + 1]
+            self.dropped = 0
+        if len(self.buffer) > self.max_bytes:
+            self.dropped += len(self.buffer) - self.max_bytes
+            del self.buffer[self.max_bytes:]
 
-    def _cut(self, head: bytes, rest: int) -> str:
-        return clean_text(head) + CUT_MARKER.format(rest)
+    def _finish(self) -> str:
+        text = clean_text(bytes(self.buffer).rstrip(b"\r"))
+        if self.dropped:
+            text += CUT_MARKER.format(self.dropped)
+        self.buffer.clear()
+        self.dropped = 0
+        return text
 
 
 @dataclass
