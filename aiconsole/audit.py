@@ -1,14 +1,17 @@
 """The one audit writer: Admin Activity for changes, Data Access for reads.
 
 Services call ``record`` inside the transaction that makes the change, so an entry exists exactly
-when the change does. Entries are hash-chained; ``verify_chain`` finds any edit or deletion.
+when the change does. Entries form one chain of keyed hashes (HMAC with the console's secret key):
+``verify_chain`` finds an edited, inserted or removed entry anywhere but at the very end, and
+someone with only database access cannot recompute the chain to hide an edit. Removing the newest
+entries leaves a valid shorter chain; exporting entries (Cloud Logging) is what anchors the head.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from aiconsole import iam
@@ -48,9 +51,7 @@ def record(
         return None
     context = current_request.get()
     with transaction.atomic():
-        # Serialise writers so the chain has no forks (a row lock on PostgreSQL; SQLite's
-        # IMMEDIATE transactions already serialise writers).
-        Project.objects.select_for_update().filter(pk=project.pk).first()
+        _lock_chain()
         last = AuditEntry.objects.order_by("-id").only("entry_hash").first()
         entry = AuditEntry(
             timestamp=timezone.now(),
@@ -73,6 +74,20 @@ def record(
         entry.entry_hash = entry.compute_hash()
         entry.save()
     return entry
+
+
+CHAIN_LOCK_ID = 0x41554449  # "AUDI": one advisory lock for the whole chain
+
+
+def _lock_chain() -> None:
+    """Serialise writers so every entry links to the one before it, across all projects.
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: IMMEDIATE transactions already let
+    one writer in at a time.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_ID])
 
 
 def authorize(actor, permission: str, resource, *, method: str, data_access: bool = False) -> None:

@@ -7,6 +7,7 @@ import secrets
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.crypto import salted_hmac
 
 PROJECT_ID_VALIDATOR = RegexValidator(
     r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
@@ -117,8 +118,8 @@ class AuditEntry(models.Model):
     """An append-only, hash-chained record of one call: who did what to which resource.
 
     Principal and resource are kept as names so an entry stays readable after deletions. Each
-    entry's ``entry_hash`` covers its content and the previous entry's hash, so editing or
-    deleting a row breaks the chain (see ``aiconsole.audit.verify_chain``).
+    entry's ``entry_hash`` is a keyed hash of its content and the previous entry's hash, so an
+    edited or removed row breaks the chain (see ``aiconsole.audit.verify_chain``).
     """
 
     class LogType(models.TextChoices):
@@ -181,5 +182,7 @@ class AuditEntry(models.Model):
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
 
     def compute_hash(self) -> str:
-        return hashlib.sha256((self.prev_hash + self.canonical()).encode()).hexdigest()
+        # Keyed: without the secret key, a database writer cannot forge a consistent chain.
+        return salted_hmac("aiconsole.audit-chain", self.prev_hash + self.canonical(),
+                           algorithm="sha256").hexdigest()
 

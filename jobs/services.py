@@ -13,7 +13,7 @@ from aiconsole import audit, events, iam, storage
 from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project
 from jobs import dispatch, spec
-from jobs.models import Job, JobState
+from jobs.models import Job
 from jobs.resources import job_resource
 
 JOB_SERVICE = "google.cloud.ml.v1.JobService"
@@ -111,11 +111,17 @@ def cancel_job(job: Job, *, actor) -> Job:
     return job
 
 
-def get_job(project: Project, job_id: str, *, actor) -> Job:
-    """One job, for someone holding ml.jobs.get on it (audited as Data Access)."""
+def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Job:
+    """One job, for someone holding ml.jobs.get on it (audited as Data Access).
+
+    ``audited=False`` is for a page refreshing what it already showed (status, new log lines):
+    the permission is still checked, but a tab left open does not write an entry every second.
+    """
     method = f"{JOB_SERVICE}.GetJob"
     job = find_job(project, job_id, actor=actor)
     audit.authorize(actor, "ml.jobs.get", job, method=method, data_access=True)
+    if not audited:
+        return job
     audit.record(
         actor=actor,
         project=project,
@@ -176,5 +182,3 @@ def announce_state(job: Job) -> None:
     events.send_now(events.group_for_project_jobs(job.project_id), payload)
 
 
-def is_active(job: Job) -> bool:
-    return job.state not in {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}

@@ -56,8 +56,9 @@ def job_list(request, project_id):
 @login_required
 def job_detail(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
-    job = services.get_job(project, job_id, actor=request.user)
-    if request.htmx and request.GET.get("part") == "status":
+    refresh = bool(request.htmx) and request.GET.get("part") == "status"
+    job = services.get_job(project, job_id, actor=request.user, audited=not refresh)
+    if refresh:
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     lines, filters = _log_lines(request, job)
     context = {
@@ -126,7 +127,7 @@ def _log_lines(request, job):
 def job_logs(request, project_id, job_id):
     """New log lines after ``after``, appended by the job page while the job is active."""
     project = services.find_project(project_id, actor=request.user)
-    job = services.get_job(project, job_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user, audited=False)
     lines, filters = _log_lines(request, job)
     context = {
         "project": project,
@@ -188,22 +189,40 @@ def job_submit(request, project_id):
     project = services.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.jobs.create", project)
     form = JobSubmitForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
-        job = _submit(request, project, form)
-        if job is not None:
-            return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+    if request.method == "POST":
+        if form.is_valid():
+            job = _submit(request, project, form)
+            if job is not None:
+                return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+        elif request.FILES.get("package_file") and "package_file" not in form.errors:
+            _keep_upload(form, project, request.FILES["package_file"])
     context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
     return render(request, "jobs/job_submit.html", context)
+
+
+def _store_upload(form, project, upload) -> str | None:
+    try:
+        return str(storage.save_upload(upload, upload.name, project=project.project_id))
+    except storage.StorageError as error:
+        form.add_error("package_file", str(error))
+        return None
+
+
+def _keep_upload(form, project, upload, uploaded_uri: str | None = None) -> None:
+    """Put a stored upload's path in the re-rendered form, so a correction needs no re-upload."""
+    uploaded_uri = uploaded_uri or _store_upload(form, project, upload)
+    if uploaded_uri:
+        form.data = form.data.copy()
+        uris = [uploaded_uri] + [u for u in form.data.get("package_uris", "").splitlines() if u.strip()]
+        form.data["package_uris"] = "\n".join(uris)
 
 
 def _submit(request, project, form):
     uploaded_uri = None
     upload = form.cleaned_data.get("package_file")
     if upload:
-        try:
-            uploaded_uri = str(storage.save_upload(upload, upload.name, project=project.project_id))
-        except storage.StorageError as error:
-            form.add_error("package_file", str(error))
+        uploaded_uri = _store_upload(form, project, upload)
+        if uploaded_uri is None:
             return None
     try:
         return services.submit_job(project, form.job_body(uploaded_uri), actor=request.user)
@@ -212,8 +231,5 @@ def _submit(request, project, form):
     except ServiceError as error:
         form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)
     if uploaded_uri:
-        # Keep the upload: the corrected form submits its stored path instead of re-uploading.
-        form.data = form.data.copy()
-        uris = [uploaded_uri] + [u for u in form.data.get("package_uris", "").splitlines() if u.strip()]
-        form.data["package_uris"] = "\n".join(uris)
+        _keep_upload(form, project, upload, uploaded_uri)
     return None

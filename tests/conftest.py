@@ -29,6 +29,12 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0, interval: f
         time.sleep(interval)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """The default hasher costs ~0.3 s per user: far too slow for persona-heavy tests."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 # --- personas -----------------------------------------------------------------------------------
 
 
