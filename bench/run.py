@@ -97,7 +97,7 @@ class Console:
             "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
             "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
 
-    def wait(self, job_id: str, poll: float = 0.25) -> dict:
+    def wait(self, job_id: str, poll: float = 0.05) -> dict:
         while True:
             job = self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}")
             if job["state"] in {"SUCCEEDED", "FAILED", "CANCELLED"}:
