@@ -39,13 +39,12 @@ VIOLATION_FIELDS = {
     "job.training_input.scheduling": "max_running_time",
     "job.training_input.hyperparameters": "package_uris",
 }
-for _role, _title, _type_key, _config_key, _count_key in ROLES:
-    _snake = {"master": "master", "worker": "worker", "parameter_server": "parameter_server",
-              "evaluator": "evaluator"}[_role]
-    VIOLATION_FIELDS[f"job.training_input.{_snake}_type"] = f"{_role}_type"
-    VIOLATION_FIELDS[f"job.training_input.{_snake}_count"] = f"{_role}_count"
-    VIOLATION_FIELDS[f"job.training_input.{_snake}_config.accelerator_config.count"] = f"{_role}_accelerator_count"
-    VIOLATION_FIELDS[f"job.training_input.{_snake}_config"] = f"{_role}_accelerator_type"
+# Form field names are the proto field prefixes (master, worker, parameter_server, evaluator).
+for _role, *_ in ROLES:
+    VIOLATION_FIELDS[f"job.training_input.{_role}_type"] = f"{_role}_type"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_count"] = f"{_role}_count"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_config.accelerator_config.count"] = f"{_role}_accelerator_count"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_config"] = f"{_role}_accelerator_type"
 
 
 def field_for_violation(path: str) -> str | None:
