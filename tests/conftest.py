@@ -84,6 +84,24 @@ def outsider(other_project):
     return _member("olga_outsider", "roles/ml.admin", other_project)
 
 
+# --- queued jobs (no executor) ----------------------------------------------------------------
+
+PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
+
+
+def body(job_id: str, **training_input) -> dict:
+    """A valid BASIC job body; nothing fetches its package unless an executor runs."""
+    return {"jobId": job_id, "trainingInput": {
+        "scaleTier": "BASIC", "packageUris": [PACKAGE], "pythonModule": "trainer.task",
+        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7", **training_input}}
+
+
+def submit(project, job_id: str, actor):
+    from jobs import services
+
+    return services.submit_job(project, body(job_id), actor=actor)
+
+
 # --- trainer packages ---------------------------------------------------------------------------
 
 TASK_HEADER = "import json, os, sys, time\n"

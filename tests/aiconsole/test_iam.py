@@ -10,26 +10,7 @@ from aiconsole.models import RoleBinding
 from aiconsole.tokens import create_token
 from jobs import services
 from jobs.models import Job, JobState
-
-PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
-
-
-def body(job_id: str) -> dict:
-    return {
-        "jobId": job_id,
-        "trainingInput": {
-            "scaleTier": "BASIC",
-            "packageUris": [PACKAGE],
-            "pythonModule": "trainer.task",
-            "region": "us-central1",
-            "runtimeVersion": "2.11",
-            "pythonVersion": "3.7",
-        },
-    }
-
-
-def submit(project, job_id: str, actor) -> Job:
-    return services.submit_job(project, body(job_id), actor=actor)
+from tests.conftest import PACKAGE, body, submit
 
 
 def make_user(username: str, role: str | None = None, resource=None, **extra):

@@ -14,27 +14,7 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.models import Job, JobState, LogLine, Replica
-from tests.conftest import build_package
-
-PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
-
-
-def body(job_id: str) -> dict:
-    return {
-        "jobId": job_id,
-        "trainingInput": {
-            "scaleTier": "BASIC",
-            "packageUris": [PACKAGE],
-            "pythonModule": "trainer.task",
-            "region": "us-central1",
-            "runtimeVersion": "2.11",
-            "pythonVersion": "3.7",
-        },
-    }
-
-
-def submit(project, job_id: str, actor) -> Job:
-    return services.submit_job(project, body(job_id), actor=actor)
+from tests.conftest import PACKAGE, build_package, submit
 
 
 def add_lines(job: Job, *lines: tuple[str, str, str]) -> list[LogLine]:
