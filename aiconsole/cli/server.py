@@ -1,6 +1,6 @@
-"""The ``aiconsole`` command: ``up`` starts the console; ``token create`` mints API tokens.
+"""Commands that run on the server's own machine: ``up``, ``token create``, ``manage``.
 
-``AICONSOLE_DATA_DIR`` (or ``--data-dir``) chooses the data dir for every subcommand.
+They use the data dir (``AICONSOLE_DATA_DIR`` or ``--data-dir``) directly, not the REST API.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 import sys
 
 
-def _setup(data_dir: str | None) -> None:
+def setup_django(data_dir: str | None) -> None:
+    """Configure Django for commands that work on the data dir directly."""
     if data_dir:
         os.environ["AICONSOLE_DATA_DIR"] = os.path.abspath(os.path.expanduser(data_dir))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
@@ -19,15 +20,15 @@ def _setup(data_dir: str | None) -> None:
     django.setup()
 
 
-def _migrate() -> None:
+def migrate() -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
 
 
 def cmd_up(args) -> int:
-    _setup(args.data_dir)
-    _migrate()
+    setup_django(args.data_dir)
+    migrate()
     from django.conf import settings
 
     from aiconsole.bootstrap import ensure_admin_and_project
@@ -63,8 +64,8 @@ def _serve(host: str, port: int, *, with_executor: bool) -> int:
 
 
 def cmd_token_create(args) -> int:
-    _setup(args.data_dir)
-    _migrate()
+    setup_django(args.data_dir)
+    migrate()
     from django.contrib.auth import get_user_model
 
     from aiconsole.tokens import create_token
@@ -79,18 +80,14 @@ def cmd_token_create(args) -> int:
 
 
 def cmd_manage(args) -> int:
-    _setup(args.data_dir)
+    setup_django(args.data_dir)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["aiconsole manage", *args.rest])
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aiconsole", description="AI Console: self-hosted AI Platform Training.")
-    parser.add_argument("--data-dir", help="data directory (default: $AICONSOLE_DATA_DIR or ~/.aiconsole)")
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def register(commands) -> None:
     up = commands.add_parser("up", help="set up and serve the console with the embedded defaults")
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8000)
@@ -108,13 +105,3 @@ def build_parser() -> argparse.ArgumentParser:
     manage = commands.add_parser("manage", help="run a Django management command")
     manage.add_argument("rest", nargs=argparse.REMAINDER)
     manage.set_defaults(func=cmd_manage)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
