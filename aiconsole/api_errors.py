@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -40,6 +41,8 @@ def exception_handler(exc, context):
         response = error_response(401, "UNAUTHENTICATED", message)
         response["WWW-Authenticate"] = 'Bearer realm="aiconsole"'
         return response
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(413, "INVALID_ARGUMENT", "Request payload size exceeds the limit.")
     if isinstance(exc, exceptions.ParseError):
         return error_response(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {exc.detail}")
     if isinstance(exc, exceptions.APIException):

@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from jobs import api as job_api
 from jobs import views as job_views
 
 urlpatterns = [
@@ -10,5 +11,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("v1/", include("jobs.api_urls")),
+    path("v1/", include("models_registry.api_urls")),
+    path("upload/v1/projects/<str:project_id>/packages", job_api.package_upload, name="api-package-upload"),
+    re_path(r"^(?:upload/)?v1/", job_api.api_not_found),
     path("", include("jobs.urls")),
 ]

@@ -1,67 +1,47 @@
-"""The ml v1 REST API for jobs. Thin adapters over jobs.services."""
+"""The ml v1 REST API for jobs and project configuration. Thin adapters over the services."""
 
 from __future__ import annotations
-
-import base64
 
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from aiconsole.errors import InvalidArgument
-from jobs import services
+from aiconsole import audit, iam, paging
+from aiconsole.errors import FieldViolation, InvalidArgument
+from jobs import catalogue, services
 from jobs.resources import job_resource
 
-DEFAULT_PAGE_SIZE = 20
-MAX_PAGE_SIZE = 100
 
-
-def _page_size(request) -> int:
-    raw = request.query_params.get("pageSize", "")
-    if not raw:
-        return DEFAULT_PAGE_SIZE
-    if not raw.isdigit():
-        raise InvalidArgument(f"Invalid value at 'page_size' (TYPE_INT32), \"{raw}\"")
-    return min(int(raw), MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
-
-
-def _decode_token(token: str) -> int | None:
-    if not token:
-        return None
-    try:
-        return int(base64.urlsafe_b64decode(token.encode() + b"==").decode().removeprefix("job:"))
-    except ValueError:
-        raise InvalidArgument("The page token is not valid.") from None
-
-
-def _encode_token(pk: int) -> str:
-    return base64.urlsafe_b64encode(f"job:{pk}".encode()).decode().rstrip("=")
+def _job_body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise InvalidArgument("Invalid JSON payload received. Expected an object at 'job'.",
+                              [FieldViolation("job", "Expected a JSON object.")])
+    return request.data
 
 
 @api_view(["GET", "POST"])
 def jobs_collection(request, project_id):
     project = services.find_project(project_id, actor=request.user)
     if request.method == "POST":
-        if not isinstance(request.data, dict):
-            raise InvalidArgument("Invalid JSON payload received. Expected a Job object.")
-        job = services.submit_job(project, request.data, actor=request.user)
+        job = services.submit_job(project, _job_body(request), actor=request.user)
         return Response(job_resource(job))
-    size = _page_size(request)
-    after = _decode_token(request.query_params.get("pageToken", ""))
-    jobs = services.list_jobs(project, actor=request.user).order_by("-pk")
-    if after is not None:
-        jobs = jobs.filter(pk__lt=after)
-    page = list(jobs[: size + 1])
+    jobs = services.list_jobs(project, actor=request.user, filter_text=request.query_params.get("filter", ""))
+    page, next_token = paging.keyset_page(jobs, request, "jobs")
     body: dict = {}
     if page:
-        body["jobs"] = [job_resource(job) for job in page[:size]]
-    if len(page) > size:
-        body["nextPageToken"] = _encode_token(page[size - 1].pk)
+        body["jobs"] = [job_resource(job) for job in page]
+    if next_token:
+        body["nextPageToken"] = next_token
     return Response(body)
 
 
-@api_view(["GET"])
+@api_view(["GET", "PATCH"])
 def job_item(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
+    if request.method == "PATCH":
+        job = services.find_job(project, job_id, actor=request.user)
+        updated = services.update_job(job, _job_body(request), request.query_params.get("updateMask", ""),
+                                      actor=request.user)
+        return Response(job_resource(updated))
     return Response(job_resource(services.get_job(project, job_id, actor=request.user)))
 
 
@@ -70,3 +50,63 @@ def job_cancel(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
     services.cancel_job(services.find_job(project, job_id, actor=request.user), actor=request.user)
     return Response({})
+
+
+@api_view(["GET"])
+def project_config(request, project_id):
+    """projects.getConfig: the service account trainers would run as."""
+    project = services.find_project(project_id, actor=request.user)
+    method = "google.cloud.ml.v1.ProjectManagementService.GetConfig"
+    audit.authorize(request.user, "ml.projects.getConfig", project, method=method, data_access=True)
+    audit.record(actor=request.user, project=project, method=method, resource_name=project.resource_name,
+                 permission="ml.projects.getConfig", data_access=True)
+    number = project.project_number
+    return Response({
+        "serviceAccount": f"service-{number}@cloud-ml.google.com.iam.gserviceaccount.com",
+        "serviceAccountProject": str(number),
+        "config": {"tpuServiceAccount": f"service-{number}@cloud-tpu.iam.gserviceaccount.com"},
+    })
+
+
+def _location(project, region: str) -> dict:
+    return {"name": f"{project.resource_name}/locations/{region}",
+            "capabilities": catalogue.location_capabilities(region)}
+
+
+@api_view(["GET"])
+def locations_collection(request, project_id):
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.locations.list", project)
+    page, next_token = paging.list_page(sorted(catalogue.REGIONS), request, "locations")
+    body: dict = {"locations": [_location(project, region) for region in page]} if page else {}
+    if next_token:
+        body["nextPageToken"] = next_token
+    return Response(body)
+
+
+@api_view(["GET"])
+def location_item(request, project_id, location_id):
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.locations.get", project)
+    if location_id not in catalogue.REGIONS:
+        raise iam.NotFound(f"{project.resource_name}/locations/{location_id}")
+    return Response(_location(project, location_id))
+
+
+@api_view(["POST"])
+def package_upload(request, project_id):
+    """Our extension (the original staged packages in Cloud Storage): the raw body is one trainer
+    package; the answer's ``uri`` goes into ``trainingInput.packageUris``."""
+    project = services.find_project(project_id, actor=request.user)
+    package = services.upload_package(project, request.query_params.get("name", ""), request._request,
+                                      actor=request.user)
+    return Response(package)
+
+
+def api_not_found(request, *args, **kwargs):
+    """Anything else under /v1/: the Google error envelope, not an HTML page."""
+    from django.http import JsonResponse
+
+    message = f"The requested URL {request.path} was not found on this server."
+    return JsonResponse({"error": {"code": 404, "message": message, "status": "NOT_FOUND", "details": []}},
+                        status=404)

@@ -2,8 +2,14 @@ from django.urls import path, re_path
 
 from jobs import api
 
+P = r"^projects/(?P<project_id>[^/:]+)"
+J = P + r"/jobs/(?P<job_id>[^/:]+)"
+
 urlpatterns = [
+    re_path(P + r":getConfig$", api.project_config, name="api-project-config"),
+    re_path(P + r"/locations$", api.locations_collection, name="api-locations"),
+    re_path(P + r"/locations/(?P<location_id>[^/:]+)$", api.location_item, name="api-location"),
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
-    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+):cancel$", api.job_cancel, name="api-job-cancel"),
-    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+)$", api.job_item, name="api-job"),
+    re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),
+    re_path(J + r"$", api.job_item, name="api-job"),
 ]

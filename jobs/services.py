@@ -10,9 +10,15 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from aiconsole import audit, events, iam, storage
-from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
+from aiconsole.errors import (
+    Aborted,
+    AlreadyExists,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+)
 from aiconsole.models import Project
-from jobs import dispatch, spec
+from jobs import dispatch, filters, spec
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -88,6 +94,30 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     return job
 
 
+def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
+    """Store an uploaded trainer package after checking it is a safe, real package."""
+    from aiconsole import archives
+    from jobs.executor.environments import file_digest
+
+    method = "aiconsole.PackageService.UploadPackage"
+    audit.authorize(actor, "ml.jobs.create", project, method=method)
+    try:
+        path = storage.save_upload(stream, filename, project=project.project_id)
+    except storage.StorageError as error:
+        raise InvalidArgument(str(error), [FieldViolation("name", str(error))]) from None
+    try:
+        info = archives.inspect_package(path, filename=filename)
+    except archives.ArchiveError as error:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+        raise InvalidArgument(str(error), [FieldViolation("body", str(error))]) from None
+    package = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size),
+               "sha256": file_digest(path), "kind": info.kind, "modules": sorted(info.modules)[:50]}
+    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
+                 permission="ml.jobs.create", request={"name": filename}, response=package)
+    return package
+
+
 def cancel_job(job: Job, *, actor) -> Job:
     """Cancel a job that has not finished; a finished one is a FAILED_PRECONDITION."""
     method = f"{JOB_SERVICE}.CancelJob"
@@ -108,6 +138,41 @@ def cancel_job(job: Job, *, actor) -> Job:
             request={"name": job.resource_name},
         )
         _announce(job)
+    return job
+
+
+UPDATABLE_FIELDS = {"labels", "etag"}
+
+
+def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
+    """projects.jobs.patch: only labels may change; an etag in the mask must match."""
+    method = f"{JOB_SERVICE}.UpdateJob"
+    audit.authorize(actor, "ml.jobs.update", job, method=method)
+    paths = [p.strip() for p in update_mask.split(",") if p.strip()]
+    if not paths:
+        raise InvalidArgument.from_violations([FieldViolation("update_mask", "The update mask is required; "
+                                                                             "updatable fields: labels, etag.")])
+    unknown = [p for p in paths if p not in UPDATABLE_FIELDS]
+    if unknown:
+        raise InvalidArgument.from_violations(
+            [FieldViolation("update_mask", f"Field {p!r} cannot be updated; updatable fields: labels, etag.")
+             for p in unknown])
+    labels = body.get("labels") or {}
+    violations = spec.validate_labels(labels, "job.labels")
+    if violations:
+        raise InvalidArgument.from_violations(violations)
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        if "etag" in paths and body.get("etag") and body["etag"] != current.etag:
+            raise Aborted(f"The etag {body['etag']!r} does not match the job's current etag: "
+                          "the job changed since it was read. Read it again and retry.")
+        if "labels" in paths:
+            current.touch_labels(labels)
+        audit.record(actor=actor, project=job.project, method=method, resource_name=job.resource_name,
+                     permission="ml.jobs.update",
+                     request={"name": job.resource_name, "updateMask": update_mask, "job": body},
+                     response=job_resource(current))
+    job.refresh_from_db()
     return job
 
 
@@ -133,8 +198,8 @@ def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Jo
     return job
 
 
-def list_jobs(project: Project, *, actor):
-    """The project's jobs the caller may see, newest first."""
+def list_jobs(project: Project, *, actor, filter_text: str = ""):
+    """The project's jobs the caller may see, newest first, narrowed by a list filter."""
     method = f"{JOB_SERVICE}.ListJobs"
     if not iam.can(actor, "ml.jobs.list", project):
         # Job-level owners may still list the jobs they own.
@@ -148,7 +213,13 @@ def list_jobs(project: Project, *, actor):
         permission="ml.jobs.list",
         data_access=True,
     )
-    return Job.objects.filter(project=project).visible_to(actor, "ml.jobs.get").select_related("project")
+    jobs = Job.objects.filter(project=project).visible_to(actor, "ml.jobs.get").select_related("project")
+    if filter_text:
+        try:
+            jobs = jobs.filter(filters.parse_filter(filter_text))
+        except filters.FilterError as error:
+            raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
+    return jobs
 
 
 def find_job(project: Project, job_id: str, *, actor) -> Job:
