@@ -2,10 +2,10 @@ from django.urls import re_path
 
 from models_registry import api
 
-O = r"^projects/(?P<project_id>[^/:]+)/operations"
+OPS = r"^projects/(?P<project_id>[^/:]+)/operations"
 
 urlpatterns = [
-    re_path(O + r"$", api.operations_collection, name="api-operations"),
-    re_path(O + r"/(?P<operation_id>[^/:]+):cancel$", api.operation_cancel, name="api-operation-cancel"),
-    re_path(O + r"/(?P<operation_id>[^/:]+)$", api.operation_item, name="api-operation"),
+    re_path(OPS + r"$", api.operations_collection, name="api-operations"),
+    re_path(OPS + r"/(?P<operation_id>[^/:]+):cancel$", api.operation_cancel, name="api-operation-cancel"),
+    re_path(OPS + r"/(?P<operation_id>[^/:]+)$", api.operation_item, name="api-operation"),
 ]
