@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from aiconsole.openapi import openapi_document
 from jobs import api as job_api
 from jobs import views as job_views
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("v1/", include("jobs.api_urls")),
     path("v1/", include("models_registry.api_urls")),
     path("upload/v1/projects/<str:project_id>/packages", job_api.package_upload, name="api-package-upload"),
+    path("v1/openapi.json", openapi_document, name="openapi"),
     re_path(r"^(?:upload/)?v1/", job_api.api_not_found),
     path("", include("jobs.urls")),
 ]

@@ -1,0 +1,195 @@
+"""The OpenAPI 3 description of the REST API, built as plain data and served at /v1/openapi.json.
+
+It describes the wire shapes of the original ``ml.googleapis.com/v1`` methods this server answers,
+plus our extensions (package upload, log streaming). CI fuzzes the server against it.
+"""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+
+STRING = {"type": "string"}
+INT64 = {"type": "string", "pattern": r"^-?\d+$", "description": "int64, as a JSON string"}
+TIMESTAMP = {"type": "string", "format": "date-time"}
+STATES = ["STATE_UNSPECIFIED", "QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"]
+LABELS = {"type": "object", "additionalProperties": STRING}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict) -> dict:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict:
+    reasons = {400: "Invalid argument", 401: "Unauthenticated", 403: "Permission denied", 404: "Not found",
+               409: "Already exists or aborted", 413: "Payload too large"}
+    return {str(code): {"description": reasons[code], **_json(_ref("Error"))} for code in codes}
+
+
+def _operation(operation_id: str, summary: str, response: dict, *, codes=(400, 401, 403, 404), body=None,
+               parameters=None) -> dict:
+    spec: dict = {
+        "operationId": operation_id,
+        "summary": summary,
+        "responses": {"200": {"description": "OK", **_json(response)}, **_errors(*codes)},
+    }
+    if parameters:
+        spec["parameters"] = parameters
+    if body is not None:
+        spec["requestBody"] = {"required": True, **body}
+    return spec
+
+
+def _path_params(*names: str) -> list[dict]:
+    return [{"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]+$"}}
+            for name in names]
+
+
+def _query(name: str, schema: dict, description: str = "") -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+PAGING = [
+    _query("pageSize", {"type": "integer", "minimum": 0}, "Default 20, at most 100."),
+    _query("pageToken", STRING, "nextPageToken of the previous page."),
+]
+
+ACCELERATOR = {"type": "object", "additionalProperties": False,
+               "properties": {"count": INT64, "type": STRING}}
+REPLICA_CONFIG = {"type": "object", "additionalProperties": False, "properties": {
+    "acceleratorConfig": ACCELERATOR, "imageUri": STRING, "tpuTfVersion": STRING,
+    "containerCommand": {"type": "array", "items": STRING}, "containerArgs": {"type": "array", "items": STRING},
+    "diskConfig": {"type": "object", "additionalProperties": False,
+                   "properties": {"bootDiskSizeGb": {"type": "integer"}, "bootDiskType": STRING}}}}
+
+SCHEMAS = {
+    "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["code", "message", "status"],
+        "properties": {"code": {"type": "integer"}, "message": STRING, "status": STRING,
+                       "details": {"type": "array", "items": {"type": "object"}}}}}},
+    "Empty": {"type": "object", "additionalProperties": False},
+    "TrainingInput": {"type": "object", "additionalProperties": False, "properties": {
+        "scaleTier": {"type": "string", "enum": ["BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU",
+                                                 "CUSTOM"]},
+        "masterType": STRING, "masterConfig": REPLICA_CONFIG,
+        "workerType": STRING, "workerCount": INT64, "workerConfig": REPLICA_CONFIG,
+        "parameterServerType": STRING, "parameterServerCount": INT64, "parameterServerConfig": REPLICA_CONFIG,
+        "evaluatorType": STRING, "evaluatorCount": INT64, "evaluatorConfig": REPLICA_CONFIG,
+        "packageUris": {"type": "array", "items": STRING}, "pythonModule": STRING,
+        "args": {"type": "array", "items": STRING}, "hyperparameters": {"type": "object"},
+        "region": STRING, "jobDir": STRING, "runtimeVersion": STRING, "pythonVersion": STRING,
+        "scheduling": {"type": "object", "additionalProperties": False, "properties": {
+            "maxRunningTime": STRING, "maxWaitTime": STRING, "priority": {"type": "integer"}}},
+        "network": STRING, "serviceAccount": STRING, "enableWebAccess": {"type": "boolean"},
+        "useChiefInTfConfig": {"type": "boolean"},
+        "encryptionConfig": {"type": "object", "properties": {"kmsKeyName": STRING}}}},
+    "Job": {"type": "object", "properties": {
+        "jobId": STRING, "trainingInput": _ref("TrainingInput"), "predictionInput": {"type": "object"},
+        "trainingOutput": {"type": "object"}, "predictionOutput": {"type": "object"},
+        "state": {"type": "string", "enum": STATES}, "errorMessage": STRING, "labels": LABELS, "etag": STRING,
+        "createTime": TIMESTAMP, "startTime": TIMESTAMP, "endTime": TIMESTAMP, "jobPosition": INT64}},
+    "ListJobsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "jobs": {"type": "array", "items": _ref("Job")}, "nextPageToken": STRING}},
+    "GetConfigResponse": {"type": "object", "properties": {
+        "serviceAccount": STRING, "serviceAccountProject": INT64,
+        "config": {"type": "object", "properties": {"tpuServiceAccount": STRING}}}},
+    "Location": {"type": "object", "properties": {"name": STRING, "capabilities": {"type": "array", "items": {
+        "type": "object", "properties": {"type": STRING, "availableAccelerators": {"type": "array", "items": STRING}}}}}},
+    "ListLocationsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "locations": {"type": "array", "items": _ref("Location")}, "nextPageToken": STRING}},
+    "Operation": {"type": "object", "required": ["name"], "properties": {
+        "name": STRING, "metadata": {"type": "object"}, "done": {"type": "boolean"},
+        "error": {"type": "object"}, "response": {"type": "object"}}},
+    "ListOperationsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "operations": {"type": "array", "items": _ref("Operation")}, "nextPageToken": STRING}},
+    "UploadResponse": {"type": "object", "required": ["uri", "name", "sizeBytes", "sha256"], "properties": {
+        "uri": STRING, "name": STRING, "sizeBytes": INT64, "sha256": STRING, "kind": STRING,
+        "modules": {"type": "array", "items": STRING}}},
+}
+
+JOB_PATH = "/v1/projects/{projectsId}/jobs/{jobsId}"
+PATHS = {
+    "/v1/projects/{projectsId}/jobs": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.jobs.list", "Lists the jobs in the project.", _ref("ListJobsResponse"),
+                          parameters=[*PAGING, _query("filter", {"type": "string", "maxLength": 2000},
+                                                      "e.g. jobId:census* AND state:FAILED")]),
+        "post": _operation("ml.projects.jobs.create", "Creates a training job.", _ref("Job"),
+                           codes=(400, 401, 403, 404, 409, 413), body=_json(_ref("Job"))),
+    },
+    JOB_PATH: {
+        "parameters": _path_params("projectsId", "jobsId"),
+        "get": _operation("ml.projects.jobs.get", "Describes a job.", _ref("Job")),
+        "patch": _operation("ml.projects.jobs.patch", "Updates a job's labels.", _ref("Job"),
+                            codes=(400, 401, 403, 404, 409, 413), body=_json(_ref("Job")),
+                            parameters=[_query("updateMask", STRING, "labels and/or etag")]),
+    },
+    JOB_PATH + ":cancel": {
+        "parameters": _path_params("projectsId", "jobsId"),
+        "post": _operation("ml.projects.jobs.cancel", "Cancels a running job.", _ref("Empty"),
+                           body=_json({"type": "object"})),
+    },
+    "/v1/projects/{projectsId}:getConfig": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.getConfig", "The service account the project's jobs run as.",
+                          _ref("GetConfigResponse")),
+    },
+    "/v1/projects/{projectsId}/locations": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.locations.list", "Regions and their capabilities.",
+                          _ref("ListLocationsResponse"), parameters=PAGING),
+    },
+    "/v1/projects/{projectsId}/locations/{locationsId}": {
+        "parameters": _path_params("projectsId", "locationsId"),
+        "get": _operation("ml.projects.locations.get", "One region.", _ref("Location")),
+    },
+    "/v1/projects/{projectsId}/operations": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.operations.list", "Long-running operations.",
+                          _ref("ListOperationsResponse"), parameters=[*PAGING, _query("filter", STRING)]),
+    },
+    "/v1/projects/{projectsId}/operations/{operationsId}": {
+        "parameters": _path_params("projectsId", "operationsId"),
+        "get": _operation("ml.projects.operations.get", "One operation.", _ref("Operation")),
+    },
+    "/v1/projects/{projectsId}/operations/{operationsId}:cancel": {
+        "parameters": _path_params("projectsId", "operationsId"),
+        "post": _operation("ml.projects.operations.cancel", "Requests cancellation.", _ref("Empty")),
+    },
+    "/upload/v1/projects/{projectsId}/packages": {
+        "parameters": _path_params("projectsId"),
+        "post": {
+            **_operation("aiconsole.packages.upload",
+                         "Our extension: upload a trainer package (sdist or wheel) as the raw body.",
+                         _ref("UploadResponse"), codes=(400, 401, 403, 404, 413),
+                         parameters=[_query("name", STRING, "The file name, e.g. trainer-0.1.tar.gz")]),
+            "requestBody": {"required": True, "content": {"application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"}}}},
+        },
+    },
+}
+
+
+def build_document() -> dict:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "AI Console: AI Platform Training & Prediction API (ml v1)",
+            "version": "v1",
+            "description": "Wire-compatible with ml.googleapis.com/v1 for the methods listed; "
+                           "extensions are marked as ours. Authenticate with `Authorization: Bearer <token>` "
+                           "(`aiconsole token create USER`).",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": SCHEMAS},
+        "paths": PATHS,
+    }
+
+
+def openapi_document(request):
+    """Public, like Google's discovery documents: it describes the API, it reveals no data."""
+    return JsonResponse(build_document(), json_dumps_params={"indent": 1})
