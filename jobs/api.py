@@ -26,6 +26,8 @@ def jobs_collection(request, project_id):
         return Response(job_resource(job))
     jobs = services.list_jobs(project, actor=request.user, filter_text=request.query_params.get("filter", ""))
     page, next_token = paging.keyset_page(jobs, request, "jobs")
+    for job in page:
+        job.project = project  # the caller named it: no join, no 20 more rows to build
     body: dict = {}
     if page:
         body["jobs"] = [job_resource(job) for job in page]

@@ -213,7 +213,7 @@ def list_jobs(project: Project, *, actor, filter_text: str = ""):
         permission="ml.jobs.list",
         data_access=True,
     )
-    jobs = Job.objects.filter(project=project).visible_to(actor, "ml.jobs.get").select_related("project")
+    jobs = Job.objects.filter(project=project).visible_to(actor, "ml.jobs.get").defer("runner", "restarts")
     if filter_text:
         try:
             jobs = jobs.filter(filters.parse_filter(filter_text))

@@ -1,0 +1,218 @@
+"""projects.jobs.list with 200,000 jobs in the database, through a real ``aiconsole up``.
+
+1. Throughput: closed loop, several keep-alive connections, authenticated requests for the first
+   page and for pages deep in the list (following real nextPageTokens), for a fixed time.
+2. Latency at a fixed rate: 100 requests/s, open loop (requests are sent on schedule whatever the
+   previous ones do), p50/p99.
+
+Uses ``wrk`` when installed (it costs the 2-core machine least); otherwise a Python client.
+Run: ``.venv/bin/python bench/api_list.py [--jobs 200000] [--seconds 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def seed(data_dir: Path, count: int) -> None:
+    """Migrate and insert jobs in bulk, in a child process so this one stays free of Django."""
+    code = f"""
+import os, random
+os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+import django; django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from aiconsole.bootstrap import ensure_admin_and_project
+from jobs.models import Job, JobState
+project = ensure_admin_and_project().project
+states = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.SUCCEEDED]
+ti = {{"scaleTier": "BASIC", "packageUris": ["gs://b/trainer-0.1.tar.gz"], "pythonModule": "trainer.task",
+      "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7"}}
+batch = []
+for i in range({count}):
+    batch.append(Job(project=project, job_id=f"job_{{i:07d}}", training_input=ti, state=states[i % 4],
+                     labels={{"team": "t" + str(i % 10)}}, training_output={{"consumedMLUnits": 0.39}}))
+    if len(batch) == 5000:
+        Job.objects.bulk_create(batch); batch = []
+Job.objects.bulk_create(batch)
+"""
+    env = {**os.environ, "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT)
+
+
+class Server:
+    def __init__(self, data_dir: Path, port: int):
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
+        self.port = port
+        self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(port)], env=self.env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+                connection.request("GET", "/login/")
+                if connection.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
+                                    capture_output=True, text=True).stdout.strip()
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=60)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def request_paths(server: Server) -> list[str]:
+    """The first page and pages 50 and 500 deep, reached with real tokens."""
+    base = "/v1/projects/default-project/jobs?pageSize=20"
+    paths, token, page = [base], None, 0
+    connection = http.client.HTTPConnection("127.0.0.1", server.port)
+    while page < 500:
+        page += 1
+        path = base + (f"&pageToken={token}" if token else "")
+        connection.request("GET", path, headers={"Authorization": f"Bearer {server.token}"})
+        token = json.loads(connection.getresponse().read())["nextPageToken"]
+        if page in (50, 500):
+            paths.append(base + f"&pageToken={token}")
+    return paths
+
+
+def python_closed_loop(server: Server, paths: list[str], seconds: float, connections: int) -> dict:
+    done, latencies, stop = [0] * connections, [], time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def worker(slot: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port)
+        headers = {"Authorization": f"Bearer {server.token}"}
+        index = slot
+        while time.monotonic() < stop:
+            started = time.perf_counter()
+            connection.request("GET", paths[index % len(paths)], headers=headers)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200, response.status
+            with lock:
+                latencies.append(time.perf_counter() - started)
+            done[slot] += 1
+            index += 1
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    return {"requests_per_second": sum(done) / elapsed, "p50_ms": statistics.median(latencies) * 1000,
+            "tool": "python"}
+
+
+def wrk_closed_loop(server: Server, paths: list[str], seconds: float, connections: int) -> dict:
+    script = Path(tempfile.mkstemp(suffix=".lua")[1])
+    quoted = ", ".join(json.dumps(p) for p in paths)
+    script.write_text(
+        f'local paths = {{{quoted}}}\nlocal i = 0\n'
+        f'wrk.headers["Authorization"] = "Bearer {server.token}"\n'
+        'request = function() i = i + 1; return wrk.format("GET", paths[(i % #paths) + 1]) end\n'
+        'done = function(summary, latency, requests)\n'
+        '  io.write(string.format("RESULT %d %f %d\\n", summary.requests, summary.duration / 1e6, '
+        'summary.errors.status))\nend\n')
+    output = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", str(script),
+                             f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, check=True).stdout
+    script.unlink()
+    line = next(line for line in output.splitlines() if line.startswith("RESULT"))
+    _, requests, duration, errors = line.split()
+    assert int(errors) == 0, output
+    return {"requests_per_second": int(requests) / float(duration), "tool": "wrk"}
+
+
+def fixed_rate(server: Server, paths: list[str], seconds: float, rate: float) -> dict:
+    """Open loop: request k is due at k/rate; its latency counts from when it was due."""
+    total = int(seconds * rate)
+    latencies: list[float] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.2
+    next_index = [0]
+
+    def worker() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port)
+        headers = {"Authorization": f"Bearer {server.token}"}
+        while True:
+            with lock:
+                index = next_index[0]
+                next_index[0] += 1
+            if index >= total:
+                return
+            due = start + index / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            connection.request("GET", paths[index % len(paths)], headers=headers)
+            response = connection.getresponse()
+            response.read()
+            with lock:
+                latencies.append(time.perf_counter() - due)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ordered = sorted(latencies)
+    return {"rate": rate, "requests": total, "p50_ms": ordered[len(ordered) // 2] * 1000,
+            "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000, "max_ms": ordered[-1] * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=200_000)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=8)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-list-") as scratch:
+        data_dir = Path(scratch)
+        started = time.monotonic()
+        seed(data_dir, args.jobs)
+        print(f"Seeded {args.jobs} jobs in {time.monotonic() - started:.1f} s")
+        server = Server(data_dir, free_port())
+        try:
+            paths = request_paths(server)
+            loop = wrk_closed_loop if shutil.which("wrk") else python_closed_loop
+            throughput = loop(server, paths, args.seconds, args.connections)
+            latency = fixed_rate(server, paths, args.seconds, 100)
+        finally:
+            server.stop()
+    print(f"jobs.list, {args.jobs} jobs, pages 1/50/500 in turn, bearer auth:")
+    print(f"  throughput ({throughput['tool']}, {args.connections} connections): "
+          f"{throughput['requests_per_second']:.0f} req/s   (goal ≥ 400)")
+    print(f"  at 100 req/s: p50 {latency['p50_ms']:.1f} ms  p99 {latency['p99_ms']:.1f} ms  "
+          f"max {latency['max_ms']:.1f} ms   (goal p99 ≤ 25 ms)")
+
+
+if __name__ == "__main__":
+    main()
