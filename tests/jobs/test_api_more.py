@@ -145,3 +145,10 @@ def test_malformed_json_is_an_invalid_argument(api, project):
     status, body = api("POST", "/v1/projects/project-a/jobs", b"{not json", content_type="application/json")
     assert status == 400 and body["error"]["status"] == "INVALID_ARGUMENT"
     assert body["error"]["message"].startswith("Invalid JSON payload received.")
+
+
+def test_an_oversized_body_is_refused_and_creates_nothing(api, project, settings):
+    padding = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+    status, body = api("POST", "/v1/projects/project-a/jobs", {"jobId": "huge", "labels": {"a": padding}})
+    assert status == 413 and body["error"]["message"] == "Request payload size exceeds the limit."
+    assert not Job.objects.exists()
