@@ -1,41 +1,103 @@
 """The one audit writer: Admin Activity for changes, Data Access for reads.
 
 Services call ``record`` inside the transaction that makes the change, so an entry exists exactly
-when the change does. Entries form one chain of keyed hashes (HMAC with the console's secret key):
-``verify_chain`` finds an edited, inserted or removed entry anywhere but at the very end, and
-someone with only database access cannot recompute the chain to hide an edit. Removing the newest
-entries leaves a valid shorter chain; exporting entries (Cloud Logging) is what anchors the head.
+when the change does. Each log type is one chain of keyed hashes (HMAC with the console's secret
+key), so Data Access entries can be purged sooner than Admin Activity ones without breaking
+anything. A sealed ``AuditChain`` row per log type records where the chain starts (the hash of
+the last purged entry) and where it ends, so ``verify_chain`` finds an entry that was altered,
+removed (from the middle, the start or the end) or inserted, and someone with only database
+access cannot recompute the hashes to hide an edit. Rolling the whole database back to an older
+copy is what the Cloud Logging export (``aiconsole.cloud_logging``) guards against.
+
+Append-only: nothing updates or deletes an entry except ``purge`` (retention). On PostgreSQL a
+trigger enforces it (migration 0003); the purge turns on ``aiconsole.audit_purge`` for its own
+transaction only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from aiconsole import iam
 from aiconsole.middleware import current_request
-from aiconsole.models import AuditEntry, Project
+from aiconsole.models import AuditChain, AuditEntry, AuditLogType, Project
 
-GENESIS_HASH = hashlib.sha256(b"aiconsole-audit-genesis").hexdigest()
 SERVICE = "ml.googleapis.com"
+CONSOLE_SERVICE = "aiconsole"
+LogType = AuditLogType
 
 # google.rpc.Code values used in audit statuses.
 CODE_PERMISSION_DENIED = 7
 CODE_NOT_FOUND = 5
 
 
+def genesis_hash(log_type: str) -> str:
+    return hashlib.sha256(f"aiconsole-audit-genesis:{log_type}".encode()).hexdigest()
+
+
+GENESIS_HASH = genesis_hash(LogType.ADMIN_ACTIVITY)
+
+
 def principal_of(actor) -> str:
-    if actor is None:
+    if actor is None or actor is iam.SYSTEM:
         return "system"
-    return actor.email or actor.get_username()
+    if not getattr(actor, "is_authenticated", False):
+        return "anonymous"
+    return getattr(actor, "email", "") or actor.get_username()
+
+
+# --- secrets never reach the log --------------------------------------------------------------
+
+REDACTED = "[REDACTED]"
+_SECRET_WORD = r"(?:pass(?:word|wd|phrase)?|secret|token|api[-_]?key|private[-_]?key|credentials?|authorization)"
+_SECRET_KEY = re.compile(rf"^[\w.-]*{_SECRET_WORD}[\w.-]*$", re.IGNORECASE)
+_SECRET_FLAG = re.compile(rf"^--?[\w.-]*{_SECRET_WORD}[\w.-]*$", re.IGNORECASE)
+_SECRET_FLAG_VALUE = re.compile(rf"^(--?[\w.-]*{_SECRET_WORD}[\w.-]*)=.*$", re.IGNORECASE | re.DOTALL)
+_NOT_SECRET = {"pagetoken", "nextpagetoken"}
+
+
+def _secret_key(key) -> bool:
+    return isinstance(key, str) and key.lower() not in _NOT_SECRET and bool(_SECRET_KEY.match(key))
+
+
+def redact(value):
+    """A copy of a request or response with secrets replaced: secret-named keys, ``--password=…``
+    style arguments (and the value after ``--password``), and ``{"name": "API_KEY", "value": …}``."""
+    if isinstance(value, dict):
+        secret_pair = _secret_key(value.get("name")) and "value" in value
+        return {
+            key: REDACTED if _secret_key(key) or (secret_pair and key == "value") else redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        cleaned, hide_next = [], False
+        for item in value:
+            if hide_next and isinstance(item, str):
+                cleaned.append(REDACTED)
+                hide_next = False
+                continue
+            hide_next = isinstance(item, str) and bool(_SECRET_FLAG.match(item))
+            if isinstance(item, str) and _SECRET_FLAG_VALUE.match(item):
+                item = _SECRET_FLAG_VALUE.sub(rf"\1={REDACTED}", item)
+            cleaned.append(redact(item))
+        return cleaned
+    return value
+
+
+# --- writing ----------------------------------------------------------------------------------
 
 
 def record(
     *,
     actor,
-    project: Project,
+    project: Project | None,
     method: str,
     resource_name: str,
     permission: str,
@@ -45,19 +107,28 @@ def record(
     response: dict | None = None,
     status_code: int = 0,
     status_message: str = "",
+    service_name: str | None = None,
+    service_data: dict | None = None,
 ) -> AuditEntry | None:
-    """Append one entry. Data Access entries are written only when the project enables them."""
-    if data_access and not project.data_access_logs:
+    """Append one entry. Data Access entries are written only when the project enables them.
+
+    ``project`` is None for server-wide events (tokens, users, purges): those are shown to
+    platform admins only.
+    """
+    if data_access and (project is None or not project.data_access_logs):
         return None
     context = current_request.get()
+    log_type = LogType.DATA_ACCESS if data_access else LogType.ADMIN_ACTIVITY
     with transaction.atomic():
         _lock_chain()
-        last = AuditEntry.objects.order_by("-id").only("entry_hash").first()
+        chain = _chain_for_update(log_type)
         entry = AuditEntry(
             timestamp=timezone.now(),
-            log_type=AuditEntry.LogType.DATA_ACCESS if data_access else AuditEntry.LogType.ADMIN_ACTIVITY,
-            project_id=project.project_id,
+            log_type=log_type,
+            seq=chain.head_seq + 1,
+            project_id=project.project_id if project is not None else "",
             principal=principal_of(actor),
+            service_name=service_name or _service_for(method),
             method_name=method,
             resource_name=resource_name,
             permission=permission,
@@ -67,16 +138,28 @@ def record(
             caller_ip=context.caller_ip,
             user_agent=context.user_agent,
             request_id=context.request_id,
-            request=request or {},
-            response=response or {},
-            prev_hash=last.entry_hash if last else GENESIS_HASH,
+            request=redact(request or {}),
+            response=redact(response or {}),
+            service_data=service_data or {},
+            prev_hash=chain.head_hash,
         )
         entry.entry_hash = entry.compute_hash()
         entry.save()
+        chain.head_seq, chain.head_hash = entry.seq, entry.entry_hash
+        chain.seal = chain.compute_seal()
+        chain.save(update_fields=["head_seq", "head_hash", "seal"])
+    if settings.CLOUD_LOGGING_PROJECT:
+        from aiconsole import cloud_logging
+
+        transaction.on_commit(lambda: cloud_logging.export_audit_entry(entry))
     return entry
 
 
-CHAIN_LOCK_ID = 0x41554449  # "AUDI": one advisory lock for the whole chain
+def _service_for(method: str) -> str:
+    return CONSOLE_SERVICE if method.startswith("aiconsole.") else SERVICE
+
+
+CHAIN_LOCK_ID = 0x41554449  # "AUDI": one advisory lock for both chains
 
 
 def _lock_chain() -> None:
@@ -90,12 +173,32 @@ def _lock_chain() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_ID])
 
 
-def authorize(actor, permission: str, resource, *, method: str, data_access: bool = False) -> None:
-    """Check a permission through IAM; a refusal is itself audited, then re-raised."""
+def _chain_for_update(log_type: str) -> AuditChain:
+    chain = AuditChain.objects.select_for_update().filter(log_type=log_type).first()
+    if chain is not None:
+        return chain
+    # Normally made by migration 0002. If the row went missing, continue from the newest entry so
+    # the console keeps working; verify_chain still checks every link.
+    last = AuditEntry.objects.filter(log_type=log_type).order_by("-seq").first()
+    genesis = genesis_hash(log_type)
+    chain = AuditChain(log_type=log_type, anchor_seq=0, anchor_hash=genesis,
+                       head_seq=last.seq if last else 0, head_hash=last.entry_hash if last else genesis)
+    chain.seal = chain.compute_seal()
+    chain.save()
+    return chain
+
+
+def authorize(actor, permission: str, resource, *, method: str, data_access: bool = False,
+              request: dict | None = None, service_name: str | None = None) -> None:
+    """Check a permission through IAM; a refusal is itself audited, then re-raised.
+
+    Call it outside the service's transaction, so the refusal's entry survives the rollback.
+    """
     try:
         iam.require(actor, permission, resource)
     except iam.IamError as refusal:
-        project = resource if isinstance(resource, Project) else resource.project
+        holder = iam.policy_holder(resource)
+        project = holder if isinstance(holder, Project) else holder.project
         not_found = isinstance(refusal, iam.NotFound)
         record(
             actor=actor,
@@ -105,18 +208,186 @@ def authorize(actor, permission: str, resource, *, method: str, data_access: boo
             permission=permission,
             granted=False,
             data_access=data_access,
+            request=request,
             status_code=CODE_NOT_FOUND if not_found else CODE_PERMISSION_DENIED,
             status_message=str(refusal),
+            service_name=service_name,
         )
         raise
 
 
-def verify_chain() -> list[int]:
-    """Ids of entries whose hash or link does not match: empty when the log is intact."""
-    broken = []
-    expected_prev = GENESIS_HASH
-    for entry in AuditEntry.objects.order_by("id").iterator():
-        if entry.prev_hash != expected_prev or entry.compute_hash() != entry.entry_hash:
-            broken.append(entry.id)
-        expected_prev = entry.entry_hash
-    return broken
+# --- verification -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """The first place where a chain is not what was written.
+
+    ``kind`` is ``altered`` (an entry's content or hash changed), ``removed`` (entries missing;
+    ``entry_id`` is the entry after the gap, None when they were the newest) or ``inserted`` (an
+    entry that was never written by the console). ``seq`` is the chain position concerned.
+    """
+
+    log_type: str
+    kind: str
+    entry_id: int | None
+    seq: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{AuditLogType(self.log_type).label} log: {self.message}"
+
+
+def verify_chain() -> list[ChainBreak]:
+    """The first break in each log type's chain: an empty list when the log is intact."""
+    breaks = []
+    for log_type in LogType.values:
+        found = _verify_one(log_type)
+        if found is not None:
+            breaks.append(found)
+    return breaks
+
+
+def _chain_state(log_type: str) -> AuditChain:
+    chain = AuditChain.objects.filter(log_type=log_type).first()
+    if chain is None:
+        genesis = genesis_hash(log_type)
+        chain = AuditChain(log_type=log_type, anchor_hash=genesis, head_hash=genesis)
+        chain.seal = chain.compute_seal()
+    return chain
+
+
+def _verify_one(log_type: str) -> ChainBreak | None:
+    chain = _chain_state(log_type)
+
+    def broken(kind, entry_id, seq, message):
+        return ChainBreak(log_type, kind, entry_id, seq, message)
+
+    if chain.seal != chain.compute_seal():
+        return broken("altered", None, chain.head_seq, "the chain's sealed start/end record was altered.")
+    expected_seq, expected_prev = chain.anchor_seq + 1, chain.anchor_hash
+    previous: AuditEntry | None = None
+    entries = AuditEntry.objects.filter(log_type=log_type).order_by("seq", "id").iterator(chunk_size=2000)
+    pending = next(entries, None)
+    while pending is not None:
+        entry, pending = pending, next(entries, None)
+        hash_ok = entry.compute_hash() == entry.entry_hash
+        if entry.seq > chain.head_seq or entry.seq < expected_seq:
+            return broken("inserted", entry.id, entry.seq,
+                          f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.")
+        if entry.seq > expected_seq:
+            gap = f"{expected_seq}" if entry.seq == expected_seq + 1 else f"{expected_seq}–{entry.seq - 1}"
+            return broken("removed", entry.id, expected_seq,
+                          f"entries at position {gap} were removed, just before entry #{entry.id}.")
+        if hash_ok and entry.prev_hash == expected_prev:
+            previous, expected_seq, expected_prev = entry, expected_seq + 1, entry.entry_hash
+            continue
+        if not hash_ok and pending is not None and pending.prev_hash == expected_prev != entry.entry_hash:
+            # Skipping this entry mends the chain: it was slipped in between two real ones.
+            return broken("inserted", entry.id, entry.seq,
+                          f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.")
+        if hash_ok and previous is not None:
+            # This entry is intact but names another predecessor: the one before was rewritten.
+            return broken("altered", previous.id, previous.seq,
+                          f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.")
+        if hash_ok:
+            return broken("altered", entry.id, entry.seq,
+                          f"entry #{entry.id} (position {entry.seq}) does not link to the chain's start.")
+        return broken("altered", entry.id, entry.seq,
+                      f"entry #{entry.id} (position {entry.seq}) was altered: its content no longer "
+                      "matches its hash.")
+    if expected_seq <= chain.head_seq:
+        after = f" after entry #{previous.id}" if previous else ""
+        gap = f"{expected_seq}" if expected_seq == chain.head_seq else f"{expected_seq}–{chain.head_seq}"
+        return broken("removed", None, expected_seq,
+                      f"the newest entries (position {gap}) were removed{after}.")
+    if previous is not None and previous.entry_hash != chain.head_hash:
+        return broken("altered", previous.id, previous.seq,
+                      f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.")
+    return None
+
+
+def chain_lengths() -> dict[str, int]:
+    return {log_type: AuditEntry.objects.filter(log_type=log_type).count() for log_type in LogType.values}
+
+
+# --- retention --------------------------------------------------------------------------------
+
+
+class ChainBroken(Exception):
+    """The purge refuses to run over a broken chain: it would erase the evidence."""
+
+
+def retention_days(log_type: str) -> int:
+    if log_type == LogType.DATA_ACCESS:
+        return settings.AUDIT_DATA_ACCESS_RETENTION_DAYS
+    return settings.AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS
+
+
+PURGE_METHOD = "aiconsole.AuditService.PurgeEntries"
+
+
+def purge(*, actor=iam.SYSTEM, now=None, dry_run: bool = False) -> dict[str, int]:
+    """Delete entries older than their log type's retention; return how many per log type.
+
+    The chain's new anchor is the hash of the last entry purged, so the remaining entries still
+    verify. A chain that is already broken is left alone (ChainBroken).
+    """
+    now = now or timezone.now()
+    removed = {}
+    for log_type in LogType.values:
+        cutoff = now - timedelta(days=retention_days(log_type))
+        with transaction.atomic():
+            _lock_chain()
+            broken = _verify_one(log_type)
+            if broken is not None:
+                raise ChainBroken(f"Refusing to purge: {broken}")
+            last = (AuditEntry.objects.filter(log_type=log_type, timestamp__lt=cutoff)
+                    .order_by("-seq").only("id", "seq", "entry_hash", "timestamp").first())
+            if last is None:
+                removed[log_type] = 0
+                continue
+            count = AuditEntry.objects.filter(log_type=log_type, seq__lte=last.seq).count()
+            removed[log_type] = count
+            if dry_run:
+                continue
+            _delete_through(log_type, last.seq)
+            chain = AuditChain.objects.select_for_update().get(log_type=log_type)
+            chain.anchor_seq, chain.anchor_hash, chain.purged_through = last.seq, last.entry_hash, last.timestamp
+            chain.seal = chain.compute_seal()
+            chain.save(update_fields=["anchor_seq", "anchor_hash", "purged_through", "seal"])
+    if not dry_run and any(removed.values()):
+        record(actor=actor, project=None, method=PURGE_METHOD, resource_name="auditLogs",
+               permission="", request={"retentionDays": {t: retention_days(t) for t in LogType.values}},
+               response={"removedEntries": removed})
+    return removed
+
+
+def _delete_through(log_type: str, seq: int) -> None:
+    table = AuditEntry._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT set_config('aiconsole.audit_purge', 'on', true)")
+        cursor.execute(f"DELETE FROM {table} WHERE log_type = %s AND seq <= %s", [log_type, seq])
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT set_config('aiconsole.audit_purge', 'off', true)")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+READ_PERMISSION = "logging.privateLogEntries.list"
+LIST_ENTRIES = "google.logging.v2.LoggingServiceV2.ListLogEntries"
+
+
+def entries_for(project: Project | None, *, actor):
+    """The audit entries an admin may read: one project's (roles/ml.admin), or all of them and the
+    server-wide ones (platform admins, project None). Reading is itself a Data Access event."""
+    if project is None:
+        if not iam.is_platform_admin(actor):
+            raise iam.NotFound("auditLogs")
+        return AuditEntry.objects.all()
+    authorize(actor, READ_PERMISSION, project, method=LIST_ENTRIES, data_access=True,
+              service_name="logging.googleapis.com")
+    record(actor=actor, project=project, method=LIST_ENTRIES, resource_name=project.resource_name,
+           permission=READ_PERMISSION, data_access=True, service_name="logging.googleapis.com")
+    return AuditEntry.objects.filter(project_id=project.project_id)

@@ -26,7 +26,16 @@ _OPERATIONS = {"ml.operations.cancel", "ml.operations.get", "ml.operations.list"
 _LOCATIONS = {"ml.locations.get", "ml.locations.list"}
 _PROJECT = {"ml.projects.getConfig", "resourcemanager.projects.get"}
 
-ALL_PERMISSIONS = frozenset(_JOBS | _MODELS | _VERSIONS | _STUDIES | _TRIALS | _OPERATIONS | _LOCATIONS | _PROJECT)
+# The console's own extension (not in the original's ml roles): managing a project's members and
+# reading its audit log. Only roles/ml.admin holds them.
+CONSOLE_PERMISSIONS = frozenset({
+    "resourcemanager.projects.getIamPolicy",
+    "resourcemanager.projects.setIamPolicy",
+    "logging.privateLogEntries.list",
+})
+ALL_PERMISSIONS = frozenset(
+    _JOBS | _MODELS | _VERSIONS | _STUDIES | _TRIALS | _OPERATIONS | _LOCATIONS | _PROJECT | CONSOLE_PERMISSIONS
+)
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,36 @@ ROLES: dict[str, Role] = {
     )
 }
 PROJECT_ROLES = [name for name, role in ROLES.items() if "project" in role.grantable_on]
+ADMIN_ROLE = "roles/ml.admin"
+
+
+def roles_grantable_on(resource_type: str) -> list[str]:
+    """Role names that may be bound on a project, a job or a model, in table order."""
+    return [name for name, role in ROLES.items() if resource_type in role.grantable_on]
+
+
+class SystemPrincipal:
+    """Whoever runs server-side admin commands on the console's own machine (``aiconsole …``).
+
+    Shell access to the data dir already gives everything, so it passes every check; audit
+    entries name it ``system``.
+    """
+
+    is_authenticated = True
+    is_active = True
+    is_superuser = True
+    pk = None
+    username = "system"
+    email = ""
+
+    def get_username(self) -> str:
+        return self.username
+
+    def __str__(self) -> str:
+        return self.username
+
+
+SYSTEM = SystemPrincipal()
 
 
 class IamError(Exception):
@@ -108,23 +147,42 @@ class PermissionDenied(IamError):
         super().__init__(f"Permission '{permission}' denied on resource '{resource_name}'.")
 
 
+def policy_holder(resource):
+    """The row whose policy governs a resource: a version answers with its model (``iam_parent``)."""
+    parent = getattr(resource, "iam_parent", None)
+    return resource if parent is None else parent
+
+
 def _target(resource) -> tuple[Project, str, int | None]:
     """(project, resource type, primary key) of a Project, Job or Model row."""
+    resource = policy_holder(resource)
     if isinstance(resource, Project):
         return resource, RoleBinding.ResourceType.PROJECT, None
     return resource.project, resource.iam_resource_type, resource.pk
+
+
+def binding_target(resource) -> tuple[Project, str, int | None]:
+    """Where a resource's own bindings live: (project, resource type, primary key or None)."""
+    return _target(resource)
 
 
 def _is_platform_admin(user) -> bool:
     return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
 
 
+def is_platform_admin(user) -> bool:
+    """Superusers (and the system principal) hold roles/ml.admin everywhere, without bindings."""
+    return _is_platform_admin(user)
+
+
 def roles_of(user, resource) -> set[str]:
     """Roles the user holds on the resource: project-level ones plus those bound on it."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return set()
+    if user is SYSTEM:
+        return {ADMIN_ROLE}
     project, resource_type, pk = _target(resource)
-    roles = {"roles/ml.admin"} if _is_platform_admin(user) else set()
+    roles = {ADMIN_ROLE} if _is_platform_admin(user) else set()
     where = Q(resource_type=RoleBinding.ResourceType.PROJECT)
     if pk is not None:
         where |= Q(resource_type=resource_type, resource_id=pk)
@@ -150,7 +208,9 @@ def can_see_project(user, project: Project) -> bool:
     """Whether the user has any binding in the project: decides 404 versus 403."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
-    return _is_platform_admin(user) or RoleBinding.objects.filter(user=user, project=project).exists()
+    if _is_platform_admin(user):
+        return True
+    return RoleBinding.objects.filter(user=user, project=project).exists()
 
 
 def require(user, permission: str, resource) -> None:

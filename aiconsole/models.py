@@ -105,7 +105,10 @@ class ApiToken(models.Model):
 
 
 class AuditEntryQuerySet(models.QuerySet):
-    """Bulk updates and deletes would bypass the model's own refusal: refuse them here too."""
+    """Bulk updates and deletes would bypass the model's own refusal: refuse them here too.
+
+    The one exception is the retention purge (``aiconsole.audit.purge``), which deletes with SQL.
+    """
 
     def update(self, **kwargs):
         raise ValueError("Audit entries are append-only.")
@@ -114,25 +117,36 @@ class AuditEntryQuerySet(models.QuerySet):
         raise ValueError("Audit entries are append-only.")
 
 
+class AuditLogType(models.TextChoices):
+    ADMIN_ACTIVITY = "activity", "Admin Activity"
+    DATA_ACCESS = "data_access", "Data Access"
+
+
+def _audit_hmac(label: str, message: str) -> str:
+    # Keyed: without the secret key, a database writer cannot forge a consistent chain.
+    return salted_hmac(label, message, algorithm="sha256").hexdigest()
+
+
 class AuditEntry(models.Model):
     """An append-only, hash-chained record of one call: who did what to which resource.
 
-    Principal and resource are kept as names so an entry stays readable after deletions. Each
-    entry's ``entry_hash`` is a keyed hash of its content and the previous entry's hash, so an
-    edited or removed row breaks the chain (see ``aiconsole.audit.verify_chain``).
+    Principal and resource are kept as names so an entry stays readable after deletions. Each log
+    type (Admin Activity, Data Access) is its own chain, so the two can be kept for different
+    times: ``seq`` is the entry's position in its chain and ``entry_hash`` a keyed hash of its
+    content and the previous entry's hash (see ``aiconsole.audit.verify_chain``).
     """
 
-    class LogType(models.TextChoices):
-        ADMIN_ACTIVITY = "activity", "Admin Activity"
-        DATA_ACCESS = "data_access", "Data Access"
+    LogType = AuditLogType
 
     timestamp = models.DateTimeField(db_index=True)
     log_type = models.CharField(max_length=12, choices=LogType.choices)
-    project_id = models.CharField(max_length=30, db_index=True)
+    seq = models.BigIntegerField(default=0)
+    project_id = models.CharField(max_length=30, db_index=True, blank=True)  # blank: server-wide
     principal = models.CharField(max_length=254)
+    service_name = models.CharField(max_length=80, default="ml.googleapis.com")
     method_name = models.CharField(max_length=120)
     resource_name = models.CharField(max_length=300)
-    permission = models.CharField(max_length=80)
+    permission = models.CharField(max_length=80, blank=True)
     granted = models.BooleanField()
     status_code = models.IntegerField(default=0)  # google.rpc.Code; 0 is OK
     status_message = models.TextField(blank=True)
@@ -141,6 +155,8 @@ class AuditEntry(models.Model):
     request_id = models.CharField(max_length=40, blank=True)
     request = models.JSONField(default=dict, blank=True)
     response = models.JSONField(default=dict, blank=True)
+    # AuditLog.serviceData, e.g. an IAM policy delta.
+    service_data = models.JSONField(default=dict, blank=True)
     prev_hash = models.CharField(max_length=64)
     entry_hash = models.CharField(max_length=64, unique=True)
 
@@ -149,6 +165,8 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ["-id"]
         verbose_name_plural = "audit entries"
+        constraints = [models.UniqueConstraint(fields=["log_type", "seq"], name="unique_audit_chain_position")]
+        indexes = [models.Index(fields=["project_id", "id"], name="audit_project_keyset")]
 
     def __str__(self) -> str:
         return f"{self.timestamp:%Y-%m-%d %H:%M:%S} {self.principal} {self.method_name}"
@@ -161,12 +179,18 @@ class AuditEntry(models.Model):
     def delete(self, *args, **kwargs):
         raise ValueError("Audit entries are append-only.")
 
+    @property
+    def is_data_access(self) -> bool:
+        return self.log_type == AuditLogType.DATA_ACCESS
+
     def canonical(self) -> str:
         fields = {
             "timestamp": self.timestamp.isoformat(),
             "log_type": self.log_type,
+            "seq": self.seq,
             "project_id": self.project_id,
             "principal": self.principal,
+            "service_name": self.service_name,
             "method_name": self.method_name,
             "resource_name": self.resource_name,
             "permission": self.permission,
@@ -178,11 +202,32 @@ class AuditEntry(models.Model):
             "request_id": self.request_id,
             "request": self.request,
             "response": self.response,
+            "service_data": self.service_data,
         }
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
 
     def compute_hash(self) -> str:
-        # Keyed: without the secret key, a database writer cannot forge a consistent chain.
-        return salted_hmac("aiconsole.audit-chain", self.prev_hash + self.canonical(),
-                           algorithm="sha256").hexdigest()
+        return _audit_hmac("aiconsole.audit-chain", self.prev_hash + self.canonical())
 
+
+class AuditChain(models.Model):
+    """Where one log type's chain starts (after purges) and ends, sealed with a keyed hash.
+
+    The anchor is the hash of the last purged entry, so verification starts there; the head lets
+    ``verify_chain`` notice entries removed from the end, which a chain alone cannot show.
+    """
+
+    log_type = models.CharField(max_length=12, choices=AuditLogType.choices, unique=True)
+    anchor_seq = models.BigIntegerField(default=0)
+    anchor_hash = models.CharField(max_length=64)
+    head_seq = models.BigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64)
+    purged_through = models.DateTimeField(null=True, blank=True)
+    seal = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.log_type} chain {self.anchor_seq}..{self.head_seq}"
+
+    def compute_seal(self) -> str:
+        message = f"{self.log_type}|{self.anchor_seq}|{self.anchor_hash}|{self.head_seq}|{self.head_hash}"
+        return _audit_hmac("aiconsole.audit-chain-state", message)

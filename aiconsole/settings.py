@@ -227,6 +227,15 @@ RUNTIME_PYTHON = env_str("AICONSOLE_RUNTIME_PYTHON")
 # How often a job is restarted after the console itself went away while it ran.
 MAX_JOB_RESTARTS = env_int("AICONSOLE_MAX_JOB_RESTARTS", 3, minimum=0)
 
+# --- Audit log -----------------------------------------------------------------------------------
+
+# How long ``aiconsole audit purge`` keeps entries: Admin Activity at least 400 days, as the original.
+AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS = env_int("AICONSOLE_AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS", 400, minimum=400)
+AUDIT_DATA_ACCESS_RETENTION_DAYS = env_int("AICONSOLE_AUDIT_DATA_ACCESS_RETENTION_DAYS", 30, minimum=1)
+# A Google Cloud project: audit entries and job logs are also written to its Cloud Logging.
+# Unset means nothing ever tries to reach Google.
+CLOUD_LOGGING_PROJECT = env_str("AICONSOLE_CLOUD_LOGGING_PROJECT")
+
 # --- Auth, static, i18n ------------------------------------------------------------------------
 
 AUTH_PASSWORD_VALIDATORS = [

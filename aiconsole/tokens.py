@@ -1,24 +1,63 @@
-"""API tokens: creation, revocation and the DRF bearer authentication."""
+"""API tokens: creation, revocation (audited services) and the DRF bearer authentication.
+
+Audit method names: ``aiconsole.TokenService.CreateToken`` and ``aiconsole.TokenService.RevokeToken``
+(Admin Activity, server-wide: shown to platform admins). The resource is
+``users/USERNAME/tokens/ID``; the raw key is never recorded, only its first characters.
+"""
 
 from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from aiconsole import audit, iam
 from aiconsole.models import ApiToken, hash_token
 
+TOKEN_SERVICE = "aiconsole.TokenService"
 
-def create_token(user, *, name: str = "") -> tuple[ApiToken, str]:
-    """Create a token and return it with the raw key, which is never stored or shown again."""
+
+def _may_manage(actor, user) -> bool:
+    return actor is iam.SYSTEM or iam.is_platform_admin(actor) or getattr(actor, "pk", None) == user.pk
+
+
+def _token_name(token: ApiToken) -> str:
+    return f"users/{token.user.get_username()}/tokens/{token.pk}"
+
+
+def create_token(user, *, name: str = "", actor=iam.SYSTEM) -> tuple[ApiToken, str]:
+    """Create a token and return it with the raw key, which is never stored or shown again.
+
+    ``actor`` is the user themself, a platform admin, or the system principal (server-side
+    ``aiconsole token create``, the default).
+    """
+    method = f"{TOKEN_SERVICE}.CreateToken"
+    if not _may_manage(actor, user):
+        audit.record(actor=actor, project=None, method=method, resource_name=f"users/{user.get_username()}",
+                     permission="aiconsole.tokens.create", granted=False, status_code=audit.CODE_PERMISSION_DENIED,
+                     status_message="Only the user or a platform admin may create the user's tokens.")
+        raise iam.PermissionDenied("aiconsole.tokens.create", f"users/{user.get_username()}")
     raw = ApiToken.new_raw_key()
     with transaction.atomic():
         token = ApiToken.objects.create(user=user, name=name[:100], key_hash=hash_token(raw), hint=raw[:12])
+        audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
+                     permission="aiconsole.tokens.create", request={"parent": f"users/{user.get_username()}", "displayName": token.name},
+                     response={"name": _token_name(token), "hint": token.hint})
     return token, raw
 
 
-def revoke_token(token: ApiToken) -> None:
-    if token.revoked is None:
-        token.revoked = timezone.now()
-        token.save(update_fields=["revoked"])
+def revoke_token(token: ApiToken, *, actor=iam.SYSTEM) -> None:
+    """Revoke a token (once; revoking it again changes and records nothing)."""
+    method = f"{TOKEN_SERVICE}.RevokeToken"
+    if not _may_manage(actor, token.user):
+        audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
+                     permission="aiconsole.tokens.revoke", granted=False, status_code=audit.CODE_PERMISSION_DENIED,
+                     status_message="Only the user or a platform admin may revoke the user's tokens.")
+        raise iam.PermissionDenied("aiconsole.tokens.revoke", _token_name(token))
+    with transaction.atomic():
+        updated = ApiToken.objects.filter(pk=token.pk, revoked=None).update(revoked=timezone.now())
+        if updated:
+            audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
+                         permission="aiconsole.tokens.revoke", request={"name": _token_name(token)})
+    token.refresh_from_db(fields=["revoked"])
 
 
 def user_for_token(raw: str):

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
+from aiconsole import profile_views
 from aiconsole.openapi import openapi_document
 from jobs import api as job_api
 from jobs import views as job_views
@@ -11,10 +12,15 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("profile/", profile_views.profile, name="profile"),
+    path("profile/tokens/", profile_views.token_create, name="token_create"),
+    path("profile/tokens/<int:token_id>/revoke/", profile_views.token_revoke, name="token_revoke"),
+    path("v1/", include("aiconsole.api_urls")),
     path("v1/", include("jobs.api_urls")),
     path("v1/", include("models_registry.api_urls")),
     path("upload/v1/projects/<str:project_id>/packages", job_api.package_upload, name="api-package-upload"),
     path("v1/openapi.json", openapi_document, name="openapi"),
     re_path(r"^(?:upload/)?v1/", job_api.api_not_found),
+    path("", include("aiconsole.team_urls")),
     path("", include("jobs.urls")),
 ]

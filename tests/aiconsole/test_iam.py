@@ -39,8 +39,15 @@ REFERENCE_ALL_ML = (
     | _expand("ml.versions", "create,delete,get,list,predict,update")
 )
 
+# The console's extension, held by roles/ml.admin only: managing members and reading the audit log.
+CONSOLE_EXTENSION = {
+    "resourcemanager.projects.getIamPolicy",
+    "resourcemanager.projects.setIamPolicy",
+    "logging.privateLogEntries.list",
+}
+
 REFERENCE_ROLES = {
-    "roles/ml.admin": REFERENCE_ALL_ML | {"resourcemanager.projects.get"},
+    "roles/ml.admin": REFERENCE_ALL_ML | {"resourcemanager.projects.get"} | CONSOLE_EXTENSION,
     "roles/ml.developer": (
         _expand("ml.jobs", "create,get,getIamPolicy,list")
         | _expand("ml.locations", "get,list")
@@ -354,3 +361,150 @@ def test_outsider_gets_404_for_job_page_of_a_job_that_does_not_exist_either(clie
 
     assert client.get("/projects/project-a/jobs/nope/").status_code == 404
     assert client.get("/projects/no-such-project/jobs/").status_code == 404
+
+
+# --- the matrix, continued: policies, members, sharing, the audit log, the live-log socket ------
+
+# (HTML, REST) per persona; None where the action has no such entry point. "newbie" exists but has
+# no role: the actions that change something try to give them one.
+TEAM_ACTIONS = ["members", "add_member", "audit_log", "job_policy", "set_job_policy", "test_job_permissions"]
+TEAM_EXPECTED = {
+    "admin": {"members": (200, 200), "add_member": (302, 200), "audit_log": (200, None),
+              "job_policy": (200, 200), "set_job_policy": (302, 200), "test_job_permissions": (None, 200)},
+    "developer": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
+                  "job_policy": (200, 200), "set_job_policy": (403, 403), "test_job_permissions": (None, 200)},
+    "viewer": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
+               "job_policy": (403, 403), "set_job_policy": (403, 403), "test_job_permissions": (None, 200)},
+    "outsider": {"members": (404, 404), "add_member": (404, 404), "audit_log": (404, None),
+                 "job_policy": (404, 404), "set_job_policy": (404, 404), "test_job_permissions": (None, 200)},
+    "job_owner": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
+                  "job_policy": (200, 200), "set_job_policy": (302, 200), "test_job_permissions": (None, 200)},
+}
+# Over REST, "members" and "add_member" are the project's getIamPolicy and setIamPolicy.
+TEAM_HTML_CASES = [(p, a) for p in PERSONAS for a in TEAM_ACTIONS if TEAM_EXPECTED[p][a][0] is not None]
+TEAM_REST_CASES = [(p, a) for p in PERSONAS for a in TEAM_ACTIONS if TEAM_EXPECTED[p][a][1] is not None]
+
+
+@pytest.fixture
+def newbie(db):
+    return make_user("newbie")
+
+
+def team_html_call(client, action: str, job: Job):
+    project, job_page = "/projects/project-a/", f"/projects/project-a/jobs/{job.job_id}/"
+    return {
+        "members": lambda: client.get(project + "members/"),
+        "add_member": lambda: client.post(project + "members/add/", {"member": "newbie", "role": "roles/ml.viewer"}),
+        "audit_log": lambda: client.get(project + "audit/"),
+        "job_policy": lambda: client.get(job_page + "sharing/"),
+        "set_job_policy": lambda: client.post(job_page + "sharing/add/", {"member": "newbie",
+                                                                          "role": "roles/ml.jobOwner"}),
+    }[action]()
+
+
+def team_rest_call(client, action: str, job: Job, user, raw_token: str):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw_token}"}
+    project, job_path = "/v1/projects/project-a", f"/v1/projects/project-a/jobs/{job.job_id}"
+    keep_admin = {"role": "roles/ml.admin", "members": ["user:alice_admin"]}
+
+    def post(path, payload):
+        return client.post(path, payload, content_type="application/json", **auth)
+
+    return {
+        "members": lambda: client.get(project + ":getIamPolicy", **auth),
+        "add_member": lambda: post(project + ":setIamPolicy", {"policy": {"bindings": [
+            keep_admin, {"role": "roles/ml.viewer", "members": ["user:newbie"]}]}}),
+        "job_policy": lambda: client.get(job_path + ":getIamPolicy", **auth),
+        "set_job_policy": lambda: post(job_path + ":setIamPolicy", {"policy": {"bindings": [
+            {"role": "roles/ml.jobOwner", "members": [f"user:{user.get_username()}", "user:newbie"]}]}}),
+        "test_job_permissions": lambda: post(job_path + ":testIamPermissions", {"permissions": ["ml.jobs.get"]}),
+    }[action]()
+
+
+def _check_team_side_effects(action: str, status: int, job: Job, newbie) -> None:
+    succeeded = status in (200, 302)
+    if action == "add_member":
+        assert iam.can_see_project(newbie, job.project) == succeeded
+    if action == "set_job_policy":
+        assert iam.can(newbie, "ml.jobs.cancel", job) == succeeded
+
+
+@pytest.mark.parametrize("persona_and_job, action", TEAM_HTML_CASES, indirect=["persona_and_job"])
+def test_html_team_permission_matrix(client, persona_and_job, action, request, newbie):
+    user, job = persona_and_job
+    persona = request.node.callspec.params["persona_and_job"]
+    client.force_login(user)
+
+    response = team_html_call(client, action, job)
+
+    assert response.status_code == TEAM_EXPECTED[persona][action][0]
+    _check_team_side_effects(action, response.status_code, job, newbie)
+
+
+@pytest.mark.parametrize("persona_and_job, action", TEAM_REST_CASES, indirect=["persona_and_job"])
+def test_rest_team_permission_matrix(client, persona_and_job, action, request, newbie):
+    user, job = persona_and_job
+    persona = request.node.callspec.params["persona_and_job"]
+    _, raw = create_token(user)
+
+    response = team_rest_call(client, action, job, user, raw)
+
+    expected = TEAM_EXPECTED[persona][action][1]
+    assert response.status_code == expected, response.content
+    _check_team_side_effects(action, response.status_code, job, newbie)
+    if expected == 403:
+        assert response.json()["error"]["status"] == "PERMISSION_DENIED"
+    if expected == 404:
+        assert response.json()["error"]["status"] == "NOT_FOUND"
+
+
+# The live-log WebSocket checks ml.jobs.get when it opens: accepted (200), or closed with 4403/4404.
+WS_EXPECTED = {"admin": 200, "developer": 200, "viewer": 200, "outsider": 404, "job_owner": 200}
+
+
+async def _open_log_socket(user, job) -> int:
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+    from django.test import Client
+
+    from aiconsole.asgi import application
+
+    def cookie():
+        browser = Client()
+        browser.force_login(user)
+        return browser.cookies["sessionid"].value
+
+    session = await database_sync_to_async(cookie)()
+    socket = WebsocketCommunicator(application, f"/ws/projects/project-a/jobs/{job.job_id}/logs/", headers=[
+        (b"host", b"testserver"), (b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())])
+    try:
+        connected, _ = await socket.connect(timeout=10)
+        if not connected:
+            return 403
+        message = await socket.receive_output(timeout=10)
+        if message["type"] == "websocket.close":
+            return {4403: 403, 4404: 404}.get(message["code"], message["code"])
+        return 200
+    finally:
+        await socket.disconnect()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("persona_and_job", PERSONAS, indirect=True)
+async def test_websocket_permission_matrix(persona_and_job, request):
+    user, job = persona_and_job
+
+    assert await _open_log_socket(user, job) == WS_EXPECTED[request.node.callspec.params["persona_and_job"]]
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_refuses_someone_who_sees_the_project_but_not_its_jobs(project, admin):
+    from channels.db import database_sync_to_async
+
+    job = await database_sync_to_async(submit)(project, "target", admin)
+    # roles/ml.modelUser bound on the project: a member, without ml.jobs.get.
+    model_user = await database_sync_to_async(make_user)("mo_model", "roles/ml.modelUser", project)
+
+    assert await _open_log_socket(model_user, job) == 403

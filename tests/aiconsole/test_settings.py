@@ -49,3 +49,15 @@ def test_typed_readers_reject_bad_values(monkeypatch, reader, value, message):
     monkeypatch.setenv("AICONSOLE_X", value)
     with pytest.raises(ImproperlyConfigured, match=message):
         reader()
+
+
+def test_admin_activity_cannot_be_kept_for_less_than_400_days(tmp_path):
+    result = _manage(["check"], tmp_path, AICONSOLE_AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS="90")
+    assert result.returncode != 0
+    assert "AICONSOLE_AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS must be at least 400, got 90" in result.stderr
+
+
+def test_audit_retention_and_cloud_logging_defaults():
+    assert console_settings.AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS == 400
+    assert console_settings.AUDIT_DATA_ACCESS_RETENTION_DAYS == 30
+    assert console_settings.CLOUD_LOGGING_PROJECT is None
