@@ -13,6 +13,10 @@ import sys
 
 COMMAND_MODULES = [
     "aiconsole.cli.server",
+    "aiconsole.cli.admin",
+    "aiconsole.cli.auth",
+    "aiconsole.cli.jobs",
+    "aiconsole.cli.local",
 ]
 
 
