@@ -1,4 +1,4 @@
-"""First-start setup: an admin account and a default project, created once."""
+"""First-start setup: an admin account and a default project, created once and audited."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from aiconsole import iam
-from aiconsole.models import Project
+from aiconsole import accounts, audit, iam, policies
+from aiconsole.models import Project, RoleBinding
 
 DEFAULT_PROJECT = "default-project"
 
@@ -26,14 +26,21 @@ def ensure_admin_and_project() -> BootstrapResult:
     username = os.environ.get("AICONSOLE_ADMIN_USER") or "admin"
     configured_password = os.environ.get("AICONSOLE_ADMIN_PASSWORD")
     project_id = os.environ.get("AICONSOLE_DEFAULT_PROJECT") or DEFAULT_PROJECT
-    User = get_user_model()
     shown = None
     with transaction.atomic():
-        user = User.objects.filter(username=username).first()
+        user = get_user_model().objects.filter(username=username).first()
         if user is None:
             password = configured_password or secrets.token_urlsafe(12)
-            user = User.objects.create_superuser(username=username, email="", password=password)
+            user = get_user_model().objects.create_superuser(username=username, email="", password=password)
+            audit.record(actor=iam.SYSTEM, project=None, method=accounts.CREATE_USER,
+                         resource_name=f"users/{username}", permission="aiconsole.users.create",
+                         request={"user": {"username": username, "platformAdmin": True}},
+                         response={"name": f"users/{username}"})
             shown = None if configured_password else password
-        project, _ = Project.objects.get_or_create(project_id=project_id, defaults={"display_name": project_id})
-        iam.grant(user, "roles/ml.admin", project)
+        project = Project.objects.filter(project_id=project_id).first()
+        if project is None:
+            project = accounts.create_project(project_id, actor=iam.SYSTEM)
+        if not RoleBinding.objects.filter(user=user, project=project, role="roles/ml.admin",
+                                          resource_type=RoleBinding.ResourceType.PROJECT).exists():
+            policies.add_member(project, username, "roles/ml.admin", actor=iam.SYSTEM)
     return BootstrapResult(username=username, password=shown, project=project)

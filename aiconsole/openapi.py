@@ -105,12 +105,40 @@ SCHEMAS = {
         "error": {"type": "object"}, "response": {"type": "object"}}},
     "ListOperationsResponse": {"type": "object", "additionalProperties": False, "properties": {
         "operations": {"type": "array", "items": _ref("Operation")}, "nextPageToken": STRING}},
+    "Policy": {"type": "object", "properties": {
+        "version": {"type": "integer"}, "etag": STRING,
+        "bindings": {"type": "array", "items": {"type": "object", "properties": {
+            "role": STRING, "members": {"type": "array", "items": STRING}, "condition": {"type": "object"}}}},
+        "auditConfigs": {"type": "array", "items": {"type": "object"}}}},
+    "SetIamPolicyRequest": {"type": "object", "properties": {"policy": _ref("Policy"), "updateMask": STRING}},
+    "TestIamPermissionsRequest": {"type": "object", "properties": {
+        "permissions": {"type": "array", "items": STRING}}},
+    "TestIamPermissionsResponse": {"type": "object", "properties": {
+        "permissions": {"type": "array", "items": STRING}}},
     "UploadResponse": {"type": "object", "required": ["uri", "name", "sizeBytes", "sha256"], "properties": {
         "uri": STRING, "name": STRING, "sizeBytes": INT64, "sha256": STRING, "kind": STRING,
         "modules": {"type": "array", "items": STRING}}},
 }
 
 JOB_PATH = "/v1/projects/{projectsId}/jobs/{jobsId}"
+
+
+def _iam_paths(base: str, params: list[dict], noun: str) -> dict:
+    """getIamPolicy, setIamPolicy and testIamPermissions on one kind of resource."""
+    version = _query("options.requestedPolicyVersion", {"type": "integer"}, "0, 1 or 3")
+    return {
+        base + ":getIamPolicy": {"parameters": params, "get": _operation(
+            f"ml.{noun}.getIamPolicy", "The access control policy.", _ref("Policy"), parameters=[version])},
+        base + ":setIamPolicy": {"parameters": params, "post": _operation(
+            f"ml.{noun}.setIamPolicy", "Replaces the access control policy.", _ref("Policy"),
+            codes=(400, 401, 403, 404, 409, 413), body=_json(_ref("SetIamPolicyRequest")))},
+        base + ":testIamPermissions": {"parameters": params, "post": _operation(
+            f"ml.{noun}.testIamPermissions", "The subset of the given permissions the caller holds.",
+            _ref("TestIamPermissionsResponse"), codes=(400, 401, 413),
+            body=_json(_ref("TestIamPermissionsRequest")))},
+    }
+
+
 PATHS = {
     "/v1/projects/{projectsId}/jobs": {
         "parameters": _path_params("projectsId"),
@@ -171,6 +199,10 @@ PATHS = {
         },
     },
 }
+
+
+PATHS.update(_iam_paths(JOB_PATH, _path_params("projectsId", "jobsId"), "projects.jobs"))
+PATHS.update(_iam_paths("/v1/projects/{projectsId}", _path_params("projectsId"), "projects"))
 
 
 def build_document() -> dict:

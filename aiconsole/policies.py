@@ -254,6 +254,9 @@ def _parse_bindings(raw, kind: PolicyKind, violations: list) -> Bindings:
         if binding.get("condition"):
             violations.append(FieldViolation(f"{field}.condition", "Conditional role bindings are not supported."))
         role = binding.get("role")
+        if not isinstance(role, str):
+            violations.append(FieldViolation(f"{field}.role", "A role name such as roles/ml.viewer is required."))
+            continue
         if role not in iam.ROLES:
             violations.append(FieldViolation(f"{field}.role", f"Role {role} is not supported."))
         elif role not in grantable:
@@ -286,13 +289,18 @@ def _parse_audit_configs(raw, violations: list) -> bool:
     admin_read = False
     for i, config in enumerate(raw):
         field = f"policy.audit_configs[{i}]"
-        if not isinstance(config, dict) or config.get("service") not in AUDIT_SERVICES:
+        service = config.get("service") if isinstance(config, dict) else None
+        if not isinstance(service, str) or service not in AUDIT_SERVICES:
             violations.append(FieldViolation(f"{field}.service", "Only ml.googleapis.com and allServices "
                                                                   "can be configured on this server."))
             continue
-        for j, log_config in enumerate(config.get("auditLogConfigs") or []):
+        log_configs = config.get("auditLogConfigs") or []
+        if not isinstance(log_configs, list):
+            violations.append(FieldViolation(f"{field}.audit_log_configs", "Must be a list of log configs."))
+            continue
+        for j, log_config in enumerate(log_configs):
             log_type = log_config.get("logType") if isinstance(log_config, dict) else None
-            if log_type not in LOG_TYPES:
+            if not isinstance(log_type, str) or log_type not in LOG_TYPES:
                 violations.append(FieldViolation(f"{field}.audit_log_configs[{j}].log_type",
                                                  f"Log type must be one of {', '.join(LOG_TYPES)}."))
             elif log_config.get("exemptedMembers"):

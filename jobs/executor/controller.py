@@ -13,12 +13,14 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from aiconsole import audit
 from jobs import catalogue
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import stop_orphan
@@ -27,6 +29,8 @@ from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
+
+PURGE_INTERVAL_SECONDS = 24 * 3600
 
 _controller: Controller | None = None
 _lock = threading.Lock()
@@ -40,6 +44,7 @@ class Controller:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="executor-controller", daemon=True)
         self._runners_lock = threading.Lock()
+        self._last_purge: float | None = None
 
     def start(self) -> None:
         self.reconcile_orphans()
@@ -76,9 +81,24 @@ class Controller:
         connection.close()
 
     def tick(self) -> None:
+        self._purge_audit_log()
         self._expire_waiting()
         self._relay_cancels()
         self._admit()
+
+    def _purge_audit_log(self) -> None:
+        """Audit retention, once a day (embedded mode has no scheduler of its own)."""
+        now = time.monotonic()
+        if self._last_purge is not None and now - self._last_purge < PURGE_INTERVAL_SECONDS:
+            return
+        self._last_purge = now
+        try:
+            removed = audit.purge()
+        except audit.ChainBroken:
+            logger.error("Audit log retention skipped: the chain does not verify (aiconsole audit verify)")
+            return
+        if any(removed.values()):
+            logger.info("Audit log retention removed %s", removed)
 
     def _expire_waiting(self) -> None:
         """scheduling.maxWaitTime: a job still QUEUED or PREPARING after it is cancelled."""

@@ -152,3 +152,10 @@ def test_an_oversized_body_is_refused_and_creates_nothing(api, project, settings
     status, body = api("POST", "/v1/projects/project-a/jobs", {"jobId": "huge", "labels": {"a": padding}})
     assert status == 413 and body["error"]["message"] == "Request payload size exceeds the limit."
     assert not Job.objects.exists()
+
+
+def test_a_post_to_an_unknown_api_path_gets_the_json_404_not_a_csrf_page(client, project, admin):
+    _, raw = create_token(admin)
+    response = client.post("/v1/projects/project-a/jobs/a%3Ab:setIamPolicy", data="{}",
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert response.status_code == 404 and response.json()["error"]["status"] == "NOT_FOUND"
