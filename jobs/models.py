@@ -281,3 +281,60 @@ class LogLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name}: {self.message[:60]}"
+
+
+class Trial(models.Model):
+    """One trial of a hyperparameter tuning job: the values it ran with and what it reported.
+
+    These rows are the tuning study's source of truth: the executor rebuilds its Optuna study
+    from them, so a restarted console continues where it stopped.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="trials")
+    trial_id = models.CharField(max_length=10)  # "1", "2", … as the API writes it
+    number = models.IntegerField()  # the same, for ordering
+    hyperparameters = models.JSONField(default=dict)  # name → value as a string
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.RUNNING)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    final_metric = models.JSONField(null=True, blank=True)  # {trainingStep, objectiveValue}
+    all_metrics = models.JSONField(default=list, blank=True)
+    is_stopped_early = models.BooleanField(default=False)
+    error_message = models.TextField(blank=True)
+    consumed_ml_units = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "trial_id"], name="unique_trial_id_per_job")]
+
+    def __str__(self) -> str:
+        return f"{self.job.job_id} trial {self.trial_id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def objective_value(self) -> float | None:
+        return (self.final_metric or {}).get("objectiveValue")
+
+    @property
+    def reported_no_metric(self) -> bool:
+        """Succeeded without ever reporting the metric tag: shown, never counted as a result."""
+        return self.state == JobState.SUCCEEDED and self.final_metric is None
+
+    def finish(self, state: str, *, error_message: str = "", stopped_early: bool = False,
+               consumed_ml_units: float = 0.0) -> None:
+        self.state = state
+        self.error_message = error_message
+        self.is_stopped_early = stopped_early
+        self.consumed_ml_units = consumed_ml_units
+        self.end_time = timezone.now()
+        self.save(update_fields=["state", "error_message", "is_stopped_early", "consumed_ml_units", "end_time"])
+
+    def record_metrics(self, reports: list[dict]) -> None:
+        """Every report so far; the last one is the final metric, as the original."""
+        self.all_metrics = [{"trainingStep": r["trainingStep"], "objectiveValue": r["objectiveValue"]}
+                            for r in reports]
+        self.final_metric = self.all_metrics[-1] if self.all_metrics else None
+        self.save(update_fields=["all_metrics", "final_metric"])

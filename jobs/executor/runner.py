@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from aiconsole import archives, storage
 from jobs import catalogue
-from jobs.executor import environments
+from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
     Placement,
@@ -67,6 +67,7 @@ class JobRunner:
         self.abandoning = False
         self.processes: list[ReplicaProcess] = []
         self.replica_count = 0
+        self.seed_history: list = []
         self.thread = threading.Thread(target=self._main, name=f"job-{job_pk}", daemon=True)
 
     def start(self) -> None:
@@ -122,8 +123,22 @@ class JobRunner:
             self._finish_cancel(job)
             return
         self._announce(job)
+        if job.is_hyperparameter_job:
+            self._run_trials(job, training_input, environment, job_dir)
+            return
         outcome = self._run_replicas(job, training_input, environment, job_dir)
         self._conclude(job, outcome)
+
+    def _run_trials(self, job: Job, training_input: dict, environment, job_dir: str | None) -> None:
+        """A hyperparameter tuning job: trials instead of one set of replicas (jobs.executor.trials)."""
+        loop = trials.TuningLoop(self, job, training_input, environment, job_dir, work_dir_for(job),
+                                 passthrough_env(), self.seed_history)
+        outcome = loop.run()
+        output = loop.training_output()
+        if outcome.get("failed_message"):
+            self._fail(job, outcome["failed_message"], output)
+            return
+        self._conclude(job, outcome, output)
 
     def _prepare(self, job: Job, training_input: dict):
         work = work_dir_for(job)
@@ -149,6 +164,11 @@ class JobRunner:
                 job_dir = storage.prepare_job_dir(training_input["jobDir"])
             except storage.StorageError as error:
                 raise PrepareError(f"The job directory cannot be used: {error}") from None
+        if job.is_hyperparameter_job:
+            try:
+                self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
+            except ValueError as error:
+                raise PrepareError(str(error)) from None
         runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
         self._check_cancel()
         try:
@@ -271,8 +291,8 @@ class JobRunner:
         runs = [(plans[r.label], r.duration_seconds) for r in job.replicas.all() if r.label in plans]
         return {"consumedMLUnits": catalogue.consumed_ml_units(runs)}
 
-    def _conclude(self, job: Job, outcome: dict) -> None:
-        output = self._training_output(job)
+    def _conclude(self, job: Job, outcome: dict, output: dict | None = None) -> None:
+        output = output if output is not None else self._training_output(job)
         if outcome.get("cancelled"):
             self._finish_cancel(job, output)
             return

@@ -1,0 +1,362 @@
+"""Running a hyperparameter tuning job: its trials, each a full set of the job's replicas.
+
+``TuningLoop`` keeps up to the job's parallel trials running, asks ``jobs.tuning`` for the next
+hyperparameters from the ``Trial`` rows, reads each trial's hypertune metric file while it runs,
+stops trials that fall behind (early stopping), and decides the job's outcome. ``TrialRun`` owns
+one trial's replica processes.
+
+What a trial's replicas get, beyond what a plain job's replicas get:
+
+- ``--<parameterName>=<value>`` for every parameter, in params order, after the user's args and
+  before ``--job-dir DIR``, which stays last (trainers that read the job dir positionally from
+  the end keep working; argparse does not care about the order).
+- ``CLOUD_ML_TRIAL_ID``, ``task.trial`` in TF_CONFIG and CLUSTER_SPEC, ``CLOUD_ML_HP_METRIC_TAG``.
+- Their own working directory and TMPDIR per trial and replica, and their own
+  ``CLOUD_ML_HP_METRIC_FILE`` (the master's file is the trial's result).
+- The same ``--job-dir`` for every trial, as the original: trainers that need a folder per trial
+  append ``TF_CONFIG.task.trial`` themselves.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs import catalogue, tuning
+from jobs.executor.replicas import (
+    Placement,
+    ReplicaProcess,
+    cluster_configs,
+    exit_description,
+    free_port,
+    traceback_tail,
+    trainer_command,
+    trainer_environment,
+)
+from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
+from jobs.resources import trial_resource
+
+POLL_SECONDS = 0.1
+
+
+class TrialRun:
+    """One trial's replicas: started together, watched, stopped together."""
+
+    def __init__(self, trial: Trial, loop: TuningLoop):
+        self.trial = trial
+        self.loop = loop
+        self.processes: list[ReplicaProcess] = []
+        self.finished: set[str] = set()
+        self.reports: list[dict] = list(trial.all_metrics or [])
+        self.metric_file: Path | None = None
+        self._metric_mtime = 0.0
+
+    @property
+    def trial_id(self) -> str:
+        return self.trial.trial_id
+
+    def start(self) -> None:
+        loop, ti = self.loop, self.loop.training_input
+        placements = [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(ti)]
+        runtime_version = ti.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+        configs = cluster_configs(placements, job_id=loop.job.job_id, training_input=ti,
+                                  use_chief=catalogue.uses_chief(runtime_version), trial_id=self.trial_id)
+        hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
+        work = loop.work / "trials" / self.trial_id
+        shutil.rmtree(work, ignore_errors=True)
+        for placement in placements:
+            plan = placement.plan
+            replica = Replica.objects.create(
+                job=loop.job, trial_id=self.trial_id, task_type=plan.task_type, task_index=plan.index,
+                label=placement.label, machine_type=plan.machine_type, accelerator_type=plan.accelerator_type or "",
+                accelerator_count=plan.accelerator_count, host=placement.host, port=placement.port,
+            )
+            replica_dir = work / placement.label
+            (replica_dir / "tmp").mkdir(parents=True)
+            metric_file = replica_dir / "hypertune" / "output.metrics"
+            if plan.task_type == "master":
+                self.metric_file = metric_file
+            tf_config, cluster_spec = configs[placement.label]
+            self.processes.append(ReplicaProcess(
+                replica_id=replica.pk, label=placement.label, task_type=plan.task_type, trial_id=self.trial_id,
+                command=trainer_command(loop.environment.python, ti["pythonModule"],
+                                        [*ti.get("args", []), *hp_args], loop.job_dir),
+                env=trainer_environment(
+                    passthrough=loop.passthrough, bin_dir=loop.environment.bin_dir, tmp_dir=replica_dir / "tmp",
+                    tf_config=tf_config, cluster_spec=cluster_spec, job_id=loop.job.job_id, replica_id=replica.pk,
+                    extra={"CLOUD_ML_TRIAL_ID": self.trial_id, "CLOUD_ML_HP_METRIC_FILE": str(metric_file),
+                           "CLOUD_ML_HP_METRIC_TAG": loop.tag},
+                ),
+                cwd=replica_dir, sink=loop.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+            ))
+        loop.sink.service(f"Trial {self.trial_id} starts with {' '.join(hp_args)}.", trial_id=self.trial_id)
+        for process in self.processes:
+            process.start()
+            Replica.objects.filter(pk=process.replica_id).update(
+                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now())
+
+    def read_metrics(self) -> bool:
+        """Pick up new hypertune reports; True when there were any."""
+        if self.metric_file is None:
+            return False
+        try:
+            stat = self.metric_file.stat()
+            if stat.st_mtime == self._metric_mtime:
+                return False
+            text = self.metric_file.read_text(errors="replace")
+        except OSError:
+            return False
+        self._metric_mtime = stat.st_mtime
+        merged = tuning.merge_reports(self.reports, tuning.parse_metric_file(text, self.loop.tag))
+        if len(merged) == len(self.reports):
+            return False
+        self.reports = merged
+        self.trial.record_metrics(merged)
+        return True
+
+    def poll(self) -> dict | None:
+        """None while it runs; else ``{"succeeded": True}`` or ``{"failed": message}``."""
+        failure = None
+        for process in self.processes:
+            code = process.poll()
+            if code is None or process.label in self.finished:
+                continue
+            self.finished.add(process.label)
+            process.wait_output()
+            state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
+            Replica.objects.filter(pk=process.replica_id).update(state=state, exit_code=code, end_time=timezone.now())
+            self.loop.sink.service(f"{process.label} exited with status {exit_description(code)}.",
+                                   severity="INFO" if code == 0 else "ERROR", trial_id=self.trial_id)
+            if code != 0 and failure is None:
+                failure = process
+        if failure is not None:
+            message = (f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
+                       f"non-zero status of {exit_description(failure.poll())}.")
+            tail = traceback_tail(list(failure.stderr_tail))
+            return {"failed": message + (" \n" + tail if tail else "")}
+        if any(p.task_type == "master" and p.label in self.finished for p in self.processes):
+            return {"succeeded": True}
+        return None
+
+    def stop(self) -> None:
+        running = [p for p in self.processes if p.poll() is None]
+        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for process in running:
+            process.wait_output()
+            Replica.objects.filter(pk=process.replica_id).update(
+                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now())
+        for process in self.processes:
+            process.stop(0)  # reap anything a finished replica left behind in its group
+
+    def consumed_ml_units(self) -> float:
+        plans = {catalogue.replica_label(p.task_type, p.index): p
+                 for p in catalogue.replica_plan(self.loop.training_input)}
+        replicas = Replica.objects.filter(job=self.loop.job, trial_id=self.trial_id)
+        return catalogue.consumed_ml_units((plans[r.label], r.duration_seconds) for r in replicas if r.label in plans)
+
+
+class TuningLoop:
+    """Runs all of a tuning job's trials inside the job's runner thread."""
+
+    def __init__(self, runner, job: Job, training_input: dict, environment, job_dir: str | None, work: Path,
+                 passthrough: dict[str, str], seed_history: list[tuning.TrialRecord]):
+        self.runner = runner
+        self.sink = runner.sink
+        self.job = job
+        self.training_input = training_input
+        self.spec = training_input["hyperparameters"]
+        self.environment = environment
+        self.job_dir = job_dir
+        self.work = work
+        self.passthrough = passthrough
+        self.tag = tuning.metric_tag(self.spec)
+        self.seed_history = seed_history
+        self.per_trial = len(catalogue.replica_plan(training_input))
+        self.parallel = tuning.parallel_trials(self.spec, self.per_trial, settings.MAX_REPLICAS)
+        self.running: dict[str, TrialRun] = {}
+        self.exhausted = False
+
+    def run(self) -> dict:
+        """Trials until the budget (or the grid) is spent; the job's outcome."""
+        self._forget_interrupted()
+        self.runner.replica_count = self.per_trial * self.parallel
+        deadline = time.monotonic() + self.job.max_running_seconds
+        failure = None
+        while True:
+            if self.runner.cancel_requested.is_set():
+                self._stop_all(JobState.CANCELLED, "The job was cancelled.")
+                return {"cancelled": True}
+            if time.monotonic() > deadline:
+                self._stop_all(JobState.CANCELLED, "The job exceeded its maximum running time.")
+                return {"timed_out": True}
+            changed = self._watch_running()
+            failure = tuning.too_many_failures(self.spec, self._finished_states())
+            if failure:
+                self._stop_all(JobState.CANCELLED, "The job failed: " + failure)
+                break
+            changed |= self._start_trials()
+            if changed:
+                self.publish()
+            if not self.running and (self.exhausted or self._trial_count() >= tuning.max_trials(self.spec)):
+                break
+            time.sleep(POLL_SECONDS)
+        self.publish()
+        if failure:
+            return {"failed_message": f"Too many trials failed. {failure} {self._last_failure()}".strip()}
+        trials = list(self.job.trials.all())
+        if not trials:
+            return {"failed_message": "No trials were left to run: the resumed job already tried every "
+                                      "point of the grid."}
+        if not any(t.state == JobState.SUCCEEDED for t in trials):
+            return {"failed_message": f"All {len(trials)} trials failed. {self._last_failure()}".strip()}
+        return {"succeeded": True}
+
+    # --- trials --------------------------------------------------------------------------
+
+    def _forget_interrupted(self) -> None:
+        """Trials a stopped console left unfinished run again under the same ids."""
+        stale = self.job.trials.exclude(state__in=[JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED])
+        for trial in stale:
+            Replica.objects.filter(job=self.job, trial_id=trial.trial_id).delete()
+            trial.delete()
+
+    def _trial_count(self) -> int:
+        return self.job.trials.count()
+
+    def _finished_states(self) -> list[str]:
+        return [t.state for t in self.job.trials.filter(state__in=[JobState.SUCCEEDED, JobState.FAILED])]
+
+    def _last_failure(self) -> str:
+        trial = self.job.trials.filter(state=JobState.FAILED).order_by("-number").first()
+        return f"Trial {trial.trial_id}: {trial.error_message}" if trial else ""
+
+    def history(self) -> list[tuning.TrialRecord]:
+        own = [record_of(trial, self.running.get(trial.trial_id)) for trial in self.job.trials.all()]
+        return self.seed_history + own
+
+    def _start_trials(self) -> bool:
+        free = min(self.parallel - len(self.running), tuning.max_trials(self.spec) - self._trial_count())
+        if free <= 0 or self.exhausted:
+            return False
+        history = self.history()
+        suggestions = tuning.suggest(self.spec, history, free, seed=self.job.pk * 10_000 + len(history))
+        if len(suggestions) < free and tuning.sampler_name(self.spec) == "grid":
+            self.exhausted = True
+            if not suggestions:
+                self.sink.service("Every point of the grid has been tried.")
+        for hyperparameters in suggestions:
+            number = self._trial_count() + 1
+            trial = Trial.objects.create(job=self.job, trial_id=str(number), number=number,
+                                         hyperparameters=hyperparameters, state=JobState.RUNNING,
+                                         start_time=timezone.now())
+            run = TrialRun(trial, self)
+            self.running[trial.trial_id] = run
+            run.start()
+        return bool(suggestions)
+
+    def _watch_running(self) -> bool:
+        changed = False
+        for trial_id, run in list(self.running.items()):
+            new_reports = run.read_metrics()
+            outcome = run.poll()
+            if outcome is not None:
+                run.stop()  # the master decided: parameter servers and the rest stop with it
+                run.read_metrics()
+                self._finish(run, outcome)
+                changed = True
+            elif new_reports and self._falls_behind(run):
+                self.sink.service(f"Trial {trial_id} falls behind the others; stopping it early.",
+                                  trial_id=trial_id)
+                run.stop()
+                run.read_metrics()
+                self._finish(run, {"succeeded": True}, stopped_early=True)
+                changed = True
+            changed |= new_reports
+        return changed
+
+    def _falls_behind(self, run: TrialRun) -> bool:
+        if not tuning.early_stopping(self.spec):
+            return False
+        finished = [r for r in self.history() if r.state != "RUNNING"]
+        return tuning.should_stop_early(self.spec, finished, record_of(run.trial, run))
+
+    def _finish(self, run: TrialRun, outcome: dict, *, stopped_early: bool = False, state: str | None = None,
+                message: str = "") -> None:
+        self.running.pop(run.trial_id, None)
+        if state is None:
+            state = JobState.FAILED if "failed" in outcome else JobState.SUCCEEDED
+            message = outcome.get("failed", "")
+        if state == JobState.SUCCEEDED and not run.reports:
+            self.sink.service(f"Trial {run.trial_id} succeeded without reporting the metric {self.tag!r}; "
+                              "it does not count as a result.", severity="WARNING", trial_id=run.trial_id)
+        elif state == JobState.FAILED:
+            self.sink.service(f"Trial {run.trial_id} failed. {message}", severity="ERROR", trial_id=run.trial_id)
+        run.trial.finish(state, error_message=message, stopped_early=stopped_early,
+                         consumed_ml_units=run.consumed_ml_units())
+
+    def _stop_all(self, state: str, message: str) -> None:
+        runs = list(self.running.values())
+        threads = [threading.Thread(target=run.stop) for run in runs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for run in runs:
+            run.read_metrics()
+            self._finish(run, {}, state=state, message=message)
+        self.publish()
+
+    # --- the job's trainingOutput --------------------------------------------------------
+
+    def training_output(self) -> dict:
+        return training_output(self.job, self.spec)
+
+    def publish(self) -> None:
+        Job.objects.filter(pk=self.job.pk).update(training_output=self.training_output(), etag=new_etag())
+        self.runner._announce(self.job)
+
+
+def record_of(trial: Trial, run: TrialRun | None = None) -> tuning.TrialRecord:
+    reports = run.reports if run is not None else (trial.all_metrics or [])
+    state = "RUNNING" if trial.state in (JobState.RUNNING, JobState.QUEUED, JobState.PREPARING) else trial.state
+    return tuning.TrialRecord(hyperparameters=dict(trial.hyperparameters), state=state,
+                              objective=trial.objective_value, intermediate=tuning.intermediate_values(reports),
+                              stopped_early=trial.is_stopped_early)
+
+
+def training_output(job: Job, spec: dict) -> dict:
+    """TrainingOutput of a tuning job, from its Trial rows (live while it runs)."""
+    trials = list(job.trials.all())
+    return {
+        "consumedMLUnits": round(sum(t.consumed_ml_units for t in trials), 2),
+        "completedTrialCount": str(sum(1 for t in trials if t.state in (JobState.SUCCEEDED, JobState.FAILED))),
+        "trials": [trial_resource(t) for t in trials],
+        "isHyperparameterTuningJob": True,
+        "hyperparameterMetricTag": tuning.metric_tag(spec),
+    }
+
+
+def seed_history(job: Job, spec: dict) -> list[tuning.TrialRecord]:
+    """resumePreviousJobId: the earlier job's finished trials, which the study learns from.
+
+    Raises ValueError with a message for the job's errorMessage when it cannot be resumed.
+    """
+    previous_id = spec.get("resumePreviousJobId")
+    if not previous_id:
+        return []
+    previous = Job.objects.filter(project=job.project, job_id=previous_id).first()
+    if previous is None:
+        raise ValueError(f"resumePreviousJobId: the job {previous_id} does not exist in this project.")
+    if not previous.is_hyperparameter_job:
+        raise ValueError(f"resumePreviousJobId: the job {previous_id} is not a hyperparameter tuning job.")
+    finished = previous.trials.filter(state__in=[JobState.SUCCEEDED, JobState.FAILED])
+    return [record_of(trial) for trial in finished]

@@ -1,0 +1,340 @@
+"""Hyperparameter tuning: suggestions, grid enumeration, pruning and metric files.
+
+Everything here is plain functions over plain data (the HyperparameterSpec as the API stores it,
+and ``TrialRecord``s read from our database), so it is tested without a database. The Optuna study
+is rebuilt in memory from those records on every call: our ``Trial`` rows are the source of truth
+and a restarted console loses nothing.
+
+How the wire types map onto Optuna distributions:
+
+- DOUBLE → float, INTEGER → int, on a log axis for UNIT_LOG_SCALE. UNIT_REVERSE_LOG_SCALE is dense
+  near the top of the range: Optuna samples ``y`` on a log axis and the trainer gets
+  ``min + max - y`` (the mapping is its own inverse, so stored values convert back the same way).
+- CATEGORICAL and DISCRETE → a categorical choice among the declared values.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+DEFAULT_METRIC_TAG = "training/hptuning/metric"
+# Pruning starts once this many trials have finished with a result (Optuna's MedianPruner).
+PRUNER_STARTUP_TRIALS = 3
+# GPSampler pays off on small, all-numeric spaces and modest budgets; TPE scales better beyond.
+GP_MAX_PARAMS = 8
+GP_MAX_TRIALS = 100
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the tuner sees it: hyperparameters as strings, and how it went.
+
+    ``state`` is ``RUNNING``, ``SUCCEEDED``, ``FAILED`` or ``CANCELLED``; ``objective`` is the final
+    metric (None when the trial reported nothing); ``intermediate`` maps steps to reported values.
+    """
+
+    hyperparameters: dict[str, str]
+    state: str
+    objective: float | None = None
+    intermediate: dict[int, float] = field(default_factory=dict)
+    stopped_early: bool = False
+
+
+# --- the spec -----------------------------------------------------------------------------------
+
+
+def metric_tag(spec: dict) -> str:
+    return spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
+
+
+def direction(spec: dict) -> str:
+    return "minimize" if spec.get("goal") == "MINIMIZE" else "maximize"
+
+
+def max_trials(spec: dict) -> int:
+    return max(1, int(spec.get("maxTrials") or 1))
+
+
+def early_stopping(spec: dict) -> bool:
+    value = spec.get("enableTrialEarlyStopping")
+    return value is True or str(value).upper() == "TRUE"
+
+
+def parallel_trials(spec: dict, replicas_per_trial: int, max_replicas: int) -> int:
+    """Trials run at once: maxParallelTrials, no more than maxTrials, and no more than fit on
+    this machine (at least one: a trial larger than the machine runs alone)."""
+    wanted = min(max(1, int(spec.get("maxParallelTrials") or 1)), max_trials(spec))
+    fit = max(1, max_replicas // max(1, replicas_per_trial))
+    return max(1, min(wanted, fit))
+
+
+def failure_limit(spec: dict) -> int | None:
+    """maxFailedTrials, or None when the service decides (see ``too_many_failures``)."""
+    value = int(spec.get("maxFailedTrials") or 0)
+    return value if value > 0 else None
+
+
+def too_many_failures(spec: dict, finished: list[str]) -> str | None:
+    """Why the job should fail, given the states of its finished trials in trial order.
+
+    With maxFailedTrials set, the job fails once that many trials failed. With 0 the service
+    decides: the job fails when its first trials (up to 3) all failed, or when more than half of
+    maxTrials failed, since the remaining budget could no longer produce a sound study.
+    """
+    failed = finished.count("FAILED")
+    limit = failure_limit(spec)
+    if limit is not None:
+        if failed >= limit:
+            return f"{failed} trials failed, reaching maxFailedTrials ({limit})."
+        return None
+    first = min(3, max_trials(spec))
+    if len(finished) >= first and all(state == "FAILED" for state in finished[:first]):
+        return f"The first {first} trial{'s' if first > 1 else ''} failed."
+    if failed > max_trials(spec) // 2:
+        return f"{failed} of {max_trials(spec)} trials failed."
+    return None
+
+
+def _is_log(param: dict) -> bool:
+    return param.get("scaleType") in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
+
+
+def _reversed(param: dict) -> bool:
+    return param.get("scaleType") == "UNIT_REVERSE_LOG_SCALE"
+
+
+def distribution(param: dict):
+    kind = param["type"]
+    if kind == "DOUBLE":
+        return FloatDistribution(float(param["minValue"]), float(param["maxValue"]), log=_is_log(param))
+    if kind == "INTEGER":
+        return IntDistribution(int(param["minValue"]), int(param["maxValue"]), log=_is_log(param))
+    if kind == "CATEGORICAL":
+        return CategoricalDistribution(list(param["categoricalValues"]))
+    return CategoricalDistribution([float(v) for v in param["discreteValues"]])
+
+
+def format_value(param: dict, value) -> str:
+    """The string the trainer gets: integers without a fraction, doubles at full precision."""
+    kind = param["type"]
+    if kind == "CATEGORICAL":
+        return str(value)
+    if kind == "INTEGER" or (kind == "DISCRETE" and float(value).is_integer()):
+        return str(int(value))
+    return repr(float(value))
+
+
+def parse_value(param: dict, text: str):
+    """A stored string back to its typed value; ValueError when it is outside the spec."""
+    kind = param["type"]
+    if kind == "CATEGORICAL":
+        if text not in param["categoricalValues"]:
+            raise ValueError(text)
+        return text
+    number = float(text)
+    if kind == "DISCRETE":
+        for choice in param["discreteValues"]:
+            if math.isclose(float(choice), number, rel_tol=1e-9, abs_tol=1e-12):
+                return float(choice)
+        raise ValueError(text)
+    if not float(param["minValue"]) <= number <= float(param["maxValue"]):
+        raise ValueError(text)
+    return int(number) if kind == "INTEGER" else number
+
+
+def _to_internal(param: dict, value):
+    """Trainer value → the value Optuna samples (only reverse-log axes differ)."""
+    if param["type"] in ("DOUBLE", "INTEGER") and _reversed(param):
+        return param["minValue"] + param["maxValue"] - value
+    return value
+
+
+def _to_external(param: dict, value):
+    """Optuna's value → the trainer's (``min + max - y`` is its own inverse), kept in range."""
+    value = _to_internal(param, value)
+    if param["type"] in ("DOUBLE", "INTEGER"):
+        value = min(max(value, param["minValue"]), param["maxValue"])
+    return value
+
+
+# --- grid search --------------------------------------------------------------------------------
+
+
+def grid_values(param: dict) -> list:
+    kind = param["type"]
+    if kind == "INTEGER":
+        return list(range(int(param["minValue"]), int(param["maxValue"]) + 1))
+    if kind == "CATEGORICAL":
+        return list(param["categoricalValues"])
+    return [float(v) for v in param["discreteValues"]]
+
+
+def grid(spec: dict) -> list[dict[str, str]]:
+    """Every combination, the first parameter varying slowest, as trainer strings."""
+    params = spec["params"]
+    axes = [[format_value(p, v) for v in grid_values(p)] for p in params]
+    return [dict(zip([p["parameterName"] for p in params], combo, strict=True))
+            for combo in itertools.product(*axes)]
+
+
+def grid_size(spec: dict) -> int:
+    return math.prod(len(grid_values(p)) for p in spec["params"])
+
+
+# --- the Optuna study ---------------------------------------------------------------------------
+
+
+def _gp_available() -> bool:
+    return (hasattr(optuna.samplers, "GPSampler") and importlib.util.find_spec("torch") is not None
+            and importlib.util.find_spec("scipy") is not None)
+
+
+def sampler_name(spec: dict) -> str:
+    """Which sampler a spec gets: ``random``, ``grid``, ``gp`` or ``tpe``."""
+    algorithm = spec.get("algorithm") or "ALGORITHM_UNSPECIFIED"
+    if algorithm == "RANDOM_SEARCH":
+        return "random"
+    if algorithm == "GRID_SEARCH":
+        return "grid"
+    numeric = all(p["type"] in ("DOUBLE", "INTEGER") for p in spec["params"])
+    small = len(spec["params"]) <= GP_MAX_PARAMS and max_trials(spec) <= GP_MAX_TRIALS
+    return "gp" if numeric and small and _gp_available() else "tpe"
+
+
+def _sampler(spec: dict, seed: int | None):
+    name = sampler_name(spec)
+    if name in ("random", "grid"):
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    startup = max(2, min(10, max_trials(spec) // 3))
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
+                                      constant_liar=True)
+
+
+def _internal_params(spec: dict, hyperparameters: dict[str, str]) -> dict | None:
+    """A record's hyperparameters as Optuna params, or None when they do not fit this spec
+    (a resumed job may have tuned a different space)."""
+    params = {}
+    for param in spec["params"]:
+        text = hyperparameters.get(param["parameterName"])
+        if text is None:
+            return None
+        try:
+            params[param["parameterName"]] = _to_internal(param, parse_value(param, text))
+        except ValueError:
+            return None
+    return params
+
+
+def _frozen(spec: dict, record: TrialRecord, distributions: dict):
+    params = _internal_params(spec, record.hyperparameters)
+    if params is None:
+        return None
+    if record.state == "RUNNING":
+        state, value = TrialState.RUNNING, None
+    elif record.state == "SUCCEEDED" and record.objective is not None and not record.stopped_early:
+        state, value = TrialState.COMPLETE, record.objective
+    elif record.state == "SUCCEEDED" and record.intermediate:
+        state, value = TrialState.PRUNED, None
+    else:
+        state, value = TrialState.FAIL, None  # failed, cancelled, or no metric to learn from
+    return optuna.trial.create_trial(params=params, distributions=distributions, value=value, state=state,
+                                     intermediate_values=dict(record.intermediate))
+
+
+def build_study(spec: dict, history: list[TrialRecord], seed: int | None = None) -> optuna.Study:
+    """An in-memory study holding every trial in ``history`` (this job's and a resumed job's)."""
+    distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
+    study = optuna.create_study(direction=direction(spec), sampler=_sampler(spec, seed),
+                                pruner=optuna.pruners.NopPruner())
+    for record in history:
+        frozen = _frozen(spec, record, distributions)
+        if frozen is not None:
+            study.add_trial(frozen)
+    return study
+
+
+def suggest(spec: dict, history: list[TrialRecord], count: int, seed: int | None = None
+            ) -> list[dict[str, str]]:
+    """Up to ``count`` new trials' hyperparameters, as strings in params order.
+
+    Grid search returns the next untried grid points (fewer, or none, once the grid is
+    exhausted); the others ask Optuna, which sees running trials (constant liar for TPE).
+    ``seed`` should differ between calls (the number of trials so far works) or a seeded
+    sampler would repeat itself.
+    """
+    if count <= 0:
+        return []
+    if sampler_name(spec) == "grid":
+        tried = {json.dumps(r.hyperparameters, sort_keys=True) for r in history}
+        fresh = [point for point in grid(spec) if json.dumps(point, sort_keys=True) not in tried]
+        return fresh[:count]
+    study = build_study(spec, history, seed)
+    distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
+    suggestions = []
+    for _ in range(count):
+        trial = study.ask(distributions)
+        suggestions.append({p["parameterName"]: format_value(p, _to_external(p, trial.params[p["parameterName"]]))
+                            for p in spec["params"]})
+    return suggestions
+
+
+def should_stop_early(spec: dict, history: list[TrialRecord], current: TrialRecord) -> bool:
+    """Whether a running trial falls behind: Optuna's MedianPruner over the finished trials'
+    reports at the same step. Needs PRUNER_STARTUP_TRIALS finished trials with results."""
+    if not early_stopping(spec) or not current.intermediate:
+        return False
+    others = [r for r in history if r.state != "RUNNING"]
+    study = build_study(spec, others)
+    distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
+    frozen = _frozen(spec, current, distributions)
+    if frozen is None:
+        return False
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS, n_warmup_steps=0)
+    return bool(pruner.prune(study, frozen))
+
+
+# --- the hypertune metric file ------------------------------------------------------------------
+
+
+def parse_metric_file(text: str, tag: str) -> list[dict]:
+    """Reports for ``tag`` in a cloudml-hypertune file, oldest first, in the API's Measurement
+    shape ``{"trainingStep": "<int64>", "objectiveValue": <double>}`` plus the report's timestamp.
+
+    The library rewrites the whole file on every report, so a read can catch it half written:
+    lines that do not parse are skipped and picked up on the next read.
+    """
+    reports = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            value = float(entry[tag])
+            step = int(float(entry.get("global_step") or 0))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not math.isfinite(value):
+            continue
+        reports.append({"trainingStep": str(step), "objectiveValue": value,
+                        "timestamp": entry.get("timestamp")})
+    return reports
+
+
+def merge_reports(known: list[dict], new: list[dict]) -> list[dict]:
+    """All reports seen so far: the library keeps only its last 100, we keep them all."""
+    seen = {(r["timestamp"], r["trainingStep"]) for r in known}
+    return known + [r for r in new if (r["timestamp"], r["trainingStep"]) not in seen]
+
+
+def intermediate_values(reports: list[dict]) -> dict[int, float]:
+    return {int(r["trainingStep"]): r["objectiveValue"] for r in reports}
