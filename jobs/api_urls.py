@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from jobs import api
+from jobs import api, log_api
 
 P = r"^projects/(?P<project_id>[^/:]+)"
 J = P + r"/jobs/(?P<job_id>[^/:]+)"
@@ -11,5 +11,6 @@ urlpatterns = [
     re_path(P + r"/locations/(?P<location_id>[^/:]+)$", api.location_item, name="api-location"),
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
     re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),
+    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+)/logs$", log_api.job_logs, name="api-job-logs"),
     re_path(J + r"$", api.job_item, name="api-job"),
 ]

@@ -277,7 +277,12 @@ class LogLine(models.Model):
 
     class Meta:
         ordering = ["pk"]
-        indexes = [models.Index(fields=["job", "id"]), models.Index(fields=["job", "task_name", "id"])]
+        indexes = [
+            models.Index(fields=["job", "id"]),
+            models.Index(fields=["job", "task_name", "id"]),
+            # "Jump to the first error" on a ten-million-line log must not scan it.
+            models.Index(fields=["job", "severity", "id"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.task_name}: {self.message[:60]}"

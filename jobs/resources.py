@@ -30,9 +30,29 @@ def job_resource(job: Job) -> dict:
         resource["errorMessage"] = job.error_message
     if job.training_input is not None:
         resource["trainingOutput"] = job.training_output or {}
+    elif job.prediction_input is not None:
+        # Batch prediction jobs keep their PredictionOutput in the same output column.
+        resource["predictionOutput"] = job.training_output or {}
     if job.labels:
         resource["labels"] = job.labels
     resource["etag"] = job.etag
     if job.state == JobState.QUEUED:
         resource["jobPosition"] = str(job.job_position())
     return resource
+
+
+def trial_resource(trial) -> dict:
+    """A Trial as the API's HyperparameterOutput; unset fields are left out."""
+    output: dict = {"trialId": trial.trial_id, "hyperparameters": dict(trial.hyperparameters)}
+    if trial.final_metric:
+        output["finalMetric"] = trial.final_metric
+    if trial.all_metrics:
+        output["allMetrics"] = trial.all_metrics
+    if trial.start_time:
+        output["startTime"] = rfc3339(trial.start_time)
+    if trial.end_time:
+        output["endTime"] = rfc3339(trial.end_time)
+    output["state"] = trial.state
+    if trial.is_stopped_early:
+        output["isTrialStoppedEarly"] = True
+    return output

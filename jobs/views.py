@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,8 +13,9 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import iam, storage
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import catalogue, services
+from jobs import catalogue, charts, logstream, services
 from jobs.forms import JobSubmitForm
+from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
 
 JOBS_PER_PAGE = 100
@@ -60,17 +62,11 @@ def job_detail(request, project_id, job_id):
     job = services.get_job(project, job_id, actor=request.user, audited=not refresh)
     if refresh:
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
-    lines, filters = _log_lines(request, job)
-    context = {
-        **_status_context(request, job),
-        "lines": lines,
-        "last_id": lines[-1].pk if lines else request.GET.get("after", 0),
-        "earliest_id": lines[0].pk if lines else None,
-        "filters": filters,
-        "tasks": sorted(set(job.log_lines.values_list("task_name", flat=True).distinct())),
-        "severities": SEVERITY_ORDER,
-        "summary": _training_summary(job),
-    }
+    summary = _training_summary(job)
+    context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
+    if job.is_hyperparameter_job:
+        goal = (job.training_input or {}).get("hyperparameters", {}).get("goal")
+        context["tuning_charts"] = charts.tuning_charts(job.training_output, goal)
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -98,44 +94,64 @@ def _training_summary(job) -> dict:
     }
 
 
-def _filtered_lines(request, job):
-    lines = job.log_lines.all()
-    task = request.GET.get("task", "")
-    if task:
-        lines = lines.filter(task_name=task)
-    severity = request.GET.get("severity", "")
-    if severity in SEVERITY_ORDER:
-        lines = lines.filter(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(severity):])
-    return lines, {"task": task, "severity": severity}
+def _log_choices(job, summary: dict, log_filter: LogFilter) -> dict:
+    """Replicas and trials to filter on, from the job's rows (never a scan of its log)."""
+    replicas = list(job.replicas.values_list("label", "trial_id"))
+    tasks = {label for label, _ in replicas} | {label for label, _ in summary["plans"]} | {"service"}
+    trials = {trial for _, trial in replicas if trial} | ({log_filter.trial} if log_filter.trial else set())
+    tasks |= {log_filter.task} if log_filter.task else set()
+    return {"tasks": sorted(tasks, key=_task_order), "trials": sorted(trials, key=lambda t: (len(t), t)),
+            "severities": SEVERITY_ORDER}
 
 
-def _log_lines(request, job):
-    """The newest page of lines (or those after/before an id): keyset paging, never OFFSET."""
-    lines, filters = _filtered_lines(request, job)
-    after = request.GET.get("after", "")
-    before = request.GET.get("before", "")
+def _task_order(task: str):
+    """master-replica-0, worker-replica-0, worker-replica-1, …, ps-replica-0, …, service."""
+    role, _, index = task.partition("-replica-")
+    roles = ["master", "worker", "ps", "evaluator"]
+    return (roles.index(role) if role in roles else len(roles), int(index) if index.isdigit() else 0, task)
+
+
+def _log_window(request, job, summary: dict) -> dict:
+    """The lines the page opens with. Live: the newest, then the socket streams from ``cursor``.
+    Anchored (``before``, ``after``, ``first_error``): one keyset page, links to move on."""
+    log_filter = LogFilter.from_page(request.GET)
+    lines = log_filter.apply(job.log_lines.all())
+    after, before = request.GET.get("after", ""), request.GET.get("before", "")
+    window = {"filters": log_filter, "filter_query": urlencode(log_filter.as_params()),
+              "cursor": logstream.last_id(job.pk), "first_error": None, **_log_choices(job, summary, log_filter)}
+    if request.GET.get("first_error"):
+        window["first_error"] = logstream.first_error_id(job.pk, log_filter)
+        after = str(window["first_error"] - 1) if window["first_error"] else ""
     if after.isdigit():
-        return list(lines.filter(pk__gt=int(after))[:LOG_LINES_PER_PAGE]), filters
-    if before.isdigit():
-        lines = lines.filter(pk__lt=int(before))
-    newest = list(lines.order_by("-pk")[:LOG_LINES_PER_PAGE])
-    newest.reverse()
-    return newest, filters
+        page = list(lines.filter(pk__gt=int(after)).order_by("pk")[: LOG_LINES_PER_PAGE + 1])
+        shown = page[:LOG_LINES_PER_PAGE]
+        earlier = bool(shown) and lines.filter(pk__lt=shown[0].pk).exists()
+        return {**window, "lines": shown, "earlier": earlier, "later": len(page) > LOG_LINES_PER_PAGE,
+                "last_shown": shown[-1].pk if shown else after, "live": False}
+    # Live, the page shows lines up to the cursor and the socket sends those after it.
+    lines = lines.filter(pk__lt=int(before)) if before.isdigit() else lines.filter(pk__lte=window["cursor"])
+    page = list(lines.order_by("-pk")[: LOG_LINES_PER_PAGE + 1])
+    shown = page[:LOG_LINES_PER_PAGE][::-1]
+    return {**window, "lines": shown, "earlier": len(page) > LOG_LINES_PER_PAGE, "later": before.isdigit(),
+            "last_shown": shown[-1].pk if shown else int(before or 1) - 1, "live": not before.isdigit()}
 
 
 @login_required
 def job_logs(request, project_id, job_id):
-    """New log lines after ``after``, appended by the job page while the job is active."""
+    """New log lines after ``after``: the page's fallback poller when its socket cannot connect."""
     project = services.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
-    lines, filters = _log_lines(request, job)
+    log_filter = LogFilter.from_page(request.GET)
+    after = request.GET.get("after", "")
+    lines = log_filter.apply(job.log_lines.all()).order_by("pk")
+    lines = list((lines.filter(pk__gt=int(after)) if after.isdigit() else lines)[:LOG_LINES_PER_PAGE])
     context = {
         "project": project,
         "job": job,
         "lines": lines,
-        "last_id": lines[-1].pk if lines else request.GET.get("after", 0),
+        "last_id": lines[-1].pk if lines else (after if after.isdigit() else 0),
         "active": job.state in ACTIVE_STATES,
-        "filters": filters,
+        "filter_query": urlencode(log_filter.as_params()),
     }
     return render(request, "jobs/job_logs_append.html", context)
 
@@ -145,7 +161,7 @@ def job_logs_download(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user)
     as_json = request.GET.get("format") == "json"
-    lines, _ = _filtered_lines(request, job)
+    lines = LogFilter.from_page(request.GET).apply(job.log_lines.all())
 
     def rows():
         last = 0

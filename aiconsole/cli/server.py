@@ -52,7 +52,10 @@ def _serve(host: str, port: int, *, with_executor: bool) -> int:
     if with_executor:
         controller.start()
     config = uvicorn.Config("aiconsole.asgi:application", host=host, port=port, lifespan="off",
-                            log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto")
+                            log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
+                            # Each viewer's copy of a log batch would be compressed separately: at
+                            # hundreds of viewers that is the largest single cost (bench/logs.py).
+                            ws_per_message_deflate=False)
     server = uvicorn.Server(config)
     try:
         server.run()

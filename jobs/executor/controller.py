@@ -49,6 +49,7 @@ class Controller:
     def start(self) -> None:
         self.reconcile_orphans()
         self._thread.start()
+        _model_serving_start()
 
     def wake(self) -> None:
         self._wake.set()
@@ -64,6 +65,7 @@ class Controller:
             runner.abandon()
         for runner in runners:
             runner.thread.join(timeout)
+        _model_serving_stop()
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -129,12 +131,12 @@ class Controller:
             return sum(max(r.replica_count, 1) for r in self.runners.values())
 
     def _admit(self) -> None:
-        for job in Job.objects.queued_in_order().only("pk", "training_input"):
-            need = len(catalogue.replica_plan(job.training_input))
+        for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
+            need = _replicas_needed(job)
             busy = self._busy_replicas()
             if busy and busy + need > settings.MAX_REPLICAS:
                 break  # first come first served: later jobs do not jump the line
-            runner = JobRunner(job.pk, self.runner_id, on_done=self._finished)
+            runner = _runner_class(job)(job.pk, self.runner_id, on_done=self._finished)
             runner.replica_count = need
             with self._runners_lock:
                 self.runners[job.pk] = runner
@@ -163,11 +165,13 @@ class Controller:
     def _reconcile_job(self, job: Job, sink: LogSink) -> None:
         if job.state == JobState.CANCELLING:
             sink.service("Job was cancelled.")
+            sink.flush()  # stored before the job reads as ended, so readers see the whole log
             job.mark_cancelled()
         elif job.restarts >= settings.MAX_JOB_RESTARTS:
             message = (f"The job was interrupted {job.restarts + 1} times because the console stopped "
                        "while it ran; it is not restarted again.")
             sink.service(message, severity="ERROR")
+            sink.flush()
             job.mark_failed(message)
         else:
             sink.service("The console stopped while this job was running; the job starts again.",
@@ -198,3 +202,48 @@ def wake() -> None:
     controller = _controller
     if controller is not None:
         controller.wake()
+
+
+# --- batch prediction jobs and online serving (models_registry) ---------------------------------
+
+
+def _runner_class(job: Job):
+    """Batch prediction jobs (predictionInput) run in models_registry's runner; the rest here."""
+    if job.prediction_input is not None:
+        from models_registry.batch import BatchPredictionRunner
+
+        return BatchPredictionRunner
+    return JobRunner
+
+
+def _replicas_needed(job: Job) -> int:
+    if job.prediction_input is not None:
+        from models_registry.batch import replicas_needed
+
+        return replicas_needed(job.prediction_input)
+    per_trial = len(catalogue.replica_plan(job.training_input))
+    spec = job.training_input.get("hyperparameters")
+    if spec:
+        # A tuning job holds a set of replicas per parallel trial, capped at what fits here.
+        from jobs import tuning
+
+        return per_trial * tuning.parallel_trials(spec, per_trial, settings.MAX_REPLICAS)
+    return per_trial
+
+
+def _model_serving_start() -> None:
+    """Resume version deployments a stopped console left unfinished; warm minNodes processes."""
+    from models_registry import deploy
+    from models_registry.serving import supervisor
+
+    try:
+        deploy.resume()
+        supervisor.start()
+    except Exception:
+        logger.exception("Model serving did not start")
+
+
+def _model_serving_stop() -> None:
+    from models_registry.serving import supervisor
+
+    supervisor.stop()

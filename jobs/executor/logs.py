@@ -5,6 +5,10 @@ latest state, very long lines are cut with a marker, undecodable bytes are repla
 collects lines from all of a job's replicas in a bounded buffer and writes them in batches
 (every few tens of milliseconds), so a chatty trainer neither blocks on its pipe nor grows the
 console's memory; lines dropped when the buffer is full are counted and said in the log.
+
+After each batch commits, the sink publishes it to the job's group (one message per batch, ids
+known), then the latest state of any progress bar still being redrawn: live viewers see a bar
+as one updating row, and only its final state is stored.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import logging
 import re
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from json.encoder import encode_basestring
 
 from django.db import close_old_connections, connection
 from django.utils import timezone
@@ -38,15 +42,20 @@ _GLOG = re.compile(r"^(?:([DIWEF])\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d
 _GLOG_LEVELS = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 
+_ANY_LEVEL = re.compile(r"DEBUG|INFO|WARN|ERROR|CRITICAL|FATAL")  # most lines have none: skip the rest
+
+
 def detect_severity(text: str, stream: str) -> str:
     """Severity from a logging prefix when the line has one, else by stream."""
     head = text[:120]
-    match = _GLOG.match(head)
-    if match:
-        return _GLOG_LEVELS[match.group(1) or match.group(2)]
-    match = _LEVEL_WORD.match(head)
-    if match:
-        return _LEVELS[match.group(1)]
+    if head and head[0] in "DIWEF0123456789":
+        match = _GLOG.match(head)
+        if match:
+            return _GLOG_LEVELS[match.group(1) or match.group(2)]
+    if _ANY_LEVEL.search(head):
+        match = _LEVEL_WORD.match(head)
+        if match:
+            return _LEVELS[match.group(1)]
     if head.startswith("Traceback (most recent call last)"):
         return "ERROR"
     return "ERROR" if stream == "stderr" else "INFO"
@@ -61,28 +70,39 @@ class LineSplitter:
     """Incremental bytes → lines, with progress-bar folding and a length cap.
 
     At most ``max_bytes`` of the current line are kept; the rest is counted and said in the cut
-    marker when the line ends, however many reads it spans.
+    marker when the line ends, however many reads it spans. ``on_progress`` hears the latest
+    state of a line still being redrawn with carriage returns (a progress bar) after each read.
     """
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, on_progress: Callable[[str], None] | None = None):
         self.max_bytes = max_bytes
+        self.on_progress = on_progress
         self.buffer = bytearray()
         self.dropped = 0  # bytes of the current line beyond what is kept
+        self.redrawn = False  # the current line has been redrawn with \r
 
-    def feed(self, data: bytes) -> Iterator[str]:
-        start = 0
-        while True:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                self._append(data[start:])
-                return
-            self._append(data[start:newline])
-            yield self._finish()
-            start = newline + 1
+    def feed(self, data: bytes) -> list[str]:
+        """The lines this read completes (the rest waits for its newline)."""
+        pieces = data.split(b"\n")
+        lines: list[str] = []
+        if len(pieces) > 1:
+            self._append(pieces[0])
+            lines.append(self._finish())
+            middle = pieces[1:-1]
+            # The common case, whole plain lines, is decoded without the per-line bookkeeping.
+            if middle and b"\r" not in data and max(map(len, middle)) <= self.max_bytes:
+                lines += [clean_text(piece) for piece in middle]
+            else:
+                for piece in middle:
+                    self._append(piece)
+                    lines.append(self._finish())
+        self._append(pieces[-1])
+        if self.on_progress and (self.redrawn or self.buffer.endswith(b"\r")) and self.buffer.strip(b"\r"):
+            self.on_progress(clean_text(bytes(self.buffer).rstrip(b"\r")))
+        return lines
 
-    def close(self) -> Iterator[str]:
-        if self.buffer or self.dropped:
-            yield self._finish()
+    def close(self) -> list[str]:
+        return [self._finish()] if self.buffer or self.dropped else []
 
     def _append(self, chunk: bytes) -> None:
         if not chunk:
@@ -94,6 +114,7 @@ class LineSplitter:
         if carriage >= 0:
             del self.buffer[: carriage + 1]
             self.dropped = 0
+            self.redrawn = True
         if len(self.buffer) > self.max_bytes:
             self.dropped += len(self.buffer) - self.max_bytes
             del self.buffer[self.max_bytes:]
@@ -104,60 +125,85 @@ class LineSplitter:
             text += CUT_MARKER.format(self.dropped)
         self.buffer.clear()
         self.dropped = 0
+        self.redrawn = False
         return text
 
 
-@dataclass
-class _Pending:
-    task_name: str
-    trial_id: str
-    seq: int
-    stream: str
-    severity: str
-    message: str
-    time: object
+# A pending line: (task_name, trial_id, seq, stream, severity or None, message, time). Tuples,
+# not objects: a chatty trainer puts hundreds of thousands through here a second.
+_TASK, _TRIAL, _SEQ, _STREAM, _SEVERITY, _MESSAGE, _TIME = range(7)
+_INSERT = ("INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, message, time) "
+           "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 class LogSink:
-    """A job's bounded, batched path from replica output to the database."""
+    """A job's bounded, batched path from replica output to the database and its live viewers.
+
+    Reader threads hand over whole reads (``emit_lines``) and only split, number and queue them;
+    the writer thread does the rest (severities, storing, publishing), so a trainer's pipe is
+    drained as fast as it is filled and a flood is cut at ``max_pending`` lines, not the trainer.
+    """
 
     def __init__(self, job_pk: int, *, max_pending: int = 50_000, flush_interval: float = 0.03,
-                 batch_size: int = 2_000, on_flush=None):
+                 batch_size: int = 2_000, on_flush=None, publish: bool = True):
         self.job_pk = job_pk
         self.max_pending = max_pending
         self.flush_interval = flush_interval
         self.batch_size = batch_size
         self.on_flush = on_flush
-        self._pending: deque[_Pending] = deque()
+        self.publish = publish
+        self._pending: deque[tuple] = deque()
+        self._progress: dict[tuple[str, str, str], dict] = {}
         self._lock = threading.Lock()
+        # Held while a batch goes from the buffer to the database and the group, so a flush()
+        # from another thread returns only once everything emitted before it is stored.
+        self._writing = threading.Lock()
+        self._last_id = 0  # the last id this sink published: the next batch's "after"
         self._seq: Counter[tuple[str, str]] = Counter()
         self._dropped: Counter[str] = Counter()
         self._wake = threading.Event()
         self._closed = False
-        self._seq_loaded = False
         self._thread = threading.Thread(target=self._run, name=f"logsink-{job_pk}", daemon=True)
         self._thread.start()
 
     # --- producers -------------------------------------------------------------------------
 
-    def emit(self, task_name: str, stream: str, message: str, *, severity: str | None = None,
-             trial_id: str = "") -> None:
-        severity = severity or detect_severity(message, stream)
+    def emit_lines(self, task_name: str, stream: str, lines: list[str], *, severity: str | None = None,
+                   trial_id: str = "") -> None:
+        """Queue lines that arrived together; beyond ``max_pending`` they are counted, not kept."""
+        if not lines:
+            return
+        now = timezone.now()
+        key = (task_name, trial_id)
         with self._lock:
-            if len(self._pending) >= self.max_pending and stream != "service":
-                self._dropped[task_name] += 1
-                return
-            key = (task_name, trial_id)
-            self._seq[key] += 1
-            self._pending.append(
-                _Pending(task_name, trial_id, self._seq[key], stream, severity, message, timezone.now())
-            )
+            self._progress.pop((task_name, trial_id, stream), None)  # a bar's final state is a line
+            room = len(lines) if stream == "service" else max(0, self.max_pending - len(self._pending))
+            if room < len(lines):
+                self._dropped[task_name] += len(lines) - room
+                lines = lines[:room]
+            first = self._seq[key] + 1
+            self._seq[key] += len(lines)
+            self._pending.extend((task_name, trial_id, seq, stream, severity, message, now)
+                                 for seq, message in enumerate(lines, first))
         if stream == "service":
             self._wake.set()
 
+    def emit(self, task_name: str, stream: str, message: str, *, severity: str | None = None,
+             trial_id: str = "") -> None:
+        self.emit_lines(task_name, stream, [message], severity=severity, trial_id=trial_id)
+
     def service(self, message: str, severity: str = "INFO", trial_id: str = "") -> None:
-        for line in message.splitlines() or [""]:
-            self.emit(SERVICE_TASK, "service", line, severity=severity, trial_id=trial_id)
+        self.emit_lines(SERVICE_TASK, "service", message.splitlines() or [""], severity=severity,
+                        trial_id=trial_id)
+
+    def progress(self, task_name: str, stream: str, message: str, *, trial_id: str = "") -> None:
+        """The latest state of a progress bar being redrawn: published, not stored."""
+        from jobs.logstream import timestamp
+
+        item = {"taskName": task_name, "trialId": trial_id, "stream": stream, "message": message,
+                "severity": detect_severity(message, stream), "timestamp": timestamp(timezone.now())}
+        with self._lock:
+            self._progress[(task_name, trial_id, stream)] = item
 
     # --- the writer --------------------------------------------------------------------------
 
@@ -179,6 +225,7 @@ class LogSink:
                 self._wake.clear()
                 while self._write_batch():
                     pass
+                self._publish_progress()
             while self._write_batch():
                 pass
         except Exception:
@@ -190,39 +237,100 @@ class LogSink:
         """Continue numbering after lines an earlier run of the same job stored."""
         from django.db.models import Max
 
+        from jobs.logstream import last_id
         from jobs.models import LogLine
 
         close_old_connections()
+        with self._writing:
+            self._last_id = last_id(self.job_pk)
         rows = LogLine.objects.filter(job_id=self.job_pk).values("task_name", "trial_id").annotate(last=Max("seq"))
+        stored = {(row["task_name"], row["trial_id"]): row["last"] for row in rows}
         with self._lock:
-            for row in rows:
-                key = (row["task_name"], row["trial_id"])
-                # Lines emitted before loading were numbered from 1: shift them past the stored ones.
-                for pending in self._pending:
-                    if (pending.task_name, pending.trial_id) == key:
-                        pending.seq += row["last"]
-                self._seq[key] += row["last"]
+            # Lines emitted before loading were numbered from 1: shift them past the stored ones.
+            self._pending = deque(line[:_SEQ] + (line[_SEQ] + stored.get(line[:_SEQ], 0),) + line[_SEQ + 1:]
+                                  for line in self._pending)
+            for key, last in stored.items():
+                self._seq[key] += last
 
-    def _write_batch(self) -> bool:
-        from jobs.models import LogLine
-
+    def _take_batch(self) -> list[tuple]:
         with self._lock:
             batch = [self._pending.popleft() for _ in range(min(self.batch_size, len(self._pending)))]
             dropped = dict(self._dropped)
             self._dropped.clear()
-        for task_name, count in dropped.items():
-            key = (SERVICE_TASK, "")
-            with self._lock:
-                self._seq[key] += 1
-                seq = self._seq[key]
-            batch.append(_Pending(SERVICE_TASK, "", seq, "service", "WARNING",
-                                  f"{count} log lines from {task_name} were dropped: the trainer printed "
-                                  "faster than they could be stored.", timezone.now()))
-        if not batch:
-            return False
-        rows = [LogLine(job_id=self.job_pk, task_name=p.task_name, trial_id=p.trial_id, seq=p.seq,
-                        stream=p.stream, severity=p.severity, message=p.message, time=p.time) for p in batch]
-        LogLine.objects.bulk_create(rows)
+            for task_name, count in dropped.items():
+                self._seq[(SERVICE_TASK, "")] += 1
+                batch.append((SERVICE_TASK, "", self._seq[(SERVICE_TASK, "")], "service", "WARNING",
+                              f"{count} log lines from {task_name} were dropped: the trainer printed "
+                              "faster than they could be stored.", timezone.now()))
+        return [line if line[_SEVERITY] else
+                line[:_SEVERITY] + (detect_severity(line[_MESSAGE], line[_STREAM]),) + line[_SEVERITY + 1:]
+                for line in batch]
+
+    def _write_batch(self) -> bool:
+        with self._writing:
+            batch = self._take_batch()
+            if not batch:
+                return False
+            ids = self._insert(batch)
+            if self.publish and ids:
+                self._publish_rows(ids, batch)
         if self.on_flush:
-            self.on_flush(rows)
+            self.on_flush(self._as_rows(ids, batch))
         return True
+
+    def _as_rows(self, ids, batch: list[tuple]) -> list:
+        from jobs.models import LogLine
+
+        return [LogLine(pk=pk, job_id=self.job_pk, task_name=line[_TASK], trial_id=line[_TRIAL], seq=line[_SEQ],
+                        stream=line[_STREAM], severity=line[_SEVERITY], message=line[_MESSAGE], time=line[_TIME])
+                for pk, line in zip(ids or [None] * len(batch), batch, strict=True)]
+
+    def _insert(self, batch: list[tuple]) -> list[int] | range:
+        """Store a batch in one transaction; return the new rows' ids in order."""
+        from django.db import transaction
+
+        from jobs.models import LogLine
+
+        if connection.vendor != "sqlite":
+            rows = LogLine.objects.bulk_create(self._as_rows(None, batch))
+            return [row.pk for row in rows] if rows[-1].pk is not None else []
+        stamps = {}
+        for line in batch:  # lines of one read share a timestamp: convert each once
+            if id(line[_TIME]) not in stamps:
+                stamps[id(line[_TIME])] = connection.ops.adapt_datetimefield_value(line[_TIME])
+        params = [(self.job_pk, *line[:_TIME], stamps[id(line[_TIME])]) for line in batch]
+        # Plain executemany: model instances cost more than the insert. SQLite hands out rowids
+        # one after another inside a write transaction, which no other writer can enter.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(_INSERT, params)
+            cursor.execute("SELECT last_insert_rowid()")
+            last = cursor.fetchone()[0]
+        return range(last - len(batch) + 1, last + 1)
+
+    def _publish_rows(self, ids, batch: list[tuple]) -> None:
+        """One message for the batch, its entries already JSON (jobs.logstream.entry's form):
+        encoded once here rather than once per viewer."""
+        from jobs.logstream import publish_lines, timestamp
+
+        texts: dict = {}  # task names, trials and times repeat within a batch: encode each once
+
+        def text(value) -> str:
+            if value not in texts:
+                texts[value] = encode_basestring(value if isinstance(value, str) else timestamp(value))
+            return texts[value]
+
+        entries = ",".join(
+            f'{{"id":"{pk}","timestamp":{text(line[_TIME])},"severity":"{line[_SEVERITY]}",'
+            f'"taskName":{text(line[_TASK])},"trialId":{text(line[_TRIAL])},"seq":"{line[_SEQ]}",'
+            f'"stream":"{line[_STREAM]}","message":{encode_basestring(line[_MESSAGE])}}}'
+            for pk, line in zip(ids, batch, strict=True))
+        publish_lines(self.job_pk, after=self._last_id, last=ids[-1], count=len(batch), entries_json=f"[{entries}]")
+        self._last_id = ids[-1]
+
+    def _publish_progress(self) -> None:
+        from jobs.logstream import publish_progress
+
+        with self._lock:
+            items, self._progress = list(self._progress.values()), {}
+        if items and self.publish:
+            publish_progress(self.job_pk, items)

@@ -166,24 +166,28 @@ class ReplicaProcess:
             self._readers.append(reader)
 
     def _pump(self, stream: str, pipe) -> None:
-        splitter = LineSplitter(self.max_line_bytes)
+        progress = getattr(self.sink, "progress", None)  # a stand-in sink (local train) may only print
+        splitter = LineSplitter(self.max_line_bytes, on_progress=progress and (
+            lambda text: progress(self.label, stream, text, trial_id=self.trial_id)))
         fd = pipe.fileno()
         try:
             while True:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     break
-                for line in splitter.feed(chunk):
-                    self._emit(stream, line)
-            for line in splitter.close():
-                self._emit(stream, line)
+                self._emit(stream, splitter.feed(chunk))
+            self._emit(stream, splitter.close())
         finally:
             pipe.close()
 
-    def _emit(self, stream: str, line: str) -> None:
+    def _emit(self, stream: str, lines: list[str]) -> None:
         if stream == "stderr":
-            self.stderr_tail.append(line)
-        self.sink.emit(self.label, stream, line, trial_id=self.trial_id)
+            self.stderr_tail.extend(lines)
+        if hasattr(self.sink, "emit_lines"):  # a whole read at once: the log sink's fast path
+            self.sink.emit_lines(self.label, stream, lines, trial_id=self.trial_id)
+            return
+        for line in lines:
+            self.sink.emit(self.label, stream, line, trial_id=self.trial_id)
 
     @property
     def pid(self) -> int | None:

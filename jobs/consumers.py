@@ -1,0 +1,224 @@
+"""The live log WebSocket: one job's log, the stored backlog first, then lines as they are stored.
+
+The client connects to ``/ws/projects/<project>/jobs/<job>/logs/`` with the page's filters
+(``task``, ``trial``, ``severity``, ``text``), how many lines it wants back (``tail``) and, to
+resume, ``after``: the ``cursor`` of the last message it handled. JSON frames come back:
+
+- ``backlog``: the newest ``tail`` matching lines after ``after``; ``earlier`` says whether
+  older matching lines remain in that range (when resuming: a gap the client cannot fill).
+- ``lines``: lines as they are stored, with the new ``cursor`` and the ``stored`` line count.
+- ``progress``: the latest state of progress bars being redrawn (never stored).
+- ``count``: the stored line count, once after the backlog; ``state``: the job's new state.
+- ``earlier`` and ``firstError``: answers to ``{"action": "earlier", "before": id}`` and
+  ``{"action": "firstError"}``.
+
+Entries have the REST API's form (``jobs.logstream.entry``); the page renders them with the
+markup of ``_log_rows.html``. No HTML is rendered here: one rendering per viewer per line does
+not keep up with a chatty trainer watched by hundreds of people.
+
+No gap and no duplicate across the seam: the consumer joins the job's group before it reads the
+backlog, live messages wait in its channel until the backlog is sent, and lines at or below the
+cursor (the highest id examined) are dropped. Each batch names the previous batch's last id; a
+batch that does not follow on from the cursor means one went missing (a full channel, a new
+writer), and the gap is read back from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.http import QueryDict
+
+from aiconsole import iam
+from jobs import logstream, services
+from jobs.models import TERMINAL_STATES, Job
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+DEFAULT_TAIL = 1000
+MAX_TAIL = 5000
+PAGE = 1000
+MIN_PAUSE = 0.005  # below this the pause between frames is not worth a timer
+
+
+def _number(raw, default: int = 0, maximum: int | None = None) -> int:
+    value = int(raw) if str(raw or "").isdigit() else default
+    return min(value, maximum) if maximum else value
+
+
+def _authorized_job(user, project_id: str, job_id: str) -> Job:
+    project = services.find_project(project_id, actor=user)
+    return services.get_job(project, job_id, actor=user, audited=False)
+
+
+def _state(job_pk: int) -> dict:
+    state = Job.objects.filter(pk=job_pk).values_list("state", flat=True).first()
+    return {"jobState": state, "jobEnded": state in TERMINAL_STATES}
+
+
+def _opening(job_pk: int, log_filter, after: int, tail: int) -> dict:
+    state = _state(job_pk)  # before the lines: a job seen ended has stored all of them
+    edge = logstream.last_id(job_pk)
+    after = min(after, edge)  # a cursor past the newest line (a database restored from a backup)
+    entries, earlier = logstream.read_newest(job_pk, log_filter, tail, after=after, before=edge + 1)
+    return {"type": "backlog", "entries": entries, "earlier": earlier, "cursor": str(edge), "edge": edge, **state}
+
+
+def _page_after(job_pk: int, log_filter, cursor: int, upto: int) -> tuple[list[dict], int]:
+    """Up to a page of matching lines in ``(cursor, upto]`` and the new cursor."""
+    entries = logstream.read_after(job_pk, log_filter, cursor, PAGE, upto=upto)
+    return entries, (int(entries[-1]["id"]) if len(entries) == PAGE else upto)
+
+
+def _earlier(job_pk: int, log_filter, before: int) -> dict:
+    entries, earlier = logstream.read_newest(job_pk, log_filter, PAGE, before=before)
+    return {"type": "earlier", "entries": entries, "earlier": earlier}
+
+
+def _first_error(job_pk: int, log_filter) -> dict:
+    found = logstream.first_error_id(job_pk, log_filter)
+    return {"type": "firstError", "id": str(found) if found else None}
+
+
+class JobLogConsumer(AsyncWebsocketConsumer):
+    """Streams one job's log to one browser tab (or any client speaking the protocol above)."""
+
+    feed = None
+    follower = None
+
+    async def connect(self):
+        query = QueryDict(self.scope.get("query_string", b""))
+        self.filter = logstream.LogFilter.from_page(query)
+        self.cursor = self.stored = 0
+        refusal = await self._admit()
+        await self.accept()
+        if refusal:
+            await self.close(code=refusal)
+            return
+        self.position = self.feed.next  # what the feed gets from now on is ours to send
+        await self._send_backlog(_number(query.get("after")), _number(query.get("tail"), DEFAULT_TAIL, MAX_TAIL))
+        self.follower = asyncio.create_task(self._follow())
+        self.follower.add_done_callback(self._follower_ended)
+
+    async def _admit(self) -> int | None:
+        """Authenticate, authorize (404 and 403 as everywhere) and join the job's live feed."""
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return CLOSE_UNAUTHENTICATED
+        route = self.scope["url_route"]["kwargs"]
+        try:
+            self.job = await database_sync_to_async(_authorized_job)(user, route["project_id"], route["job_id"])
+        except iam.NotFound:
+            return CLOSE_NOT_FOUND
+        except iam.PermissionDenied:
+            return CLOSE_FORBIDDEN
+        self.feed = await logstream.join_feed(self.job.pk)
+        return None
+
+    async def _send_backlog(self, after: int, tail: int) -> None:
+        opening = await database_sync_to_async(_opening)(self.job.pk, self.filter, after, tail)
+        self.cursor = int(opening["cursor"])
+        edge = opening.pop("edge")
+        await self.send_json(opening)
+        # Counted up to the backlog's edge: every later batch adds its own count.
+        self.stored = await database_sync_to_async(logstream.stored_count)(self.job.pk, upto=edge)
+        await self.send_json({"type": "count", "stored": self.stored})
+
+    async def disconnect(self, code):
+        if self.follower is not None:
+            self.follower.cancel()
+        if self.feed is not None:
+            logstream.leave_feed(self.feed)
+            self.feed = None
+
+    async def send_json(self, content: dict) -> None:
+        await self.send(text_data=json.dumps(content, ensure_ascii=False, separators=(",", ":")))
+
+    # --- client requests -------------------------------------------------------------------
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            request = json.loads(text_data or "{}")
+        except ValueError:
+            return
+        action = request.get("action") if isinstance(request, dict) and self.feed else None
+        if action == "earlier":
+            before = _number(request.get("before"), default=self.cursor + 1)
+            await self.send_json(await database_sync_to_async(_earlier)(self.job.pk, self.filter, before))
+        elif action == "firstError":
+            await self.send_json(await database_sync_to_async(_first_error)(self.job.pk, self.filter))
+
+    # --- live ------------------------------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        """Everything new on the feed since the last look, in as few frames as it takes. Batches
+        the feed let go before this viewer looked are read back by the check in _take_lines."""
+        self.pieces: list[str] = []  # JSON arrays of entries, sent together as one frame
+        while True:
+            await self.feed.wait(self.position)
+            items = self.feed.since(self.position)
+            self.position = self.feed.next
+            for item in items:
+                await self._deliver(item[1]["type"], item)
+            await self._flush_lines()
+            pause = logstream.frame_interval()
+            if pause > MIN_PAUSE:
+                await asyncio.sleep(pause)
+
+    def _follower_ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Live log stream of job %s failed", self.job.pk, exc_info=task.exception())
+            asyncio.ensure_future(self.close(code=1011))  # the page reconnects and resumes
+
+    async def _deliver(self, kind: str, item: list) -> None:
+        if kind == "log.lines":
+            await self._take_lines(item)
+            return
+        await self._flush_lines()
+        if kind == "log.progress":
+            entries = [e for e in item[1]["entries"] if self.filter.matches(e)]
+            if entries:
+                await self.send_json({"type": "progress", "entries": entries})
+        elif kind == "job.state":
+            state = item[1]["state"]
+            await self.send_json({"type": "state", "jobState": state, "jobEnded": state in TERMINAL_STATES})
+
+    async def _take_lines(self, item: list) -> None:
+        message = item[1]
+        if message["last"] <= self.cursor:
+            return  # already sent with the backlog or a read-back
+        if message["after"] > self.cursor:  # a batch that never reached us came first
+            await self._read_back(message["after"])
+        self.stored += message["count"]
+        if message["after"] == self.cursor and self.filter.empty:
+            self.pieces.append(message["entries"])  # as published: no decoding, no encoding
+        else:
+            entries = [e for e in self.feed.entries(item) if int(e["id"]) > self.cursor and self.filter.matches(e)]
+            if entries:
+                self.pieces.append(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
+        self.cursor = message["last"]
+
+    async def _read_back(self, upto: int) -> None:
+        """Lines stored between the cursor and ``upto`` never reached us: read them back."""
+        await self._flush_lines()
+        while self.cursor < upto:
+            entries, self.cursor = await database_sync_to_async(_page_after)(self.job.pk, self.filter,
+                                                                            self.cursor, upto)
+            if entries:
+                self.pieces.append(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
+                await self._flush_lines()
+        self.stored = await database_sync_to_async(logstream.stored_count)(self.job.pk, upto=upto)
+
+    async def _flush_lines(self) -> None:
+        if self.pieces:  # a filtered view stays quiet while nothing it shows arrives
+            joined = ",".join(piece[1:-1] for piece in self.pieces)
+            self.pieces = []
+            await self.send(text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},'
+                                      f'"entries":[{joined}]}}')

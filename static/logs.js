@@ -1,0 +1,264 @@
+// The job page's live log. A WebSocket (jobs/consumers.py) sends the lines stored since the page
+// was rendered, then lines as replicas print them, and progress bars as one updating row.
+// Without this script the page still works: server-rendered lines, links to page through them,
+// and an htmx poller, which this script replaces with the socket (or falls back to).
+(function () {
+  "use strict";
+  const section = document.getElementById("logs");
+  if (!section) return;
+
+  const MAX_ROWS = 20000; // rows kept while following; "Earlier lines" brings older ones back
+  const HOLD_LIMIT = 100000; // lines held while paused
+  const rows = document.getElementById("log-lines");
+  const progressRows = document.getElementById("log-progress");
+  const scroller = document.getElementById("log-scroll");
+  const countText = document.getElementById("log-count");
+  const statusText = document.getElementById("log-status");
+  const follow = document.getElementById("log-follow");
+  const pauseButton = document.getElementById("log-pause");
+  const earlierWrap = document.getElementById("log-earlier-wrap");
+  const earlierLink = document.getElementById("log-earlier");
+  const firstErrorLink = document.getElementById("log-first-error");
+  const filtersForm = document.getElementById("log-filters");
+
+  // Choosing a replica, trial or severity applies at once; the Apply button stays for text.
+  filtersForm.addEventListener("change", (event) => {
+    if (event.target.tagName === "SELECT") filtersForm.requestSubmit();
+  });
+
+  const firstError = rows.querySelector("tr.first-error");
+  if (firstError) document.addEventListener("DOMContentLoaded", () => firstError.scrollIntoView({ block: "center" }));
+  if (section.dataset.live !== "true" || !("WebSocket" in window)) return;
+
+  // The socket replaces the poller; htmx has not started it yet (this script runs first).
+  const poller = document.getElementById("log-poller");
+  const pollerHome = poller && poller.parentNode;
+  if (poller) poller.remove();
+  section.querySelectorAll(".live-only").forEach((el) => { el.hidden = false; });
+
+  let cursor = section.dataset.cursor || "0";
+  let socket = null;
+  let everOpened = false;
+  let failures = 0;
+  let ended = false;
+  let stored = null;
+  let paused = false;
+  let held = [];
+  let queued = [];
+  let frame = 0;
+
+  function say(text) { statusText.textContent = text; }
+
+  // --- rows, built like templates/jobs/_log_rows.html ------------------------------------------
+
+  function cell(content, className) {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    if (typeof content === "string") td.textContent = content; else td.appendChild(content);
+    return td;
+  }
+
+  function row(entry, extraClass) {
+    const tr = document.createElement("tr");
+    tr.className = "sev-" + entry.severity.toLowerCase() + (extraClass ? " " + extraClass : "");
+    const time = document.createElement("time");
+    time.dateTime = entry.timestamp;
+    time.title = entry.timestamp;
+    time.textContent = new Date(entry.timestamp).toLocaleString();
+    const replica = entry.taskName + (entry.trialId ? " · trial " + entry.trialId : "");
+    tr.append(cell(time), cell(entry.severity), cell(replica), cell(entry.message, "msg"));
+    if (entry.id) { tr.id = "line-" + entry.id; tr.dataset.id = entry.id; }
+    return tr;
+  }
+
+  const progressKey = (entry) => [entry.taskName, entry.trialId, entry.stream].join("|");
+
+  function showProgress(entry) {
+    const key = progressKey(entry);
+    const fresh = row(entry, "progress");
+    fresh.dataset.key = key;
+    const old = [...progressRows.children].find((tr) => tr.dataset.key === key);
+    if (old) old.replaceWith(fresh); else progressRows.appendChild(fresh);
+    if (follow.checked) scrollToEnd();
+  }
+
+  function dropProgress(entry) {
+    const key = progressKey(entry);
+    [...progressRows.children].forEach((tr) => { if (tr.dataset.key === key) tr.remove(); });
+  }
+
+  // --- adding lines ---------------------------------------------------------------------------
+
+  function add(entries) {
+    if (!entries.length) return;
+    if (paused) {
+      held.push(...entries);
+      if (held.length > HOLD_LIMIT) held = held.slice(-HOLD_LIMIT);
+      say(`Paused: ${held.length.toLocaleString()} new line${held.length === 1 ? "" : "s"} waiting.`);
+      return;
+    }
+    queued.push(...entries);
+    if (!frame) frame = requestAnimationFrame(render);
+  }
+
+  function render() {
+    frame = 0;
+    const fragment = document.createDocumentFragment();
+    for (const entry of queued) {
+      fragment.appendChild(row(entry));
+      if (progressRows.children.length) dropProgress(entry);
+    }
+    queued = [];
+    rows.appendChild(fragment);
+    const empty = document.getElementById("no-logs");
+    if (empty) empty.remove();
+    trim();
+    updateCount();
+    if (follow.checked) scrollToEnd();
+  }
+
+  function trim() {
+    const limit = follow.checked ? MAX_ROWS : MAX_ROWS * 2;
+    if (rows.children.length <= limit) return;
+    while (rows.children.length > limit) rows.firstElementChild.remove();
+    showEarlier(true);
+  }
+
+  function prepend(entries) {
+    const before = scroller.scrollHeight;
+    const fragment = document.createDocumentFragment();
+    entries.forEach((entry) => fragment.appendChild(row(entry)));
+    rows.insertBefore(fragment, rows.firstChild);
+    scroller.scrollTop += scroller.scrollHeight - before; // keep the reader's place
+    updateCount();
+  }
+
+  function scrollToEnd() { scroller.scrollTop = scroller.scrollHeight; }
+
+  function updateCount() {
+    const shown = rows.children.length;
+    let text = `${shown.toLocaleString()} line${shown === 1 ? "" : "s"} shown`;
+    if (stored !== null) text += ` · ${stored.toLocaleString()} stored`;
+    countText.textContent = text;
+  }
+
+  function showEarlier(more) {
+    earlierWrap.hidden = !more;
+    const first = rows.querySelector("tr[data-id]");
+    if (first) {
+      const url = new URL(earlierLink.href, location.href);
+      url.searchParams.set("before", first.dataset.id);
+      earlierLink.href = url.pathname + url.search;
+    }
+  }
+
+  function setEnded(isEnded, state) {
+    if (!isEnded || ended) return;
+    ended = true;
+    say(`Job ${state}.`);
+    // Lines the platform writes as the job ends still arrive; then let the socket go.
+    setTimeout(() => { if (socket) socket.close(1000); }, 3000);
+  }
+
+  // --- the socket -----------------------------------------------------------------------------
+
+  const handlers = {
+    backlog(msg) {
+      if (msg.earlier && rows.children.length) {
+        rows.replaceChildren(); // too much was missed to fill in here: start from the newest
+        say("Reconnected; lines printed meanwhile are under “Earlier lines”.");
+      }
+      add(msg.entries);
+      cursor = msg.cursor;
+      if (msg.earlier) showEarlier(true);
+      setEnded(msg.jobEnded, msg.jobState);
+    },
+    lines(msg) { add(msg.entries); cursor = msg.cursor; stored = msg.stored; updateCount(); },
+    count(msg) { stored = msg.stored; updateCount(); },
+    progress(msg) { if (!paused) msg.entries.forEach(showProgress); },
+    state(msg) { setEnded(msg.jobEnded, msg.jobState); },
+    earlier(msg) { prepend(msg.entries); showEarlier(msg.earlier); },
+    firstError(msg) { jumpTo(msg.id); },
+  };
+
+  function connect() {
+    const query = new URLSearchParams(section.dataset.filters);
+    query.set("after", cursor);
+    query.set("tail", "5000");
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(`${scheme}//${location.host}${section.dataset.socketPath}?${query}`);
+    socket.onopen = () => { everOpened = true; failures = 0; if (!ended && !paused) say("Live"); };
+    socket.onmessage = (event) => {
+      const msg = JSON.parse(event.data);
+      if (handlers[msg.type]) handlers[msg.type](msg);
+    };
+    socket.onclose = (event) => closed(event.code);
+  }
+
+  function closed(code) {
+    socket = null;
+    if (code === 4401) return say("Signed out: sign in again to see new lines.");
+    if (code === 4403 || code === 4404) return say("You cannot see this job's log.");
+    if (ended) return;
+    failures += 1;
+    if (!everOpened && failures >= 3) return fallBackToPolling();
+    say("Reconnecting…");
+    setTimeout(connect, Math.min(10000, 250 * 2 ** Math.min(failures, 6)));
+  }
+
+  function fallBackToPolling() {
+    if (!poller || !poller.hasAttribute("hx-get") || !window.htmx) return say("Live updates are unavailable.");
+    const url = new URL(poller.getAttribute("hx-get"), location.href);
+    url.searchParams.set("after", cursor);
+    poller.setAttribute("hx-get", url.pathname + url.search);
+    pollerHome.appendChild(poller);
+    window.htmx.process(poller);
+    say("Live updates every second (WebSockets are unavailable).");
+  }
+
+  function send(request) {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify(request));
+    return true;
+  }
+
+  function jumpTo(id) {
+    if (!id) return say("No errors in this log.");
+    const target = document.getElementById("line-" + id);
+    if (!target) { window.location.href = firstErrorLink.href; return; } // not loaded: open a page from it
+    follow.checked = false;
+    rows.querySelectorAll("tr.highlight").forEach((tr) => tr.classList.remove("highlight"));
+    target.classList.add("highlight");
+    target.scrollIntoView({ block: "center" });
+  }
+
+  // --- controls -------------------------------------------------------------------------------
+
+  scroller.addEventListener("scroll", () => {
+    follow.checked = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+  });
+  follow.addEventListener("change", () => { if (follow.checked) scrollToEnd(); });
+  pauseButton.addEventListener("click", () => {
+    paused = !paused;
+    pauseButton.setAttribute("aria-pressed", String(paused));
+    pauseButton.textContent = paused ? "Resume" : "Pause";
+    if (paused) { say("Paused."); return; }
+    const waiting = held;
+    held = [];
+    say(ended ? "" : "Live");
+    add(waiting);
+  });
+  earlierLink.addEventListener("click", (event) => {
+    const first = rows.querySelector("tr[data-id]");
+    if (send({ action: "earlier", before: first ? first.dataset.id : String(Number(cursor) + 1) })) {
+      event.preventDefault();
+    }
+  });
+  firstErrorLink.addEventListener("click", (event) => {
+    if (send({ action: "firstError" })) event.preventDefault();
+  });
+
+  document.addEventListener("DOMContentLoaded", scrollToEnd);
+  updateCount();
+  connect();
+})();
