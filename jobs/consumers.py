@@ -120,6 +120,8 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         except iam.PermissionDenied:
             return CLOSE_FORBIDDEN
         self.feed = await logstream.join_feed(self.job.pk)
+        if not _number(QueryDict(self.scope.get("query_string", b"")).get("after")):  # not a resume
+            await database_sync_to_async(services.record_log_read)(self.job, actor=user, via="stream")
         return None
 
     async def _send_backlog(self, after: int, tail: int) -> None:

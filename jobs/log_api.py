@@ -127,6 +127,8 @@ def job_logs(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     query = parse_query(request.query_params)
+    if not request.query_params.get("after"):
+        services.record_log_read(job, actor=request.user, via="api")
     body = read_page(job.pk, query)
     if query.wait and not body["entries"] and not body["jobEnded"]:
         body = async_to_sync(wait_for_lines)(job.pk, query)

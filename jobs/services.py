@@ -201,6 +201,20 @@ def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Jo
 def list_jobs(project: Project, *, actor, filter_text: str = ""):
     """The project's jobs the caller may see, newest first, narrowed by a list filter."""
     method = f"{JOB_SERVICE}.ListJobs"
+LOGGING_SERVICE = "google.logging.v2.LoggingServiceV2"
+
+
+def record_log_read(job: Job, *, actor, via: str) -> None:
+    """A read of a job's log (download, stream, API) as a Data Access entry, when enabled.
+
+    Callers have already checked ml.jobs.get; follow-up pages of the same read are not recorded,
+    so an open stream does not write an entry per batch.
+    """
+    audit.record(actor=actor, project=job.project, method=f"{LOGGING_SERVICE}.ListLogEntries",
+                 resource_name=f"{job.resource_name}/logs", permission="ml.jobs.get", data_access=True,
+                 request={"resourceNames": [job.resource_name], "via": via})
+
+
     if not iam.can(actor, "ml.jobs.list", project):
         # Job-level owners may still list the jobs they own.
         if not iam.can_see_project(actor, project):

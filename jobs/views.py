@@ -159,7 +159,8 @@ def job_logs(request, project_id, job_id):
 @login_required
 def job_logs_download(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
-    job = services.get_job(project, job_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user, audited=False)
+    services.record_log_read(job, actor=request.user, via="download")
     as_json = request.GET.get("format") == "json"
     lines = LogFilter.from_page(request.GET).apply(job.log_lines.all())
 
