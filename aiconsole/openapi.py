@@ -205,6 +205,101 @@ PATHS.update(_iam_paths(JOB_PATH, _path_params("projectsId", "jobsId"), "project
 PATHS.update(_iam_paths("/v1/projects/{projectsId}", _path_params("projectsId"), "projects"))
 
 
+# --- models, versions and online prediction (models_registry) ----------------------------------------
+
+VERSION_STATES = ["UNKNOWN", "READY", "CREATING", "FAILED", "DELETING", "UPDATING"]
+SCHEMAS.update({
+    "Version": {"type": "object", "properties": {
+        "name": STRING, "description": STRING, "deploymentUri": STRING, "runtimeVersion": STRING,
+        "pythonVersion": STRING, "framework": STRING, "machineType": STRING,
+        "autoScaling": {"type": "object", "properties": {"minNodes": {"type": "integer"},
+                                                         "maxNodes": {"type": "integer"}}},
+        "manualScaling": {"type": "object", "properties": {"nodes": {"type": "integer"}}},
+        "requestLoggingConfig": {"type": "object", "properties": {"samplingPercentage": {"type": "number"},
+                                                                  "bigqueryTableName": STRING}},
+        "state": {"type": "string", "enum": VERSION_STATES}, "errorMessage": STRING,
+        "isDefault": {"type": "boolean"}, "labels": LABELS, "etag": STRING,
+        "createTime": TIMESTAMP, "lastUseTime": TIMESTAMP}},
+    "Model": {"type": "object", "properties": {
+        "name": STRING, "description": STRING, "regions": {"type": "array", "items": STRING},
+        "onlinePredictionLogging": {"type": "boolean"}, "onlinePredictionConsoleLogging": {"type": "boolean"},
+        "labels": LABELS, "etag": STRING, "defaultVersion": _ref("Version")}},
+    "ListModelsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "models": {"type": "array", "items": _ref("Model")}, "nextPageToken": STRING}},
+    "ListVersionsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "versions": {"type": "array", "items": _ref("Version")}, "nextPageToken": STRING}},
+    "PredictRequest": {"type": "object", "required": ["instances"], "properties": {
+        "instances": {"type": "array", "items": {}}, "signature_name": STRING}},
+    "PredictResponse": {"type": "object", "required": ["predictions"], "properties": {
+        "predictions": {"type": "array", "items": {}}}},
+    "PredictionError": {"type": "object", "required": ["error"], "properties": {"error": STRING}},
+})
+MODEL_PATH = "/v1/projects/{projectsId}/models/{modelsId}"
+VERSION_PATH = MODEL_PATH + "/versions/{versionsId}"
+_CHANGES = (400, 401, 403, 404, 409, 413)
+
+
+def _predict_operation(operation_id: str, summary: str) -> dict:
+    errors = _errors(401, 403, 404, 413)
+    errors["400"] = {"description": "Invalid request, or the model could not predict the instances",
+                     **_json({"oneOf": [_ref("Error"), _ref("PredictionError")]})}
+    errors["503"] = {"description": "The version's serving process could not answer", **_json(_ref("Error"))}
+    return {"operationId": operation_id, "summary": summary,
+            "requestBody": {"required": True, **_json(_ref("PredictRequest"))},
+            "responses": {"200": {"description": "One prediction per instance, in order",
+                                  **_json(_ref("PredictResponse"))}, **errors}}
+
+
+PATHS.update({
+    "/v1/projects/{projectsId}/models": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.models.list", "Lists the models in the project.", _ref("ListModelsResponse"),
+                          parameters=[*PAGING, _query("filter", {"type": "string", "maxLength": 2000},
+                                                      "e.g. name:census* AND labels.team=ml")]),
+        "post": _operation("ml.projects.models.create", "Creates a model.", _ref("Model"), codes=_CHANGES,
+                           body=_json(_ref("Model"))),
+    },
+    MODEL_PATH: {
+        "parameters": _path_params("projectsId", "modelsId"),
+        "get": _operation("ml.projects.models.get", "Describes a model.", _ref("Model")),
+        "patch": _operation("ml.projects.models.patch", "Updates a model's description, labels or default version.",
+                            _ref("Operation"), codes=_CHANGES, body=_json(_ref("Model")),
+                            parameters=[_query("updateMask", STRING, "description, labels, defaultVersion.name")]),
+        "delete": _operation("ml.projects.models.delete", "Deletes a model without versions.", _ref("Operation")),
+    },
+    MODEL_PATH + "/versions": {
+        "parameters": _path_params("projectsId", "modelsId"),
+        "get": _operation("ml.projects.models.versions.list", "Lists a model's versions.",
+                          _ref("ListVersionsResponse"), parameters=[*PAGING, _query("filter", STRING)]),
+        "post": _operation("ml.projects.models.versions.create", "Creates a version (a long-running operation).",
+                           _ref("Operation"), codes=_CHANGES, body=_json(_ref("Version"))),
+    },
+    VERSION_PATH: {
+        "parameters": _path_params("projectsId", "modelsId", "versionsId"),
+        "get": _operation("ml.projects.models.versions.get", "Describes a version.", _ref("Version")),
+        "patch": _operation("ml.projects.models.versions.patch", "Updates a version.", _ref("Operation"),
+                            codes=_CHANGES, body=_json(_ref("Version")),
+                            parameters=[_query("updateMask", STRING, "description, labels, requestLoggingConfig, "
+                                                                     "autoScaling.minNodes, manualScaling.nodes")]),
+        "delete": _operation("ml.projects.models.versions.delete", "Deletes a version.", _ref("Operation")),
+    },
+    VERSION_PATH + ":setDefault": {
+        "parameters": _path_params("projectsId", "modelsId", "versionsId"),
+        "post": _operation("ml.projects.models.versions.setDefault", "Makes a READY version the default.",
+                           _ref("Version"), codes=(400, 401, 403, 404, 413), body=_json({"type": "object"})),
+    },
+    MODEL_PATH + ":predict": {
+        "parameters": _path_params("projectsId", "modelsId"),
+        "post": _predict_operation("ml.projects.predict", "Online prediction with the model's default version."),
+    },
+    VERSION_PATH + ":predict": {
+        "parameters": _path_params("projectsId", "modelsId", "versionsId"),
+        "post": _predict_operation("ml.projects.predict.version", "Online prediction with one version."),
+    },
+})
+PATHS.update(_iam_paths(MODEL_PATH, _path_params("projectsId", "modelsId"), "projects.models"))
+
+
 def build_document() -> dict:
     return {
         "openapi": "3.0.3",

@@ -22,5 +22,6 @@ urlpatterns = [
     path("v1/openapi.json", openapi_document, name="openapi"),
     re_path(r"^(?:upload/)?v1/", job_api.api_not_found),
     path("", include("aiconsole.team_urls")),
+    path("", include("models_registry.urls")),
     path("", include("jobs.urls")),
 ]

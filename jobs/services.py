@@ -59,20 +59,23 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     audit.authorize(actor, "ml.jobs.create", project, method=method)
     job_body = _validate(body)
     training_input = job_body.get("trainingInput")
+    prediction_input = job_body.get("predictionInput")
     if training_input is not None:
         _check_local_paths(training_input)
-    if training_input is None:
-        raise InvalidArgument.from_violations(
-            [FieldViolation("job.prediction_input", "Batch prediction jobs are not available on this server yet.")]
-        )
+    if prediction_input is not None:
+        # Batch prediction (models_registry): its paths, and the predict permission on its model.
+        from models_registry.services import check_prediction_input
+
+        check_prediction_input(prediction_input, actor=actor)
     try:
         with transaction.atomic():
             job = Job.objects.create(
                 project=project,
                 job_id=job_body["jobId"],
                 training_input=training_input,
+                prediction_input=prediction_input,
                 labels=job_body.get("labels", {}),
-                priority=int((training_input.get("scheduling") or {}).get("priority", 0)),
+                priority=int(((training_input or {}).get("scheduling") or {}).get("priority", 0)),
                 created_by=actor,
             )
             iam.grant(actor, "roles/ml.jobOwner", job)
@@ -198,9 +201,6 @@ def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Jo
     return job
 
 
-def list_jobs(project: Project, *, actor, filter_text: str = ""):
-    """The project's jobs the caller may see, newest first, narrowed by a list filter."""
-    method = f"{JOB_SERVICE}.ListJobs"
 LOGGING_SERVICE = "google.logging.v2.LoggingServiceV2"
 
 
@@ -215,6 +215,9 @@ def record_log_read(job: Job, *, actor, via: str) -> None:
                  request={"resourceNames": [job.resource_name], "via": via})
 
 
+def list_jobs(project: Project, *, actor, filter_text: str = ""):
+    """The project's jobs the caller may see, newest first, narrowed by a list filter."""
+    method = f"{JOB_SERVICE}.ListJobs"
     if not iam.can(actor, "ml.jobs.list", project):
         # Job-level owners may still list the jobs they own.
         if not iam.can_see_project(actor, project):

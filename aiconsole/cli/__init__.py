@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "aiconsole.cli.auth",
     "aiconsole.cli.jobs",
     "aiconsole.cli.local",
+    "aiconsole.cli.models",
 ]
 
 

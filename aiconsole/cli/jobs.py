@@ -70,6 +70,47 @@ def cmd_submit_training(args) -> int:
     return 0
 
 
+# --- submit prediction -------------------------------------------------------------------------
+
+DATA_FORMATS = {"text": "TEXT", "json": "JSON", "tf-record": "TF_RECORD", "tf-record-gzip": "TF_RECORD_GZIP",
+                "csv": "CSV"}
+
+
+def _absolute(path: str) -> str:
+    """Local paths are made absolute: the server resolves nothing relative to this shell."""
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+@common.command("jobs.submit.prediction")
+def cmd_submit_prediction(args) -> int:
+    settings = common.settings(args)
+    if args.version and args.model_dir:
+        raise CliError("--version cannot be used with --model-dir", exit_code=2)
+    prediction_input = {"dataFormat": DATA_FORMATS[args.data_format],
+                        "inputPaths": [_absolute(p) for p in args.input_paths],
+                        "outputPath": _absolute(args.output_path), "region": args.region or settings.region or ""}
+    if not prediction_input["region"]:
+        raise CliError("--region is required (or $AICONSOLE_REGION)", exit_code=2)
+    if args.model_dir:
+        prediction_input["uri"] = _absolute(args.model_dir)
+    elif args.version:
+        prediction_input["versionName"] = f"projects/{settings.project}/models/{args.model}/versions/{args.version}"
+    else:
+        prediction_input["modelName"] = f"projects/{settings.project}/models/{args.model}"
+    optional = {"batchSize": args.batch_size, "maxWorkerCount": args.max_worker_count,
+                "runtimeVersion": args.runtime_version, "signatureName": args.signature_name}
+    prediction_input.update({k: str(v) if isinstance(v, int) else v for k, v in optional.items() if v is not None})
+    body = {"jobId": args.job, "predictionInput": prediction_input}
+    if args.labels:
+        body["labels"] = args.labels
+    client = Client(settings)
+    job = client.post(client.project_path("jobs"), body)
+    output.status(f"Job [{job.get('jobId', args.job)}] submitted successfully.")
+    output.status(_follow_up(job.get("jobId", args.job), args))
+    output.emit(job, args.format, short_view(job))
+    return 0
+
+
 # --- describe ----------------------------------------------------------------------------------
 
 
@@ -286,6 +327,25 @@ def register(commands) -> None:
                          help="(the default) return as soon as the job is submitted")
     common.connection_flags(train)
     train.set_defaults(func=cmd_submit_training)
+
+    prediction = submit.add_parser("prediction", help="submit a batch prediction job")
+    prediction.add_argument("job", metavar="JOB", help="the job id: letters, digits and underscores")
+    source = prediction.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", metavar="PATH", help="a folder (local or gs://) holding a model file")
+    source.add_argument("--model", help="a model of the project; its default version unless --version")
+    prediction.add_argument("--version", help="a version of --model")
+    prediction.add_argument("--input-paths", type=training.comma_list, required=True, metavar="PATH,...",
+                            help="input files, wildcards allowed (gs://bucket/in/*.json)")
+    prediction.add_argument("--output-path", required=True, metavar="PATH", help="where the results go")
+    prediction.add_argument("--region")
+    prediction.add_argument("--data-format", required=True, choices=list(DATA_FORMATS))
+    prediction.add_argument("--batch-size", type=_positive)
+    prediction.add_argument("--max-worker-count", type=_positive)
+    prediction.add_argument("--runtime-version")
+    prediction.add_argument("--signature-name")
+    prediction.add_argument("--labels", type=training.labels, action=training.MergeDict, metavar="KEY=VALUE,...")
+    common.connection_flags(prediction)
+    prediction.set_defaults(func=cmd_submit_prediction)
 
     describe = jobs.add_parser("describe", help="show a job")
     describe.add_argument("job", metavar="JOB")

@@ -1,0 +1,119 @@
+"""An ASGI front for online prediction: bearer-token ``POST …:predict`` calls are answered before
+Django's request machinery; every other request goes to the wrapped application untouched.
+
+Why: under ASGI, Django spends more on each request's machinery (a thread per request, the
+middleware chain, a database connection) than a prediction of a small model costs, and a client
+sending hundreds of one-instance requests a second pays that every time. This front does exactly
+what the ``predict`` view does for a bearer-token call: the same authentication, the same
+services (permission check, Data Access audit entry, request logging), the same answers and
+error envelopes, the same body limit; it sets the audit log's request context (request id,
+caller IP, user agent) as the middleware does, and answers with ``X-Request-Id``. Calls with a
+session cookie (the console's own prediction panel) and anything unusual go to Django.
+
+Mounted in ``aiconsole/asgi.py``: ``"http": PredictFront(django_application)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import re
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import close_old_connections
+
+from aiconsole.middleware import RequestContext, current_request
+
+PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
+THREADS = 8
+
+
+def _header(scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+class PredictFront:
+    def __init__(self, app, threads: int = THREADS):
+        self.app = app
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="predict")
+        # Everything loaded so far (Django, the apps, the libraries) lives as long as the process:
+        # leaving it out of the collector's full passes keeps them from pausing requests for
+        # tens of milliseconds at a time.
+        gc.freeze()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            match = PREDICT_PATH.match(scope["path"])
+            authorization = _header(scope, b"authorization") if match else ""
+            if match and authorization[:7].lower() == "bearer ":
+                return await self._predict(scope, receive, send, match.groups(), authorization[7:])
+        return await self.app(scope, receive, send)
+
+    async def _predict(self, scope, receive, send, names, token: str) -> None:
+        from models_registry import api, conf
+
+        limit = conf.max_request_bytes()
+        declared = _header(scope, b"content-length")
+        body, size = [], 0
+        fits = not (declared.isdigit() and int(declared) > limit)
+        while fits:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            fits = size <= limit
+            body.append(chunk)
+            if not message.get("more_body"):
+                break
+        context = RequestContext(
+            request_id=_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
+            caller_ip=(scope.get("client") or ("", 0))[0] or "",
+            user_agent=_header(scope, b"user-agent")[:500])
+        if fits:
+            loop = asyncio.get_running_loop()
+            answer = await loop.run_in_executor(self.executor, _answer, token, b"".join(body), names, context)
+        else:
+            answer = api.too_large()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer.body)).encode()),
+                   (b"x-request-id", context.request_id.encode()), (b"x-content-type-options", b"nosniff")]
+        headers += [(name.lower().encode(), value.encode()) for name, value in answer.headers.items()]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": answer.body})
+
+
+def _answer(token: str, body: bytes, names: tuple, context: RequestContext):
+    """The view's work for one call, in a thread of the front's pool (sync: database, sockets)."""
+    from models_registry import api
+
+    reset = current_request.set(context)
+    try:
+        user = api.bearer_user(token)
+        if user is None:
+            return api.error_answer(401, "UNAUTHENTICATED", api.BAD_TOKEN)
+        project_id, model, version = names
+        return api.prediction_answer(user, body, project_id, model, version)
+    except Exception:
+        import logging
+
+        logging.getLogger("aiconsole.models").exception("Online prediction failed")
+        return api.error_answer(500, "INTERNAL", "Internal error while predicting.")
+    finally:
+        current_request.reset(reset)
+        close_old_connections()  # a refusal or an audit entry used Django's connection: as after a request
+
+
+def application():
+    """The console's ASGI application with this front mounted (what ``aiconsole/asgi.py`` does
+    once it wraps its HTTP application); used by the benchmark to measure the front."""
+    from aiconsole.asgi import application as console
+
+    routes = dict(console.application_mapping)
+    routes["http"] = PredictFront(routes["http"])
+    from channels.routing import ProtocolTypeRouter
+
+    return ProtocolTypeRouter(routes)

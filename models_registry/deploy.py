@@ -1,0 +1,125 @@
+"""Creating a version in the background: fetch the files, detect the framework, load the model.
+
+``versions.create`` commits the Version (CREATING) and its CREATE_VERSION operation, then hands
+the version to ``enqueue``. A thread copies the deployment into the data dir, checks what is
+there against the framework, and starts the version's first serving process, which must load
+the model before the version is READY. Anything that goes wrong ends it FAILED with the reason,
+in the version's errorMessage and the operation's error.
+
+The database says what is unfinished, so ``resume`` (called when the console starts) picks up
+versions a stopped console left CREATING, finishes deletions, and settles interrupted updates.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import traceback
+from pathlib import Path
+
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from models_registry import conf, files
+from models_registry.models import Operation, OperationType, Version, VersionState
+from models_registry.resources import version_resource
+from models_registry.serving import supervisor
+from models_registry.serving.processes import ServingError
+
+logger = logging.getLogger("aiconsole.models")
+
+_slots = threading.BoundedSemaphore(2)  # deployments copying and loading at once
+CODE_CANCELLED, CODE_INVALID_ARGUMENT, CODE_INTERNAL = 1, 3, 13
+
+
+class Cancelled(Exception):
+    pass
+
+
+def enqueue(version_pk: int) -> None:
+    """After the creating transaction commits, deploy the version in a thread of its own."""
+    transaction.on_commit(lambda: start(version_pk))
+
+
+def start(version_pk: int) -> threading.Thread:
+    thread = threading.Thread(target=run, args=(version_pk,), name=f"deploy-{version_pk}", daemon=True)
+    thread.start()
+    return thread
+
+
+def version_dir(version: Version) -> Path:
+    return conf.models_dir() / version.project.project_id / version.model.name / f"{version.name}-{version.pk}"
+
+
+def run(version_pk: int) -> None:
+    close_old_connections()
+    try:
+        with _slots:
+            version = Version.objects.select_related("model__project").filter(pk=version_pk).first()
+            if version is None or version.state != VersionState.CREATING:
+                return
+            operation = version.operations.filter(operation_type=OperationType.CREATE_VERSION, done=False).first()
+            if operation is not None:
+                Operation.objects.filter(pk=operation.pk, start_time=None).update(start_time=timezone.now())
+            try:
+                _deploy(version, operation)
+            except (files.DeployError, ServingError) as error:
+                _fail(version, operation, str(error))
+            except Cancelled:
+                _fail(version, operation, "Version creation was cancelled.", code=CODE_CANCELLED)
+            except Exception:
+                logger.exception("Deploying %s failed", version)
+                _fail(version, operation, "Internal error while creating the version: "
+                      + traceback.format_exc(limit=2)[-1500:], code=CODE_INTERNAL)
+    finally:
+        connection.close()
+
+
+def _check_cancel(operation: Operation | None) -> None:
+    if operation is not None and Operation.objects.filter(pk=operation.pk, cancellation_requested=True).exists():
+        raise Cancelled()
+
+
+def _deploy(version: Version, operation: Operation | None) -> None:
+    dest = version_dir(version)
+    shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    files.fetch_deployment(version.deployment_uri, dest)
+    detected = files.detect_model(dest, version.framework, version.deployment_uri)
+    _check_cancel(operation)
+    Version.objects.filter(pk=version.pk).update(local_dir=str(detected.model_dir), model_file=detected.model_file,
+                                                 framework=detected.framework)
+    version.refresh_from_db()
+    load_ms = supervisor.get().warm(version)
+    _check_cancel(operation)
+    if not version.mark_ready():
+        supervisor.get().retire(version.pk)
+        return
+    logger.info("%s is READY (%s, %s loaded in %.0f ms)", version, detected.framework, detected.model_file, load_ms)
+    if operation is not None:
+        version.model.refresh_from_db(fields=["default_version"])
+        operation.finish(response=version_resource(version, typed=True))
+
+
+def _fail(version: Version, operation: Operation | None, reason: str, code: int = CODE_INVALID_ARGUMENT) -> None:
+    supervisor.get().retire(version.pk)
+    message = reason if code != CODE_INVALID_ARGUMENT else f"Create Version failed. Bad model detected with error: {reason}"
+    version.mark_failed(message)
+    shutil.rmtree(version_dir(version), ignore_errors=True)
+    if operation is not None:
+        operation.finish(error={"code": code, "message": message})
+    logger.warning("%s FAILED: %s", version, message)
+
+
+def resume() -> list[threading.Thread]:
+    """What an earlier console process left unfinished: deploy again, finish deletes, settle updates."""
+    from models_registry import services
+
+    threads = []
+    for version in Version.objects.filter(state=VersionState.CREATING):
+        threads.append(start(version.pk))
+    Version.objects.filter(state=VersionState.UPDATING).update(state=VersionState.READY)
+    for version in Version.objects.filter(state=VersionState.DELETING).select_related("model__project"):
+        services.finish_delete_version(version)
+    return threads

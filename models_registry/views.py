@@ -1,0 +1,392 @@
+"""Console pages for models: the list, a model with its versions, a version, deploy-from-job,
+batch prediction, and the "try a prediction" panel. Thin: parse, call a service, render."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from aiconsole import iam, storage, team_views
+from aiconsole.errors import ServiceError
+from jobs import catalogue
+from jobs import services as job_services
+from jobs.models import JobState
+from models_registry import files, services, spec
+from models_registry.models import BUSY_STATES, Model, PredictionLog, VersionState
+from models_registry.resources import version_resource
+from models_registry.serving import supervisor
+
+PREVIEW_BYTES = 20_000
+
+
+def _project(request, project_id):
+    return job_services.find_project(project_id, actor=request.user)
+
+
+def _model(request, project_id, name, *, audited=True):
+    return services.get_model(_project(request, project_id), name, actor=request.user, audited=audited)
+
+
+def _message(error: ServiceError) -> str:
+    return team_views.plain_message(error)
+
+
+# --- the list ---------------------------------------------------------------------------------------
+
+
+@login_required
+def model_list(request, project_id):
+    project = _project(request, project_id)
+    models = list(services.list_models(project, actor=request.user).order_by("name"))
+    counts = {}
+    for model in models:
+        states = list(model.versions.values_list("state", flat=True))
+        counts[model.pk] = {"total": len(states), "ready": states.count(VersionState.READY)}
+    context = {"project": project, "models": [(m, counts[m.pk]) for m in models],
+               "can_create": iam.can(request.user, "ml.models.create", project),
+               "can_batch": iam.can(request.user, "ml.jobs.create", project),
+               "regions": sorted(catalogue.REGIONS), "default_region": spec.DEFAULT_REGION}
+    return render(request, "models_registry/model_list.html", context)
+
+
+@login_required
+@require_POST
+def model_create(request, project_id):
+    project = _project(request, project_id)
+    body = {"name": request.POST.get("name", "").strip(), "description": request.POST.get("description", ""),
+            "regions": [request.POST.get("region") or spec.DEFAULT_REGION],
+            "onlinePredictionLogging": request.POST.get("logging") == "on",
+            "onlinePredictionConsoleLogging": request.POST.get("console_logging") == "on"}
+    try:
+        model = services.create_model(project, body, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, _message(error))
+        return redirect("models:list", project_id=project.project_id)
+    messages.success(request, f"Model {model.name} created: deploy a version to serve predictions.")
+    return redirect("models:detail", project_id=project.project_id, model=model.name)
+
+
+# --- one model ---------------------------------------------------------------------------------------
+
+
+def _versions_context(request, model: Model) -> dict:
+    versions = list(services.list_versions(model, actor=request.user).order_by("-pk"))
+    serving = supervisor.get()
+    rows = []
+    for version in versions:
+        version.model = model
+        rows.append((version, serving.status(version.pk)))
+    return {
+        "model": model, "project": model.project, "versions": rows,
+        "busy": any(v.state in BUSY_STATES for v in versions),
+        "can_update": iam.can(request.user, "ml.versions.update", model),
+        "can_delete": iam.can(request.user, "ml.versions.delete", model),
+    }
+
+
+@login_required
+def model_detail(request, project_id, model):
+    refresh = bool(request.htmx) and request.GET.get("part") == "versions"
+    found = _model(request, project_id, model, audited=not refresh)
+    context = _versions_context(request, found)
+    if refresh:
+        return render(request, "models_registry/model_detail.html#versions", context)
+    ready = [v for v, _ in context["versions"] if v.state == VersionState.READY]
+    example = json.dumps({"instances": [[1.0, 2.0, 3.0, 4.0]]}, indent=2)
+    context.update({
+        "ready_versions": ready, "example": example,
+        "can_create_version": iam.can(request.user, "ml.versions.create", found),
+        "can_predict": iam.can(request.user, "ml.models.predict", found)
+        or iam.can(request.user, "ml.versions.predict", found),
+        "can_delete_model": iam.can(request.user, "ml.models.delete", found) and not context["versions"],
+        "can_share": iam.can(request.user, "ml.models.getIamPolicy", found),
+        "runtimes": list(catalogue.RUNTIME_VERSIONS), "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION,
+        "machine_types": spec.MACHINE_TYPES, "frameworks": spec.FRAMEWORKS,
+    })
+    return render(request, "models_registry/model_detail.html", context)
+
+
+def _version_body(post) -> dict:
+    body = {"name": post.get("name", "").strip(), "deploymentUri": post.get("deployment_uri", "").strip(),
+            "runtimeVersion": post.get("runtime_version") or None, "framework": post.get("framework") or None,
+            "machineType": post.get("machine_type") or None, "description": post.get("description", "")}
+    nodes = post.get("nodes", "").strip()
+    if post.get("scaling") == "manual":
+        body["manualScaling"] = {"nodes": nodes or "1"}
+    else:
+        body["autoScaling"] = {"minNodes": nodes or "0"}
+    return {k: v for k, v in body.items() if v is not None}
+
+
+@login_required
+@require_POST
+def version_create(request, project_id, model):
+    found = _model(request, project_id, model, audited=False)
+    try:
+        services.create_version(found, _version_body(request.POST), actor=request.user)
+    except ServiceError as error:
+        messages.error(request, _message(error))
+    else:
+        messages.success(request, f"Creating version {request.POST.get('name')}: the model is being copied and "
+                                  "loaded. Its state changes to READY when it can serve predictions.")
+    return redirect("models:detail", project_id=found.project.project_id, model=found.name)
+
+
+def _version_action(request, project_id, model, version, action):
+    found = _model(request, project_id, model, audited=False)
+    target = services.find_version(found, version)
+    try:
+        note = action(target)
+    except ServiceError as error:
+        note, failed = _message(error), True
+    else:
+        failed = False
+    if request.htmx:
+        context = _versions_context(request, Model.objects.select_related("project", "default_version")
+                                    .get(pk=found.pk))
+        context["notice"], context["notice_failed"] = note, failed
+        return render(request, "models_registry/model_detail.html#versions", context)
+    (messages.error if failed else messages.success)(request, note)
+    return redirect("models:detail", project_id=found.project.project_id, model=found.name)
+
+
+@login_required
+@require_POST
+def version_set_default(request, project_id, model, version):
+    def action(target):
+        services.set_default_version(target, actor=request.user)
+        return f"{target.name} is now the default version."
+
+    return _version_action(request, project_id, model, version, action)
+
+
+@login_required
+@require_POST
+def version_delete(request, project_id, model, version):
+    def action(target):
+        services.delete_version(target, actor=request.user)
+        return f"Version {target.name} was deleted."
+
+    return _version_action(request, project_id, model, version, action)
+
+
+@login_required
+@require_POST
+def model_delete(request, project_id, model):
+    found = _model(request, project_id, model, audited=False)
+    try:
+        services.delete_model(found, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, _message(error))
+        return redirect("models:detail", project_id=found.project.project_id, model=found.name)
+    messages.success(request, f"Model {found.name} was deleted.")
+    return redirect("models:list", project_id=found.project.project_id)
+
+
+@login_required
+@require_POST
+def try_prediction(request, project_id, model):
+    """The panel's request: the same service as models:predict, the answer shown as it came."""
+    found = _model(request, project_id, model, audited=False)
+    version_name = request.POST.get("version") or None
+    body = request.POST.get("body", "").encode()
+    context = {"model": found, "project": found.project, "sent_to": version_name or "the default version"}
+    try:
+        version = services.find_version(found, version_name) if version_name else None
+        result = services.predict(found, version, body, actor=request.user)
+        context.update(status=result.status, answer=_pretty(result.body), served_by=result.version.name,
+                       cold_start_ms=result.cold_start_ms)
+    except ServiceError as error:
+        context.update(status=error.http_status, answer=_pretty(json.dumps(
+            {"error": {"code": error.http_status, "message": error.message, "status": error.status}}).encode()))
+    except iam.IamError as error:
+        context.update(status=404 if isinstance(error, iam.NotFound) else 403, answer=str(error))
+    return render(request, "models_registry/_prediction_result.html", context)
+
+
+def _pretty(body: bytes) -> str:
+    try:
+        text = json.dumps(json.loads(body), indent=2)
+    except ValueError:
+        text = body.decode("utf-8", errors="replace")
+    return text if len(text) <= PREVIEW_BYTES else text[:PREVIEW_BYTES] + "\n… (cut)"
+
+
+# --- one version -----------------------------------------------------------------------------------------
+
+
+@login_required
+def version_detail(request, project_id, model, version):
+    found = _model(request, project_id, model, audited=False)
+    target = services.get_version(found, version, actor=request.user)
+    logs = list(PredictionLog.objects.filter(version=target).order_by("-pk")[:50]) \
+        if found.online_prediction_logging else []
+    context = {"model": found, "project": found.project, "version": target,
+               "serving": supervisor.get().status(target.pk), "logs": logs,
+               "resource_json": json.dumps(version_resource(target), indent=2)}
+    return render(request, "models_registry/version_detail.html", context)
+
+
+# --- deploy a job's output --------------------------------------------------------------------------------
+
+
+def _model_files_under(job_dir: str) -> list[str]:
+    """Folders under a local job dir that hold a model file (the dir itself first), at most 20."""
+    try:
+        root = storage.resolve_local_path(job_dir)
+    except storage.StorageError:
+        return []
+    names = {n for files_ in files.MODEL_FILES.values() for n in files_}
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.name in names and path.is_file() and str(path.parent) not in found:
+            found.append(str(path.parent))
+        if len(found) >= 20:
+            break
+    return sorted(found, key=lambda p: (p != str(root), len(p), p))
+
+
+@login_required
+def deploy_from_job(request, project_id):
+    """Deploy a SUCCEEDED job's output as a model version (a new model or an existing one)."""
+    project = _project(request, project_id)
+    job = job_services.get_job(project, request.GET.get("job") or request.POST.get("job", ""), actor=request.user)
+    job_dir = (job.training_input or {}).get("jobDir", "")
+    candidates = _model_files_under(job_dir) if job_dir and not storage.is_gcs_uri(job_dir) else []
+    if job_dir and storage.is_gcs_uri(job_dir):
+        candidates = [job_dir]
+    models = list(services.list_models(project, actor=request.user).order_by("name"))
+    context = {"project": project, "job": job, "job_dir": job_dir, "candidates": candidates, "models": models,
+               "succeeded": job.state == JobState.SUCCEEDED, "post": request.POST,
+               "runtime": (job.training_input or {}).get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION}
+    if request.method == "POST" and context["succeeded"]:
+        done = _deploy(request, project, job)
+        if done is not None:
+            return done
+    return render(request, "models_registry/deploy.html", context)
+
+
+def _deploy(request, project, job):
+    post = request.POST
+    try:
+        if post.get("model") == "__new__":
+            model = services.create_model(project, {"name": post.get("new_model", "").strip()}, actor=request.user)
+        else:
+            model = services.find_model(project, post.get("model", ""), actor=request.user)
+        body = {"name": post.get("version", "").strip(), "deploymentUri": post.get("deployment_uri", "").strip(),
+                "runtimeVersion": post.get("runtime_version") or None,
+                "description": f"Deployed from job {job.job_id}.", "labels": {"source_job": job.job_id.lower()}}
+        services.create_version(model, {k: v for k, v in body.items() if v is not None}, actor=request.user)
+    except ServiceError as error:
+        messages.error(request, _message(error))
+        return None
+    messages.success(request, f"Deploying {job.job_id}'s model as {model.name}/{post.get('version')}.")
+    return redirect("models:detail", project_id=project.project_id, model=model.name)
+
+
+# --- batch prediction ----------------------------------------------------------------------------------------
+
+
+@login_required
+def batch_new(request, project_id):
+    project = _project(request, project_id)
+    iam.require(request.user, "ml.jobs.create", project)
+    models = list(services.list_models(project, actor=request.user).order_by("name"))
+    context = {"project": project, "models": models, "post": request.POST, "regions": sorted(catalogue.REGIONS),
+               "formats": ("JSON", "TEXT"), "default_output": str(storage_dir(project))}
+    if request.method == "POST":
+        try:
+            job = job_services.submit_job(project, _batch_body(request.POST, project), actor=request.user)
+        except ServiceError as error:
+            context["error"] = _message(error)
+        else:
+            messages.success(request, f"Batch prediction job {job.job_id} submitted.")
+            return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+    return render(request, "models_registry/batch_new.html", context)
+
+
+def storage_dir(project) -> Path:
+    from django.conf import settings
+
+    return settings.STORAGE_DIR / "predictions" / project.project_id
+
+
+def _batch_body(post, project) -> dict:
+    source = post.get("source", "")
+    prediction_input = {"dataFormat": post.get("data_format", "JSON"),
+                        "inputPaths": [p.strip() for p in post.get("input_paths", "").splitlines() if p.strip()],
+                        "outputPath": post.get("output_path", "").strip(), "region": post.get("region", "")}
+    if source == "__uri__":
+        prediction_input["uri"] = post.get("uri", "").strip()
+    elif "/" in source:
+        model_name, version_name = source.split("/", 1)
+        prediction_input["versionName"] = f"{project.resource_name}/models/{model_name}/versions/{version_name}"
+    else:
+        prediction_input["modelName"] = f"{project.resource_name}/models/{source}"
+    for field, key in (("batch_size", "batchSize"), ("max_worker_count", "maxWorkerCount")):
+        if post.get(field, "").strip():
+            prediction_input[key] = post[field].strip()
+    if post.get("output_format") == "CSV":
+        prediction_input["outputDataFormat"] = "CSV"
+    return {"jobId": post.get("job_id", "").strip(), "predictionInput": prediction_input}
+
+
+# --- sharing (the generic page from aiconsole.team_views) -----------------------------------------------------
+
+
+def _sharing(request, project_id, model):
+    found = services.find_model(_project(request, project_id), model, actor=request.user)
+    args = (found.project.project_id, found.name)
+    return found, team_views.SharingPage(
+        title=f"model {found.name}",
+        page_url=reverse("models:sharing", args=args),
+        add_url=reverse("models:sharing_add", args=args),
+        remove_url_name="models:sharing_remove",
+        url_args=args,
+        back_url=reverse("models:detail", args=args),
+        breadcrumbs=((found.project.project_id, reverse("jobs:list", args=args[:1])),
+                     ("Models", reverse("models:list", args=args[:1])),
+                     (found.name, reverse("models:detail", args=args))),
+    )
+
+
+@login_required
+def model_sharing(request, project_id, model):
+    return team_views.sharing_page(request, *_sharing(request, project_id, model))
+
+
+@login_required
+@require_POST
+def model_sharing_add(request, project_id, model):
+    return team_views.sharing_add(request, *_sharing(request, project_id, model))
+
+
+@login_required
+@require_POST
+def model_sharing_remove(request, project_id, model, user_id):
+    return team_views.sharing_remove(request, *_sharing(request, project_id, model), user_id)
+
+
+@login_required
+def batch_job(request, project_id, job_id):
+    """A batch prediction job's input, output and result files (its log is on the job page)."""
+    project = _project(request, project_id)
+    job = job_services.get_job(project, job_id, actor=request.user, audited=False)
+    prediction_input = job.prediction_input or {}
+    output_path = prediction_input.get("outputPath", "")
+    outputs = []
+    if job.state == JobState.SUCCEEDED and output_path and not storage.is_gcs_uri(output_path):
+        try:
+            folder = storage.resolve_local_path(output_path)
+            outputs = [(p.name, p.stat().st_size) for p in sorted(folder.glob("prediction.*")) if p.is_file()]
+        except storage.StorageError:
+            outputs = []
+    context = {"project": project, "job": job, "input_json": json.dumps(prediction_input, indent=2),
+               "output": job.training_output or {}, "outputs": outputs}
+    return render(request, "models_registry/batch_job.html", context)
