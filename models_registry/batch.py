@@ -36,7 +36,8 @@ from django.utils import timezone
 
 from jobs import catalogue
 from jobs.executor.logs import LogSink
-from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.executor.runner import Cancelled, RunnerBase
+from jobs.models import Job, Replica, ReplicaState
 from models_registry import conf, files
 from models_registry.models import Model, Version, VersionState
 from models_registry.serving import supervisor
@@ -51,10 +52,6 @@ DEFAULT_MAX_WORKERS = 10
 
 class PrepareError(Exception):
     """The job cannot run; the message becomes its errorMessage."""
-
-
-class Cancelled(Exception):
-    pass
 
 
 def replicas_needed(prediction_input: dict) -> int:
@@ -98,7 +95,7 @@ class _Shard:
         self.predictions += 1
 
 
-class BatchPredictionRunner:
+class BatchPredictionRunner(RunnerBase):
     """Runs one batch prediction job in a thread of the executor."""
 
     def __init__(self, job_pk: int, runner_id: str, on_done=None):
@@ -113,16 +110,6 @@ class BatchPredictionRunner:
         self.errors_lock = threading.Lock()
         self.node_seconds = 0.0
         self.thread = threading.Thread(target=self._main, name=f"batch-{job_pk}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def cancel(self) -> None:
-        self.cancel_requested.set()
-
-    def abandon(self) -> None:
-        self.abandoning = True
-        self.cancel_requested.set()
 
     # --- the job's life ----------------------------------------------------------------------------
 
@@ -233,10 +220,6 @@ class BatchPredictionRunner:
         inputs = files.expand_inputs(pi["inputPaths"])
         self.sink.service(f"Reading {len(inputs)} input file{'s' if len(inputs) != 1 else ''}.")
         return inputs
-
-    def _check_cancel(self) -> None:
-        if self.cancel_requested.is_set():
-            raise Cancelled()
 
     # --- workers -----------------------------------------------------------------------------------------
 
@@ -365,37 +348,4 @@ class BatchPredictionRunner:
             first = self.errors.most_common(1)[0][0]
             self._fail(job, f"Every instance failed ({counts['errors']}); the first error: {first}", output)
             return
-        self.sink.service("Job completed successfully.")
-        self.sink.flush()
-        if job.mark_succeeded(output):
-            self._announce(job)
-        else:
-            self._finish_cancel(job, output)
-
-    def _fail(self, job: Job, message: str, output: dict | None = None) -> None:
-        self.sink.service(message, severity="ERROR")
-        self.sink.flush()
-        if job.mark_failed(message, output):
-            self._announce(job)
-        elif job.state == JobState.CANCELLING:
-            self._finish_cancel(job, output)
-
-    def _finish_cancel(self, job: Job, output: dict | None = None) -> None:
-        job.refresh_from_db()
-        if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
-            self.sink.service("The console is shutting down; the job starts again when it is back.",
-                              severity="WARNING")
-            self.sink.flush()
-            job.requeue()
-            return
-        if job.state == JobState.PREPARING:
-            job.request_cancel()
-        self.sink.service(f"Job was cancelled: {job.error_message}" if job.error_message else "Job was cancelled.")
-        self.sink.flush()
-        if job.mark_cancelled(output):
-            self._announce(job)
-
-    def _announce(self, job: Job) -> None:
-        from jobs.services import announce_state
-
-        announce_state(job)
+        self._succeed(job, output)

@@ -56,7 +56,65 @@ def passthrough_env() -> dict[str, str]:
     return {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
 
 
-class JobRunner:
+class RunnerBase:
+    """What every job runner shares: cancel and shutdown requests, and how a job's run ends.
+
+    Subclasses set ``thread``, ``sink``, ``cancel_requested`` and ``abandoning``.
+    """
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self.cancel_requested.set()
+
+    def abandon(self) -> None:
+        """The console is shutting down: stop the processes and put the job back in line."""
+        self.abandoning = True
+        self.cancel_requested.set()
+
+    def _check_cancel(self) -> None:
+        if self.cancel_requested.is_set():
+            raise Cancelled()
+
+    def _succeed(self, job: Job, output: dict) -> None:
+        self.sink.service("Job completed successfully.")
+        self.sink.flush()
+        if job.mark_succeeded(output):
+            self._announce(job)
+        else:
+            self._finish_cancel(job, output)
+
+    def _fail(self, job: Job, message: str, output: dict | None = None) -> None:
+        self.sink.service(message, severity="ERROR")
+        self.sink.flush()
+        if job.mark_failed(message, output):
+            self._announce(job)
+        elif job.state == JobState.CANCELLING:
+            self._finish_cancel(job, output)
+
+    def _finish_cancel(self, job: Job, output: dict | None = None) -> None:
+        job.refresh_from_db()
+        if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
+            self.sink.service("The console is shutting down; the job starts again when it is back.",
+                              severity="WARNING")
+            self.sink.flush()
+            job.requeue()
+            return
+        if job.state == JobState.PREPARING:
+            job.request_cancel()
+        self.sink.service(f"Job was cancelled: {job.error_message}" if job.error_message else "Job was cancelled.")
+        self.sink.flush()
+        if job.mark_cancelled(output):
+            self._announce(job)
+
+    def _announce(self, job: Job) -> None:
+        from jobs.services import announce_state
+
+        announce_state(job)
+
+
+class JobRunner(RunnerBase):
     """Runs one job in a thread of the executor."""
 
     def __init__(self, job_pk: int, runner_id: str, on_done=None):
@@ -69,17 +127,6 @@ class JobRunner:
         self.replica_count = 0
         self.seed_history: list = []
         self.thread = threading.Thread(target=self._main, name=f"job-{job_pk}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def cancel(self) -> None:
-        self.cancel_requested.set()
-
-    def abandon(self) -> None:
-        """The console is shutting down: stop the replicas and put the job back in line."""
-        self.abandoning = True
-        self.cancel_requested.set()
 
     # --- the job's life ------------------------------------------------------------------
 
@@ -179,10 +226,6 @@ class JobRunner:
             raise PrepareError(f"Failed to install the trainer packages. {error}") from None
         self._check_cancel()
         return environment, job_dir
-
-    def _check_cancel(self) -> None:
-        if self.cancel_requested.is_set():
-            raise Cancelled()
 
     def _placements(self, training_input: dict) -> list[Placement]:
         return [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(training_input)]
@@ -312,37 +355,5 @@ class JobRunner:
                 message += " \n" + tail
             self._fail(job, message, output)
             return
-        self.sink.service("Job completed successfully.")
-        self.sink.flush()
-        if job.mark_succeeded(output):
-            self._announce(job)
-        else:
-            self._finish_cancel(job, output)
+        self._succeed(job, output)
 
-    def _fail(self, job: Job, message: str, output: dict | None = None) -> None:
-        self.sink.service(message, severity="ERROR")
-        self.sink.flush()
-        if job.mark_failed(message, output):
-            self._announce(job)
-        elif job.state == JobState.CANCELLING:
-            self._finish_cancel(job, output)
-
-    def _finish_cancel(self, job: Job, output: dict | None = None) -> None:
-        job.refresh_from_db()
-        if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
-            self.sink.service("The console is shutting down; the job starts again when it is back.",
-                              severity="WARNING")
-            self.sink.flush()
-            job.requeue()
-            return
-        if job.state == JobState.PREPARING:
-            job.request_cancel()
-        self.sink.service(f"Job was cancelled: {job.error_message}" if job.error_message else "Job was cancelled.")
-        self.sink.flush()
-        if job.mark_cancelled(output):
-            self._announce(job)
-
-    def _announce(self, job: Job) -> None:
-        from jobs.services import announce_state
-
-        announce_state(job)
