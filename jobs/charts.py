@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+# Okabe & Ito's palette: told apart with any colour-vision deficiency. Continuous scales use Viridis.
+COLORWAY = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
 
 @dataclass(frozen=True)
 class Chart:
@@ -20,6 +23,7 @@ class Chart:
 
     @property
     def html(self) -> str:
+        self.figure.update_layout(template="plotly_white", colorway=COLORWAY)
         # plotly.js is served from static/vendor/, never from a CDN.
         return self.figure.to_html(full_html=False, include_plotlyjs=False,
                                    config={"displaylogo": False, "responsive": True})
@@ -52,8 +56,8 @@ def optimization_history(data: list[dict], maximize: bool = True) -> Chart:
     objectives = [p["objective"] for p in data]
     best = best_so_far(objectives, maximize)
     figure = go.Figure([
-        go.Scatter(x=trials, y=objectives, mode="markers", name="Objective"),
-        go.Scatter(x=trials, y=best, mode="lines", name="Best so far"),
+        go.Scatter(x=trials, y=objectives, mode="markers", name="Objective", marker={"symbol": "circle", "size": 9}),
+        go.Scatter(x=trials, y=best, mode="lines", name="Best so far", line={"dash": "dash"}),
     ])
     figure.update_layout(xaxis_title="Trial", yaxis_title="Objective value", margin={"t": 20})
     return Chart("Optimization history", figure, ["Trial", "Objective", "Best so far"],
@@ -106,3 +110,40 @@ def tuning_charts(training_output: dict, goal: str | None) -> list[Chart]:
     charts = [optimization_history(data, maximize=goal != "MINIMIZE"), parallel_coordinates(data)]
     charts += [slice_plot(data, name) for name in data[0]["params"]]
     return charts
+
+
+# --- data analysis (built-in algorithms) ------------------------------------------------------------
+
+
+def distribution_chart(name: str, distribution: dict) -> Chart:
+    """A numeric column's histogram, or a categorical column's most frequent values as bars."""
+    if distribution["kind"] == "histogram":
+        bins = distribution["bins"]
+        labels = [f"{b['low']:g} – {b['high']:g}" for b in bins]
+        figure = go.Figure(go.Bar(x=[(b["low"] + b["high"]) / 2 for b in bins], y=[b["count"] for b in bins],
+                                  width=[(b["high"] - b["low"]) or 1 for b in bins], hovertext=labels, name=name))
+        figure.update_layout(xaxis_title=name, yaxis_title="Rows", bargap=0.02, margin={"t": 20}, height=260)
+        return Chart(f"Distribution of {name}", figure, ["Range", "Rows"],
+                     [[label, b["count"]] for label, b in zip(labels, bins, strict=True)])
+    values = distribution["values"]
+    figure = go.Figure(go.Bar(x=[str(v) for v, _ in values], y=[c for _, c in values], name=name))
+    figure.update_layout(xaxis_title=name, yaxis_title="Rows", margin={"t": 20}, height=260)
+    return Chart(f"Most frequent values of {name}", figure, ["Value", "Rows"], [[v, c] for v, c in values])
+
+
+def correlation_chart(correlations: list[dict]) -> Chart:
+    names = [c["column"] for c in correlations]
+    figure = go.Figure(go.Bar(x=[c["value"] for c in correlations], y=names, orientation="h",
+                              hovertext=[c["measure"] for c in correlations]))
+    figure.update_layout(xaxis_title="Strength of the relation with the target", margin={"t": 20},
+                         height=max(200, 40 + 28 * len(names)), yaxis={"autorange": "reversed"})
+    return Chart("Correlation with the target", figure, ["Column", "Measure", "Value"],
+                 [[c["column"], c["measure"], c["value"]] for c in correlations])
+
+
+def label_balance_chart(balance: list[list]) -> Chart:
+    total = sum(count for _, count in balance) or 1
+    figure = go.Figure(go.Bar(x=[str(v) for v, _ in balance], y=[c for _, c in balance]))
+    figure.update_layout(xaxis_title="Class", yaxis_title="Rows", margin={"t": 20}, height=260)
+    return Chart("Label balance", figure, ["Class", "Rows", "Share"],
+                 [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance])

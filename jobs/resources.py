@@ -29,7 +29,11 @@ def job_resource(job: Job) -> dict:
     if job.error_message:
         resource["errorMessage"] = job.error_message
     if job.training_input is not None:
-        resource["trainingOutput"] = job.training_output or {}
+        from jobs import (
+            builtin,  # isBuiltInAlgorithmJob and builtInAlgorithmOutput, for built-in algorithms
+        )
+
+        resource["trainingOutput"] = builtin.training_output(job)
     elif job.prediction_input is not None:
         # Batch prediction jobs keep their PredictionOutput in the same output column.
         resource["predictionOutput"] = job.training_output or {}

@@ -53,6 +53,15 @@ def _check_local_paths(training_input: dict) -> None:
         raise InvalidArgument.from_violations(violations)
 
 
+def _check_builtin_algorithm(training_input: dict) -> None:
+    """A built-in algorithm's data files are checked before the job is queued (jobs.builtin)."""
+    from jobs import builtin
+
+    violations = builtin.check_submission(training_input)
+    if violations:
+        raise InvalidArgument.from_violations(violations)
+
+
 def submit_job(project: Project, body: dict, *, actor) -> Job:
     """Create a job from a v1 Job body; it waits QUEUED until the executor takes it."""
     method = f"{JOB_SERVICE}.CreateJob"
@@ -62,6 +71,7 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     prediction_input = job_body.get("predictionInput")
     if training_input is not None:
         _check_local_paths(training_input)
+        _check_builtin_algorithm(training_input)
     if prediction_input is not None:
         # Batch prediction (models_registry): its paths, and the predict permission on its model.
         from models_registry.services import check_prediction_input

@@ -461,6 +461,9 @@ def _check_training_input(ti: dict, path: str, errors: _Errors) -> None:
     _check_identity(ti, path, errors)
     if "hyperparameters" in ti:
         _check_hyperparameters(ti["hyperparameters"], f"{path}.hyperparameters", errors)
+    from jobs import builtin  # built-in algorithms' own rules (their image, args, machines)
+
+    errors.extend(builtin.check_training_input(ti, path))
 
 
 def _check_cluster(ti: dict, path: str, errors: _Errors) -> None:

@@ -1,12 +1,14 @@
 from django.urls import path
 
-from jobs import views
+from jobs import builtin_views, views
 
 app_name = "jobs"
 
 urlpatterns = [
     path("projects/<str:project_id>/jobs/", views.job_list, name="list"),
     path("projects/<str:project_id>/jobs/new/", views.job_submit, name="submit"),
+    path("projects/<str:project_id>/jobs/new/builtin/", builtin_views.builtin_submit, name="submit_builtin"),
+    path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),
     path("projects/<str:project_id>/jobs/<str:job_id>/", views.job_detail, name="detail"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import iam, storage
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import catalogue, charts, logstream, services
+from jobs import builtin, catalogue, charts, logstream, services
 from jobs.forms import JobSubmitForm
 from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
@@ -67,6 +67,10 @@ def job_detail(request, project_id, job_id):
     if job.is_hyperparameter_job:
         goal = (job.training_input or {}).get("hyperparameters", {}).get("goal")
         context["tuning_charts"] = charts.tuning_charts(job.training_output, goal)
+    if builtin.is_builtin_job(job):
+        trial = request.GET.get("trial") or (builtin.best_trial(job) if job.is_hyperparameter_job else "")
+        context["builtin"] = builtin.results(job, trial)
+        context["can_deploy"] = iam.can(request.user, "ml.models.create", project)
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -74,7 +78,7 @@ def _status_context(request, job) -> dict:
     return {
         "project": job.project,
         "job": job,
-        "replicas": list(job.replicas.order_by("pk")),
+        "replicas": list(job.replicas.select_related("worker").order_by("pk")),
         "active": job.state in ACTIVE_STATES,
         "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
         "position": job.job_position(),

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import iam, storage, team_views
 from aiconsole.errors import ServiceError
-from jobs import catalogue
+from jobs import builtin, catalogue
 from jobs import services as job_services
 from jobs.models import JobState
 from models_registry import files, services, spec
@@ -85,6 +85,7 @@ def _versions_context(request, model: Model) -> dict:
     return {
         "model": model, "project": model.project, "versions": rows,
         "busy": any(v.state in BUSY_STATES for v in versions),
+        "ready_count": sum(v.state == VersionState.READY for v in versions),
         "can_update": iam.can(request.user, "ml.versions.update", model),
         "can_delete": iam.can(request.user, "ml.versions.delete", model),
     }
@@ -261,6 +262,9 @@ def deploy_from_job(request, project_id):
     candidates = _model_files_under(job_dir) if job_dir and not storage.is_gcs_uri(job_dir) else []
     if job_dir and storage.is_gcs_uri(job_dir):
         candidates = [job_dir]
+    chosen = (request.GET.get("deployment_uri") or builtin.model_dir(job)) if builtin.is_builtin_job(job) else ""
+    if chosen:  # a built-in algorithm's model/ folder (or the trial the job page showed) comes first
+        candidates = [chosen] + [c for c in candidates if c.rstrip("/") != chosen.rstrip("/")]
     models = list(services.list_models(project, actor=request.user).order_by("name"))
     context = {"project": project, "job": job, "job_dir": job_dir, "candidates": candidates, "models": models,
                "succeeded": job.state == JobState.SUCCEEDED, "post": request.POST,

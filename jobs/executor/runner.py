@@ -56,11 +56,58 @@ def passthrough_env() -> dict[str, str]:
     return {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
 
 
+def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda: None) -> list[Path]:
+    """Fetch the job's packageUris into ``package_dir`` and check them before anything installs them."""
+    shutil.rmtree(package_dir, ignore_errors=True)
+    package_dir.mkdir(parents=True)
+    files, infos = [], []
+    for uri in training_input.get("packageUris", []):
+        check_cancel()
+        try:
+            path = storage.fetch(uri, package_dir)
+            infos.append(archives.inspect_package(path))
+        except (storage.StorageError, archives.ArchiveError) as error:
+            raise PrepareError(f"Failed to prepare the trainer package {uri}: {error}") from None
+        files.append(path)
+    try:
+        archives.require_module(infos, training_input["pythonModule"])
+    except archives.ArchiveError as error:
+        raise PrepareError(str(error)) from None
+    return files
+
+
+def prepare_job_dir(training_input: dict) -> str | None:
+    if not training_input.get("jobDir"):
+        return None
+    try:
+        return storage.prepare_job_dir(training_input["jobDir"])
+    except storage.StorageError as error:
+        raise PrepareError(f"The job directory cannot be used: {error}") from None
+
+
+def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None):
+    """The runtime version's cached environment plus a layer with the job's packages."""
+    runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+    check_cancel()
+    try:
+        runtime = environments.runtime_environment(runtime_version, log)
+        check_cancel()
+        environment = environments.job_environment(runtime, files, log)
+    except environments.EnvironmentError_ as error:
+        raise PrepareError(f"Failed to install the trainer packages. {error}") from None
+    check_cancel()
+    return environment
+
+
 class RunnerBase:
     """What every job runner shares: cancel and shutdown requests, and how a job's run ends.
 
-    Subclasses set ``thread``, ``sink``, ``cancel_requested`` and ``abandoning``.
+    Subclasses set ``thread``, ``sink``, ``cancel_requested`` and ``abandoning``. ``fenced`` is
+    set (scaled mode) when the job was handed to another worker: the runner then stops its
+    processes and writes nothing more about the job.
     """
+
+    fenced = False
 
     def start(self) -> None:
         self.thread.start()
@@ -78,6 +125,8 @@ class RunnerBase:
             raise Cancelled()
 
     def _succeed(self, job: Job, output: dict) -> None:
+        if self.fenced:
+            return
         self.sink.service("Job completed successfully.")
         self.sink.flush()
         if job.mark_succeeded(output):
@@ -86,6 +135,8 @@ class RunnerBase:
             self._finish_cancel(job, output)
 
     def _fail(self, job: Job, message: str, output: dict | None = None) -> None:
+        if self.fenced:
+            return
         self.sink.service(message, severity="ERROR")
         self.sink.flush()
         if job.mark_failed(message, output):
@@ -94,6 +145,8 @@ class RunnerBase:
             self._finish_cancel(job, output)
 
     def _finish_cancel(self, job: Job, output: dict | None = None) -> None:
+        if self.fenced:
+            return
         job.refresh_from_db()
         if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
             self.sink.service("The console is shutting down; the job starts again when it is back.",
@@ -156,7 +209,9 @@ class JobRunner(RunnerBase):
                 self.on_done(self)
 
     def _run(self, job: Job) -> None:
-        training_input = job.training_input
+        from jobs import builtin  # a built-in algorithm runs as our shipped package and module
+
+        training_input = builtin.runnable_input(job.training_input)
         self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
         try:
             environment, job_dir = self._prepare(job, training_input)
@@ -188,43 +243,14 @@ class JobRunner(RunnerBase):
         self._conclude(job, outcome, output)
 
     def _prepare(self, job: Job, training_input: dict):
-        work = work_dir_for(job)
-        package_dir = work / "packages"
-        shutil.rmtree(package_dir, ignore_errors=True)
-        package_dir.mkdir(parents=True)
-        files, infos = [], []
-        for uri in training_input.get("packageUris", []):
-            self._check_cancel()
-            try:
-                path = storage.fetch(uri, package_dir)
-                infos.append(archives.inspect_package(path))
-            except (storage.StorageError, archives.ArchiveError) as error:
-                raise PrepareError(f"Failed to prepare the trainer package {uri}: {error}") from None
-            files.append(path)
-        try:
-            archives.require_module(infos, training_input["pythonModule"])
-        except archives.ArchiveError as error:
-            raise PrepareError(str(error)) from None
-        job_dir = None
-        if training_input.get("jobDir"):
-            try:
-                job_dir = storage.prepare_job_dir(training_input["jobDir"])
-            except storage.StorageError as error:
-                raise PrepareError(f"The job directory cannot be used: {error}") from None
+        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel)
+        job_dir = prepare_job_dir(training_input)
         if job.is_hyperparameter_job:
             try:
                 self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
             except ValueError as error:
                 raise PrepareError(str(error)) from None
-        runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-        self._check_cancel()
-        try:
-            runtime = environments.runtime_environment(runtime_version, self.sink.service)
-            self._check_cancel()
-            environment = environments.job_environment(runtime, files, self.sink.service)
-        except environments.EnvironmentError_ as error:
-            raise PrepareError(f"Failed to install the trainer packages. {error}") from None
-        self._check_cancel()
+        environment = build_environment(training_input, files, self.sink.service, self._check_cancel)
         return environment, job_dir
 
     def _placements(self, training_input: dict) -> list[Placement]:

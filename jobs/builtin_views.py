@@ -1,0 +1,71 @@
+"""Console pages for built-in algorithms: the job form and the data analysis page. Thin."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+
+from aiconsole import iam, storage
+from aiconsole.errors import ServiceError
+from algorithms.table import DataError
+from jobs import builtin, charts, services
+from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm
+
+
+@login_required
+def builtin_submit(request, project_id):
+    """A built-in algorithm job: a CSV and a few arguments, no trainer to write."""
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.create", project)
+    form = BuiltinJobForm(request.POST or None, request.FILES or None,
+                          initial={"training_data_path": request.GET.get("data", "")})
+    if request.method == "POST" and form.is_valid():
+        job = _submit(request, project, form)
+        if job is not None:
+            return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+    return render(request, "jobs/builtin_submit.html", {"project": project, "form": form})
+
+
+def _submit(request, project, form):
+    data_path = form.cleaned_data.get("training_data_path") or ""
+    upload = form.cleaned_data.get("data_file")
+    if upload:
+        try:
+            data_path = str(storage.save_upload(upload, upload.name, project=project.project_id))
+        except storage.StorageError as error:
+            form.add_error("data_file", str(error))
+            return None
+    default_job_dir = str(settings.STORAGE_DIR / "job-dirs" / project.project_id / form.cleaned_data["job_id"])
+    try:
+        return services.submit_job(project, form.job_body(training_data_path=data_path,
+                                                          default_job_dir=default_job_dir), actor=request.user)
+    except ServiceError as error:
+        form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)
+    return None
+
+
+@login_required
+def data_analysis(request, project_id):
+    """Column types, missing values, distributions, outliers, correlation, label balance, warnings."""
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.create", project)  # it reads any file a job could read
+    form = DataAnalysisForm(request.GET if "path" in request.GET else None)
+    context = {"project": project, "form": form}
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        try:
+            report = builtin.analyse(data["path"], header=data["header"], model_type=data["model_type"],
+                                     compare=data["compare"] or None)
+        except (storage.StorageError, DataError) as error:
+            form.add_error("path", str(error))
+        else:
+            context.update(report=report, **_charts(report))
+    return render(request, "jobs/data_analysis.html", context)
+
+
+def _charts(report: dict) -> dict:
+    distributions = [charts.distribution_chart(name, d) for name, d in report["distributions"].items()]
+    return {"distribution_charts": distributions,
+            "correlation_chart": charts.correlation_chart(report["correlations"]) if report["correlations"] else None,
+            "balance_chart": charts.label_balance_chart(report["label_balance"]) if report["label_balance"] else None}
