@@ -209,7 +209,6 @@ EXECUTOR = env_str("AICONSOLE_EXECUTOR", "celery" if REDIS_URL else "inprocess")
 if EXECUTOR not in {"inprocess", "celery"}:
     raise ImproperlyConfigured(f"AICONSOLE_EXECUTOR must be inprocess or celery, got {EXECUTOR!r}")
 CELERY_BROKER_URL = REDIS_URL
-CELERY_TASK_ALWAYS_EAGER = False
 
 # How many replica processes this machine runs at once; the rest of the jobs wait QUEUED.
 MAX_REPLICAS = env_int("AICONSOLE_MAX_REPLICAS", max(4, (os.cpu_count() or 2) * 2), minimum=1)
@@ -224,8 +223,16 @@ TRAINER_ENV_PASSTHROUGH = env_list(
 )
 # The Python interpreter that runtime environments are built on.
 RUNTIME_PYTHON = env_str("AICONSOLE_RUNTIME_PYTHON")
-# How often a job is restarted after the console itself went away while it ran.
+# How often a job is restarted after the console itself went away while it ran, or (scaled
+# mode) after one of its replicas was lost more than MAX_REPLICA_RESTARTS times: as the original.
 MAX_JOB_RESTARTS = env_int("AICONSOLE_MAX_JOB_RESTARTS", 3, minimum=0)
+MAX_REPLICA_RESTARTS = env_int("AICONSOLE_MAX_REPLICA_RESTARTS", 5, minimum=0)
+# Scaled mode: workers renew their replicas' leases every heartbeat; a replica whose lease ran out
+# (its worker was killed, its host is gone) starts again elsewhere.
+WORKER_HEARTBEAT_SECONDS = env_float("AICONSOLE_WORKER_HEARTBEAT_SECONDS", 1.0)
+WORKER_LEASE_SECONDS = env_float("AICONSOLE_WORKER_LEASE_SECONDS", 6.0)
+# How long a worker has to pick up a replica handed to it before it is handed to another.
+WORKER_CLAIM_SECONDS = env_float("AICONSOLE_WORKER_CLAIM_SECONDS", 10.0)
 
 # --- Audit log -----------------------------------------------------------------------------------
 
@@ -284,5 +291,8 @@ LOGGING = {
     "loggers": {
         "aiconsole": {"handlers": ["console"], "level": env_str("AICONSOLE_LOG_LEVEL", "INFO")},
         "jobs": {"handlers": ["console"], "level": env_str("AICONSOLE_LOG_LEVEL", "INFO")},
+        "models_registry": {"handlers": ["console"], "level": env_str("AICONSOLE_LOG_LEVEL", "INFO")},
+        # Server errors (500s) with their tracebacks.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

@@ -6,6 +6,7 @@ from aiconsole import profile_views
 from aiconsole.openapi import openapi_document
 from jobs import api as job_api
 from jobs import views as job_views
+from jobs import worker_views
 
 urlpatterns = [
     path("", job_views.home, name="home"),
@@ -13,6 +14,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("profile/", profile_views.profile, name="profile"),
+    path("workers/", worker_views.workers, name="workers"),
     path("profile/tokens/", profile_views.token_create, name="token_create"),
     path("profile/tokens/<int:token_id>/revoke/", profile_views.token_revoke, name="token_revoke"),
     path("v1/", include("aiconsole.api_urls")),

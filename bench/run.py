@@ -64,6 +64,7 @@ def free_port() -> int:
 
 class Console:
     def __init__(self, data_dir: Path, env_dir: Path):
+        self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}

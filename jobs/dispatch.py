@@ -14,3 +14,7 @@ def _notify(job_pk: int) -> None:
         from jobs.executor.controller import wake
 
         wake()
+    else:
+        from jobs.cluster.coordinator import wake as wake_coordinator
+
+        wake_coordinator()

@@ -83,6 +83,12 @@ class Job(models.Model):
     runner = models.CharField(max_length=120, blank=True)
     # How often the job was started again after the console went away mid-run.
     restarts = models.IntegerField(default=0)
+    # Scaled mode: why a QUEUED job still waits (no worker fits it yet, or none ever could).
+    wait_reason = models.TextField(blank=True)
+    # Scaled mode, a job run whole by one worker (tuning, batch prediction): that worker, and
+    # the lease its heartbeat renews.
+    worker = models.ForeignKey("Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
+    lease_expires = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -195,6 +201,8 @@ class Job(models.Model):
             {JobState.PREPARING, JobState.RUNNING},
             state=JobState.QUEUED,
             runner="",
+            worker=None,
+            lease_expires=None,
             restarts=models.F("restarts") + 1,
         )
 
@@ -210,6 +218,44 @@ class ReplicaState(models.TextChoices):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     STOPPED = "STOPPED"
+    LOST = "LOST"  # scaled mode: its workers went away more often than it may restart
+
+
+LIVE_REPLICA_STATES = frozenset({ReplicaState.PENDING, ReplicaState.RUNNING})
+
+
+class Worker(models.Model):
+    """A scaled-mode worker process (``aiconsole worker``) and what it offers.
+
+    ``heartbeat`` is renewed every few seconds; a worker whose heartbeat is older than the lease
+    is gone, and its replicas start again elsewhere.
+    """
+
+    name = models.CharField(max_length=120, unique=True)
+    hostname = models.CharField(max_length=255)
+    address = models.CharField(max_length=255)  # what other hosts use to reach its replicas
+    region = models.CharField(max_length=40)
+    machine_types = models.JSONField(default=list, blank=True)  # empty: every machine type
+    accelerators = models.JSONField(default=dict, blank=True)  # {"NVIDIA_TESLA_T4": 2}
+    cpus = models.FloatField()
+    memory_gb = models.FloatField()
+    port_first = models.IntegerField(default=20000)
+    port_last = models.IntegerField(default=29999)
+    pid = models.IntegerField(null=True, blank=True)
+    started = models.DateTimeField(default=timezone.now)
+    heartbeat = models.DateTimeField(default=timezone.now, db_index=True)
+    stopped = models.BooleanField(default=False)  # left cleanly (aiconsole worker was stopped)
+
+    class Meta:
+        ordering = ["region", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue only this worker consumes."""
+        return f"aiconsole.worker.{self.name}"
 
 
 class Replica(models.Model):
@@ -230,10 +276,22 @@ class Replica(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     start_time = models.DateTimeField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
+    # Scaled mode. ``attempt`` is the fencing token: each start of the replica gets a new one,
+    # and a worker holding an older one may no longer write its state or its logs.
+    worker = models.ForeignKey(Worker, null=True, blank=True, on_delete=models.SET_NULL, related_name="replicas")
+    attempt = models.IntegerField(default=0)
+    restarts = models.IntegerField(default=0)  # times it started again after its worker vanished
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)  # restart backoff
+    devices = models.CharField(max_length=100, blank=True)  # CUDA_VISIBLE_DEVICES on its worker
+    launch = models.JSONField(default=dict, blank=True)  # module, args, TF_CONFIG…: what to start
+    stop_requested = models.BooleanField(default=False)
+    generation = models.IntegerField(default=0)  # the job's restarts when this row was made
+    error_message = models.TextField(blank=True)  # why it failed, in the original's words
 
     class Meta:
         ordering = ["pk"]
-        indexes = [models.Index(fields=["job", "trial_id"])]
+        indexes = [models.Index(fields=["job", "trial_id"]), models.Index(fields=["state", "lease_expires"])]
 
     def __str__(self) -> str:
         return f"{self.job.job_id} {self.label}"

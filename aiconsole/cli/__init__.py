@@ -13,6 +13,7 @@ import sys
 
 COMMAND_MODULES = [
     "aiconsole.cli.server",
+    "aiconsole.cli.cluster",
     "aiconsole.cli.admin",
     "aiconsole.cli.auth",
     "aiconsole.cli.jobs",

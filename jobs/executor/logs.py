@@ -26,6 +26,8 @@ from django.utils import timezone
 logger = logging.getLogger(__name__)
 
 SERVICE_TASK = "service"
+# pg_advisory_xact_lock(class, job id): serialises one job's log writers on PostgreSQL.
+_LOG_LOCK_CLASS = 0x4C4F47  # "LOG"
 CUT_MARKER = " … [line cut: {} more bytes]"
 
 _LEVELS = {
@@ -145,8 +147,13 @@ class LogSink:
     """
 
     def __init__(self, job_pk: int, *, max_pending: int = 50_000, flush_interval: float = 0.03,
-                 batch_size: int = 2_000, on_flush=None, publish: bool = True):
+                 batch_size: int = 2_000, on_flush=None, publish: bool = True,
+                 fence: Callable[[object], bool] | None = None):
         self.job_pk = job_pk
+        # Scaled mode: called with a cursor inside each batch's transaction; False means this
+        # writer was superseded (its replica started again elsewhere) and the batch is dropped.
+        self.fence = fence
+        self.fenced = False
         self.max_pending = max_pending
         self.flush_interval = flush_interval
         self.batch_size = batch_size
@@ -271,10 +278,13 @@ class LogSink:
             batch = self._take_batch()
             if not batch:
                 return False
-            ids = self._insert(batch)
+            if connection.vendor == "sqlite":
+                ids = self._insert(batch)
+            else:
+                ids, batch = self._insert_shared(batch)
             if self.publish and ids:
                 self._publish_rows(ids, batch)
-        if self.on_flush:
+        if self.on_flush and ids:
             self.on_flush(self._as_rows(ids, batch))
         return True
 
@@ -286,14 +296,9 @@ class LogSink:
                 for pk, line in zip(ids or [None] * len(batch), batch, strict=True)]
 
     def _insert(self, batch: list[tuple]) -> list[int] | range:
-        """Store a batch in one transaction; return the new rows' ids in order."""
+        """Store a batch in one transaction (SQLite, one writer per job); return the new ids in order."""
         from django.db import transaction
 
-        from jobs.models import LogLine
-
-        if connection.vendor != "sqlite":
-            rows = LogLine.objects.bulk_create(self._as_rows(None, batch))
-            return [row.pk for row in rows] if rows[-1].pk is not None else []
         stamps = {}
         for line in batch:  # lines of one read share a timestamp: convert each once
             if id(line[_TIME]) not in stamps:
@@ -306,6 +311,41 @@ class LogSink:
             cursor.execute("SELECT last_insert_rowid()")
             last = cursor.fetchone()[0]
         return range(last - len(batch) + 1, last + 1)
+
+    def _insert_shared(self, batch: list[tuple]) -> tuple[list[int], list[tuple]]:
+        """Store a batch on PostgreSQL, where several writers may log for one job (the workers of
+        its replicas, the coordinator's service lines, a replica's restarted copy).
+
+        A per-job advisory lock, held to commit, makes a job's ids rise in commit order, so a
+        reader that has id N has everything before it. Under the lock each line's ``seq`` follows
+        the highest stored for its task, and ``after`` is the job's last id before this batch.
+        """
+        from django.db import transaction
+
+        from jobs.models import LogLine
+
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOG_LOCK_CLASS, self.job_pk])
+            if self.fence is not None and not self.fence(cursor):
+                self.fenced = True
+                return [], batch
+            last_seq = {}
+            for key in {(line[_TASK], line[_TRIAL]) for line in batch}:
+                # Under the lock seq rises with id, so the newest row holds the highest seq: one
+                # index step on (job, task_name, id), however long the log.
+                cursor.execute("SELECT seq FROM jobs_logline WHERE job_id = %s AND task_name = %s AND trial_id = %s "
+                               "ORDER BY id DESC LIMIT 1", [self.job_pk, *key])
+                row = cursor.fetchone()
+                last_seq[key] = row[0] if row else 0
+            renumbered = []
+            for line in batch:
+                key = (line[_TASK], line[_TRIAL])
+                last_seq[key] += 1
+                renumbered.append(line[:_SEQ] + (last_seq[key],) + line[_SEQ + 1:])
+            cursor.execute("SELECT max(id) FROM jobs_logline WHERE job_id = %s", [self.job_pk])
+            self._last_id = cursor.fetchone()[0] or 0
+            rows = LogLine.objects.bulk_create(self._as_rows(None, renumbered))
+        return [row.pk for row in rows], renumbered
 
     def _publish_rows(self, ids, batch: list[tuple]) -> None:
         """One message for the batch, its entries already JSON (jobs.logstream.entry's form):

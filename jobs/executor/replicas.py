@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +143,7 @@ class ReplicaProcess:
     sink: LogSink
     max_line_bytes: int
     trial_id: str = ""
+    preexec: Callable[[], None] | None = None  # scaled mode: die with the worker (PR_SET_PDEATHSIG)
     popen: subprocess.Popen | None = None
     started: float = 0.0
     stopped_by_platform: bool = False
@@ -157,6 +159,7 @@ class ReplicaProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group: stopping it stops its children too
+            preexec_fn=self.preexec,
         )
         self.started = time.monotonic()
         for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):

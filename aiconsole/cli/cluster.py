@@ -1,0 +1,181 @@
+"""Scaled mode: ``aiconsole web``, ``aiconsole worker`` and ``aiconsole workers``.
+
+They need ``AICONSOLE_DATABASE_URL`` (PostgreSQL) and ``AICONSOLE_REDIS_URL``: every process on
+every host shares that database and that Redis. See the README's "Scaled mode" section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from aiconsole.cli.server import migrate, setup_django
+
+
+def _require_scaled() -> str | None:
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        return "scaled mode needs PostgreSQL: set AICONSOLE_DATABASE_URL=postgres://USER@HOST:5432/NAME"
+    if not settings.REDIS_URL:
+        return "scaled mode needs Redis: set AICONSOLE_REDIS_URL=redis://HOST:6379/0"
+    if settings.EXECUTOR != "celery":
+        return "AICONSOLE_EXECUTOR=inprocess runs jobs inside 'aiconsole up'; scaled mode needs celery"
+    return None
+
+
+def cmd_web(args) -> int:
+    setup_django(getattr(args, "data_dir", None))
+    problem = _require_scaled()
+    if problem:
+        print(f"aiconsole web: {problem}", file=sys.stderr)
+        return 2
+    migrate()
+    from aiconsole.bootstrap import ensure_admin_and_project
+    from aiconsole.cli.server import _serve
+    from jobs.cluster import coordinator
+
+    result = ensure_admin_and_project()
+    if result.password:
+        print(f"Created the admin account. Username: {result.username}  Password: {result.password}")
+    print(f"AI Console (scaled mode) is serving http://{args.host}:{args.port}/", flush=True)
+    from jobs.executor.controller import _model_serving_start, _model_serving_stop
+
+    coordinator.start("web")
+    _model_serving_start()  # online prediction is served by the web process, as in embedded mode
+    try:
+        return _serve(args.host, args.port, with_executor=False)
+    finally:
+        _model_serving_stop()
+        coordinator.stop()
+
+
+def cmd_worker(args) -> int:
+    setup_django(getattr(args, "data_dir", None))
+    problem = _require_scaled()
+    if problem:
+        print(f"aiconsole worker: {problem}", file=sys.stderr)
+        return 2
+    from jobs import catalogue
+    from jobs.cluster import placement
+
+    if args.region not in catalogue.REGIONS:
+        print(f"aiconsole worker: --region: unknown region {args.region!r}; known: "
+              f"{', '.join(sorted(catalogue.REGIONS))}.", file=sys.stderr)
+        return 2
+    try:
+        accelerators = placement.parse_accelerators(args.accelerators or "")
+        cpus, memory = placement.parse_capacity(args.capacity or "", default_cpus=float(os.cpu_count() or 1),
+                                                default_memory_gb=_memory_gb())
+        machine_types = placement.parse_machine_types(args.machine_types or "")
+        ports = _ports(args.ports)
+    except ValueError as error:
+        print(f"aiconsole worker: {error}", file=sys.stderr)
+        return 2
+    migrate()
+    from jobs.cluster import agent, coordinator, tasks
+
+    worker_agent = agent.register(region=args.region, machine_types=machine_types, accelerators=accelerators,
+                                  cpus=cpus, memory_gb=memory, address=args.address, ports=ports)
+    worker = worker_agent.worker
+    print(f"Worker {worker.name} in {worker.region}: {cpus:g} CPUs, {memory:g} GB"
+          + "".join(f", {n} x {a}" for a, n in accelerators.items())
+          + f"; replicas reachable at {worker.address}:{ports[0]}-{ports[1]}.", flush=True)
+    coordinator.start("worker")
+    celery_worker = tasks.app.Worker(
+        queues=[worker.queue], pool="threads", concurrency=args.concurrency, hostname=f"{worker.name}@%h",
+        loglevel=os.environ.get("AICONSOLE_WORKER_LOG_LEVEL", "WARNING"), without_heartbeat=True,
+        without_mingle=True, without_gossip=True, quiet=True,
+    )
+    stopping = threading.Event()
+
+    def leave(signum, frame):
+        if not stopping.is_set():
+            stopping.set()
+            raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, leave)
+    try:
+        celery_worker.start()
+    except (SystemExit, KeyboardInterrupt):
+        pass
+    finally:
+        print(f"Worker {worker.name} is leaving: its replicas start again elsewhere.", flush=True)
+        coordinator.stop()
+        worker_agent.stop()
+    return 0
+
+
+def cmd_workers(args) -> int:
+    setup_django(getattr(args, "data_dir", None))
+    from django.utils import timezone
+
+    from jobs.cluster.capacity import live_workers
+    from jobs.models import LIVE_REPLICA_STATES, Worker
+
+    workers = Worker.objects.all() if args.all else live_workers()
+    live = set(live_workers().values_list("pk", flat=True))
+    rows = [("NAME", "REGION", "STATE", "CAPACITY", "RUNNING", "LAST_HEARTBEAT")]
+    now = timezone.now()
+    for worker in workers.prefetch_related("replicas__job"):
+        running = [f"{r.job.job_id}/{r.label}" for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES]
+        running += [job.job_id for job in worker.jobs.filter(state__in=["PREPARING", "RUNNING", "CANCELLING"])]
+        state = "live" if worker.pk in live else ("stopped" if worker.stopped else "lost")
+        cap = f"{worker.cpus:g} CPUs, {worker.memory_gb:g} GB" + "".join(
+            f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
+        rows.append((worker.name, worker.region, state, cap, " ".join(running) or "-",
+                     f"{(now - worker.heartbeat).total_seconds():.0f}s ago"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _memory_gb() -> float:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return 4.0
+
+
+def _ports(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    try:
+        low, high = int(first), int(last or first)
+    except ValueError:
+        raise ValueError(f"--ports: expected a range such as 20000-29999, got {text!r}.") from None
+    if not 1024 <= low <= high <= 65535:
+        raise ValueError(f"--ports: {text} is not a range of ports between 1024 and 65535.")
+    return low, high
+
+
+def register(commands) -> None:
+    web = commands.add_parser("web", help="scaled mode: serve the console (jobs run on 'aiconsole worker's)")
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    web.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    web.set_defaults(func=cmd_web)
+
+    worker = commands.add_parser("worker", help="scaled mode: run replicas on this host")
+    worker.add_argument("--region", required=True, help="the region whose jobs this worker takes, e.g. us-central1")
+    worker.add_argument("--machine-types", dest="machine_types",
+                        help="comma-separated machine types it takes (default: all)")
+    worker.add_argument("--accelerators", help="its GPUs or TPUs, e.g. nvidia-tesla-t4=2")
+    worker.add_argument("--capacity", help="what it offers, e.g. cpus=16,memory=64 (GB); default: this host's")
+    worker.add_argument("--address", help="the address other hosts reach its replicas at (default: detected)")
+    worker.add_argument("--ports", default="20000-29999", help="ports its replicas listen on (TF_CONFIG)")
+    worker.add_argument("--concurrency", type=int, default=8, help="replicas it prepares at once")
+    worker.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    worker.set_defaults(func=cmd_worker)
+
+    workers = commands.add_parser("workers", help="scaled mode: list workers and what runs on them")
+    workers.add_argument("--all", action="store_true", help="also workers that stopped or were lost")
+    workers.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    workers.set_defaults(func=cmd_workers)

@@ -1,0 +1,248 @@
+"""Benchmarks of scaled mode: latency beside embedded mode, recovery from a lost worker, and chaos.
+
+Everything runs on this host against the local PostgreSQL and Redis: ``aiconsole web`` and two
+``aiconsole worker`` processes on a scratch database, and, side by side, an embedded
+``aiconsole up``.
+
+1. Submit → first trainer line, environment already built, alternating embedded and scaled runs
+   so drift hits both alike. The client notes the time just before POSTing; the trainer's first
+   statement notes its own (same clock: one host).
+2. Worker kill → replica running again: a checkpointing trainer runs; the worker holding it is
+   SIGKILLed; the time until the replica's new start has a live process (lease 6 s, the default).
+3. Chaos: for a bounded number of rounds, jobs run while trainers, workers and the web process
+   are SIGKILLed at random (killed processes are started again). A sampler scans /proc all along
+   for two live processes of one replica. At the end: every job in exactly one terminal state
+   (and never seen leaving one), no two live copies of a replica, no gap or repeat in any log
+   sequence.
+
+Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--chaos-rounds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+
+from bench.run import LATENCY_TASK, Console, percentile  # noqa: E402
+from tests.cluster.harness import (  # noqa: E402
+    TERMINAL,
+    TRAINER,
+    Cluster,
+    alive,
+    cluster_env,
+    drop_database,
+    scratch_database,
+)
+from tests.conftest import build_package, wait_for  # noqa: E402
+
+WORKER_ARGS = ["--region", "us-central1", "--capacity", "cpus=16,memory=64"]
+
+
+def replica_processes() -> dict[str, list[int]]:
+    """Live processes per AICONSOLE_REPLICA id, from every process's environment."""
+    found: dict[str, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().split(") ")[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "Z":
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(b"AICONSOLE_REPLICA="):
+                found.setdefault(item.split(b"=", 1)[1].decode(), []).append(int(proc.name))
+    return found
+
+
+def main_pid_of_group(pids: list[int]) -> list[int]:
+    """Leaders only: a trainer's own children share its AICONSOLE_REPLICA but are not copies."""
+    leaders = []
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == pid:  # pgrp == pid: started by a worker in its own process group
+            leaders.append(pid)
+    return leaders
+
+
+def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
+    modules = {"trainer/__init__.py": "", "trainer/task.py": LATENCY_TASK}
+    storage = {"embedded": embedded.data_dir / "storage", "scaled": cluster.data_dir / "storage"}
+    packages = {mode: build_package(folder / "latency", modules) for mode, folder in storage.items()}
+    results: dict[str, list[float]] = {"embedded": [], "scaled": []}
+    for index in range(-1, runs):  # the first pair builds the job layer on both sides
+        for mode in ("embedded", "scaled"):
+            job_id = f"latency_{mode}_{index + 1}"
+            job_dir = storage[mode] / "job-dirs" / job_id
+            if mode == "embedded":
+                submitted = time.time()
+                embedded.submit(job_id, packages[mode], job_dir)
+                state = embedded.wait(job_id)["state"]
+            else:
+                submitted = time.time()
+                cluster.submit(job_id, packages[mode], args=[])
+                state = cluster.wait_state(job_id, TERMINAL)["state"]
+            assert state == "SUCCEEDED", (mode, job_id, state)
+            if index >= 0:
+                results[mode].append(float((job_dir / "first_line_at").read_text()) - submitted)
+    summary: dict = {}
+    for mode, values in results.items():
+        summary[mode] = {"p50_ms": round(statistics.median(values) * 1000, 1),
+                         "p90_ms": round(percentile(values, 0.9) * 1000, 1), "runs": len(values)}
+    summary["scaled_over_embedded_p50"] = round(summary["scaled"]["p50_ms"] / summary["embedded"]["p50_ms"], 2)
+    return summary
+
+
+def bench_recovery(cluster: Cluster, package: Path, kills: int) -> dict:
+    seconds = []
+    for index in range(kills):
+        job_id = f"recovery_{index}"
+        cluster.submit(job_id, package, args=["--mode", "count", "--steps", "60"])
+        wait_for(lambda job_id=job_id: any(m.startswith("step 3") for _, _, m in cluster.log(job_id)), 120, 0.05,
+                 "step 3")
+        [before] = cluster.replicas(job_id)
+        victim = next(name for name, process in cluster.workers.items() if process.pid == before["worker_pid"])
+        cluster.workers[victim].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        cluster.workers[victim].wait(10)
+        wait_for(lambda job_id=job_id, before=before: (r := cluster.replicas(job_id)[0])["attempt"] > before["attempt"]
+                 and r["pid"]
+                 and alive(r["pid"]), 60, 0.02, "the replica to run again")
+        seconds.append(time.monotonic() - killed)
+        cluster.start_worker(f"{victim}_{index}", *WORKER_ARGS)
+        assert cluster.wait_state(job_id, TERMINAL, 120)["state"] == "SUCCEEDED", cluster.log_text(job_id)
+    return {"kills": kills, "p50_s": round(statistics.median(seconds), 2), "max_s": round(max(seconds), 2),
+            "all_s": [round(s, 2) for s in seconds]}
+
+
+def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    duplicates: list[str] = []
+    left_terminal: list[str] = []
+    seen_terminal: dict[str, str] = {}
+    stop = threading.Event()
+    jobs: list[str] = []
+
+    def sample() -> None:
+        while not stop.is_set():
+            for replica, pids in replica_processes().items():
+                leaders = main_pid_of_group(pids)
+                if len(leaders) > 1:
+                    duplicates.append(f"replica {replica}: processes {leaders}")
+            for job_id, state in cluster.sql("SELECT job_id, state FROM jobs_job WHERE job_id LIKE 'chaos_%%'"):
+                if job_id in seen_terminal and state != seen_terminal[job_id]:
+                    left_terminal.append(f"{job_id}: {seen_terminal[job_id]} -> {state}")
+                if state in TERMINAL:
+                    seen_terminal[job_id] = state
+            stop.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    kills = {"trainer": 0, "worker": 0, "web": 0}
+    targets = (list(kills) * rounds)[:rounds]  # each kind of failure, in a random order
+    rng.shuffle(targets)
+    for round_number, target in enumerate(targets):
+        for index in range(2):
+            job_id = f"chaos_{round_number}_{index}"
+            extra = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4",
+                     "workerCount": "1"} if index else {}
+            cluster.submit(job_id, package, args=["--mode", "count", "--steps", str(rng.randint(20, 50))], **extra)
+            jobs.append(job_id)
+        time.sleep(rng.uniform(0.5, 2.5))  # let them get going before something breaks (chaos, not a wait)
+        kills[target] += 1
+        if target == "trainer":
+            running = cluster.sql("SELECT pid FROM jobs_replica WHERE state = 'RUNNING' AND pid IS NOT NULL")
+            if running:
+                pid = rng.choice(running)[0]
+                try:
+                    import os
+
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        elif target == "worker":
+            name = rng.choice(sorted(cluster.workers))
+            process = cluster.workers.pop(name)
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+            cluster.start_worker(f"w{round_number}", *WORKER_ARGS)
+        else:
+            web = cluster.processes[0]
+            web.send_signal(signal.SIGKILL)
+            web.wait(10)
+            cluster.processes[0] = cluster.start_web()
+    for job_id in jobs:
+        cluster.wait_state(job_id, TERMINAL, 300)
+    stop.set()
+    sampler.join()
+    gaps = []
+    for job_id in jobs:
+        lines = cluster.log(job_id)
+        for task in {task for task, _, _ in lines}:
+            seqs = sorted(seq for name, seq, _ in lines if name == task)
+            if seqs != list(range(1, len(seqs) + 1)):
+                gaps.append(f"{job_id} {task}")
+    states = [cluster.job(job_id)["state"] for job_id in jobs]
+    return {"rounds": rounds, "jobs": len(jobs), "kills": kills,
+            "outcomes": {state: states.count(state) for state in sorted(set(states))},
+            "every_job_terminal": all(state in TERMINAL for state in states),
+            "terminal_state_changed": left_terminal, "duplicate_live_replicas": duplicates,
+            "log_sequence_gaps": gaps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency-runs", type=int, default=15)
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--chaos-rounds", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="aiconsole-bench-scaled-"))
+    env_dir = Path.home() / ".cache" / "aiconsole" / "test-envs"
+    database_url, admin = scratch_database()
+    redis_url = "redis://127.0.0.1:6379/14"
+    redis.Redis.from_url(redis_url).flushdb()
+    cluster = Cluster(cluster_env(work / "scaled", database_url, redis_url, AICONSOLE_ENV_DIR=str(env_dir)),
+                      work / "scaled", database_url)
+    (work / "scaled").mkdir()
+    embedded = Console(work / "embedded", env_dir)
+    try:
+        cluster.start_web()
+        cluster.token = cluster.cli("token", "create", "admin").stdout.strip()
+        cluster.start_worker("a", *WORKER_ARGS)
+        cluster.start_worker("b", *WORKER_ARGS)
+        storage = work / "scaled" / "storage"
+        package = build_package(storage / "packages", {"trainer/__init__.py": "", "trainer/task.py": TRAINER})
+        results = {"latency": bench_latency(embedded, cluster, args.latency_runs)}
+        print("latency", results["latency"], flush=True)
+        results["recovery"] = bench_recovery(cluster, package, args.kills)
+        print("recovery", results["recovery"], flush=True)
+        results["chaos"] = bench_chaos(cluster, package, args.chaos_rounds, args.seed)
+        print("chaos", results["chaos"], flush=True)
+    finally:
+        cluster.stop()
+        embedded.stop()
+        redis.Redis.from_url(redis_url).flushdb()
+        drop_database(database_url, admin)
+
+
+if __name__ == "__main__":
+    main()

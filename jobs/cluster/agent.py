@@ -1,0 +1,403 @@
+"""What runs inside ``aiconsole worker``: registration, heartbeat, and the replicas of this host.
+
+The agent registers a ``Worker`` row with what it offers, then every heartbeat renews that row
+and the leases of the replicas (and whole jobs) it runs. In the same round trip it learns which
+of them it must stop (a cancel, the master finished, the time limit) and which it no longer owns
+(its fencing token is stale because the coordinator presumed it lost and started the replica
+elsewhere): those it kills without writing anything more. A replica process dies with the agent
+(``PR_SET_PDEATHSIG``), so a killed worker leaves no trainer behind to race its replacement.
+
+Replicas are started with the same pieces as embedded mode: the package fetch and checks,
+the cached runtime environment and job layer, ``trainer_environment`` and ``ReplicaProcess``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import queue
+import shutil
+import signal
+import socket
+import threading
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.builtin import runnable_input
+from jobs.executor.logs import LogSink
+from jobs.executor.replicas import (
+    ReplicaProcess,
+    exit_description,
+    traceback_tail,
+    trainer_command,
+    trainer_environment,
+)
+from jobs.executor.runner import (
+    PrepareError,
+    build_environment,
+    fetch_packages,
+    passthrough_env,
+    work_dir_for,
+)
+from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl
+
+
+def _die_with_agent() -> None:
+    """In the child before exec: SIGKILL when the spawning thread (the agent's spawner) dies."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass
+class LocalReplica:
+    pk: int
+    attempt: int
+    label: str
+    task_type: str
+    task_index: int
+    job_pk: int
+    sink: LogSink | None = None
+    process: ReplicaProcess | None = None
+    stopping: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def fence(self, cursor) -> bool:
+        """Inside a log batch's transaction: is this still the replica's current start?"""
+        cursor.execute("SELECT attempt FROM jobs_replica WHERE id = %s FOR SHARE", [self.pk])
+        row = cursor.fetchone()
+        return row is not None and row[0] == self.attempt
+
+
+class Agent:
+    def __init__(self, worker: Worker):
+        self.worker = worker
+        self.replicas: dict[int, LocalReplica] = {}
+        self.jobs: dict[int, object] = {}  # whole jobs: pk → runner
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._spawns: queue.Queue = queue.Queue()
+        self._threads = [threading.Thread(target=target, name=name, daemon=True) for target, name in (
+            (self._heartbeat_loop, "agent-heartbeat"), (self._spawner_loop, "agent-spawner"),
+            (self._supervise_loop, "agent-supervisor"))]
+
+    @property
+    def runner_id(self) -> str:
+        return f"worker:{self.worker.name}"
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Leave cleanly: stop this host's replicas and hand its work back at once."""
+        self._stopping.set()
+        with self._lock:
+            replicas, runners = list(self.replicas.values()), list(self.jobs.values())
+        for runner in runners:
+            runner.abandon()
+        for local in replicas:
+            if local.process is not None:
+                local.stopping = True
+                local.process.stop(settings.STOP_GRACE_SECONDS)
+        for runner in runners:
+            runner.thread.join(30)
+        now = timezone.now()
+        for local in replicas:
+            if local.sink is not None:
+                local.sink.service(f"{local.label} stopped: its worker {self.worker.name} is shutting down; "
+                                   "it starts again elsewhere.", severity="WARNING")
+                local.sink.close()
+            # Expire the lease now, so the coordinator restarts it without waiting for the lease.
+            Replica.objects.filter(pk=local.pk, attempt=local.attempt).update(lease_expires=now)
+        Worker.objects.filter(pk=self.worker.pk).update(stopped=True)
+
+    # --- starting replicas (Celery tasks call these) ------------------------------------------
+
+    def start_replica(self, replica_pk: int, attempt: int) -> None:
+        close_old_connections()
+        now = timezone.now()
+        claimed = Replica.objects.filter(pk=replica_pk, attempt=attempt, worker=self.worker,
+                                         state=ReplicaState.PENDING).update(
+            state=ReplicaState.RUNNING, start_time=now, end_time=None, exit_code=None, pid=None,
+            lease_expires=now + timedelta(seconds=settings.WORKER_LEASE_SECONDS))
+        if not claimed:
+            return  # delivered twice, or superseded: somebody else owns this start
+        replica = Replica.objects.select_related("job__project").get(pk=replica_pk)
+        local = LocalReplica(replica.pk, attempt, replica.label, replica.task_type, replica.task_index, replica.job_id)
+        local.sink = LogSink(replica.job_id, fence=local.fence)
+        with self._lock:
+            self.replicas[replica.pk] = local
+        job = replica.job
+        if replica.stop_requested or job.state not in (JobState.PREPARING, JobState.RUNNING):
+            self._finish(local, ReplicaState.STOPPED, None)
+            return
+        try:
+            process = self._prepare(local, replica, job)
+        except PrepareError as error:
+            if local.stopping:
+                self._finish(local, ReplicaState.STOPPED, None)
+            else:
+                self._finish(local, ReplicaState.FAILED, None, str(error))
+            return
+        except Exception:
+            logger.exception("Starting %s failed", replica)
+            self._finish(local, ReplicaState.FAILED, None, "Internal error in the worker: "
+                         + traceback.format_exc(limit=3)[-2000:])
+            return
+        if local.stopping:
+            self._finish(local, ReplicaState.STOPPED, None)
+            return
+        started = threading.Event()
+        self._spawns.put((process, started))
+        started.wait()
+        local.process = process
+        if process.popen is None:
+            self._finish(local, ReplicaState.FAILED, None, f"The replica {replica.task_type} {replica.task_index} "
+                         "could not be started.")
+            return
+        Replica.objects.filter(pk=replica.pk, attempt=attempt).update(pid=process.pid)
+        if local.stopping:  # a stop came while it was being forked: the heartbeat left it to us
+            local.stopping = False
+            self._stop(local, fenced=False)
+            return
+        local.sink.service(f"Started {replica.label} on worker {self.worker.name} (pid {process.pid}"
+                           + (f", GPUs {replica.devices}" if replica.devices else "") + ").")
+        if job.mark_running():
+            from jobs.services import announce_state
+
+            announce_state(job)
+
+    def _prepare(self, local: LocalReplica, replica: Replica, job: Job) -> ReplicaProcess:
+        training_input = runnable_input(job.training_input)  # a built-in algorithm: our package
+        launch = replica.launch
+        replica_dir = work_dir_for(job) / "replicas" / replica.label
+        shutil.rmtree(replica_dir, ignore_errors=True)
+        (replica_dir / "tmp").mkdir(parents=True)
+
+        def check() -> None:
+            if local.stopping:
+                raise PrepareError("stopped")
+
+        files = fetch_packages(training_input, replica_dir / "packages", check)
+        environment = build_environment(training_input, files,
+                                        lambda message: local.sink.service(f"{replica.label}: {message}"), check)
+        extra = {"CUDA_VISIBLE_DEVICES": replica.devices}  # none: the replica sees no GPU at all
+        return ReplicaProcess(
+            replica_id=replica.pk, label=replica.label, task_type=replica.task_type,
+            command=trainer_command(environment.python, training_input["pythonModule"], launch.get("args", []),
+                                    launch.get("jobDir")),
+            env=trainer_environment(passthrough=passthrough_env(), bin_dir=environment.bin_dir,
+                                    tmp_dir=replica_dir / "tmp", tf_config=launch["tfConfig"],
+                                    cluster_spec=launch["clusterSpec"], job_id=job.job_id, replica_id=replica.pk,
+                                    extra=extra),
+            cwd=replica_dir, sink=local.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+            preexec=_die_with_agent,
+        )
+
+    def _spawner_loop(self) -> None:
+        """Every trainer is forked from this one long-lived thread: PR_SET_PDEATHSIG fires when
+        the thread that forked the child ends, and this one ends only with the process."""
+        while True:
+            process, started = self._spawns.get()
+            try:
+                process.start()
+            except OSError:
+                logger.exception("Could not start %s", process.label)
+            finally:
+                started.set()
+
+    # --- watching them ---------------------------------------------------------------------------
+
+    def _supervise_loop(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                running = [r for r in self.replicas.values() if r.process is not None and not r.done.is_set()]
+            for local in running:
+                code = local.process.poll()
+                if code is None or local.stopping:
+                    continue
+                try:
+                    local.process.wait_output()
+                    state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
+                    message = ""
+                    if code != 0:
+                        message = (f"The replica {local.task_type} {local.task_index} exited with a non-zero "
+                                   f"status of {exit_description(code)}.")
+                        tail = traceback_tail(list(local.process.stderr_tail))
+                        if tail:
+                            message += " \n" + tail
+                    self._finish(local, state, code, message)
+                except Exception:
+                    logger.exception("Recording the exit of %s failed", local.label)
+            self._stopping.wait(0.05)
+
+    def _finish(self, local: LocalReplica, state: str, code: int | None, message: str = "") -> None:
+        """Store what remains of its log, then its end, if this is still its current start."""
+        if local.done.is_set():
+            return
+        local.done.set()
+        sink = local.sink
+        if sink is not None:
+            if state == ReplicaState.SUCCEEDED or state == ReplicaState.FAILED:
+                sink.service(f"{local.label} exited with status {exit_description(code) if code is not None else 'none'}.",
+                             severity="INFO" if state == ReplicaState.SUCCEEDED else "ERROR")
+            if message and code is None and state == ReplicaState.FAILED:
+                sink.service(message, severity="ERROR")
+            sink.close()
+        if not (sink is not None and sink.fenced):
+            Replica.objects.filter(pk=local.pk, attempt=local.attempt).update(
+                state=state, exit_code=code, end_time=timezone.now(), error_message=message,
+                lease_expires=None)
+        with self._lock:
+            self.replicas.pop(local.pk, None)
+
+    def _stop(self, local: LocalReplica, *, fenced: bool) -> None:
+        local.stopping = True
+        if local.process is None:
+            return  # still preparing: it stops at its next check
+        local.process.stop(0 if fenced else settings.STOP_GRACE_SECONDS)
+        local.process.wait_output()
+        if fenced:
+            local.done.set()
+            if local.sink is not None:
+                local.sink.fenced = True
+                local.sink.close()
+            with self._lock:
+                self.replicas.pop(local.pk, None)
+            return
+        self._finish(local, ReplicaState.STOPPED, local.process.poll())
+
+    # --- heartbeat -------------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                close_old_connections()
+                self.heartbeat()
+            except Exception:
+                logger.exception("Heartbeat failed")
+            self._stopping.wait(settings.WORKER_HEARTBEAT_SECONDS)
+        connection.close()
+
+    def heartbeat(self) -> None:
+        now = timezone.now()
+        lease = now + timedelta(seconds=settings.WORKER_LEASE_SECONDS)
+        Worker.objects.filter(pk=self.worker.pk).update(heartbeat=now, stopped=False)
+        with self._lock:
+            locals_ = list(self.replicas.values())
+            runners = dict(self.jobs)
+        if locals_:
+            mine = Q()
+            for local in locals_:
+                mine |= Q(pk=local.pk, attempt=local.attempt)
+            Replica.objects.filter(mine, worker=self.worker, state=ReplicaState.RUNNING).update(lease_expires=lease)
+            rows = {row["pk"]: row for row in Replica.objects.filter(pk__in=[r.pk for r in locals_]).values(
+                "pk", "attempt", "state", "stop_requested", "worker_id", "job__state")}
+            for local in locals_:
+                row = rows.get(local.pk)
+                if local.done.is_set() or local.stopping:
+                    continue
+                if row is None or row["attempt"] != local.attempt or row["worker_id"] != self.worker.pk:
+                    logger.warning("%s was started again elsewhere; stopping this copy", local.label)
+                    _in_thread(self._stop, local, fenced=True)
+                elif row["stop_requested"] or row["job__state"] in (JobState.CANCELLING, JobState.CANCELLED,
+                                                                    JobState.FAILED, JobState.SUCCEEDED):
+                    _in_thread(self._stop, local, fenced=False)
+        if runners:
+            Job.objects.filter(pk__in=runners, worker=self.worker, runner=self.runner_id).update(lease_expires=lease)
+            rows = {row["pk"]: row for row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id",
+                                                                                          "runner")}
+            for pk, runner in runners.items():
+                row = rows.get(pk)
+                if row is None or row["worker_id"] != self.worker.pk or (
+                        row["runner"] and row["runner"] != self.runner_id):
+                    logger.warning("Job %s was handed to another worker; stopping it here", pk)
+                    runner.fenced = True
+                    runner.cancel()
+                elif row["state"] == JobState.CANCELLING:
+                    runner.cancel()
+
+    # --- whole jobs (tuning, batch prediction) ----------------------------------------------
+
+    def run_job(self, job_pk: int) -> None:
+        from jobs.executor.controller import _runner_class
+
+        close_old_connections()
+        job = Job.objects.filter(pk=job_pk, state=JobState.QUEUED, worker=self.worker).first()
+        if job is None:
+            return  # handed elsewhere already, or cancelled
+        Job.objects.filter(pk=job_pk).update(
+            lease_expires=timezone.now() + timedelta(seconds=settings.WORKER_LEASE_SECONDS), etag=new_etag())
+        runner = _runner_class(job)(job_pk, self.runner_id, on_done=self._job_done)
+        with self._lock:
+            self.jobs[job_pk] = runner
+        runner.start()
+
+    def _job_done(self, runner) -> None:
+        with self._lock:
+            self.jobs.pop(runner.job_pk, None)
+        Job.objects.filter(pk=runner.job_pk, worker=self.worker).exclude(
+            state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]).update(
+            worker=None, lease_expires=None)
+
+
+def _in_thread(target, *args, **kwargs) -> None:
+    """Run ``target`` in a short-lived thread that gives back its database connection."""
+
+    def run() -> None:
+        try:
+            target(*args, **kwargs)
+        except Exception:
+            logger.exception("%s failed", getattr(target, "__name__", target))
+        finally:
+            connection.close()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+_agent: Agent | None = None
+
+
+def register(*, region: str, machine_types: list[str], accelerators: dict[str, int], cpus: float,
+             memory_gb: float, address: str | None, ports: tuple[int, int]) -> Agent:
+    """Register this process as a worker and start its heartbeat."""
+    import os
+    import uuid
+
+    global _agent
+    hostname = socket.gethostname()
+    worker = Worker.objects.create(
+        name=f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:4]}", hostname=hostname,
+        address=address or _reachable_address(), region=region, machine_types=machine_types,
+        accelerators=accelerators, cpus=cpus, memory_gb=memory_gb, port_first=ports[0], port_last=ports[1],
+        pid=os.getpid())
+    _agent = Agent(worker)
+    _agent.start()
+    return _agent
+
+
+def current() -> Agent:
+    if _agent is None:
+        raise RuntimeError("This process is not a worker (aiconsole worker registers one).")
+    return _agent
+
+
+def _reachable_address() -> str:
+    """The address other hosts reach this one at: the source address of a route outwards."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))  # no packet is sent
+            return probe.getsockname()[0]
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())

@@ -1,0 +1,75 @@
+"""What live workers offer now: their declared capacity minus the replicas and jobs placed on them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs import catalogue
+from jobs.cluster import placement
+from jobs.models import ACTIVE_STATES, LIVE_REPLICA_STATES, Job, Replica, Worker
+
+
+def live_workers():
+    cutoff = timezone.now() - timedelta(seconds=settings.WORKER_LEASE_SECONDS)
+    return Worker.objects.filter(stopped=False, heartbeat__gte=cutoff)
+
+
+def whole_job_plans(job: Job) -> list[catalogue.ReplicaPlan]:
+    """What a job run whole by one worker (tuning, batch prediction) holds while it runs."""
+    if job.prediction_input is not None:
+        from models_registry.batch import replicas_needed
+
+        return [catalogue.ReplicaPlan("worker", i, "n1-standard-4", None, 0)
+                for i in range(replicas_needed(job.prediction_input))]
+    per_trial = catalogue.replica_plan(job.training_input)
+    from jobs import tuning
+
+    parallel = tuning.parallel_trials(job.training_input["hyperparameters"], len(per_trial), settings.MAX_REPLICAS)
+    return per_trial * parallel
+
+
+def runs_whole(job: Job) -> bool:
+    """Tuning and batch prediction jobs run whole on one worker, with embedded mode's runners."""
+    return job.prediction_input is not None or job.is_hyperparameter_job
+
+
+def offers() -> dict[str, placement.Offer]:
+    workers = {worker.pk: worker for worker in live_workers()}
+    result = {
+        worker.name: placement.Offer(
+            name=worker.name, region=worker.region, machine_types=frozenset(worker.machine_types or ()),
+            cpus=worker.cpus, memory_gb=worker.memory_gb, accelerators=dict(worker.accelerators or {}),
+            free_cpus=worker.cpus, free_memory_gb=worker.memory_gb,
+            free_devices=placement.device_indices(worker.accelerators or {}),
+            ports=(worker.port_first, worker.port_last),
+        )
+        for worker in workers.values()
+    }
+    names = {pk: worker.name for pk, worker in workers.items()}
+    placed = Replica.objects.filter(worker_id__in=names, state__in=LIVE_REPLICA_STATES, job__worker=None)
+    for replica in placed.values("worker_id", "machine_type", "accelerator_type", "accelerator_count", "devices",
+                                 "port"):
+        offer = result[names[replica["worker_id"]]]
+        plan = catalogue.ReplicaPlan("", 0, replica["machine_type"], replica["accelerator_type"] or None,
+                                     replica["accelerator_count"])
+        _subtract(offer, placement.replica_cost(plan), replica["devices"])
+        if replica["port"]:
+            offer.used_ports.add(replica["port"])
+    for job in Job.objects.filter(worker_id__in=names, state__in=ACTIVE_STATES):
+        offer = result[names[job.worker_id]]
+        for plan in whole_job_plans(job):
+            cost = placement.replica_cost(plan)
+            devices = offer.free_devices.get(cost.accelerator or "", [])[:cost.accelerators]
+            _subtract(offer, cost, ",".join(map(str, devices)))
+    return result
+
+
+def _subtract(offer: placement.Offer, cost: placement.Cost, devices: str) -> None:
+    offer.free_cpus -= cost.cpus
+    offer.free_memory_gb -= cost.memory_gb
+    taken = {int(d) for d in devices.split(",") if d.strip().isdigit()}
+    for name, free in offer.free_devices.items():
+        offer.free_devices[name] = [d for d in free if d not in taken]

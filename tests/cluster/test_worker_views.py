@@ -1,0 +1,60 @@
+"""The workers page: platform admins see every worker and what runs on it; nobody else sees it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.conftest import submit
+
+
+@pytest.fixture
+def superuser(db):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_superuser("root_admin", "root@example.com", "pw-root")
+
+
+@pytest.fixture
+def workers(db):
+    from jobs.models import Worker
+
+    live = Worker.objects.create(name="gpu-host-1", hostname="gpu-host", address="10.0.0.5", region="us-central1",
+                                 accelerators={"NVIDIA_TESLA_T4": 2}, cpus=16, memory_gb=64)
+    lost = Worker.objects.create(name="old-host-1", hostname="old-host", address="10.0.0.6", region="us-east1",
+                                 cpus=4, memory_gb=16, heartbeat=timezone.now() - timedelta(minutes=5))
+    return live, lost
+
+
+def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, workers, project, admin):
+    from jobs.models import Replica, ReplicaState
+
+    live, _ = workers
+    job = submit(project, "busy_job", admin)
+    Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
+                           machine_type="n1-standard-4", accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1,
+                           state=ReplicaState.RUNNING, worker=live, devices="1", host="10.0.0.5", port=20001)
+    client.force_login(superuser)
+    page = client.get("/workers/").content.decode()
+    assert "gpu-host-1" in page and "2 × NVIDIA_TESLA_T4" in page
+    assert "busy_job</a> master-replica-0 (GPUs 1)" in page
+    assert "12 CPUs, 49 GB, 1 devices" in page  # what is left: 16 - 4 CPUs, 64 - 15 GB, one T4
+    assert "old-host-1" not in page
+    assert "old-host-1" in client.get("/workers/?all=1").content.decode()
+
+
+def test_project_admin_gets_404(client, admin, workers):
+    client.force_login(admin)
+    assert client.get("/workers/").status_code == 404
+
+
+def test_anonymous_is_sent_to_sign_in(client, workers):
+    response = client.get("/workers/")
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_embedded_mode_explains_there_are_no_workers(client, superuser):
+    client.force_login(superuser)
+    assert "has no workers" in client.get("/workers/").content.decode()
