@@ -12,13 +12,15 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_application = get_asgi_application()
 
 from aiconsole.routing import websocket_urlpatterns  # noqa: E402
+from jobs.asgi import JobsListFront  # noqa: E402
 from models_registry.asgi import PredictFront  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Bearer-token :predict calls are answered before Django's per-request machinery, with
-        # the same services and checks (models_registry/asgi.py); everything else goes to Django.
-        "http": PredictFront(django_application),
+        # Bearer-token :predict calls and plain jobs.list pages are answered before Django's
+        # per-request machinery, with the same services and checks (models_registry/asgi.py,
+        # jobs/asgi.py); everything else goes to Django.
+        "http": PredictFront(JobsListFront(django_application)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -56,11 +56,18 @@ Job.objects.bulk_create(batch)
 
 
 class Server:
-    def __init__(self, data_dir: Path, port: int):
+    """``aiconsole up`` as shipped, or (``django_only``) the same Django application served by
+    uvicorn without the ASGI fronts: what jobs.list cost before ``jobs/asgi.py``."""
+
+    def __init__(self, data_dir: Path, port: int, django_only: bool = False):
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
         self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
         self.port = port
-        self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(port)], env=self.env,
+        command = [AICONSOLE, "up", "--port", str(port)]
+        if django_only:
+            command = [sys.executable, "-m", "uvicorn", "aiconsole.asgi:django_application", "--port", str(port),
+                       "--log-level", "warning", "--lifespan", "off"]
+        self.process = subprocess.Popen(command, env=self.env, cwd=ROOT,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -199,19 +206,27 @@ def main() -> None:
         started = time.monotonic()
         seed(data_dir, args.jobs)
         print(f"Seeded {args.jobs} jobs in {time.monotonic() - started:.1f} s")
-        server = Server(data_dir, free_port())
-        try:
-            paths = request_paths(server)
-            loop = wrk_closed_loop if shutil.which("wrk") else python_closed_loop
-            throughput = loop(server, paths, args.seconds, args.connections)
-            latency = fixed_rate(server, paths, args.seconds, 100)
-        finally:
-            server.stop()
+        results = {}
+        for name, django_only in (("as shipped (with the jobs.list front)", False), ("Django alone", True)):
+            server = Server(data_dir, free_port(), django_only=django_only)
+            try:
+                paths = request_paths(server)
+                loop = wrk_closed_loop if shutil.which("wrk") else python_closed_loop
+                throughput = loop(server, paths, args.seconds, args.connections)
+                latency = fixed_rate(server, paths, args.seconds, 100)
+            finally:
+                server.stop()
+            results[name] = (throughput, latency)
     print(f"jobs.list, {args.jobs} jobs, pages 1/50/500 in turn, bearer auth:")
-    print(f"  throughput ({throughput['tool']}, {args.connections} connections): "
-          f"{throughput['requests_per_second']:.0f} req/s   (goal ≥ 400)")
-    print(f"  at 100 req/s: p50 {latency['p50_ms']:.1f} ms  p99 {latency['p99_ms']:.1f} ms  "
-          f"max {latency['max_ms']:.1f} ms   (goal p99 ≤ 25 ms)")
+    for name, (throughput, latency) in results.items():
+        print(f"  {name}:")
+        print(f"    throughput ({throughput['tool']}, {args.connections} connections): "
+              f"{throughput['requests_per_second']:.0f} req/s   (goal ≥ 400)")
+        print(f"    at 100 req/s: p50 {latency['p50_ms']:.1f} ms  p99 {latency['p99_ms']:.1f} ms  "
+              f"max {latency['max_ms']:.1f} ms   (goal p99 ≤ 25 ms)")
+    (shipped, _), (alone, _) = results.values()
+    print(f"  throughput ratio, as shipped / Django alone: "
+          f"{shipped['requests_per_second'] / alone['requests_per_second']:.2f}")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,12 @@ from __future__ import annotations
 import queue
 import sqlite3
 from contextlib import contextmanager
+from datetime import UTC
 from functools import lru_cache
 
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.utils.dateparse import parse_datetime
 
 from aiconsole import iam
 from aiconsole.models import ApiToken, Project, RoleBinding
@@ -62,9 +64,18 @@ def _layout(cls, names: tuple[str, ...]) -> tuple[list[str], list[int], list]:
                               if isinstance(value, str | bytes) else value)
         elif isinstance(field, models.BooleanField):
             converters.append(lambda value: bool(value) if value is not None else None)
+        elif isinstance(field, models.DateTimeField):
+            converters.append(_datetime)  # SQLite hands back text; PostgreSQL a datetime already
         else:
             converters.append(None)
     return ordered, [names.index(name) for name in ordered], converters
+
+
+def _datetime(value):
+    if not isinstance(value, str):
+        return value
+    moment = parse_datetime(value)
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 def instance(cls, names: tuple[str, ...], values):

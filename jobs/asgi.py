@@ -1,0 +1,124 @@
+"""An ASGI front for the most frequent read: ``GET /v1/projects/P/jobs`` with a bearer token.
+
+Scripts and dashboards poll jobs.list; through Django's request machinery (a thread hop per
+middleware, a database connection and four ORM queries compiled per request) one page costs
+several milliseconds of the console's CPU. This front answers the plain case itself, with the
+reads of ``models_registry.hotpath`` (raw SQL on long-lived connections, the same RoleBinding
+rows and ``iam.ROLES`` table) and the same ``job_resource`` and page tokens as the view:
+
+- a bearer token of an active user, a project where the caller's *project-level* roles grant
+  ``ml.jobs.list`` and ``ml.jobs.get`` (or a platform admin),
+- no ``filter``, only ``pageSize`` / ``pageToken`` (and the client library's ``alt=json`` and
+  ``prettyPrint``), both well formed,
+- the project not writing Data Access audit logs.
+
+Anything else (a missing or bad token, a job-level owner who sees only some jobs, a filter, a
+bad page token, an unknown project, Data Access logging) is handed to Django untouched: a GET
+has no body, so nothing is consumed, and every refusal keeps its one wording and audit path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qsl
+
+from aiconsole.middleware import RequestContext, current_request
+
+LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
+THREADS = 4
+ALLOWED_PARAMS = {"pageSize", "pageToken", "alt", "prettyPrint", "filter"}
+# What Django's middleware adds to an API answer, so both paths answer alike.
+HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"),
+           (b"referrer-policy", b"same-origin"), (b"cross-origin-opener-policy", b"same-origin"),
+           (b"x-frame-options", b"DENY"), (b"vary", b"Accept, Cookie"), (b"allow", b"GET, POST, OPTIONS")]
+
+
+def _header(scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+class JobsListFront:
+    def __init__(self, app, threads: int = THREADS):
+        self.app = app
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jobs-list")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET":
+            match = LIST_PATH.match(scope["path"])
+            authorization = _header(scope, b"authorization") if match else ""
+            if match and authorization[:7].lower() == "bearer " and not _header(scope, b"cookie"):
+                params = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+                context = RequestContext(
+                    request_id=_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
+                    caller_ip=(scope.get("client") or ("", 0))[0] or "",
+                    user_agent=_header(scope, b"user-agent")[:500])
+                loop = asyncio.get_running_loop()
+                body = await loop.run_in_executor(self.executor, _list, authorization[7:], match.group(1),
+                                                  params, context)
+                if body is not None:
+                    headers = [*HEADERS, (b"content-length", str(len(body)).encode()),
+                               (b"x-request-id", context.request_id.encode())]
+                    await send({"type": "http.response.start", "status": 200, "headers": headers})
+                    await send({"type": "http.response.body", "body": body})
+                    return
+        return await self.app(scope, receive, send)
+
+
+def _list(token: str, project_id: str, params: list[tuple[str, str]], context: RequestContext) -> bytes | None:
+    """The page as the view would answer it, or None: "let Django answer this one"."""
+    from aiconsole import paging
+    from aiconsole.errors import InvalidArgument
+
+    values = dict(params)
+    if len(values) != len(params) or not set(values) <= ALLOWED_PARAMS or values.get("filter"):
+        return None
+    if values.get("alt", "json") != "json":
+        return None
+    try:
+        size = paging.page_size(values.get("pageSize"))
+        after = paging.decode_token("jobs", values.get("pageToken"))
+    except InvalidArgument:
+        return None
+    if after is not None and not after.isdigit():
+        return None
+    from django.db import close_old_connections
+
+    reset = current_request.set(context)
+    try:
+        return _page(token, project_id, size, int(after) if after is not None else None)
+    finally:
+        current_request.reset(reset)
+        close_old_connections()  # a queued job's position is read through Django's connection
+
+
+def _page(token: str, project_id: str, size: int, after: int | None) -> bytes | None:
+    from aiconsole import paging
+    from jobs import readpath
+    from jobs.resources import job_resource
+    from models_registry import api
+
+    user = api.bearer_user(token)
+    if user is None:
+        return None
+    project = readpath.project(project_id)
+    if project is None or project.data_access_logs:
+        return None
+    if not readpath.sees_every_job(user, project):
+        return None
+    page = readpath.jobs_page(project, size + 1, after)
+    next_token = paging.encode_token("jobs", page[size - 1].pk) if len(page) > size else None
+    body: dict = {}
+    if page:
+        body["jobs"] = [job_resource(job) for job in page[:size]]
+    if next_token:
+        body["nextPageToken"] = next_token
+    # As DRF's JSONRenderer writes it: compact, UTF-8, line and paragraph separators escaped.
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
