@@ -11,21 +11,94 @@ document.addEventListener("change", (event) => {
   }
 });
 
-// Show times in the user's own timezone, with a relative hint.
+// Show times in the user's own timezone, with a relative hint ("3 minutes ago") outside logs.
+const relativeFormat = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600],
+  ["minute", 60], ["second", 1]];
+
+function relativeTime(when) {
+  const seconds = (when.getTime() - Date.now()) / 1000;
+  if (Math.abs(seconds) < 45) return relativeFormat.format(0, "second");
+  const [unit, size] = UNITS.find(([, size]) => Math.abs(seconds) >= size);
+  return relativeFormat.format(Math.round(seconds / size), unit);
+}
+
 function localizeTimes(root) {
   root.querySelectorAll("time[datetime]").forEach((el) => {
     const when = new Date(el.getAttribute("datetime"));
     if (isNaN(when)) return;
-    el.title = when.toISOString();
-    el.textContent = when.toLocaleString();
+    const local = when.toLocaleString();
+    el.title = when.toISOString() + " (UTC)";
+    el.textContent = el.closest(".logs") ? local : local + " (" + relativeTime(when) + ")";
+    el.dataset.localized = "true";
   });
 }
-document.addEventListener("DOMContentLoaded", () => {
-  localizeTimes(document);
+
+function toggleCustomMachines() {
   const tier = document.querySelector("input[name=scale_tier]:checked");
   document.querySelectorAll("[data-custom-only]").forEach((el) => {
     el.hidden = !tier || tier.value !== "CUSTOM";
   });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  localizeTimes(document);
+  toggleCustomMachines();
+  setInterval(() => localizeTimes(document.querySelector("main")), 30000);
 });
 document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
+
+// A model page opened while its first version was being created: show the prediction panel
+// once a version is READY (the versions table refreshes itself; the panel is server-rendered).
+document.addEventListener("htmx:afterSettle", () => {
+  const versions = document.querySelector("#versions[data-ready]");
+  if (versions && versions.dataset.ready !== "0" && document.querySelector("[data-awaits-ready-version]")) {
+    window.location.reload();
+  }
+});
+
+// Forms that upload a file show the upload's progress; the server's answer then replaces the
+// page as a plain submit would (a redirect is followed, a form with errors is shown again).
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!form.matches("form[data-upload-progress]") || !window.XMLHttpRequest) return;
+  const files = [...form.querySelectorAll("input[type=file]")].some((input) => input.files.length);
+  if (!files) return;
+  event.preventDefault();
+  const box = form.querySelector("[data-upload-status]");
+  const bar = box.querySelector("progress");
+  const text = box.querySelector("[data-upload-text]");
+  box.hidden = false;
+  form.querySelectorAll("button[type=submit]").forEach((button) => { button.disabled = true; });
+  const request = new XMLHttpRequest();
+  request.open("POST", form.action || window.location.href);
+  request.upload.addEventListener("progress", (progress) => {
+    if (!progress.lengthComputable) return;
+    bar.max = progress.total;
+    bar.value = progress.loaded;
+    const percent = Math.round((100 * progress.loaded) / progress.total);
+    text.textContent = progress.loaded < progress.total ? `Uploading… ${percent}%` : "Uploaded; checking the package…";
+  });
+  request.addEventListener("load", () => {
+    const landed = new URL(request.responseURL || window.location.href);
+    if (landed.pathname !== window.location.pathname) {
+      window.location.assign(landed.href);
+      return;
+    }
+    const answer = new DOMParser().parseFromString(request.responseText, "text/html");
+    const main = answer.querySelector("main");
+    if (!main) { window.location.assign(landed.href); return; }
+    document.querySelector("main").replaceWith(main);
+    document.title = answer.title;
+    localizeTimes(main);
+    toggleCustomMachines();
+    const firstError = main.querySelector(".has-error input, .has-error select, .has-error textarea, .errors");
+    if (firstError) firstError.focus();
+  });
+  request.addEventListener("error", () => {
+    text.textContent = "The upload failed: the console could not be reached. Try again.";
+    form.querySelectorAll("button[type=submit]").forEach((button) => { button.disabled = false; });
+  });
+  request.send(new FormData(form));
+});

@@ -1,0 +1,103 @@
+"""Accessibility in the browser: axe-core on every main page (light and dark), keyboard-only use,
+visible focus, and times shown in the user's own timezone."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import axe_violations, login
+
+pytestmark = pytest.mark.browser
+P = "/projects/default-project"
+MAIN_PAGES = [f"{P}/jobs/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/jobs/train_model/", f"{P}/members/",
+              f"{P}/audit/", f"{P}/models/", "/profile/"]
+
+
+def test_main_pages_have_no_serious_accessibility_violations_in_light_and_dark(page, console):
+    console.wait(console.background["tuning"], timeout=240)  # so its page has charts
+    found = {}
+    page.goto("/login/")
+    found["/login/"] = axe_violations(page)
+    login(page)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for path in MAIN_PAGES:
+            page.goto(path)
+            page.wait_for_load_state("load")
+            if violations := axe_violations(page):
+                found[f"{path} ({scheme})"] = violations
+    assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_dark_mode_follows_the_system_setting(page, console):
+    login(page)
+    background = "() => getComputedStyle(document.body).backgroundColor"
+    page.emulate_media(color_scheme="light")
+    light = page.evaluate(background)
+    page.emulate_media(color_scheme="dark")
+    dark = page.evaluate(background)
+    assert light == "rgb(246, 247, 249)" and dark == "rgb(17, 20, 24)", (light, dark)
+
+
+def focused_outline(page) -> str:
+    return page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+
+
+def tab_to(page, target, most: int = 40) -> None:
+    for _ in range(most):
+        if target.evaluate("(el) => el === document.activeElement"):
+            return
+        page.keyboard.press("Tab")
+    expect(target).to_be_focused()
+
+
+def test_keyboard_only_sign_in_and_open_a_job(page, console):
+    page.goto("/login/")
+    page.locator("body").click(position={"x": 5, "y": 300})  # give the page focus, as a user's first click does
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to content")
+    expect(skip).to_be_focused()
+    assert focused_outline(page) == "solid"  # the focus ring is visible
+    assert skip.bounding_box()["x"] >= 0  # and the skip link moves into view
+    tab_to(page, page.get_by_label("Username"))  # past the "AI Console" home link
+    page.keyboard.type("admin")
+    page.keyboard.press("Tab")
+    page.keyboard.type(console.env["AICONSOLE_ADMIN_PASSWORD"])
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/jobs/$"))
+
+    # Tab from the top of the page to the first job's link, then open it with Enter.
+    target = page.locator("#job-rows a").first
+    name = target.inner_text()
+    tab_to(page, target)
+    assert focused_outline(page) == "solid"
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", level=1)).to_have_text(name)
+
+
+def test_keyboard_only_submit_form_shows_errors_next_to_the_field(page, console):
+    login(page)
+    page.goto(f"{P}/jobs/new/")
+    page.get_by_label("Job ID").focus()
+    page.keyboard.type("1-not-valid")
+    page.get_by_role("button", name="Submit job").focus()
+    page.keyboard.press("Enter")
+    field = page.locator(".field.has-error", has=page.get_by_label("Job ID"))
+    expect(field.locator(".errors")).to_be_visible()
+    expect(page.get_by_label("Job ID")).to_have_attribute("aria-invalid", "true")
+
+
+def test_times_are_shown_in_the_users_timezone_with_a_relative_hint(page, console):
+    login(page)  # the browser context is in Europe/Berlin
+    page.goto(f"{P}/jobs/")
+    created = page.locator("#job-rows tbody tr time").first
+    expect(created).to_have_attribute("data-localized", "true")
+    utc = created.get_attribute("datetime")
+    shown = created.inner_text()
+    expected = page.evaluate("(iso) => new Date(iso).toLocaleString()", utc)
+    assert shown.startswith(expected), (shown, expected)
+    assert re.search(r"\((now|\d+ (second|minute|hour)s? ago|in \d+ seconds?)\)$", shown), shown
+    assert page.evaluate("() => Intl.DateTimeFormat().resolvedOptions().timeZone") == "Europe/Berlin"
