@@ -21,6 +21,7 @@ Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--chaos-
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import signal
 import statistics
@@ -156,6 +157,7 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     kills = {"trainer": 0, "worker": 0, "web": 0}
+    trainer_killed: set[str] = set()
     targets = (list(kills) * rounds)[:rounds]  # each kind of failure, in a random order
     rng.shuffle(targets)
     for round_number, target in enumerate(targets):
@@ -168,13 +170,13 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
         time.sleep(rng.uniform(0.5, 2.5))  # let them get going before something breaks (chaos, not a wait)
         kills[target] += 1
         if target == "trainer":
-            running = cluster.sql("SELECT pid FROM jobs_replica WHERE state = 'RUNNING' AND pid IS NOT NULL")
+            running = cluster.sql("SELECT r.pid, j.job_id FROM jobs_replica r JOIN jobs_job j ON j.id = r.job_id "
+                                  "WHERE r.state = 'RUNNING' AND r.pid IS NOT NULL")
             if running:
-                pid = rng.choice(running)[0]
+                pid, job_id = rng.choice(running)
                 try:
-                    import os
-
                     os.kill(pid, signal.SIGKILL)
+                    trainer_killed.add(job_id)
                 except ProcessLookupError:
                     pass
         elif target == "worker":
@@ -202,6 +204,8 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
     states = [cluster.job(job_id)["state"] for job_id in jobs]
     return {"rounds": rounds, "jobs": len(jobs), "kills": kills,
             "outcomes": {state: states.count(state) for state in sorted(set(states))},
+            "failed_without_a_killed_trainer": [job_id for job_id, state in zip(jobs, states, strict=True)
+                                                if state == "FAILED" and job_id not in trainer_killed],
             "every_job_terminal": all(state in TERMINAL for state in states),
             "terminal_state_changed": left_terminal, "duplicate_live_replicas": duplicates,
             "log_sequence_gaps": gaps}

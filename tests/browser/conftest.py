@@ -68,8 +68,10 @@ def console(chromium):
         harness.remove(scratch)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium):
+    """Package scope, not session: while Playwright's sync API runs, its event loop counts as
+    running on this thread, and the suite's asyncio tests after the browser tests would fail."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
