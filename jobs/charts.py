@@ -6,8 +6,11 @@ only trials with a final metric are plotted; trials that reported nothing have n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from html import escape
 
+import numpy as np
 import plotly.graph_objects as go
 
 # Okabe & Ito's palette: told apart with any colour-vision deficiency. Continuous scales use Viridis.
@@ -17,16 +20,29 @@ COLORWAY = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#
 @dataclass(frozen=True)
 class Chart:
     title: str
-    figure: go.Figure
+    figure: go.Figure | None  # None: nothing to draw yet, ``note`` says why
     columns: list[str]
     rows: list[list]
+    key: str = ""  # which chart it is, for the page's controls ("contour", "importance", …)
+    note: str = ""
 
     @property
     def html(self) -> str:
+        if self.figure is None:
+            return ""
         self.figure.update_layout(template="plotly_white", colorway=COLORWAY)
         # plotly.js is served from static/vendor/, never from a CDN.
         return self.figure.to_html(full_html=False, include_plotlyjs=False,
                                    config={"displaylogo": False, "responsive": True})
+
+    @property
+    def table_html(self) -> str:
+        """The data as an HTML table, built here: a template loop over a 2,000-trial study's
+        rows costs seconds, this costs milliseconds."""
+        head = "".join(f'<th scope="col">{escape(str(c))}</th>' for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>"
+                       for row in self.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def points(trials: list[dict]) -> list[dict]:
@@ -92,23 +108,194 @@ def parallel_coordinates(data: list[dict]) -> Chart:
                  [[p["trial"], *[p["params"].get(n, "") for n in names], p["objective"]] for p in data])
 
 
-def slice_plot(data: list[dict], name: str) -> Chart:
+def slice_plot(data: list[dict], name: str, log: bool = False) -> Chart:
     values = [p["params"].get(name, "") for p in data]
     numbers = _numeric(values)
     figure = go.Figure(go.Scatter(x=numbers if numbers is not None else values, y=[p["objective"] for p in data],
                                   mode="markers", text=[f"Trial {p['trial']}" for p in data]))
     figure.update_layout(xaxis_title=name, yaxis_title="Objective value", margin={"t": 20})
+    if log and numbers is not None:
+        figure.update_xaxes(type="log")
     return Chart(f"Slice: {name}", figure, ["Trial", name, "Objective"],
                  [[p["trial"], v, p["objective"]] for p, v in zip(data, values, strict=True)])
 
 
-def tuning_charts(training_output: dict, goal: str | None) -> list[Chart]:
-    """Every chart for a tuning job's page; empty until a trial has a result."""
-    data = points(training_output.get("trials") or [])
+def log_scaled(spec: dict | None) -> set[str]:
+    """Parameters the spec puts on a log axis (UNIT_LOG_SCALE): their charts use log axes too."""
+    return {p["parameterName"] for p in (spec or {}).get("params", [])
+            if p.get("scaleType") == "UNIT_LOG_SCALE" and p.get("type") in ("DOUBLE", "INTEGER")}
+
+
+# Contour: objectives averaged over a grid of this many cells a side, gaps interpolated by Plotly.
+CONTOUR_CELLS = 24
+
+
+def _axis(values: list[str], log: bool) -> tuple[list, list[float], dict]:
+    """Plot values, their positions on a linear scale (for binning), and axis settings."""
+    numbers = _numeric(values)
+    if numbers is None:
+        categories = sorted(set(values))
+        positions = [float(categories.index(v)) for v in values]
+        return positions, positions, {"tickvals": list(range(len(categories))), "ticktext": categories}
+    if log and all(n > 0 for n in numbers):
+        return numbers, [math.log10(n) for n in numbers], {"type": "log"}
+    return numbers, numbers, {}
+
+
+def _bins(positions: list[float], cells: int) -> tuple[list[float], list[int]]:
+    low, high = min(positions), max(positions)
+    width = (high - low) / cells or 1.0
+    index = [min(cells - 1, int((v - low) / width)) for v in positions]
+    return [low + width * (i + 0.5) for i in range(cells)], index
+
+
+def contour_plot(data: list[dict], x_name: str, y_name: str, log: set[str] | frozenset = frozenset(),
+                 maximize: bool = True) -> Chart:
+    """The objective over two parameters: trials as points over a contour of their objectives
+    averaged on a grid (empty cells interpolated), on log axes where the parameter is log-scaled."""
+    xs, x_pos, x_axis = _axis([p["params"].get(x_name, "") for p in data], x_name in log)
+    ys, y_pos, y_axis = _axis([p["params"].get(y_name, "") for p in data], y_name in log)
+    objectives = [p["objective"] for p in data]
+    x_centres, x_index = _bins(x_pos, CONTOUR_CELLS)
+    y_centres, y_index = _bins(y_pos, CONTOUR_CELLS)
+    sums: dict[tuple[int, int], list[float]] = {}
+    for i, j, value in zip(x_index, y_index, objectives, strict=True):
+        sums.setdefault((i, j), []).append(value)
+    z = [[(sum(sums[i, j]) / len(sums[i, j])) if (i, j) in sums else None for i in range(CONTOUR_CELLS)]
+         for j in range(CONTOUR_CELLS)]
+    unlog = {"type": "log"}
+    traces = []
+    if len(sums) >= 3:
+        traces.append(go.Contour(
+            x=[10 ** c for c in x_centres] if x_axis == unlog else x_centres,
+            y=[10 ** c for c in y_centres] if y_axis == unlog else y_centres,
+            z=z, connectgaps=True, colorscale="Viridis", reversescale=not maximize, opacity=0.85,
+            colorbar={"title": {"text": "Objective"}}, hoverinfo="skip", name="Objective"))
+    traces.append(go.Scatter(x=xs, y=ys, mode="markers", name="Trials",
+                             marker={"color": "#000000", "size": 7, "line": {"color": "#FFFFFF", "width": 1}},
+                             text=[f"Trial {p['trial']}: {p['objective']:.6g}" for p in data], hoverinfo="text"))
+    figure = go.Figure(traces)
+    figure.update_layout(xaxis_title=x_name, yaxis_title=y_name, margin={"t": 20}, showlegend=False)
+    figure.update_xaxes(**x_axis)
+    figure.update_yaxes(**y_axis)
+    return Chart(f"Contour: {x_name} × {y_name}", figure, ["Trial", x_name, y_name, "Objective"],
+                 [[p["trial"], p["params"].get(x_name, ""), p["params"].get(y_name, ""), p["objective"]]
+                  for p in data], key="contour")
+
+
+def intermediate_values(trials: list[dict]) -> Chart:
+    """Learning curves: every trial's reports (allMetrics) by training step, one line per trial.
+
+    The lines share two traces (completed, stopped early) with gaps between trials, so a study
+    of thousands of trials stays a light figure; hovering a point names its trial.
+    """
+    groups = {False: ([], [], []), True: ([], [], [])}
+    rows = []
+    for trial in sorted(trials, key=lambda t: int(t["trialId"])):
+        reports = [(int(m["trainingStep"]), float(m["objectiveValue"])) for m in trial.get("allMetrics") or []]
+        if not reports:
+            continue
+        stopped = bool(trial.get("isTrialStoppedEarly"))
+        x, y, text = groups[stopped]
+        for step, value in reports:
+            x.append(step)
+            y.append(value)
+            text.append(f"Trial {trial['trialId']}")
+        x.append(math.nan)  # a gap: the next trial's line starts anew
+        y.append(math.nan)
+        text.append("")
+        rows.append([int(trial["trialId"]), trial.get("state", ""), "yes" if stopped else "no", len(reports),
+                     ", ".join(f"{step}: {value:.6g}" for step, value in reports)])
+    traces = []
+    for stopped, (x, y, text) in groups.items():
+        if x:
+            # numpy arrays: Plotly checks plain lists item by item, which is slow at 20,000 points.
+            traces.append(go.Scatter(
+                x=np.array(x), y=np.array(y), text=np.array(text, dtype=object), mode="lines+markers",
+                connectgaps=False,
+                name="Stopped early" if stopped else "Ran to the end", hoverinfo="text+x+y",
+                line={"color": COLORWAY[5] if stopped else COLORWAY[0], "width": 1, "dash": "dot" if stopped else "solid"},
+                marker={"size": 4, "symbol": "x" if stopped else "circle"}))
+    figure = go.Figure(traces)
+    figure.update_layout(xaxis_title="Training step", yaxis_title="Reported objective", margin={"t": 20})
+    return Chart("Intermediate values", figure, ["Trial", "State", "Stopped early", "Reports", "Step: value"],
+                 rows, key="intermediate")
+
+
+# Importance needs enough finished trials to say anything; below this the page says so instead.
+IMPORTANCE_MIN_TRIALS = 10
+# Above this many, importance is estimated on an evenly spaced sample (the page stays fast).
+IMPORTANCE_MAX_TRIALS = 400
+
+
+def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str, float]:
+    """Each parameter's share of the objective's variation (Optuna's default evaluator,
+    PED-ANOVA, on the trials with a result); empty below IMPORTANCE_MIN_TRIALS trials."""
+    from jobs import tuning  # optuna is imported only when there is a study to look at
+
+    if len(data) < IMPORTANCE_MIN_TRIALS or len(spec.get("params") or []) < 1:
+        return {}
+    step = max(1, math.ceil(len(data) / IMPORTANCE_MAX_TRIALS))
+    records = [tuning.TrialRecord(hyperparameters=p["params"], state="SUCCEEDED", objective=p["objective"])
+               for p in data[::step]]
+    study = tuning.build_study({**spec, "goal": "MAXIMIZE" if maximize else "MINIMIZE"}, records)
+    if len(study.trials) < IMPORTANCE_MIN_TRIALS:
+        return {}
+    try:
+        return dict(tuning.optuna.importance.get_param_importances(study))
+    except (ValueError, RuntimeError):  # e.g. every trial has the same objective
+        return {}
+
+
+def parameter_importance(scores: dict[str, float], trials_with_result: int) -> Chart:
+    if not scores:
+        return Chart("Parameter importance", None, [], [], key="importance",
+                     note=f"Parameter importance appears once {IMPORTANCE_MIN_TRIALS} trials have a result "
+                          f"({trials_with_result} so far).")
+    names = list(scores)
+    figure = go.Figure(go.Bar(x=[scores[n] for n in names], y=names, orientation="h",
+                              marker={"color": COLORWAY[0]}, text=[f"{scores[n]:.2f}" for n in names]))
+    figure.update_layout(xaxis_title="Importance (share of the objective's variation)", margin={"t": 20},
+                         height=max(200, 60 + 30 * len(names)), yaxis={"autorange": "reversed"})
+    return Chart("Parameter importance", figure, ["Parameter", "Importance"],
+                 [[n, round(scores[n], 4)] for n in names], key="importance")
+
+
+def contour_pair(names: list[str], scores: dict[str, float], chosen: tuple[str, str] | None) -> tuple[str, str] | None:
+    """The two parameters the contour shows: the user's choice when valid, else the two most
+    important (the first two declared while importance is unknown)."""
+    if len(names) < 2:
+        return None
+    if chosen and chosen[0] in names and chosen[1] in names and chosen[0] != chosen[1]:
+        return chosen
+    ranked = sorted(names, key=lambda n: -scores.get(n, 0.0)) if scores else names
+    return ranked[0], ranked[1]
+
+
+def tuning_charts(training_output: dict, goal: str | None, spec: dict | None = None,
+                  contour: tuple[str, str] | None = None) -> list[Chart]:
+    """Every chart for a tuning job's page; empty until a trial has a result.
+
+    ``spec`` (the job's HyperparameterSpec) gives log axes and parameter importance; ``contour``
+    is the pair of parameters the user picked for the contour plot.
+    """
+    trials = training_output.get("trials") or []
+    data = points(trials)
     if not data:
         return []
-    charts = [optimization_history(data, maximize=goal != "MINIMIZE"), parallel_coordinates(data)]
-    charts += [slice_plot(data, name) for name in data[0]["params"]]
+    maximize = goal != "MINIMIZE"
+    log = log_scaled(spec)
+    names = list(data[0]["params"])
+    scores = importances(spec, data, maximize) if spec else {}
+    charts = [optimization_history(data, maximize=maximize), parallel_coordinates(data)]
+    charts += [slice_plot(data, name, log=name in log) for name in names]
+    pair = contour_pair(names, scores, contour) if spec else None
+    if pair:
+        charts.append(contour_plot(data, *pair, log=log, maximize=maximize))
+    if any(t.get("allMetrics") for t in trials):
+        charts.append(intermediate_values(trials))
+    if spec:
+        charts.append(parameter_importance(scores, len(data)))
     return charts
 
 

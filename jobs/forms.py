@@ -7,8 +7,10 @@ error shows next to the input that caused it.
 
 from __future__ import annotations
 
+import json
 import shlex
 
+import yaml
 from django import forms
 
 from jobs import catalogue
@@ -37,7 +39,7 @@ VIOLATION_FIELDS = {
     "job.training_input.scheduling.max_wait_time": "max_wait_time",
     "job.training_input.scheduling.priority": "priority",
     "job.training_input.scheduling": "max_running_time",
-    "job.training_input.hyperparameters": "package_uris",
+    "job.training_input.hyperparameters": "hyperparameters",
 }
 # Form field names are the proto field prefixes (master, worker, parameter_server, evaluator).
 for _role, *_ in ROLES:
@@ -95,6 +97,10 @@ class JobSubmitForm(forms.Form):
                                        help_text="A duration such as 7200s (default 7 days).")
     max_wait_time = forms.CharField(label="Maximum wait time", required=False, help_text="At least 1800s.")
     priority = forms.IntegerField(label="Priority", required=False, help_text="0–1000; higher runs first.")
+    hyperparameters = forms.CharField(
+        label="Hyperparameter tuning", required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+        help_text="A HyperparameterSpec in YAML or JSON (goal, params, maxTrials, …), or a whole "
+                  "hptuning_config.yaml. Leave empty for a job without tuning.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -130,6 +136,20 @@ class JobSubmitForm(forms.Form):
             return shlex.split(self.cleaned_data["args"])
         except ValueError as error:
             raise forms.ValidationError(f"Arguments cannot be parsed: {error}.") from None
+
+    def clean_hyperparameters(self):
+        text = self.cleaned_data["hyperparameters"].strip()
+        if not text:
+            return None
+        try:
+            spec = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise forms.ValidationError(f"The spec cannot be parsed: {error}.") from None
+        if isinstance(spec, dict) and isinstance(spec.get("trainingInput"), dict):
+            spec = spec["trainingInput"].get("hyperparameters")  # a whole hptuning_config.yaml
+        if not isinstance(spec, dict):
+            raise forms.ValidationError("Write the spec as a mapping, e.g. goal: MAXIMIZE and params: [...].")
+        return spec
 
     def clean_labels(self):
         labels = {}
@@ -171,6 +191,8 @@ class JobSubmitForm(forms.Form):
             scheduling["priority"] = data["priority"]
         if scheduling:
             training_input["scheduling"] = scheduling
+        if data.get("hyperparameters"):
+            training_input["hyperparameters"] = data["hyperparameters"]
         body = {"jobId": data["job_id"].strip(), "trainingInput": training_input}
         if data["labels"]:
             body["labels"] = data["labels"]
@@ -198,3 +220,41 @@ class JobSubmitForm(forms.Form):
         for violation in violations:
             name = field_for_violation(violation.field)
             self.add_error(name if name in self.fields else None, violation.description)
+
+
+def initial_from_job(job, *, resume: bool = False) -> dict:
+    """Form values that describe ``job`` again, to edit before submitting a new job.
+
+    With ``resume`` (a tuning job's "Resume as new job"), its HyperparameterSpec names the job
+    in resumePreviousJobId, so the new study starts from that job's trials.
+    """
+    ti = job.training_input or {}
+    scheduling = ti.get("scheduling") or {}
+    initial = {
+        "job_id": f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy",
+        "labels": "\n".join(f"{k}={v}" for k, v in (job.labels or {}).items()),
+        "package_uris": "\n".join(ti.get("packageUris") or []),
+        "python_module": ti.get("pythonModule", ""),
+        "args": shlex.join(ti.get("args") or []),
+        "job_dir": ti.get("jobDir", ""),
+        "region": ti.get("region", ""),
+        "runtime_version": ti.get("runtimeVersion", ""),
+        "python_version": ti.get("pythonVersion", ""),
+        "scale_tier": ti.get("scaleTier", "BASIC"),
+        "max_running_time": scheduling.get("maxRunningTime", ""),
+        "max_wait_time": scheduling.get("maxWaitTime", ""),
+        "priority": scheduling.get("priority"),
+    }
+    for role, _title, type_key, config_key, count_key in ROLES:
+        initial[f"{role}_type"] = ti.get(type_key, "")
+        if count_key:
+            initial[f"{role}_count"] = ti.get(count_key)
+        accelerator = (ti.get(config_key) or {}).get("acceleratorConfig") or {}
+        initial[f"{role}_accelerator_type"] = accelerator.get("type", "")
+        initial[f"{role}_accelerator_count"] = accelerator.get("count")
+    spec = dict(ti.get("hyperparameters") or {})
+    if spec:
+        if resume:
+            spec["resumePreviousJobId"] = job.job_id
+        initial["hyperparameters"] = json.dumps(spec, indent=2)
+    return {name: value for name, value in initial.items() if value not in (None, "")}

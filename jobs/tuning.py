@@ -15,7 +15,6 @@ How the wire types map onto Optuna distributions:
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
@@ -25,12 +24,14 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from jobs.gp_sampler import NumpyGPSampler
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 DEFAULT_METRIC_TAG = "training/hptuning/metric"
 # Pruning starts once this many trials have finished with a result (Optuna's MedianPruner).
 PRUNER_STARTUP_TRIALS = 3
-# GPSampler pays off on small, all-numeric spaces and modest budgets; TPE scales better beyond.
+# The GP pays off on small, all-numeric spaces and modest budgets; TPE scales better beyond.
 GP_MAX_PARAMS = 8
 GP_MAX_TRIALS = 100
 
@@ -194,11 +195,6 @@ def grid_size(spec: dict) -> int:
 # --- the Optuna study ---------------------------------------------------------------------------
 
 
-def _gp_available() -> bool:
-    return (hasattr(optuna.samplers, "GPSampler") and importlib.util.find_spec("torch") is not None
-            and importlib.util.find_spec("scipy") is not None)
-
-
 def sampler_name(spec: dict) -> str:
     """Which sampler a spec gets: ``random``, ``grid``, ``gp`` or ``tpe``."""
     algorithm = spec.get("algorithm") or "ALGORITHM_UNSPECIFIED"
@@ -208,7 +204,7 @@ def sampler_name(spec: dict) -> str:
         return "grid"
     numeric = all(p["type"] in ("DOUBLE", "INTEGER") for p in spec["params"])
     small = len(spec["params"]) <= GP_MAX_PARAMS and max_trials(spec) <= GP_MAX_TRIALS
-    return "gp" if numeric and small and _gp_available() else "tpe"
+    return "gp" if numeric and small else "tpe"
 
 
 def _sampler(spec: dict, seed: int | None):
@@ -216,7 +212,8 @@ def _sampler(spec: dict, seed: int | None):
     if name in ("random", "grid"):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed)
+        # A few random trials to fit the first GP on: enough for one per parameter, and a few.
+        return NumpyGPSampler(seed=seed, n_startup_trials=min(10, len(spec["params"]) + 3))
     startup = max(2, min(10, max_trials(spec) // 3))
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
                                       constant_liar=True)

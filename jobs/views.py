@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import iam, storage
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import builtin, catalogue, charts, logstream, services
-from jobs.forms import JobSubmitForm
+from jobs import builtin, catalogue, charts, logstream, services, study
+from jobs.forms import JobSubmitForm, initial_from_job
 from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
 
@@ -58,15 +58,22 @@ def job_list(request, project_id):
 @login_required
 def job_detail(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
-    refresh = bool(request.htmx) and request.GET.get("part") == "status"
-    job = services.get_job(project, job_id, actor=request.user, audited=not refresh)
-    if refresh:
+    part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
+    job = services.get_job(project, job_id, actor=request.user, audited=part not in ("status", "trials"))
+    if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
+    if part == "trials" and job.is_hyperparameter_job:
+        return render(request, "jobs/_trials.html#trial-table",
+                      {"project": project, "job": job, **study.trial_table(job, request.GET)})
     summary = _training_summary(job)
     context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
     if job.is_hyperparameter_job:
-        goal = (job.training_input or {}).get("hyperparameters", {}).get("goal")
-        context["tuning_charts"] = charts.tuning_charts(job.training_output, goal)
+        spec = (job.training_input or {}).get("hyperparameters", {})
+        pair = (request.GET.get("contour_x", ""), request.GET.get("contour_y", ""))
+        context["tuning_charts"] = charts.tuning_charts(job.training_output, spec.get("goal"), spec,
+                                                        contour=pair if all(pair) else None)
+        context.update(study.trial_table(job, request.GET))
+        context["can_resume"] = job.is_terminal and iam.can(request.user, "ml.jobs.create", project)
     if builtin.is_builtin_job(job):
         trial = request.GET.get("trial") or (builtin.best_trial(job) if job.is_hyperparameter_job else "")
         context["builtin"] = builtin.results(job, trial)
@@ -209,7 +216,7 @@ def job_cancel(request, project_id, job_id):
 def job_submit(request, project_id):
     project = services.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.jobs.create", project)
-    form = JobSubmitForm(request.POST or None, request.FILES or None)
+    form = JobSubmitForm(request.POST or None, request.FILES or None, initial=_initial(request, project))
     if request.method == "POST":
         if form.is_valid():
             job = _submit(request, project, form)
@@ -219,6 +226,15 @@ def job_submit(request, project_id):
             _keep_upload(form, project, request.FILES["package_file"])
     context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
     return render(request, "jobs/job_submit.html", context)
+
+
+def _initial(request, project) -> dict | None:
+    """``?resume=JOB``: the form prefilled from that tuning job, resuming its study."""
+    previous = request.GET.get("resume")
+    if request.method != "GET" or not previous:
+        return None
+    job = services.get_job(project, previous, actor=request.user)
+    return initial_from_job(job, resume=job.is_hyperparameter_job)
 
 
 def _store_upload(form, project, upload) -> str | None:

@@ -94,9 +94,13 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     trials = page.locator("#trials table.trials tbody tr")
     expect(trials).to_have_count(4)
     charts = page.locator("#trials figure.chart")
-    expect(charts).to_have_count(4)  # history, parallel coordinates, one slice per parameter
-    for index in range(4):
+    # history, parallel coordinates, one slice per parameter, contour, learning curves, and the
+    # importance chart's note (it needs 10 trials with a result)
+    expect(charts).to_have_count(7)
+    for index in range(6):
         expect(charts.nth(index).locator(".js-plotly-plot .main-svg").first).to_be_attached()
+    expect(page.locator("#chart-contour")).to_contain_text("Contour: ")
+    expect(page.locator("#chart-importance")).to_contain_text("appears once 10 trials have a result")
     # Plotly drew the points: four trials, four markers in the optimization history.
     expect(charts.first.locator(".scatterlayer .trace").first.locator(".point")).to_have_count(4)
     expect(charts.nth(1).locator(".parcoords")).to_be_attached()
@@ -104,6 +108,15 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     table = charts.first.locator("table")
     expect(table.locator("tbody tr")).to_have_count(4)
     expect(table.locator("thead")).to_contain_text("Best so far")
+    # The trial table: best first, filtered in place by state, each trial linked to its logs.
+    page.get_by_label("State").select_option("FAILED")
+    expect(trials).to_have_count(1)
+    expect(trials.first).to_contain_text("No trial in this state")
+    page.get_by_label("State").select_option("")
+    expect(trials).to_have_count(4)
+    best = trials.first.get_attribute("data-trial")
+    trials.first.get_by_role("link", name="Logs").click()
+    expect(page.locator("#log-trial")).to_have_value(best)
 
 
 def test_an_admin_adds_a_member_who_then_sees_a_read_only_console(page, console):

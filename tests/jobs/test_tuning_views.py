@@ -38,3 +38,32 @@ def test_plain_job_page_has_no_trials_section(client, project, admin):
     services.submit_job(project, body("plain"), actor=admin)
     client.force_login(admin)
     assert 'id="trials"' not in client.get("/projects/project-a/jobs/plain/").content.decode()
+
+
+def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admin):
+    from aiconsole.models import AuditEntry
+    from jobs import services
+
+    spec = {"maxTrials": 3, "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+    job = services.submit_job(project, body("live", hyperparameters=spec), actor=admin)
+    Trial.objects.create(job=job, trial_id="1", number=1, hyperparameters={"x": "0.5"}, state=JobState.RUNNING,
+                         start_time=timezone.now())
+    project.data_access_logs = True
+    project.save()
+    client.force_login(admin)
+    html = client.get("/projects/project-a/jobs/live/").content.decode()
+    assert 'id="trial-table" hx-get="/projects/project-a/jobs/live/?part=trials' in html
+    assert 'hx-trigger="every 3s"' in html
+
+    Trial.objects.create(job=job, trial_id="2", number=2, hyperparameters={"x": "0.9"}, state=JobState.SUCCEEDED,
+                         final_metric={"trainingStep": "1", "objectiveValue": 0.42})
+    audited = AuditEntry.objects.count()
+    fragment = client.get("/projects/project-a/jobs/live/?part=trials&trial_sort=&trial_state=",
+                          HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div class="table-scroll" id="trial-table"')
+    assert "x=0.9" in fragment and "0.42" in fragment
+    assert AuditEntry.objects.count() == audited  # the page's own refresh is not a new Data Access read
+
+    job.state = JobState.SUCCEEDED
+    job.save()
+    assert 'hx-trigger="every 3s"' not in client.get("/projects/project-a/jobs/live/").content.decode()

@@ -1,0 +1,110 @@
+"""The study page's contour, learning curves and parameter importance: pure builders, no database."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jobs import charts
+
+SPEC = {"goal": "MAXIMIZE", "params": [
+    {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 1.0, "scaleType": "UNIT_LOG_SCALE"},
+    {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8, "scaleType": "UNIT_LINEAR_SCALE"},
+    {"parameterName": "noise", "type": "DOUBLE", "minValue": 0.0, "maxValue": 1.0},
+]}
+
+
+def study(count: int) -> list[dict]:
+    """Trials whose objective depends mostly on lr, a little on layers, not on noise."""
+    trials = []
+    for n in range(1, count + 1):
+        lr = 10 ** (-3 + 3 * ((n * 0.618) % 1))
+        layers = 1 + (n * 3) % 8
+        noise = (n * 0.377) % 1
+        objective = -((math.log10(lr) + 1.5) ** 2) + 0.02 * layers + 0.0 * noise
+        trials.append({"trialId": str(n), "state": "SUCCEEDED",
+                       "hyperparameters": {"lr": repr(lr), "layers": str(layers), "noise": repr(noise)},
+                       "finalMetric": {"trainingStep": "3", "objectiveValue": objective},
+                       "allMetrics": [{"trainingStep": str(s), "objectiveValue": objective - 0.1 * (3 - s)}
+                                      for s in (1, 2, 3)]})
+    return trials
+
+
+def test_contour_uses_log_axes_for_log_scaled_parameters_and_lists_every_trial():
+    data = charts.points(study(30))
+    chart = charts.contour_plot(data, "lr", "layers", log={"lr"})
+    assert chart.key == "contour" and chart.title == "Contour: lr × layers"
+    assert chart.figure.layout.xaxis.type == "log" and chart.figure.layout.yaxis.type != "log"
+    contour, markers = chart.figure.data
+    assert contour.type == "contour" and contour.connectgaps
+    assert len(contour.z) == charts.CONTOUR_CELLS and all(len(row) == charts.CONTOUR_CELLS for row in contour.z)
+    assert min(contour.x) >= 0.001 * 0.99 and max(contour.x) <= 1.0  # cell centres back on the value axis
+    assert len(markers.x) == 30 and chart.columns == ["Trial", "lr", "layers", "Objective"]
+    assert [row[0] for row in chart.rows] == list(range(1, 31))
+
+
+def test_contour_with_categorical_axis_and_too_few_points_shows_only_the_trials():
+    data = [{"trial": 1, "objective": 0.5, "params": {"opt": "adam", "x": "1"}},
+            {"trial": 2, "objective": 0.7, "params": {"opt": "sgd", "x": "2"}}]
+    chart = charts.contour_plot(data, "opt", "x")
+    assert [trace.type for trace in chart.figure.data] == ["scatter"]
+    assert chart.figure.layout.xaxis.ticktext == ("adam", "sgd")
+
+
+def test_intermediate_values_draw_one_line_per_trial_and_mark_stopped_trials():
+    trials = study(3)
+    trials[1]["isTrialStoppedEarly"] = True
+    trials.append({"trialId": "4", "state": "FAILED", "hyperparameters": {}})  # no reports: no line
+    chart = charts.intermediate_values(trials)
+    ran, stopped = chart.figure.data
+    assert ran.name == "Ran to the end" and stopped.name == "Stopped early"
+    steps = [None if math.isnan(x) else x for x in ran.x]
+    assert steps == [1, 2, 3, None, 1, 2, 3, None]  # gaps split the trials' lines
+    assert stopped.line.dash == "dot" and stopped.line.color != ran.line.color
+    assert [row[:4] for row in chart.rows] == [[1, "SUCCEEDED", "no", 3], [2, "SUCCEEDED", "yes", 3],
+                                               [3, "SUCCEEDED", "no", 3]]
+
+
+def test_importance_ranks_the_parameter_that_matters_first():
+    data = charts.points(study(40))
+    scores = charts.importances(SPEC, data, maximize=True)
+    assert set(scores) == {"lr", "layers", "noise"}
+    assert next(iter(scores)) == "lr" and scores["lr"] > scores["noise"]
+    chart = charts.parameter_importance(scores, len(data))
+    assert chart.key == "importance" and chart.rows[0][0] == "lr"
+    assert chart.figure.data[0].orientation == "h"
+
+
+def test_importance_waits_for_enough_trials():
+    data = charts.points(study(charts.IMPORTANCE_MIN_TRIALS - 1))
+    assert charts.importances(SPEC, data) == {}
+    chart = charts.parameter_importance({}, len(data))
+    assert chart.figure is None and chart.html == "" and chart.rows == []
+    assert f"{len(data)} so far" in chart.note
+
+
+@pytest.mark.parametrize(("chosen", "expected"), [
+    (("noise", "layers"), ("noise", "layers")),
+    (("lr", "lr"), ("lr", "layers")),  # the same parameter twice: fall back
+    (("lr", "missing"), ("lr", "layers")),
+    (None, ("lr", "layers")),
+])
+def test_contour_pair_is_the_users_choice_or_the_two_most_important(chosen, expected):
+    scores = {"lr": 0.7, "layers": 0.2, "noise": 0.1}
+    assert charts.contour_pair(["noise", "layers", "lr"], scores, chosen) == expected
+
+
+def test_contour_pair_without_importance_takes_the_first_two_declared():
+    assert charts.contour_pair(["a", "b", "c"], {}, None) == ("a", "b")
+    assert charts.contour_pair(["a"], {}, None) is None
+
+
+def test_study_charts_with_a_spec_add_contour_curves_importance_and_log_slices():
+    built = charts.tuning_charts({"trials": study(12)}, "MAXIMIZE", SPEC)
+    assert [c.key for c in built][-3:] == ["contour", "intermediate", "importance"]
+    slices = {c.title: c for c in built if c.title.startswith("Slice")}
+    assert slices["Slice: lr"].figure.layout.xaxis.type == "log"
+    assert slices["Slice: layers"].figure.layout.xaxis.type != "log"
+    chosen = charts.tuning_charts({"trials": study(12)}, "MAXIMIZE", SPEC, contour=("noise", "lr"))
+    assert next(c for c in chosen if c.key == "contour").title == "Contour: noise × lr"
