@@ -237,10 +237,12 @@ def main() -> None:
         package = build_package(storage / "packages", {"trainer/__init__.py": "", "trainer/task.py": TRAINER})
         results = {"latency": bench_latency(embedded, cluster, args.latency_runs)}
         print("latency", results["latency"], flush=True)
-        results["recovery"] = bench_recovery(cluster, package, args.kills)
-        print("recovery", results["recovery"], flush=True)
-        results["chaos"] = bench_chaos(cluster, package, args.chaos_rounds, args.seed)
-        print("chaos", results["chaos"], flush=True)
+        if args.kills:
+            results["recovery"] = bench_recovery(cluster, package, args.kills)
+            print("recovery", results["recovery"], flush=True)
+        if args.chaos_rounds:
+            results["chaos"] = bench_chaos(cluster, package, args.chaos_rounds, args.seed)
+            print("chaos", results["chaos"], flush=True)
     finally:
         cluster.stop()
         embedded.stop()

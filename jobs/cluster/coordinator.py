@@ -173,14 +173,16 @@ class Coordinator(Controller):
     # --- each tick -------------------------------------------------------------------------
 
     def tick(self) -> None:
-        self._purge_audit_log()
-        self._expire_waiting()
-        self._reconcile_whole_jobs()
-        self._reconcile_replicas()
+        # What a wake-up is usually about comes first: cancels, replicas waiting to start
+        # again (running jobs keep their place ahead of new ones), then the queue.
         self._relay_cancels()
         self._restart_replicas()
         self._admit()
+        self._reconcile_replicas()
+        self._reconcile_whole_jobs()
+        self._expire_waiting()
         self._adopt()
+        self._purge_audit_log()
 
     def _relay_cancels(self) -> None:
         """Cancels reach the runner watching the job; a worker running a job whole sees it itself."""
@@ -202,8 +204,8 @@ class Coordinator(Controller):
                 logger.info("Adopting job %s from %s", job.pk, job.runner or "nobody")
                 self._start_runner(job.pk)
 
-    def _start_runner(self, job_pk: int) -> None:
-        runner = ScaledJobRunner(job_pk, self.runner_id, on_done=self._finished, coordinator=self)
+    def _start_runner(self, job_pk: int, admitted: bool = False) -> None:
+        runner = ScaledJobRunner(job_pk, self.runner_id, on_done=self._finished, coordinator=self, admitted=admitted)
         with self._runners_lock:
             self.runners[job_pk] = runner
         runner.start()
@@ -269,8 +271,14 @@ class Coordinator(Controller):
                     host=worker.address, port=assignment.port, worker=worker,
                     devices=",".join(map(str, assignment.devices)), generation=job.restarts,
                 )
-        announce_state(job)
-        self._start_runner(job.pk)
+        # Hand the replicas to their workers from here, on this thread's warm connection: a new
+        # runner thread's first query opens a database connection, tens of milliseconds.
+        replicas = list(Replica.objects.filter(job=job, generation=job.restarts, trial_id="").select_related("worker"))
+        try:
+            launch(job, replicas, prepare_job_dir(job.training_input))
+        except PrepareError:
+            pass  # the runner fails the job with the reason
+        self._start_runner(job.pk, admitted=True)
 
     def _hand_over_whole(self, job: Job, worker: Worker) -> None:
         claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
@@ -376,6 +384,25 @@ class Coordinator(Controller):
             announce_state(job)
 
 
+def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
+    """TF_CONFIG from the replicas' placements, then each replica to its worker's queue (attempt 1)."""
+    training_input = job.training_input
+    placements = {r.label: Placement(catalogue.ReplicaPlan(r.task_type, r.task_index, r.machine_type,
+                                                           r.accelerator_type or None, r.accelerator_count),
+                                     r.host, r.port) for r in replicas}
+    runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+    configs = cluster_configs(list(placements.values()), job_id=job.job_id, training_input=training_input,
+                              use_chief=catalogue.uses_chief(runtime_version))
+    claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
+    for replica in replicas:
+        tf_config, cluster_spec = configs[replica.label]
+        spec = {"tfConfig": tf_config, "clusterSpec": cluster_spec, "jobDir": job_dir,
+                "args": list(training_input.get("args", []))}
+        if Replica.objects.filter(pk=replica.pk, attempt=0, state=ReplicaState.PENDING).update(
+                attempt=1, launch=spec, lease_expires=claim_by):
+            tasks.send_start_replica(replica.worker.queue, replica.pk, 1)
+
+
 def _moved_configs(replica: Replica, host: str, port: int) -> tuple[dict, dict]:
     """TF_CONFIG and CLUSTER_SPEC of a replica that starts again at a new address."""
     tf_config, cluster_spec = dict(replica.launch.get("tfConfig") or {}), dict(replica.launch.get("clusterSpec") or {})
@@ -389,9 +416,11 @@ def _moved_configs(replica: Replica, host: str, port: int) -> tuple[dict, dict]:
 class ScaledJobRunner(JobRunner):
     """Watches one job whose replicas run on workers; decides its outcome as embedded mode does."""
 
-    def __init__(self, job_pk: int, runner_id: str, on_done=None, coordinator: Coordinator | None = None):
+    def __init__(self, job_pk: int, runner_id: str, on_done=None, coordinator: Coordinator | None = None,
+                 admitted: bool = False):
         super().__init__(job_pk, runner_id, on_done)
         self.coordinator = coordinator
+        self.admitted = admitted  # just admitted by this coordinator (not adopted from another)
         self.detached = threading.Event()
 
     def detach(self) -> None:
@@ -429,16 +458,17 @@ class ScaledJobRunner(JobRunner):
             self.cancel_requested.set()
         replicas = list(self._replicas(job))
         if any(r.attempt == 0 for r in replicas) and not self.cancel_requested.is_set():
-            self._announce(job)
-            self.sink.service(f"Job {job.job_id} is preparing: {len(replicas)} replicas are placed on "
-                              f"{_worker_names(replicas)}.")
             try:
                 job_dir = self._check(job)
             except PrepareError as error:
                 self._release(job)
                 self._fail(job, str(error))
                 return
-            self._launch(job, replicas, job_dir)
+            launch(job, replicas, job_dir)  # an adopted job whose replicas were never handed out
+        if self.admitted:
+            self._announce(job)
+            self.sink.service(f"Job {job.job_id} is preparing: {len(replicas)} replicas are placed on "
+                              f"{_worker_names(replicas)}.")
         outcome = self._watch_remote(job)
         if outcome.get("detached"):
             return
@@ -455,23 +485,6 @@ class ScaledJobRunner(JobRunner):
         """The job dir, made once here. Packages are fetched and checked by each worker before it
         installs them: a bad one fails its replica, and so the job, with embedded mode's message."""
         return prepare_job_dir(job.training_input)
-
-    def _launch(self, job: Job, replicas: list[Replica], job_dir: str | None) -> None:
-        training_input = job.training_input
-        placements = {r.label: Placement(catalogue.ReplicaPlan(r.task_type, r.task_index, r.machine_type,
-                                                               r.accelerator_type or None, r.accelerator_count),
-                                         r.host, r.port) for r in replicas}
-        runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-        configs = cluster_configs(list(placements.values()), job_id=job.job_id, training_input=training_input,
-                                  use_chief=catalogue.uses_chief(runtime_version))
-        claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
-        for replica in replicas:
-            tf_config, cluster_spec = configs[replica.label]
-            launch = {"tfConfig": tf_config, "clusterSpec": cluster_spec, "jobDir": job_dir,
-                      "args": list(training_input.get("args", []))}
-            if Replica.objects.filter(pk=replica.pk, attempt=0, state=ReplicaState.PENDING).update(
-                    attempt=1, launch=launch, lease_expires=claim_by):
-                tasks.send_start_replica(replica.worker.queue, replica.pk, 1)
 
     def _watch_remote(self, job: Job) -> dict:
         """Until the master finishes, a replica fails or is lost for good, a cancel, or the time limit."""
@@ -563,11 +576,17 @@ def stop() -> None:
         coordinator.stop()
 
 
+_wake_client = None
+
+
 def wake() -> None:
     """Tell whichever process coordinates that a job needs attention now."""
+    global _wake_client
     import redis
 
     try:
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).publish(WAKE_CHANNEL, "1")
+        if _wake_client is None:
+            _wake_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+        _wake_client.publish(WAKE_CHANNEL, "1")
     except Exception:
         logger.warning("Could not wake the coordinator; it will see the change on its next tick", exc_info=True)
