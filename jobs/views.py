@@ -59,19 +59,19 @@ def job_list(request, project_id):
 def job_detail(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
-    job = services.get_job(project, job_id, actor=request.user, audited=part not in ("status", "trials"))
+    job = services.get_job(project, job_id, actor=request.user, audited=part not in ("status", "trials", "charts"))
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "trials" and job.is_hyperparameter_job:
         return render(request, "jobs/_trials.html#trial-table",
                       {"project": project, "job": job, **study.trial_table(job, request.GET)})
+    if part == "charts" and job.is_hyperparameter_job:
+        return render(request, "jobs/_trials.html#study-charts",
+                      {"project": project, "job": job, **_study_charts(job, request.GET)})
     summary = _training_summary(job)
     context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
     if job.is_hyperparameter_job:
-        spec = (job.training_input or {}).get("hyperparameters", {})
-        pair = (request.GET.get("contour_x", ""), request.GET.get("contour_y", ""))
-        context["tuning_charts"] = charts.tuning_charts(job.training_output, spec.get("goal"), spec,
-                                                        contour=pair if all(pair) else None)
+        context.update(_study_charts(job, request.GET))
         context.update(study.trial_table(job, request.GET))
         context["can_resume"] = job.is_terminal and iam.can(request.user, "ml.jobs.create", project)
     if builtin.is_builtin_job(job):
@@ -79,6 +79,15 @@ def job_detail(request, project_id, job_id):
         context["builtin"] = builtin.results(job, trial)
         context["can_deploy"] = iam.can(request.user, "ml.models.create", project)
     return render(request, "jobs/job_detail.html", context)
+
+
+def _study_charts(job, params) -> dict:
+    """The study's charts (the contour for the chosen pair of parameters, if any)."""
+    spec = (job.training_input or {}).get("hyperparameters", {})
+    pair = (params.get("contour_x", ""), params.get("contour_y", ""))
+    return {"tuning_charts": charts.tuning_charts(job.training_output, spec.get("goal"), spec,
+                                                  contour=pair if all(pair) else None),
+            "contour_x": pair[0] if all(pair) else "", "contour_y": pair[1] if all(pair) else ""}
 
 
 def _status_context(request, job) -> dict:

@@ -67,3 +67,28 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
     job.state = JobState.SUCCEEDED
     job.save()
     assert 'hx-trigger="every 3s"' not in client.get("/projects/project-a/jobs/live/").content.decode()
+
+
+def test_study_charts_refresh_themselves_while_the_study_runs(client, project, admin):
+    from jobs import services
+    from jobs.executor.trials import training_output
+    from jobs.models import Job
+
+    spec = {"maxTrials": 4, "goal": "MAXIMIZE", "hyperparameterMetricTag": "score",
+            "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+    job = services.submit_job(project, body("charts", hyperparameters=spec), actor=admin)
+    client.force_login(admin)
+    page = client.get("/projects/project-a/jobs/charts/").content.decode()
+    assert 'id="study-charts" hx-get="/projects/project-a/jobs/charts/?part=charts' in page
+    assert "Optimization history" not in page  # no trial yet: nothing to draw
+
+    for number, (x, score) in enumerate([("0.2", 0.4), ("0.7", 0.9)], start=1):
+        Trial.objects.create(job=job, trial_id=str(number), number=number, hyperparameters={"x": x},
+                             state=JobState.SUCCEEDED, final_metric={"trainingStep": "1", "objectiveValue": score})
+    Job.objects.filter(pk=job.pk).update(training_output=training_output(job, spec))
+    fragment = client.get("/projects/project-a/jobs/charts/?part=charts", HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="study-charts"')
+    assert "Optimization history" in fragment and "Plotly.newPlot" in fragment
+
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+    assert 'hx-trigger="every 10s"' not in client.get("/projects/project-a/jobs/charts/").content.decode()
