@@ -13,18 +13,29 @@ from tests.browser.conftest import axe_violations, login
 pytestmark = pytest.mark.browser
 P = "/projects/default-project"
 MAIN_PAGES = [f"{P}/jobs/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/jobs/train_model/", f"{P}/members/",
-              f"{P}/audit/", f"{P}/models/", "/profile/"]
+              f"{P}/audit/", f"{P}/models/", "/profile/", f"{P}/jobs/new/builtin/", f"{P}/data/analysis/",
+              "/workers/"]
+
+
+def analysis_page(console) -> str:
+    """The data analysis page with a report: a small CSV with a class target, a number, a category."""
+    folder = console.storage / "accessibility"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [f"{i % 2},{i * 0.5 + (i % 7)},{'abc'[i % 3]},{'' if i % 11 == 0 else i % 5}" for i in range(200)]
+    (folder / "table.csv").write_text("\n".join(rows) + "\n")
+    return f"{P}/data/analysis/?path={folder / 'table.csv'}&model_type=classification"
 
 
 def test_main_pages_have_no_serious_accessibility_violations_in_light_and_dark(page, console):
     console.wait(console.background["tuning"], timeout=240)  # so its page has charts
+    pages = [*MAIN_PAGES, analysis_page(console)]
     found = {}
     page.goto("/login/")
     found["/login/"] = axe_violations(page)
     login(page)
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        for path in MAIN_PAGES:
+        for path in pages:
             page.goto(path)
             page.wait_for_load_state("load")
             if violations := axe_violations(page):
