@@ -183,3 +183,30 @@ def test_filter_the_audit_log(page, console):
     page.get_by_label(re.compile(r"^Method")).fill("NoSuchMethod")
     page.get_by_role("button", name="Filter").click()
     expect(page.get_by_text("No audit entries match")).to_be_visible()
+
+
+def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(page, tmp_path):
+    """No trainer written: a CSV (target first, no header) and the boosted trees form."""
+    rows = []
+    for i in range(400):
+        label = i % 2
+        rows.append(f"{label},{label * 2 + (i % 7) * 0.1:.2f},{(i % 13) * 0.5:.1f},{'ab'[label] if i % 5 else 'c'}")
+    csv = tmp_path / "churn.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    login(page)
+    page.goto(JOBS)
+    page.get_by_role("link", name="Train a built-in algorithm").click()
+    page.get_by_label("Job ID").fill("builtin_1")
+    page.get_by_label("Upload a CSV").set_input_files(str(csv))
+    page.get_by_label("Model type").select_option("classification")
+    page.get_by_role("button", name="Submit job").click()
+
+    page.wait_for_url(f"**{JOBS}builtin_1/", timeout=60_000)
+    mark_page(page)
+    expect(state(page)).to_have_attribute("data-state", "SUCCEEDED", timeout=240_000)
+    page.reload()  # the evaluation section is drawn with the page, from artifacts/evaluation.json
+    results = page.locator("section", has=page.locator("#builtin-heading"))
+    expect(results).to_contain_text("Built-in algorithm")
+    expect(results).to_contain_text("Classification metrics on each split")
+    expect(results.get_by_role("row", name=re.compile(r"^accuracy"))).to_contain_text("1.0000")
+    expect(results).to_contain_text("model.bst")
