@@ -25,6 +25,23 @@ def request_context(request) -> RequestContext:
     )
 
 
+def scope_header(scope, name: bytes) -> str:
+    """One header of an ASGI scope (lower-case name), or ""."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def scope_context(scope) -> RequestContext:
+    """``request_context`` for the ASGI fronts, which answer before Django builds a request."""
+    return RequestContext(
+        request_id=scope_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
+        caller_ip=(scope.get("client") or ("", 0))[0] or "",
+        user_agent=scope_header(scope, b"user-agent")[:500],
+    )
+
+
 class RequestIdMiddleware:
     """Sets the request context that audit entries read, and echoes the id in a header."""
 

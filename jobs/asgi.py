@@ -22,11 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
-from aiconsole.middleware import RequestContext, current_request
+from aiconsole.middleware import RequestContext, current_request, scope_context, scope_header
 
 LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
 THREADS = 4
@@ -37,12 +36,6 @@ HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b
            (b"x-frame-options", b"DENY"), (b"vary", b"Accept, Cookie"), (b"allow", b"GET, POST, OPTIONS")]
 
 
-def _header(scope, name: bytes) -> str:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return value.decode("latin-1")
-    return ""
-
 
 class JobsListFront:
     def __init__(self, app, threads: int = THREADS):
@@ -52,13 +45,10 @@ class JobsListFront:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "GET":
             match = LIST_PATH.match(scope["path"])
-            authorization = _header(scope, b"authorization") if match else ""
-            if match and authorization[:7].lower() == "bearer " and not _header(scope, b"cookie"):
+            authorization = scope_header(scope, b"authorization") if match else ""
+            if match and authorization[:7].lower() == "bearer " and not scope_header(scope, b"cookie"):
                 params = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-                context = RequestContext(
-                    request_id=_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
-                    caller_ip=(scope.get("client") or ("", 0))[0] or "",
-                    user_agent=_header(scope, b"user-agent")[:500])
+                context = scope_context(scope)
                 loop = asyncio.get_running_loop()
                 body = await loop.run_in_executor(self.executor, _list, authorization[7:], match.group(1),
                                                   params, context)

@@ -18,22 +18,15 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
-from aiconsole.middleware import RequestContext, current_request
+from aiconsole.middleware import RequestContext, current_request, scope_context, scope_header
 
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
 THREADS = 8
 
-
-def _header(scope, name: bytes) -> str:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return value.decode("latin-1")
-    return ""
 
 
 class PredictFront:
@@ -48,7 +41,7 @@ class PredictFront:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST":
             match = PREDICT_PATH.match(scope["path"])
-            authorization = _header(scope, b"authorization") if match else ""
+            authorization = scope_header(scope, b"authorization") if match else ""
             if match and authorization[:7].lower() == "bearer ":
                 return await self._predict(scope, receive, send, match.groups(), authorization[7:])
         return await self.app(scope, receive, send)
@@ -57,7 +50,7 @@ class PredictFront:
         from models_registry import api, conf
 
         limit = conf.max_request_bytes()
-        declared = _header(scope, b"content-length")
+        declared = scope_header(scope, b"content-length")
         body, size = [], 0
         fits = not (declared.isdigit() and int(declared) > limit)
         while fits:
@@ -70,10 +63,7 @@ class PredictFront:
             body.append(chunk)
             if not message.get("more_body"):
                 break
-        context = RequestContext(
-            request_id=_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
-            caller_ip=(scope.get("client") or ("", 0))[0] or "",
-            user_agent=_header(scope, b"user-agent")[:500])
+        context = scope_context(scope)
         if fits:
             loop = asyncio.get_running_loop()
             answer = await loop.run_in_executor(self.executor, _answer, token, b"".join(body), names, context)

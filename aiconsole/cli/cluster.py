@@ -113,20 +113,16 @@ def cmd_workers(args) -> int:
     setup_django(getattr(args, "data_dir", None))
     from django.utils import timezone
 
-    from jobs.cluster.capacity import live_workers
-    from jobs.models import LIVE_REPLICA_STATES, Worker
+    from jobs.cluster.capacity import summaries
 
-    workers = Worker.objects.all() if args.all else live_workers()
-    live = set(live_workers().values_list("pk", flat=True))
     rows = [("NAME", "REGION", "STATE", "CAPACITY", "RUNNING", "LAST_HEARTBEAT")]
     now = timezone.now()
-    for worker in workers.prefetch_related("replicas__job"):
-        running = [f"{r.job.job_id}/{r.label}" for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES]
-        running += [job.job_id for job in worker.jobs.filter(state__in=["PREPARING", "RUNNING", "CANCELLING"])]
-        state = "live" if worker.pk in live else ("stopped" if worker.stopped else "lost")
+    for row in summaries(include_gone=args.all):
+        worker = row["worker"]
+        running = [f"{r.job.job_id}/{r.label}" for r in row["replicas"]] + [j.job_id for j in row["jobs"]]
         cap = f"{worker.cpus:g} CPUs, {worker.memory_gb:g} GB" + "".join(
             f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
-        rows.append((worker.name, worker.region, state, cap, " ".join(running) or "-",
+        rows.append((worker.name, worker.region, row["state"], cap, " ".join(running) or "-",
                      f"{(now - worker.heartbeat).total_seconds():.0f}s ago"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

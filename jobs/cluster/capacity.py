@@ -73,3 +73,24 @@ def _subtract(offer: placement.Offer, cost: placement.Cost, devices: str) -> Non
     taken = {int(d) for d in devices.split(",") if d.strip().isdigit()}
     for name, free in offer.free_devices.items():
         offer.free_devices[name] = [d for d in free if d not in taken]
+
+
+def summaries(*, include_gone: bool = False) -> list[dict]:
+    """What the workers page and ``aiconsole workers`` show: each worker, whether it is live,
+    stopped or lost, what is free on it now, and the replicas and whole jobs it runs."""
+    live = set(live_workers().values_list("pk", flat=True))
+    free = offers() if live else {}
+    shown = Worker.objects.all() if include_gone else Worker.objects.filter(pk__in=live)
+    rows = []
+    for worker in shown.prefetch_related("replicas__job__project", "jobs__project"):
+        offer = free.get(worker.name)
+        rows.append({
+            "worker": worker,
+            "state": "live" if worker.pk in live else ("stopped" if worker.stopped else "lost"),
+            "free_cpus": offer.free_cpus if offer else None,
+            "free_memory_gb": offer.free_memory_gb if offer else None,
+            "free_devices": sum(len(d) for d in offer.free_devices.values()) if offer else None,
+            "replicas": [r for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES],
+            "jobs": [j for j in worker.jobs.all() if j.state in ACTIVE_STATES],
+        })
+    return rows

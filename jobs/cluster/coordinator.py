@@ -105,7 +105,6 @@ class Coordinator(Controller):
         self.lock = LeaderLock()
         self.leading = threading.Event()
         self.rng = random.Random()
-        self._explained: dict[int, str] = {}
         self._wake_thread = threading.Thread(target=self._listen_for_wakes, name="coordinator-wake", daemon=True)
 
     def start(self) -> None:
@@ -251,11 +250,9 @@ class Coordinator(Controller):
         if job.wait_reason == reason:
             return
         Job.objects.filter(pk=job.pk).update(wait_reason=reason)
-        if self._explained.get(job.pk) != reason:
-            self._explained[job.pk] = reason
-            sink = LogSink(job.pk, publish=True)
-            sink.service(reason, severity="WARNING")
-            sink.close()
+        sink = LogSink(job.pk)
+        sink.service(reason, severity="WARNING")
+        sink.close()
 
     def _launch_gang(self, job: Job, assignments: list[placement.Assignment], workers: dict[str, Worker]) -> None:
         with transaction.atomic():
@@ -273,7 +270,7 @@ class Coordinator(Controller):
                 )
         # Hand the replicas to their workers from here, on this thread's warm connection: a new
         # runner thread's first query opens a database connection, tens of milliseconds.
-        replicas = list(Replica.objects.filter(job=job, generation=job.restarts, trial_id="").select_related("worker"))
+        replicas = list(current_replicas(job))
         try:
             launch(job, replicas, prepare_job_dir(job.training_input))
         except PrepareError:
@@ -384,6 +381,11 @@ class Coordinator(Controller):
             announce_state(job)
 
 
+def current_replicas(job: Job):
+    """The replicas of the job's current run (an earlier run's, before a retry, stay as history)."""
+    return Replica.objects.filter(job=job, generation=job.restarts, trial_id="").select_related("worker")
+
+
 def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
     """TF_CONFIG from the replicas' placements, then each replica to its worker's queue (attempt 1)."""
     training_input = job.training_input
@@ -450,13 +452,10 @@ class ScaledJobRunner(JobRunner):
             if self.on_done:
                 self.on_done(self)
 
-    def _replicas(self, job: Job):
-        return Replica.objects.filter(job=job, generation=job.restarts, trial_id="").select_related("worker")
-
     def _coordinate(self, job: Job) -> None:
         if job.state == JobState.CANCELLING:
             self.cancel_requested.set()
-        replicas = list(self._replicas(job))
+        replicas = list(current_replicas(job))
         if any(r.attempt == 0 for r in replicas) and not self.cancel_requested.is_set():
             try:
                 job_dir = self._check(job)
@@ -500,7 +499,7 @@ class ScaledJobRunner(JobRunner):
             if job.start_time and (timezone.now() - job.start_time).total_seconds() > job.max_running_seconds:
                 self._stop_replicas(job)
                 return {"timed_out": True}
-            replicas = list(self._replicas(job))
+            replicas = list(current_replicas(job))
             if job.state == JobState.PREPARING and any(r.state == ReplicaState.RUNNING and r.pid for r in replicas):
                 if job.mark_running():
                     self._announce(job)
@@ -521,7 +520,7 @@ class ScaledJobRunner(JobRunner):
 
     def _stop_replicas(self, job: Job) -> None:
         """Ask the workers to stop what still runs, and wait until they did (or were lost)."""
-        live = self._replicas(job).filter(state__in=LIVE_REPLICA_STATES)
+        live = current_replicas(job).filter(state__in=LIVE_REPLICA_STATES)
         live.filter(state=ReplicaState.PENDING).filter(pid=None).update(
             state=ReplicaState.STOPPED, end_time=timezone.now(), attempt=F("attempt") + 1)
         live.update(stop_requested=True)
@@ -535,7 +534,7 @@ class ScaledJobRunner(JobRunner):
                 return
 
     def _release(self, job: Job) -> None:
-        self._replicas(job).filter(state=ReplicaState.PENDING).update(
+        current_replicas(job).filter(state=ReplicaState.PENDING).update(
             state=ReplicaState.STOPPED, attempt=F("attempt") + 1)
 
     def _retry_or_fail(self, job: Job, lost: Replica, output: dict) -> None:
