@@ -87,8 +87,23 @@ def _numeric(values: list[str]) -> list[float] | None:
         return None
 
 
-def _dimension(name: str, values: list[str]) -> dict:
+def _log_ticks(low: float, high: float) -> list[float]:
+    """Tick values for a log axis from ``low`` to ``high``: 1, 2 and 5 times each power of ten
+    while the range spans less than three decades, the powers of ten alone after that."""
+    steps = (1, 2, 5) if math.log10(high) - math.log10(low) < 3 else (1,)
+    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+             for m in steps]
+    inside = [t for t in ticks if low * (1 - 1e-9) <= t <= high * (1 + 1e-9)]
+    return inside if len(inside) >= 2 else [low, high]
+
+
+def _dimension(name: str, values: list[str], log: bool = False) -> dict:
     numbers = _numeric(values)
+    if numbers is not None and log and numbers and all(n > 0 for n in numbers):
+        # Parcoords has no log axis: plot log10 and label the ticks with the values themselves.
+        ticks = _log_ticks(min(numbers), max(numbers))
+        return {"label": f"{name} (log)", "values": [math.log10(n) for n in numbers],
+                "tickvals": [math.log10(t) for t in ticks], "ticktext": [f"{t:g}" for t in ticks]}
     if numbers is not None:
         return {"label": name, "values": numbers}
     categories = sorted(set(values))
@@ -96,9 +111,10 @@ def _dimension(name: str, values: list[str]) -> dict:
             "tickvals": list(range(len(categories))), "ticktext": categories}
 
 
-def parallel_coordinates(data: list[dict]) -> Chart:
+def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset()) -> Chart:
+    """One axis per parameter and one for the objective; log-scaled parameters on log axes."""
     names = list(data[0]["params"]) if data else []
-    dimensions = [_dimension(name, [p["params"].get(name, "") for p in data]) for name in names]
+    dimensions = [_dimension(name, [p["params"].get(name, "") for p in data], log=name in log) for name in names]
     objectives = [p["objective"] for p in data]
     dimensions.append({"label": "Objective", "values": objectives})
     figure = go.Figure(go.Parcoords(line={"color": objectives, "colorscale": "Viridis", "showscale": True},
@@ -287,7 +303,7 @@ def tuning_charts(training_output: dict, goal: str | None, spec: dict | None = N
     log = log_scaled(spec)
     names = list(data[0]["params"])
     scores = importances(spec, data, maximize) if spec else {}
-    charts = [optimization_history(data, maximize=maximize), parallel_coordinates(data)]
+    charts = [optimization_history(data, maximize=maximize), parallel_coordinates(data, log=log)]
     charts += [slice_plot(data, name, log=name in log) for name in names]
     pair = contour_pair(names, scores, contour) if spec else None
     if pair:

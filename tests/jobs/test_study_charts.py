@@ -108,3 +108,23 @@ def test_study_charts_with_a_spec_add_contour_curves_importance_and_log_slices()
     assert slices["Slice: layers"].figure.layout.xaxis.type != "log"
     chosen = charts.tuning_charts({"trials": study(12)}, "MAXIMIZE", SPEC, contour=("noise", "lr"))
     assert next(c for c in chosen if c.key == "contour").title == "Contour: noise × lr"
+
+
+def test_parallel_coordinates_put_log_scaled_parameters_on_a_log_axis_labelled_with_values():
+    built = charts.tuning_charts({"trials": study(30)}, "MAXIMIZE", SPEC)
+    lr, layers, noise, objective = built[1].figure.data[0].dimensions
+    assert lr.label == "lr (log)" and layers.label == "layers" and objective.label == "Objective"
+    # Ticks within the trials' range (0.00126 to 0.86), and equal ratios at equal distances.
+    assert lr.ticktext == ("0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5")
+    assert lr.tickvals[5] - lr.tickvals[2] == pytest.approx(1.0)
+    assert lr.tickvals[2] - lr.tickvals[0] == pytest.approx(math.log10(5))
+    lrs = [float(t["hyperparameters"]["lr"]) for t in study(30)]
+    assert list(lr.values) == pytest.approx([math.log10(v) for v in lrs])
+    assert layers.tickvals is None and list(noise.values)[0] == pytest.approx(0.377)
+    # The data table keeps the values as the trainer got them.
+    assert built[1].rows[0][1] == repr(lrs[0])
+
+
+def test_log_ticks_fall_back_to_the_ends_within_a_narrow_range_and_to_decades_over_a_wide_one():
+    assert charts._log_ticks(0.3, 0.4) == [0.3, 0.4]
+    assert charts._log_ticks(1e-6, 1.0) == [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]
