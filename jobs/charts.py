@@ -6,15 +6,21 @@ only trials with a final metric are plotted; trials that reported nothing have n
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from html import escape
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.json import to_json_plotly
 
 # Okabe & Ito's palette: told apart with any colour-vision deficiency. Continuous scales use Viridis.
 COLORWAY = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
+
+PLOTLY_DEFAULT_HEIGHT = 450  # plotly.js's, for a figure whose layout sets none
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,25 @@ class Chart:
                                    config={"displaylogo": False, "responsive": True})
 
     @property
+    def figure_json(self) -> str:
+        """The figure and its config as JSON for a ``<script type="application/json">``, which
+        static/console.js draws once the page shows, one chart per task (``to_html``'s inline
+        ``Plotly.newPlot`` scripts drew a 2,000-trial study's charts in one freeze of seconds).
+        Not validated again: the figure was built through plotly's own classes."""
+        if self.figure is None:
+            return ""
+        figure = self.figure.to_dict()
+        # As update_layout(template=…) would set them, without validating the template each time.
+        figure["layout"] = {**figure["layout"], "template": _template(), "colorway": COLORWAY}
+        # to_json_plotly writes ``<``, ``>`` and ``/`` as \u escapes: no value can end the script.
+        return to_json_plotly({**figure, "config": {"displaylogo": False, "responsive": True}})
+
+    @property
+    def height(self) -> int:
+        """Pixels the drawn figure takes: the page keeps the room while it waits to draw it."""
+        return (self.figure.layout.height if self.figure is not None else None) or PLOTLY_DEFAULT_HEIGHT
+
+    @property
     def table_html(self) -> str:
         """The data as an HTML table, built here: a template loop over a 2,000-trial study's
         rows costs seconds, this costs milliseconds."""
@@ -43,6 +68,18 @@ class Chart:
         body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>"
                        for row in self.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _array(values: list) -> np.ndarray:
+    """A trace's data as numpy: Plotly checks a plain list item by item (slow at thousands of
+    points) and sends numbers in an array as compact typed arrays to plotly.js."""
+    numeric = all(isinstance(v, int | float) for v in values)
+    return np.array(values) if numeric and values else np.array(values, dtype=object)
+
+
+@functools.cache
+def _template() -> dict:
+    return pio.templates["plotly_white"].to_plotly_json()
 
 
 def points(trials: list[dict]) -> list[dict]:
@@ -72,8 +109,9 @@ def optimization_history(data: list[dict], maximize: bool = True) -> Chart:
     objectives = [p["objective"] for p in data]
     best = best_so_far(objectives, maximize)
     figure = go.Figure([
-        go.Scatter(x=trials, y=objectives, mode="markers", name="Objective", marker={"symbol": "circle", "size": 9}),
-        go.Scatter(x=trials, y=best, mode="lines", name="Best so far", line={"dash": "dash"}),
+        go.Scatter(x=_array(trials), y=_array(objectives), mode="markers", name="Objective",
+                   marker={"symbol": "circle", "size": 9}),
+        go.Scatter(x=_array(trials), y=_array(best), mode="lines", name="Best so far", line={"dash": "dash"}),
     ])
     figure.update_layout(xaxis_title="Trial", yaxis_title="Objective value", margin={"t": 20})
     return Chart("Optimization history", figure, ["Trial", "Objective", "Best so far"],
@@ -117,7 +155,8 @@ def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset
     dimensions = [_dimension(name, [p["params"].get(name, "") for p in data], log=name in log) for name in names]
     objectives = [p["objective"] for p in data]
     dimensions.append({"label": "Objective", "values": objectives})
-    figure = go.Figure(go.Parcoords(line={"color": objectives, "colorscale": "Viridis", "showscale": True},
+    dimensions = [{**d, "values": _array(d["values"])} for d in dimensions]
+    figure = go.Figure(go.Parcoords(line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True},
                                     dimensions=dimensions))
     figure.update_layout(margin={"t": 40})
     return Chart("Parallel coordinates", figure, ["Trial", *names, "Objective"],
@@ -127,8 +166,9 @@ def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset
 def slice_plot(data: list[dict], name: str, log: bool = False) -> Chart:
     values = [p["params"].get(name, "") for p in data]
     numbers = _numeric(values)
-    figure = go.Figure(go.Scatter(x=numbers if numbers is not None else values, y=[p["objective"] for p in data],
-                                  mode="markers", text=[f"Trial {p['trial']}" for p in data]))
+    figure = go.Figure(go.Scatter(x=_array(numbers if numbers is not None else values),
+                                  y=_array([p["objective"] for p in data]), mode="markers",
+                                  text=_array([f"Trial {p['trial']}" for p in data])))
     figure.update_layout(xaxis_title=name, yaxis_title="Objective value", margin={"t": 20})
     if log and numbers is not None:
         figure.update_xaxes(type="log")
@@ -187,9 +227,10 @@ def contour_plot(data: list[dict], x_name: str, y_name: str, log: set[str] | fro
             y=[10 ** c for c in y_centres] if y_axis == unlog else y_centres,
             z=z, connectgaps=True, colorscale="Viridis", reversescale=not maximize, opacity=0.85,
             colorbar={"title": {"text": "Objective"}}, hoverinfo="skip", name="Objective"))
-    traces.append(go.Scatter(x=xs, y=ys, mode="markers", name="Trials",
+    traces.append(go.Scatter(x=_array(xs), y=_array(ys), mode="markers", name="Trials",
                              marker={"color": "#000000", "size": 7, "line": {"color": "#FFFFFF", "width": 1}},
-                             text=[f"Trial {p['trial']}: {p['objective']:.6g}" for p in data], hoverinfo="text"))
+                             text=_array([f"Trial {p['trial']}: {p['objective']:.6g}" for p in data]),
+                             hoverinfo="text"))
     figure = go.Figure(traces)
     figure.update_layout(xaxis_title=x_name, yaxis_title=y_name, margin={"t": 20}, showlegend=False)
     figure.update_xaxes(**x_axis)
@@ -197,6 +238,9 @@ def contour_plot(data: list[dict], x_name: str, y_name: str, log: set[str] | fro
     return Chart(f"Contour: {x_name} × {y_name}", figure, ["Trial", x_name, y_name, "Objective"],
                  [[p["trial"], p["params"].get(x_name, ""), p["params"].get(y_name, ""), p["objective"]]
                   for p in data], key="contour")
+
+
+INTERMEDIATE_MARKERS_MAX = 5_000
 
 
 def intermediate_values(trials: list[dict]) -> Chart:
@@ -222,12 +266,16 @@ def intermediate_values(trials: list[dict]) -> Chart:
         text.append("")
         rows.append([int(trial["trialId"]), trial.get("state", ""), "yes" if stopped else "no", len(reports),
                      ", ".join(f"{step}: {value:.6g}" for step, value in reports)])
+    # Past this many reports the lines go without markers: 20,000 SVG markers take the browser
+    # half a second to draw and cover each other; hovering a line still names each report.
+    markers = sum(len(x) for x, _, _ in groups.values()) <= INTERMEDIATE_MARKERS_MAX
     traces = []
     for stopped, (x, y, text) in groups.items():
         if x:
             # numpy arrays: Plotly checks plain lists item by item, which is slow at 20,000 points.
             traces.append(go.Scatter(
-                x=np.array(x), y=np.array(y), text=np.array(text, dtype=object), mode="lines+markers",
+                x=np.array(x), y=np.array(y), text=np.array(text, dtype=object),
+                mode="lines+markers" if markers else "lines",
                 connectgaps=False,
                 name="Stopped early" if stopped else "Ran to the end", hoverinfo="text+x+y",
                 line={"color": COLORWAY[5] if stopped else COLORWAY[0], "width": 1, "dash": "dot" if stopped else "solid"},

@@ -71,7 +71,11 @@ def job_detail(request, project_id, job_id):
     summary = _training_summary(job)
     context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
     if job.is_hyperparameter_job:
-        context.update(_study_charts(job, request.GET))
+        # The charts follow the page (htmx, ``part=charts``): built while the browser shows the
+        # rest. ``?charts=inline`` puts them in the page, for a browser without JavaScript.
+        inline = request.GET.get("charts") == "inline"
+        context.update(_study_charts(job, request.GET) if inline else _contour_choice(request.GET))
+        context["charts_inline"] = inline
         context.update(study.trial_table(job, request.GET))
         context["can_resume"] = job.is_terminal and iam.can(request.user, "ml.jobs.create", project)
     if builtin.is_builtin_job(job):
@@ -81,13 +85,19 @@ def job_detail(request, project_id, job_id):
     return render(request, "jobs/job_detail.html", context)
 
 
+def _contour_choice(params) -> dict:
+    """The pair of parameters the user picked for the contour plot, if any."""
+    pair = (params.get("contour_x", ""), params.get("contour_y", ""))
+    return {"contour_x": pair[0] if all(pair) else "", "contour_y": pair[1] if all(pair) else ""}
+
+
 def _study_charts(job, params) -> dict:
     """The study's charts (the contour for the chosen pair of parameters, if any)."""
     spec = (job.training_input or {}).get("hyperparameters", {})
-    pair = (params.get("contour_x", ""), params.get("contour_y", ""))
+    choice = _contour_choice(params)
+    pair = (choice["contour_x"], choice["contour_y"])
     return {"tuning_charts": charts.tuning_charts(job.training_output, spec.get("goal"), spec,
-                                                  contour=pair if all(pair) else None),
-            "contour_x": pair[0] if all(pair) else "", "contour_y": pair[1] if all(pair) else ""}
+                                                  contour=pair if all(pair) else None), **choice}
 
 
 def _status_context(request, job) -> dict:

@@ -49,6 +49,38 @@ document.addEventListener("DOMContentLoaded", () => {
 document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
 
+// A tuning study's charts come as JSON (script.chart-figure, each before the element it is drawn
+// in) and are drawn one per task: a 2,000-trial study's ~9 charts take seconds to draw, and the
+// page keeps answering input between them. Charts swapped in by htmx too.
+const chartQueue = [];
+let chartTimer = null;
+
+function queueCharts() {
+  document.querySelectorAll("script.chart-figure:not([data-queued])").forEach((data) => {
+    data.dataset.queued = "true";
+    chartQueue.push(data);
+  });
+  if (chartQueue.length && chartTimer === null && window.Plotly) chartTimer = setTimeout(drawNextChart, 0);
+}
+
+function drawNextChart() {
+  const data = chartQueue.shift();
+  chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
+  if (data.isConnected) Plotly.newPlot(data.nextElementSibling, JSON.parse(data.textContent));
+}
+
+document.addEventListener("DOMContentLoaded", queueCharts);
+document.addEventListener("htmx:afterSettle", queueCharts);
+// The charts' first request failed: say so instead of "Loading the charts…" for ever.
+["htmx:responseError", "htmx:sendError"].forEach((name) => document.addEventListener(name, (event) => {
+  const note = event.detail.elt.matches("#study-charts[aria-busy]") && event.detail.elt.querySelector(".note");
+  if (note) note.textContent = "The charts could not be loaded. Reload the page to try again.";
+}));
+// plotly.min.js loads async, so that the page and the charts' request need not wait for it.
+document.addEventListener("load", (event) => {
+  if (event.target.matches && event.target.matches("script[data-plotly]")) queueCharts();
+}, true);
+
 // A model page opened while its first version was being created: show the prediction panel
 // once a version is READY (the versions table refreshes itself; the panel is server-rendered).
 document.addEventListener("htmx:afterSettle", () => {

@@ -96,7 +96,8 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     charts = page.locator("#trials figure.chart")
     # history, parallel coordinates, one slice per parameter, contour, learning curves, and the
     # importance chart's note (it needs 10 trials with a result)
-    expect(charts).to_have_count(7)
+    expect(charts).to_have_count(7)  # fetched once the page shows
+    expect(page.locator("#study-charts")).not_to_have_attribute("aria-busy", "true")
     for index in range(6):
         expect(charts.nth(index).locator(".js-plotly-plot .main-svg").first).to_be_attached()
     expect(page.locator("#chart-contour")).to_contain_text("Contour: ")

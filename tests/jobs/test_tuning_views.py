@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 from django.utils import timezone
 
 from jobs.models import JobState, Trial
@@ -88,7 +91,85 @@ def test_study_charts_refresh_themselves_while_the_study_runs(client, project, a
     Job.objects.filter(pk=job.pk).update(training_output=training_output(job, spec))
     fragment = client.get("/projects/project-a/jobs/charts/?part=charts", HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div id="study-charts"')
-    assert "Optimization history" in fragment and "Plotly.newPlot" in fragment
+    assert "Optimization history" in fragment and '<script type="application/json" class="chart-figure">' in fragment
 
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
     assert 'hx-trigger="every 10s"' not in client.get("/projects/project-a/jobs/charts/").content.decode()
+
+
+def finished_study(project, admin, trials: int = 12):
+    """A finished study of ``trials`` trials over three parameters, one of them categorical."""
+    from jobs import services
+    from jobs.executor.trials import training_output
+    from jobs.models import Job
+
+    spec = {"maxTrials": trials, "goal": "MAXIMIZE", "hyperparameterMetricTag": "score", "params": [
+        {"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
+        {"parameterName": "y", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
+        {"parameterName": "kind", "type": "CATEGORICAL", "categoricalValues": ["plain", "a</script><b>"]}]}
+    job = services.submit_job(project, body("done", hyperparameters=spec), actor=admin)
+    for n in range(1, trials + 1):
+        x, y = (n * 0.37) % 1, (n * 0.61) % 1
+        Trial.objects.create(job=job, trial_id=str(n), number=n, state=JobState.SUCCEEDED,
+                             hyperparameters={"x": repr(x), "y": repr(y), "kind": ["plain", "a</script><b>"][n % 2]},
+                             final_metric={"trainingStep": "2", "objectiveValue": x - y},
+                             all_metrics=[{"trainingStep": "1", "objectiveValue": x - y - 0.1},
+                                          {"trainingStep": "2", "objectiveValue": x - y}])
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, training_output=training_output(job, spec))
+    return job
+
+
+def test_study_page_shows_at_once_and_fetches_its_charts_after(client, project, admin):
+    finished_study(project, admin)
+    client.force_login(admin)
+    page = client.get("/projects/project-a/jobs/done/?contour_x=y&contour_y=x").content.decode()
+    assert 'data-trial="12"' in page  # the trial table is in the page
+    assert "Optimization history" not in page and "Loading the charts" in page
+    assert ('id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
+            'hx-trigger="load"') in page
+    assert 'href="?charts=inline&amp;contour_x=y&amp;contour_y=x#study-charts"' in page  # without JavaScript
+
+    fragment = client.get("/projects/project-a/jobs/done/?part=charts&contour_x=y&contour_y=x",
+                          HTTP_HX_REQUEST="true").content.decode()
+    titles = re.findall(r"<figcaption>(.*?)</figcaption>", fragment)
+    assert titles == ["Optimization history", "Parallel coordinates", "Slice: x", "Slice: y", "Slice: kind",
+                      "Contour: y × x", "Intermediate values", "Parameter importance"]
+    assert fragment.count("<details><summary>Data</summary><table>") == 8  # each chart's data as a table
+    assert 'hx-trigger="every 10s"' not in fragment  # finished: nothing more to fetch
+    assert '<select id="contour-x" name="contour_x">' in fragment
+
+
+def test_study_chart_figures_are_json_that_no_value_can_break_out_of(client, project, admin):
+    finished_study(project, admin)
+    client.force_login(admin)
+    fragment = client.get("/projects/project-a/jobs/done/?part=charts", HTTP_HX_REQUEST="true").content.decode()
+    assert "a</script>" not in fragment
+    figures = [json.loads(text) for text in re.findall(
+        r'<script type="application/json" class="chart-figure">(.*?)</script>', fragment)]
+    assert len(figures) == 8
+    assert all(f["config"] == {"displaylogo": False, "responsive": True} for f in figures)
+    assert all(f["layout"]["template"]["layout"]["paper_bgcolor"] == "white" for f in figures)  # plotly_white
+    kinds = figures[4]["data"][0]["x"]
+    assert "a</script><b>" in kinds and "plain" in kinds
+    assert "a&lt;/script&gt;&lt;b&gt;" in fragment  # and the data table shows it as text
+
+
+def test_study_charts_render_in_the_page_for_a_browser_without_javascript(client, project, admin):
+    finished_study(project, admin)
+    client.force_login(admin)
+    page = client.get("/projects/project-a/jobs/done/?charts=inline").content.decode()
+    assert "Loading the charts" not in page and "Optimization history" in page
+    assert page.count("<details><summary>Data</summary><table>") == 8
+    assert '<input type="hidden" name="charts" value="inline">' in page  # the contour form keeps it so
+
+
+def test_learning_curves_of_a_large_study_are_lines_without_markers():
+    from jobs import charts
+
+    def trials(count):
+        return [{"trialId": str(n), "state": "SUCCEEDED", "allMetrics": [
+            {"trainingStep": str(s), "objectiveValue": 0.1 * s} for s in range(1, 11)]} for n in range(1, count + 1)]
+
+    assert charts.intermediate_values(trials(100)).figure.data[0].mode == "lines+markers"
+    big = charts.intermediate_values(trials(2000))
+    assert big.figure.data[0].mode == "lines" and len(big.rows) == 2000  # every report still in the table
