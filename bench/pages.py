@@ -1,11 +1,16 @@
-"""Page performance in Chromium: the job list with 10,000 jobs, a job page with a 1,000,000-line log.
+"""Page performance in Chromium: the job list with 10,000 jobs, a job page with a 1,000,000-line log,
+a finished tuning study's page with 2,000 trials.
 
 It starts its own ``aiconsole up`` (embedded mode) on a free port with a throw-away data dir,
 fills the database directly with bulk inserts (one job through the API, then copies of its row;
-the log lines with ``executemany``), signs in with Debian's Chromium (Playwright) and opens each
-page several times. For each load it reads the browser's Navigation Timing: time to the first
-byte, DOMContentLoaded, the load event and the first contentful paint, all from the start of
-navigation. Medians are printed.
+the log lines with ``executemany``; the study's Trial rows through the ORM, on the same SQLite
+file), signs in with Debian's Chromium (Playwright) and opens each page several times. For each
+load it reads the browser's Navigation Timing: time to the first byte, DOMContentLoaded, the load
+event and the first contentful paint, all from the start of navigation. On the study page it also
+times when every chart is drawn (each chart's Plotly figure has its SVG, or the chart is a note
+with nothing to draw), checked on every animation frame from the start of navigation, and the
+longest main-thread task up to then (the page does not answer input while a task runs). Medians
+are printed.
 
 Run: ``.venv/bin/python bench/pages.py`` (``--help`` for sizes).
 """
@@ -13,6 +18,7 @@ Run: ``.venv/bin/python bench/pages.py`` (``--help`` for sizes).
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import sys
@@ -24,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.tuning import STUDY_SPEC, study_trials  # noqa: E402  (the study bench/tuning.py's page() measures)
 from tests.browser import harness  # noqa: E402
 
 TIMING = """() => {
@@ -33,6 +40,43 @@ TIMING = """() => {
           fcp: paint ? paint.startTime : null, rows: document.querySelectorAll("tbody tr").length};
 }"""
 
+
+# Installed before every page load: on each animation frame (so only once the main thread is free to
+# paint), checks whether the study's charts are all drawn; records long tasks from the start.
+CHARTS_PROBE = """(() => {
+  window.__chartsDrawn = null;
+  window.__longTasks = [];
+  try {
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+    }).observe({type: "longtask", buffered: true});
+  } catch (error) {}
+  // A chart with a plot (.plotly-graph-div) is drawn once Plotly drew its traces; one without
+  // (a note: too few trials for importance) has nothing to draw.
+  const drawn = (figure) => figure.querySelector(".plotly-graph-div") === null
+    || figure.querySelector(".js-plotly-plot .trace, .js-plotly-plot .parcoords") !== null;
+  const check = () => {
+    const figures = [...document.querySelectorAll("#study-charts figure.chart")];
+    if (figures.length >= (window.__chartsExpected || 1) && figures.every(drawn)) {
+      window.__chartsDrawn = performance.now();
+      window.__chartsTasks = window.__longTasks.slice();
+    } else {
+      requestAnimationFrame(check);
+    }
+  };
+  requestAnimationFrame(check);
+})()"""
+
+STUDY_TIMING = """() => {
+  const tasks = window.__chartsTasks || [];
+  return {charts: window.__chartsDrawn, longest: tasks.length ? Math.max(...tasks) : 0,
+          blocking: tasks.reduce((sum, d) => sum + Math.max(0, d - 50), 0),
+          figures: document.querySelectorAll("#study-charts figure.chart").length,
+          tables: document.querySelectorAll("#study-charts figure.chart details table").length,
+          html_kb: performance.getEntriesByType("navigation")[0].decodedBodySize / 1024,
+          fragments_kb: performance.getEntriesByType("resource").filter((r) => r.name.includes("part="))
+            .reduce((sum, r) => sum + r.decodedBodySize / 1024, 0)};
+}"""
 
 def fill_jobs(db: Path, template_id: int, count: int) -> float:
     """``count`` SUCCEEDED copies of one job row, job ids bulk_00000 …"""
@@ -64,6 +108,39 @@ def fill_log(db: Path, job_pk: int, lines: int) -> float:
     return time.perf_counter() - started
 
 
+def fill_study(console, job_id: str, count: int) -> float:
+    """``count`` finished trials of the study ``job_id`` (submitted through the API, stopped at once),
+    made as bench/tuning.py's page() makes them: 10 reports each, every 25th FAILED with an error;
+    then the job SUCCEEDED with its trainingOutput, as the executor would leave it."""
+    started = time.perf_counter()
+    for name in [n for n in os.environ if n.startswith("AICONSOLE_")]:
+        del os.environ[name]
+    os.environ["AICONSOLE_DATA_DIR"] = str(console.data_dir)  # the server's own SQLite file
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    import django
+
+    django.setup()
+    from jobs.executor.trials import training_output
+    from jobs.models import Job, JobState, Trial
+
+    job = Job.objects.get(job_id=job_id)
+    job.trials.all().delete()
+    Trial.objects.bulk_create(study_trials(job, count), batch_size=500)
+    spec = job.training_input["hyperparameters"]
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, error_message="",
+                                         training_output=training_output(job, spec))
+    return time.perf_counter() - started
+
+
+def stop_at_once(console, job_id: str) -> None:
+    """Cancel a job that is not to run (its package does not exist: it may have failed already)."""
+    try:
+        console.call("POST", f"/v1/projects/{harness.PROJECT}/jobs/{job_id}:cancel", {})
+    except RuntimeError:
+        pass
+    console.wait(job_id)
+
+
 def job_pk(db: Path, job_id: str) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return conn.execute("SELECT id FROM jobs_job WHERE job_id = ?", (job_id,)).fetchone()[0]
@@ -82,11 +159,31 @@ def measure(page, path: str, repeats: int) -> dict:
         "rows": samples[-1]["rows"], "max_load": max(s["load"] for s in samples)}
 
 
+def measure_study(page, path: str, repeats: int, charts: int) -> dict:
+    """``measure`` plus the time until all ``charts`` charts are drawn and the longest task until then."""
+    samples = []
+    for _ in range(repeats):
+        page.goto(path, wait_until="load")
+        page.wait_for_function("window.__chartsDrawn !== null", timeout=180_000)
+        samples.append(page.evaluate(TIMING) | page.evaluate(STUDY_TIMING))
+    keys = ("ttfb", "dcl", "load", "fcp", "charts", "longest", "blocking", "html_kb", "fragments_kb")
+    result = {key: statistics.median(s[key] for s in samples if s[key] is not None) for key in keys}
+    return result | {"rows": samples[-1]["rows"], "figures": samples[-1]["figures"],
+                     "tables": samples[-1]["tables"], "max_charts": max(s["charts"] for s in samples)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--log-lines", type=int, default=1_000_000)
+    parser.add_argument("--study-trials", type=int, default=2000)
+    parser.add_argument("--study-charts", type=int, default=9,
+                        help="charts the study page shows (history, parallel coordinates, 4 slices, contour, "
+                             "learning curves, importance): all drawn is when this many are")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--study-repeats", type=int, default=None, help="loads of the study page (default: --repeats)")
+    parser.add_argument("--skip", choices=["jobs", "log", "study"], action="append", default=[],
+                        help="leave a page out (repeatable)")
     args = parser.parse_args()
     if harness.ensure_chromium() is None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
@@ -98,10 +195,16 @@ def main() -> None:
             db = console.database
             # One job through the API, cancelled at once (nothing runs); its row is the template.
             console.submit("big_log", "gs://bench-bucket/trainer-0.1.tar.gz")
-            console.call("POST", f"/v1/projects/{harness.PROJECT}/jobs/big_log:cancel", {})
-            console.wait("big_log")
-            jobs_s = fill_jobs(db, job_pk(db, "big_log"), args.jobs - 1)
-            log_s = fill_log(db, job_pk(db, "big_log"), args.log_lines)
+            stop_at_once(console, "big_log")
+            jobs_s = fill_jobs(db, job_pk(db, "big_log"), args.jobs - 1) if "jobs" not in args.skip else 0.0
+            log_s = fill_log(db, job_pk(db, "big_log"), args.log_lines) if "log" not in args.skip else 0.0
+            study_s = 0.0
+            if "study" not in args.skip:
+                console.submit("study", "gs://bench-bucket/trainer-0.1.tar.gz",
+                               hyperparameters={**STUDY_SPEC, "maxTrials": args.study_trials})
+                stop_at_once(console, "study")
+                study_s = fill_study(console, "study", args.study_trials)
+            load = os.getloadavg()
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
                 page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 900})
@@ -111,21 +214,36 @@ def main() -> None:
                 page.get_by_role("button", name="Sign in").click()
                 page.wait_for_url("**/jobs/")
                 base = f"/projects/{harness.PROJECT}/jobs/"
-                results = {
-                    "job list": measure(page, base, args.repeats),
-                    "job list, filtered to SUCCEEDED": measure(page, base + "?state=SUCCEEDED", args.repeats),
-                    "job page, newest lines": measure(page, base + "big_log/", args.repeats),
-                    "job page, oldest lines": measure(page, base + "big_log/?after=0", args.repeats),
-                }
+                results = {}
+                if "jobs" not in args.skip:
+                    results["job list"] = measure(page, base, args.repeats)
+                    results["job list, filtered to SUCCEEDED"] = measure(page, base + "?state=SUCCEEDED", args.repeats)
+                if "log" not in args.skip:
+                    results["job page, newest lines"] = measure(page, base + "big_log/", args.repeats)
+                    results["job page, oldest lines"] = measure(page, base + "big_log/?after=0", args.repeats)
+                study = None
+                if "study" not in args.skip:
+                    page.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
+                    study = measure_study(page, base + "study/", args.study_repeats or args.repeats, args.study_charts)
                 browser.close()
         finally:
             console.stop()
-    print(f"{args.jobs:,} jobs inserted in {jobs_s:.1f} s; {args.log_lines:,} log lines in {log_s:.1f} s")
+    print(f"{args.jobs:,} jobs inserted in {jobs_s:.1f} s; {args.log_lines:,} log lines in {log_s:.1f} s; "
+          f"{args.study_trials:,} study trials in {study_s:.1f} s")
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before the loads, "
+          f"{os.getloadavg()[0]:.2f} after")
     print(f"Chromium (headless), medians of {args.repeats} loads, ms from the start of navigation:")
     for name, r in results.items():
         fcp = f"{r['fcp']:.0f}" if r["fcp"] is not None else "—"
         print(f"  {name:34} first byte {r['ttfb']:6.0f}   first paint {fcp:>5}   DOMContentLoaded "
               f"{r['dcl']:6.0f}   load {r['load']:6.0f} (max {r['max_load']:.0f})   rows {r['rows']:,}")
+    if study is not None:
+        r = study
+        print(f"  study page, {args.study_trials:,} trials ({args.study_repeats or args.repeats} loads): first byte "
+              f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
+              f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})")
+        print(f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
+              f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB   rows {r['rows']:,}   data tables {r['tables']}")
 
 
 if __name__ == "__main__":

@@ -197,6 +197,37 @@ def latency(args) -> None:
                   f"p90 {samples[int(0.9 * (len(samples) - 1))]:6.1f} ms, max {samples[-1]:6.1f} ms", flush=True)
 
 
+STUDY_SPEC = {"goal": "MAXIMIZE", "maxParallelTrials": 4, "hyperparameterMetricTag": "accuracy", "params": [
+    {"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 1e-4, "maxValue": 0.1,
+     "scaleType": "UNIT_LOG_SCALE"},
+    {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
+    {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
+    {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]}]}
+
+
+def study_trials(job, count: int) -> list:
+    """``count`` finished ``Trial`` rows (unsaved) of a STUDY_SPEC job: 10 reports each, every 25th
+    FAILED with an error. Needs Django set up; bench/pages.py uses it too."""
+    from django.utils import timezone
+
+    from jobs.models import JobState, Trial
+
+    rng, now, rows = np.random.default_rng(0), timezone.now(), []
+    for n in range(1, count + 1):
+        lr, layers, dropout = 10 ** rng.uniform(-4, -1), int(rng.integers(1, 9)), rng.uniform(0, 0.5)
+        score = 0.9 - (math.log10(lr) + 2.5) ** 2 * 0.05 + 0.005 * layers - 0.1 * dropout
+        failed = n % 25 == 0
+        reports = [] if failed else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)}
+                                     for s in range(1, 11)]
+        rows.append(Trial(job=job, trial_id=str(n), number=n, state=JobState.FAILED if failed else JobState.SUCCEEDED,
+                          hyperparameters={"learning_rate": repr(lr), "layers": str(layers),
+                                           "dropout": repr(dropout), "optimizer": "adam" if n % 3 else "sgd"},
+                          start_time=now, end_time=now, all_metrics=reports, final_metric=reports[-1] if reports else None,
+                          error_message="The replica master 0 exited with a non-zero status of 1. \n"
+                                        "Traceback (most recent call last):\nValueError: diverged" if failed else ""))
+    return rows
+
+
 def page(args) -> None:
     """The job page of a finished study with ``--page-trials`` Trial rows (10 reports each), as
     the console renders it (Django's test client, embedded SQLite in a throw-away data dir)."""
@@ -211,7 +242,6 @@ def page(args) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
-    from django.utils import timezone
 
     from aiconsole import iam
     from aiconsole.models import Project
@@ -224,37 +254,20 @@ def page(args) -> None:
     project = Project.objects.create(project_id="bench", display_name="Bench")
     user = get_user_model().objects.create_user(username="bench", password="bench-pw")
     iam.grant(user, "roles/ml.admin", project)
-    spec = {"goal": "MAXIMIZE", "maxTrials": args.page_trials, "maxParallelTrials": 4,
-            "hyperparameterMetricTag": "accuracy", "params": [
-                {"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 1e-4, "maxValue": 0.1,
-                 "scaleType": "UNIT_LOG_SCALE"},
-                {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
-                {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
-                {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]}]}
+    spec = {**STUDY_SPEC, "maxTrials": args.page_trials}
     job = services.submit_job(project, {"jobId": "study", "trainingInput": {
         "scaleTier": "BASIC", "packageUris": ["gs://bench/trainer.tar.gz"], "pythonModule": "trainer.task",
         "region": "us-central1", "hyperparameters": spec}}, actor=user)
-    rng, now = np.random.default_rng(0), timezone.now()
-    rows = []
-    for n in range(1, args.page_trials + 1):
-        lr, layers, dropout = 10 ** rng.uniform(-4, -1), int(rng.integers(1, 9)), rng.uniform(0, 0.5)
-        score = 0.9 - (math.log10(lr) + 2.5) ** 2 * 0.05 + 0.005 * layers - 0.1 * dropout
-        failed = n % 25 == 0
-        reports = [] if failed else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)}
-                                     for s in range(1, 11)]
-        rows.append(Trial(job=job, trial_id=str(n), number=n, state=JobState.FAILED if failed else JobState.SUCCEEDED,
-                          hyperparameters={"learning_rate": repr(lr), "layers": str(layers),
-                                           "dropout": repr(dropout), "optimizer": "adam" if n % 3 else "sgd"},
-                          start_time=now, end_time=now, all_metrics=reports, final_metric=reports[-1] if reports else None,
-                          error_message="The replica master 0 exited with a non-zero status of 1. \n"
-                                        "Traceback (most recent call last):\nValueError: diverged" if failed else ""))
-    Trial.objects.bulk_create(rows)
+    rows = study_trials(job, args.page_trials)
+    Trial.objects.bulk_create(rows, batch_size=500)
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, training_output=training_output(job, spec))
     client = Client()
     client.force_login(user)
     print(f"\njob page with {args.page_trials} trials (4 parameters, 10 reports each), "
           f"{args.page_repeats} renders each:", flush=True)
-    for label, query, headers in [("whole page", "", {}),
+    for label, query, headers in [("whole page (the charts follow it)", "", {}),
+                                  ("charts fragment (htmx, fetched once the page shows)", "?part=charts",
+                                   {"HTTP_HX_REQUEST": "true"}),
                                   ("trial table fragment (htmx, FAILED only)", "?part=trials&trial_state=FAILED",
                                    {"HTTP_HX_REQUEST": "true"})]:
         samples, size = [], 0
