@@ -26,16 +26,13 @@ import queue
 import shutil
 import threading
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from jobs import catalogue
-from jobs.executor.logs import LogSink
 from jobs.executor.runner import Cancelled, RunnerBase
 from jobs.models import Job, Replica, ReplicaState
 from models_registry import conf, files
@@ -98,46 +95,21 @@ class _Shard:
 class BatchPredictionRunner(RunnerBase):
     """Runs one batch prediction job in a thread of the executor."""
 
+    label = "Batch prediction runner"
+    thread_prefix = "batch"
+
     def __init__(self, job_pk: int, runner_id: str, on_done=None):
-        self.job_pk = job_pk
-        self.runner_id = runner_id
-        self.on_done = on_done
-        self.cancel_requested = threading.Event()
-        self.abandoning = False
+        super().__init__(job_pk, runner_id, on_done)
         self.replica_count = 1
         self.processes: list = []
         self.errors: Counter[str] = Counter()
         self.errors_lock = threading.Lock()
         self.node_seconds = 0.0
-        self.thread = threading.Thread(target=self._main, name=f"batch-{job_pk}", daemon=True)
 
     # --- the job's life ----------------------------------------------------------------------------
 
-    def _main(self) -> None:
-        close_old_connections()
-        try:
-            job = Job.objects.select_related("project").get(pk=self.job_pk)
-            if not job.mark_preparing(self.runner_id):
-                return
-            self._announce(job)
-            self.sink = LogSink(job.pk)
-            try:
-                self._run(job)
-            finally:
-                self._stop_processes()
-                self.sink.close()
-        except Exception:
-            logger.exception("Batch prediction runner for job %s crashed", self.job_pk)
-            try:
-                job = Job.objects.get(pk=self.job_pk)
-                job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:])
-                self._announce(job)
-            except Exception:
-                logger.exception("Could not record the failure of job %s", self.job_pk)
-        finally:
-            connection.close()
-            if self.on_done:
-                self.on_done(self)
+    def _release(self) -> None:
+        self._stop_processes()
 
     def _run(self, job: Job) -> None:
         work = settings.WORK_DIR / job.project.project_id / job.job_id

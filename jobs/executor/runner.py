@@ -102,12 +102,22 @@ def build_environment(training_input: dict, files: list[Path], log, check_cancel
 class RunnerBase:
     """What every job runner shares: cancel and shutdown requests, and how a job's run ends.
 
-    Subclasses set ``thread``, ``sink``, ``cancel_requested`` and ``abandoning``. ``fenced`` is
-    set (scaled mode) when the job was handed to another worker: the runner then stops its
-    processes and writes nothing more about the job.
+    Subclasses implement ``_run(job)``; ``_main`` claims the job, opens its log and records a
+    crash. ``fenced`` is set (scaled mode) when the job was handed to another worker: the runner
+    then stops its processes and writes nothing more about the job.
     """
 
     fenced = False
+    label = "Runner"  # for the executor's own log
+    thread_prefix = "job"
+
+    def __init__(self, job_pk: int, runner_id: str, on_done=None):
+        self.job_pk = job_pk
+        self.runner_id = runner_id
+        self.on_done = on_done
+        self.cancel_requested = threading.Event()
+        self.abandoning = False
+        self.thread = threading.Thread(target=self._main, name=f"{self.thread_prefix}-{job_pk}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
@@ -123,6 +133,38 @@ class RunnerBase:
     def _check_cancel(self) -> None:
         if self.cancel_requested.is_set():
             raise Cancelled()
+
+    def _main(self) -> None:
+        close_old_connections()
+        try:
+            job = Job.objects.select_related("project").get(pk=self.job_pk)
+            if not job.mark_preparing(self.runner_id):
+                return
+            self._announce(job)
+            self.sink = LogSink(job.pk)
+            try:
+                self._run(job)
+            finally:
+                self._release()
+                self.sink.close()
+        except Exception:
+            logger.exception("%s for job %s crashed", self.label, self.job_pk)
+            try:
+                job = Job.objects.get(pk=self.job_pk)
+                job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:])
+                self._announce(job)
+            except Exception:
+                logger.exception("Could not record the failure of job %s", self.job_pk)
+        finally:
+            connection.close()
+            if self.on_done:
+                self.on_done(self)
+
+    def _run(self, job: Job) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Whatever ``_run`` may have left running, once it returns or raises."""
 
     def _succeed(self, job: Job, output: dict) -> None:
         if self.fenced:
@@ -171,42 +213,12 @@ class JobRunner(RunnerBase):
     """Runs one job in a thread of the executor."""
 
     def __init__(self, job_pk: int, runner_id: str, on_done=None):
-        self.job_pk = job_pk
-        self.runner_id = runner_id
-        self.on_done = on_done
-        self.cancel_requested = threading.Event()
-        self.abandoning = False
+        super().__init__(job_pk, runner_id, on_done)
         self.processes: list[ReplicaProcess] = []
         self.replica_count = 0
         self.seed_history: list = []
-        self.thread = threading.Thread(target=self._main, name=f"job-{job_pk}", daemon=True)
 
     # --- the job's life ------------------------------------------------------------------
-
-    def _main(self) -> None:
-        close_old_connections()
-        try:
-            job = Job.objects.select_related("project").get(pk=self.job_pk)
-            if not job.mark_preparing(self.runner_id):
-                return
-            self._announce(job)
-            self.sink = LogSink(job.pk)
-            try:
-                self._run(job)
-            finally:
-                self.sink.close()
-        except Exception:
-            logger.exception("Runner for job %s crashed", self.job_pk)
-            try:
-                job = Job.objects.get(pk=self.job_pk)
-                job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:])
-                self._announce(job)
-            except Exception:
-                logger.exception("Could not record the failure of job %s", self.job_pk)
-        finally:
-            connection.close()
-            if self.on_done:
-                self.on_done(self)
 
     def _run(self, job: Job) -> None:
         from jobs import builtin  # a built-in algorithm runs as our shipped package and module
