@@ -31,7 +31,6 @@ import json
 import multiprocessing
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -44,44 +43,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import run  # noqa: E402
+from bench.run import free_port, percentile  # noqa: E402
 from tests.models_registry.conftest import TRAIN  # noqa: E402
 
-AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 PROJECT = "default-project"
 INSTANCE = [0.9, 0.8, 0.1, 0.2]
 
 
-def free_port() -> int:
-    import socket
+class Console(run.Console):
+    """``aiconsole up``, or with ``front`` this file's ``--serve-front`` (the predict front alone);
+    ``call`` returns the status and headers too, and does not raise on an HTTP error."""
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Console:
     def __init__(self, data_dir: Path, env_dir: Path, *, front: bool = False, **extra: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
-                         "AICONSOLE_ADMIN_PASSWORD": "bench-password-1", **extra})
-        command = ([sys.executable, __file__, "--serve-front", str(self.port)] if front
-                   else [AICONSOLE, "up", "--port", str(self.port)])
-        self.process = subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while not self._up():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit("the console did not start")
-            time.sleep(0.1)
-        self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
-                                    capture_output=True, text=True).stdout.strip()
-
-    def _up(self) -> bool:
-        try:
-            return urllib.request.urlopen(self.url + "/login/", timeout=1).status == 200
-        except OSError:
-            return False
+        port = free_port()
+        super().__init__(data_dir, env_dir, [sys.executable, __file__, "--serve-front", str(port)] if front else None,
+                         port=port, **extra)
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict, dict]:
         request = urllib.request.Request(
@@ -92,15 +69,6 @@ class Console:
                 return response.status, json.loads(response.read() or b"{}"), dict(response.headers)
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"{}"), dict(error.headers)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=60)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def summary(samples: list[float]) -> dict:

@@ -63,14 +63,17 @@ def free_port() -> int:
 
 
 class Console:
-    def __init__(self, data_dir: Path, env_dir: Path):
+    """A real ``aiconsole up`` on a free port with its own data dir (bench/models.py's too)."""
+
+    def __init__(self, data_dir: Path, env_dir: Path, command: list[str] | None = None, port: int | None = None,
+                 **extra: str):
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
         self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
-                         "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
-        self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(self.port)], env=self.env,
+                         "AICONSOLE_ADMIN_PASSWORD": "bench-password-1", **extra})
+        self.process = subprocess.Popen(command or [AICONSOLE, "up", "--port", str(self.port)], env=self.env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while not self._up():
