@@ -34,17 +34,16 @@ class Chart:
 
     @property
     def html(self) -> str:
+        """The figure as JSON, and the element static/console.js draws it in once the page shows
+        (one chart per task; plotly.js is served from static/vendor/, never from a CDN)."""
         if self.figure is None:
             return ""
-        self.figure.update_layout(template="plotly_white", colorway=COLORWAY)
-        # plotly.js is served from static/vendor/, never from a CDN.
-        return self.figure.to_html(full_html=False, include_plotlyjs=False,
-                                   config={"displaylogo": False, "responsive": True})
+        return (f'<script type="application/json" class="chart-figure">{self.figure_json}</script>\n'
+                f'<div class="plotly-graph-div" style="height:100%; width:100%; min-height:{self.height}px"></div>')
 
     @property
     def figure_json(self) -> str:
-        """The figure and its config as JSON for a ``<script type="application/json">``, which
-        static/console.js draws once the page shows, one chart per task (``to_html``'s inline
+        """The figure and its config as JSON for ``html``'s data script (``to_html``'s inline
         ``Plotly.newPlot`` scripts drew a 2,000-trial study's charts in one freeze of seconds).
         Not validated again: the figure was built through plotly's own classes."""
         if self.figure is None:

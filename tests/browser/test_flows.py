@@ -211,3 +211,17 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
     expect(results).to_contain_text("Classification metrics on each split")
     expect(results.get_by_role("row", name=re.compile(r"^accuracy"))).to_contain_text("1.0000")
     expect(results).to_contain_text("model.bst")
+
+
+def test_the_data_analysis_page_draws_its_charts_with_their_tables(page, console):
+    folder = console.storage / "analysis-flow"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [f"{i % 2},{i * 0.5 + (i % 7)},{'abc'[i % 3]}" for i in range(120)]
+    (folder / "table.csv").write_text("\n".join(rows) + "\n")
+    login(page)
+    page.goto(f"/projects/default-project/data/analysis/?path={folder / 'table.csv'}&model_type=classification")
+    charts = page.locator("figure.chart")
+    expect(charts.first).to_be_attached()
+    for index in range(charts.count()):
+        expect(charts.nth(index).locator(".js-plotly-plot .main-svg").first).to_be_attached()
+        expect(charts.nth(index).locator("details table tbody tr").first).to_be_attached()
