@@ -103,6 +103,7 @@ class PackageInfo:
     version: str | None
     modules: frozenset[str]
     packages: frozenset[str] = frozenset()
+    requires: tuple[str, ...] = ()  # what it declares it needs (Requires-Dist, egg-info requires.txt)
 
 
 @dataclass(frozen=True)
@@ -947,6 +948,30 @@ def _parse_headers(text: str) -> dict[str, str]:
     return headers
 
 
+def _requires_dist(text: str | None) -> tuple[str, ...]:
+    """Every Requires-Dist header of a METADATA or PKG-INFO file, extras' requirements left out."""
+    found = []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            break
+        key, separator, value = line.partition(":")
+        if separator and key.strip().lower() == "requires-dist" and "extra ==" not in value:
+            found.append(value.strip())
+    return tuple(found)
+
+
+def _egg_info_requires(text: str | None) -> tuple[str, ...]:
+    """The unconditional requirements of an sdist's ``*.egg-info/requires.txt``."""
+    found = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            break  # [extra] and [:marker] sections follow the unconditional ones
+        if line and not line.startswith("#"):
+            found.append(line)
+    return tuple(found)
+
+
 def _canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -962,6 +987,8 @@ def _wheel_metadata_wanted(name: str) -> bool:
 
 def _sdist_metadata_wanted(name: str) -> bool:
     parts = name.split("/")
+    if len(parts) == 3 and parts[1].endswith(".egg-info") and parts[2] == "requires.txt":
+        return True
     return len(parts) == 2 and parts[1] == "PKG-INFO"
 
 
@@ -996,7 +1023,7 @@ def _wheel_info(display: str, scan: _Scan) -> PackageInfo:
             f"but its METADATA says {name!r}"
         )
     modules, packages = _modules_from_paths(_wheel_module_paths(scan.members))
-    return PackageInfo(display, "wheel", name, version, modules, packages)
+    return PackageInfo(display, "wheel", name, version, modules, packages, _requires_dist(metadata_text))
 
 
 def _wheel_dist_info(display: str, members: list[_Member]) -> str:
@@ -1047,9 +1074,12 @@ def _sdist_info(display: str, scan: _Scan) -> PackageInfo:
             f"{display}: {top}/ contains no PKG-INFO, setup.py or pyproject.toml, "
             "so it is not a Python source package"
         )
-    name, version = _sdist_name_version(top, scan.texts.get(f"{top}/PKG-INFO"))
+    pkg_info = scan.texts.get(f"{top}/PKG-INFO")
+    name, version = _sdist_name_version(top, pkg_info)
     modules, packages = _modules_from_paths(_sdist_module_paths(top, scan.members))
-    return PackageInfo(display, "sdist", name, version, modules, packages)
+    egg_info = next((text for path, text in sorted(scan.texts.items()) if path.endswith(".egg-info/requires.txt")), None)
+    requires = _requires_dist(pkg_info) or _egg_info_requires(egg_info)
+    return PackageInfo(display, "sdist", name, version, modules, packages, requires)
 
 
 def _sdist_top_directory(display: str, members: list[_Member]) -> str:

@@ -221,8 +221,13 @@ TRAINER_ENV_PASSTHROUGH = env_list(
     "AICONSOLE_TRAINER_ENV_PASSTHROUGH",
     ["HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "STORAGE_EMULATOR_HOST"],
 )
-# The Python interpreter that runtime environments are built on.
-RUNTIME_PYTHON = env_str("AICONSOLE_RUNTIME_PYTHON")
+# Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
+# up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
+PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
+# Whether a missing interpreter may be downloaded with `uv python install` ("automatic"/"never").
+PYTHON_DOWNLOADS = env_str("AICONSOLE_PYTHON_DOWNLOADS", "automatic")
+if PYTHON_DOWNLOADS not in {"automatic", "never"}:
+    raise ImproperlyConfigured(f"AICONSOLE_PYTHON_DOWNLOADS must be automatic or never, got {PYTHON_DOWNLOADS!r}")
 # How often a job is restarted after the console itself went away while it ran, or (scaled
 # mode) after one of its replicas was lost more than MAX_REPLICA_RESTARTS times: as the original.
 MAX_JOB_RESTARTS = env_int("AICONSOLE_MAX_JOB_RESTARTS", 3, minimum=0)

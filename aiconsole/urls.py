@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("profile/", profile_views.profile, name="profile"),
     path("workers/", worker_views.workers, name="workers"),
+    path("runtimes/", worker_views.runtime_versions, name="runtimes"),
     path("profile/tokens/", profile_views.token_create, name="token_create"),
     path("profile/tokens/<int:token_id>/revoke/", profile_views.token_revoke, name="token_revoke"),
     path("v1/", include("aiconsole.api_urls")),

@@ -10,7 +10,8 @@ An algorithm module supplies ``fit(prepared, values, log) -> Model``; this modul
    ``artifacts/evaluation.json``;
 4. report the validation metrics through cloudml-hypertune when the job is a tuning trial.
 
-A tuning trial writes under ``<job-dir>/<trial id>/`` so trials do not overwrite each other.
+A tuning trial is given ``--job-dir <jobDir>/<trial id>`` by the platform, as the original did, so
+trials do not overwrite each other.
 """
 
 from __future__ import annotations
@@ -107,8 +108,7 @@ def _start(algorithm: Algorithm, argv: list[str]) -> Run:
     job_dir = values.pop("job_dir", None)
     if not job_dir:
         raise DataError("--job-dir is required: the folder where the model, processed_data/ and artifacts/ go.")
-    trial = os.environ.get("CLOUD_ML_TRIAL_ID")
-    output_uri = files.join(job_dir, trial) if trial else job_dir
+    output_uri = job_dir  # a tuning trial's own folder already: <jobDir>/<trial id>
     model_type = model_type_of(algorithm, values)
     log(f"Built-in {algorithm.title}: {model_type}, preprocess={'on' if values['preprocess'] else 'off'}, "
         f"writing to {output_uri}.")

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import zipfile
-from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -23,7 +22,8 @@ from django.conf import settings
 import algorithms
 from algorithms import catalogue as algos
 from algorithms.table import DataError, decode, read_text
-from jobs.catalogue import DEFAULT_RUNTIME_VERSION, MACHINE_TYPES, SCALE_TIERS, TPU
+from jobs import runtimes
+from jobs.catalogue import MACHINE_TYPES, SCALE_TIERS, TPU
 from jobs.spec import FieldViolation
 
 DIST_NAME = "aiconsole_algorithms"
@@ -80,7 +80,9 @@ def runnable_input(training_input: dict) -> dict:
     algorithm = algos.for_training_input(training_input)
     if algorithm is None:
         return training_input
-    return {**training_input, "packageUris": [str(package_path())], "pythonModule": algorithm.module}
+    # Our algorithms are current code: they run on the extension runtime, on the console's Python.
+    return {**training_input, "packageUris": [str(package_path())], "pythonModule": algorithm.module,
+            "runtimeVersion": runtimes.CURRENT, "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT])}
 
 
 # --- spec rules (pure; called by jobs.spec) ----------------------------------------------------------
@@ -253,19 +255,6 @@ def check_data_file(path: Path, key: str, values: dict, model_type: str | None, 
 # --- outputs ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def python_version() -> str:
-    from jobs.executor import environments
-
-    try:
-        full = environments.python_version(environments.base_python())
-    except Exception:
-        import sys
-
-        full = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return ".".join(full.split(".")[:2])
-
-
 def is_builtin_job(job) -> bool:
     return algos.for_training_input(job.training_input) is not None
 
@@ -284,8 +273,8 @@ def training_output(job) -> dict:
     algorithm = algos.for_training_input(job.training_input)
     if algorithm is None:
         return output
-    info = {"framework": algorithm.framework, "runtimeVersion": DEFAULT_RUNTIME_VERSION,
-            "pythonVersion": python_version()}
+    info = {"framework": algorithm.framework, "runtimeVersion": runtimes.CURRENT,
+            "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT])}
     output["isBuiltInAlgorithmJob"] = True
     job_info = dict(info)
     if job.state == "SUCCEEDED" and not job.is_hyperparameter_job and model_dir(job):

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jobs import runtimes
+
 USD_PER_TRAINING_UNIT = 0.49
 
 COMPUTE_ENGINE = "compute_engine"
@@ -374,20 +376,12 @@ class RuntimeVersion:
     tf_config_chief: bool
 
 
-# TensorFlow pins are the last patch release of each minor line (from memory, §9 marks the
-# whole matrix as unconfirmed).
-_TF_RELEASES = {
-    "2.1": "2.1.4", "2.2": "2.2.3", "2.3": "2.3.4", "2.4": "2.4.4", "2.5": "2.5.3",
-    "2.6": "2.6.5", "2.7": "2.7.4", "2.8": "2.8.4", "2.9": "2.9.3", "2.10": "2.10.1",
-    "2.11": "2.11.1",
-}
-
+# From the runtime version list (jobs/runtimes/runtimes.toml): the Pythons the original accepted
+# for each, and `chief` in TF_CONFIG from 2.x on (the extension runtime `current` is TF 2.x too).
 RUNTIME_VERSIONS: dict[str, RuntimeVersion] = {
-    "1.15": RuntimeVersion("1.15", "1.15.5", ("2.7", "3.7"), tf_config_chief=False),
-    **{
-        name: RuntimeVersion(name, tf, ("3.7",), tf_config_chief=True)
-        for name, tf in _TF_RELEASES.items()
-    },
+    name: RuntimeVersion(name, runtime.tensorflow, runtime.accepted_pythons,
+                         tf_config_chief=runtime.is_extension or not name.startswith("1."))
+    for name, runtime in runtimes.RUNTIMES.items()
 }
 
 DEFAULT_RUNTIME_VERSION = "2.11"

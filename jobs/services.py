@@ -18,7 +18,7 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import dispatch, filters, spec
+from jobs import dispatch, filters, runtimes, spec
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -53,6 +53,15 @@ def _check_local_paths(training_input: dict) -> None:
         raise InvalidArgument.from_violations(violations)
 
 
+def _check_runtime_available(training_input: dict) -> None:
+    """The job's runtime/Python pair must be runnable here: refused now, not failed later."""
+    if (training_input.get("masterConfig") or {}).get("imageUri"):
+        return  # a container (or a built-in algorithm) brings its own runtime
+    reason = runtimes.unavailable_reason(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
+    if reason:
+        raise InvalidArgument.from_violations([FieldViolation("job.training_input.python_version", reason)])
+
+
 def _check_builtin_algorithm(training_input: dict) -> None:
     """A built-in algorithm's data files are checked before the job is queued (jobs.builtin)."""
     from jobs import builtin
@@ -71,6 +80,7 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     prediction_input = job_body.get("predictionInput")
     if training_input is not None:
         _check_local_paths(training_input)
+        _check_runtime_available(training_input)
         _check_builtin_algorithm(training_input)
     if prediction_input is not None:
         # Batch prediction (models_registry): its paths, and the predict permission on its model.

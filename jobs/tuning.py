@@ -293,6 +293,11 @@ def should_stop_early(spec: dict, history: list[TrialRecord], current: TrialReco
     if not early_stopping(spec) or not current.intermediate:
         return False
     others = [r for r in history if r.state != "RUNNING"]
+    final_steps = [max(r.intermediate) for r in others if r.state == "SUCCEEDED" and r.intermediate]
+    if final_steps and max(current.intermediate) >= min(final_steps):
+        # At the step where finished trials made their last report, a trial is finishing, not
+        # falling behind: a trainer that reports once, at the end, still gets to export.
+        return False
     study = build_study(spec, others)
     distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
     frozen = _frozen(spec, current, distributions)

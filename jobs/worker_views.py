@@ -11,7 +11,9 @@ from django.http import Http404
 from django.shortcuts import render
 
 from aiconsole import iam
+from jobs import catalogue
 from jobs.cluster import capacity
+from jobs.executor import environments
 from jobs.models import Worker
 
 
@@ -24,3 +26,19 @@ def workers(request):
                "scaled": Worker.objects.exists()}
     template = "jobs/workers.html#worker-rows" if request.htmx else "jobs/workers.html"
     return render(request, template, context)
+
+
+@login_required
+def runtime_versions(request):
+    """Runtime versions on this machine: Python, frameworks, built or not, size on disk.
+
+    Like the original's runtime version list, the catalogue is for everyone signed in (they pick
+    a runtime for their jobs); where a stack is installed on the server is for platform admins.
+    """
+    rows = environments.inventory(with_sizes=True)
+    admin = iam.is_platform_admin(request.user)
+    for row in rows:
+        if not admin:
+            row["path"] = row["interpreter"] = None
+    return render(request, "jobs/runtimes.html", {"rows": rows, "admin": admin,
+                                                  "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION})

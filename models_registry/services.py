@@ -26,7 +26,7 @@ from aiconsole.errors import (
     ServiceError,
 )
 from aiconsole.models import Project, RoleBinding
-from jobs import catalogue, filters
+from jobs import catalogue, filters, runtimes
 from models_registry import conf, spec
 from models_registry.models import Model, Operation, OperationType, Version, VersionState, new_etag
 from models_registry.resources import model_resource, version_resource
@@ -269,6 +269,9 @@ def create_version(model: Model, body, *, actor) -> Operation:
     audit.authorize(actor, "ml.versions.create", model, method=method)
     data = spec.validate_version(body)
     _check_deployment_uri(data["deploymentUri"])
+    reason = runtimes.unavailable_reason(data["runtimeVersion"], data["pythonVersion"])
+    if reason:
+        raise InvalidArgument.from_violations([FieldViolation("version.python_version", reason)])
     try:
         with transaction.atomic():
             locked = Model.objects.select_for_update().select_related("project").get(pk=model.pk)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from aiconsole.errors import FieldViolation, InvalidArgument
-from jobs import catalogue
+from jobs import catalogue, runtimes
 from jobs import spec as job_spec
 from models_registry import conf
 
@@ -227,7 +227,8 @@ def validate_version(body) -> dict:
         problems.add("version.deployment_uri", "deploymentUri is required: the Cloud Storage (gs://) or local "
                                                "folder that holds the model file.")
     runtime = body.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-    python = body.get("pythonVersion") or catalogue.DEFAULT_PYTHON_VERSION
+    known = runtimes.RUNTIMES.get(runtime)
+    python = body.get("pythonVersion") or (runtimes.default_python(known) if known else catalogue.DEFAULT_PYTHON_VERSION)
     if runtime not in catalogue.RUNTIME_VERSIONS:
         problems.add("version.runtime_version", f'runtimeVersion "{runtime}" is not supported. Supported '
                                                 f"runtime versions: {', '.join(catalogue.RUNTIME_VERSIONS)}.")

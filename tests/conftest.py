@@ -141,7 +141,8 @@ def build_package(directory: Path, modules: dict[str, str], *, name: str = "trai
     packages = sorted({str(Path(p).parent).replace("/", ".") for p in files if "/" in p})
     setup_py = (f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, "
                 f"packages={packages!r}, install_requires={requires!r})\n")
-    pkg_info = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    pkg_info = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
     with tarfile.open(target, "w:gz") as tar:
         _tar_add(tar, f"{top}/PKG-INFO", pkg_info.encode())
         _tar_add(tar, f"{top}/setup.py", setup_py.encode())

@@ -19,6 +19,8 @@ COMMAND_MODULES = [
     "aiconsole.cli.jobs",
     "aiconsole.cli.local",
     "aiconsole.cli.models",
+    "aiconsole.cli.runtimes",
+    "aiconsole.cli.gcloud",
 ]
 
 

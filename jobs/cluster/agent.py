@@ -191,7 +191,8 @@ class Agent:
 
         files = fetch_packages(training_input, replica_dir / "packages", check)
         environment = build_environment(training_input, files,
-                                        lambda message: local.sink.service(f"{replica.label}: {message}"), check)
+                                        lambda message: local.sink.service(f"{replica.label}: {message}"), check,
+                                        gpu=bool(replica.accelerator_count) and "TPU" not in replica.accelerator_type)
         extra = {"CUDA_VISIBLE_DEVICES": replica.devices}  # none: the replica sees no GPU at all
         return ReplicaProcess(
             replica_id=replica.pk, label=replica.label, task_type=replica.task_type,

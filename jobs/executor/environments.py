@@ -1,12 +1,15 @@
 """Python environments for jobs: a cached runtime stack per runtime version, and a per-job layer.
 
 A runtime version is a pre-built environment with its framework stack (the original's machine
-image). A job's packages are installed into a separate layer on top of it: a virtual environment
-whose ``.pth`` file puts the runtime's site-packages on the path. The layer gets only what the
-runtime lacks: ``uv pip compile`` resolves the trainer packages with the runtime's installed
-versions as constraints, and what the runtime already has at that version is left out. Both
-kinds are cached by a hash of their content, built under a file lock, and marked complete only
-once built, so a crash mid-build is rebuilt rather than reused.
+image), installed from its hash-checked lock file (``jobs/runtimes/locks``) on an interpreter of
+its Python. A job's packages go into a separate layer on top of it, as the original's
+``pip install`` went over the image: a virtual environment whose ``.pth`` file adds the runtime's
+site-packages after its own. The trainer's requirements are resolved with the runtime's versions
+as preferences, not constraints, so the runtime satisfies what it can and a trainer's pin
+(``pandas==1.1.5``) replaces the runtime's version in the layer, listed in the job's log; the
+runtime itself stays untouched and shared. Both kinds are cached by a hash of their content,
+built under a file lock, and marked complete only once built, so a crash mid-build is rebuilt
+rather than reused.
 """
 
 from __future__ import annotations
@@ -18,45 +21,25 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
 
+from jobs import runtimes
+
 COMPLETE_MARKER = ".aiconsole-complete.json"
 LAYER_PTH = "_aiconsole_runtime.pth"
+# The packages the job log names with their versions (what a trainer's author asks first).
+FRAMEWORKS = {"tensorflow": "TensorFlow", "tensorflow-cpu": "TensorFlow", "tensorflow-gpu": "TensorFlow",
+              "scikit-learn": "scikit-learn", "xgboost": "XGBoost", "xgboost-cpu": "XGBoost", "pandas": "pandas", "numpy": "NumPy",
+              "scipy": "SciPy"}
 
-# The framework stack every runtime provides (modern releases that install on current Pythons).
-BASE_STACK = (
-    "numpy",
-    "scipy",
-    "pandas",
-    "scikit-learn",
-    "xgboost-cpu",
-    "google-cloud-storage",
-    "cloudml-hypertune",
-)
-# Python versions each TensorFlow release published wheels for: TensorFlow joins a runtime's
-# stack only where the interpreter allows.
-TENSORFLOW_PYTHONS = {
-    "1.15": ("3.5", "3.7"),
-    "2.1": ("3.5", "3.7"),
-    "2.2": ("3.5", "3.8"),
-    "2.3": ("3.5", "3.8"),
-    "2.4": ("3.6", "3.8"),
-    "2.5": ("3.6", "3.9"),
-    "2.6": ("3.6", "3.9"),
-    "2.7": ("3.7", "3.9"),
-    "2.8": ("3.7", "3.10"),
-    "2.9": ("3.7", "3.10"),
-    "2.10": ("3.7", "3.10"),
-    "2.11": ("3.7", "3.10"),
-}
+FRAMEWORK_COLUMNS = ("TensorFlow", "scikit-learn", "XGBoost", "pandas", "NumPy")
 
 Log = Callable[[str], None]
 
@@ -79,68 +62,41 @@ class Environment:
         return self.path / "bin"
 
     def site_packages(self) -> Path:
-        return next((self.path / "lib").glob("python3*/site-packages"))
+        return next((self.path / "lib").glob("python*/site-packages"))
+
+    def info(self) -> dict:
+        return json.loads((self.path / COMPLETE_MARKER).read_text())
 
     def frozen(self) -> dict[str, str]:
-        return json.loads((self.path / COMPLETE_MARKER).read_text())["packages"]
+        """Every distribution the environment's Python sees, with its version."""
+        return self.info()["packages"]
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:2])
-
-
-def base_python() -> str:
-    return settings.RUNTIME_PYTHON or sys.executable
-
-
-@lru_cache(maxsize=8)
-def python_version(python: str) -> str:
-    result = subprocess.run(
-        [python, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-        capture_output=True, text=True, check=True,
-    )
-    return result.stdout.strip()
-
-
-def runtime_stack(runtime_version: str, interpreter_version: str) -> list[str]:
-    """The package requirements of a runtime version on a given interpreter."""
-    stack = list(BASE_STACK)
-    supported = TENSORFLOW_PYTHONS.get(runtime_version)
-    if supported:
-        low, high = (_version_tuple(v) for v in supported)
-        if low <= _version_tuple(interpreter_version) <= high:
-            stack.append(f"tensorflow-cpu=={runtime_version}.*")
-    return stack
-
-
-def _uv() -> str:
+def uv_binary() -> str:
     from uv import find_uv_bin
 
     return find_uv_bin()
 
 
-def _tool_env() -> dict[str, str]:
+def tool_env() -> dict[str, str]:
     """What uv sees: enough to reach the package index, none of the console's secrets."""
     keep = ("PATH", "HOME", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-            "http_proxy", "https_proxy", "no_proxy")
+            "http_proxy", "https_proxy", "no_proxy", "XDG_CACHE_HOME", "XDG_DATA_HOME", "PYENV_ROOT")
     env = {name: os.environ[name] for name in keep if name in os.environ}
     env.update({name: value for name, value in os.environ.items() if name.startswith("UV_")})
     env["UV_NO_PROGRESS"] = "1"
     return env
 
 
-def _run_uv(args: list[str], log: Log, *, what: str) -> str:
-    result = subprocess.run([_uv(), *args], capture_output=True, text=True, env=_tool_env())
+def _run_uv(args: list[str], *, what: str) -> str:
+    result = subprocess.run([uv_binary(), *args], capture_output=True, text=True, env=tool_env())
     if result.returncode != 0:
-        reason = (result.stderr or result.stdout).strip()
-        # uv's first lines say what failed; keep the message readable but complete enough.
-        raise EnvironmentError_(f"{what} failed:\n{_tail(reason, 60)}")
+        raise EnvironmentError_(f"{what} failed:\n{_tail((result.stderr or result.stdout).strip(), 60)}")
     return result.stdout
 
 
 def _tail(text: str, lines: int) -> str:
-    parts = text.splitlines()
-    return "\n".join(parts[-lines:])
+    return "\n".join(text.splitlines()[-lines:])
 
 
 @contextmanager
@@ -155,25 +111,48 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# Reads installed distributions' metadata without importlib.metadata (new in 3.8): runtimes run on
+# 3.7. The first distribution of a name on sys.path wins, as imports do.
+_FREEZE = """
+import json, os, sys
+seen = {}
+for entry in sys.path:
+    if not os.path.isdir(entry):
+        continue
+    for folder in sorted(os.listdir(entry)):
+        if not folder.endswith((".dist-info", ".egg-info")):
+            continue
+        meta = os.path.join(entry, folder, "METADATA" if folder.endswith(".dist-info") else "PKG-INFO")
+        if not os.path.isfile(meta):
+            continue
+        headers = {}
+        with open(meta, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                headers.setdefault(key.strip().lower(), value.strip())
+        if headers.get("name") and headers["name"] not in seen:
+            seen[headers["name"]] = headers.get("version", "")
+print(json.dumps(seen))
+"""
+
+
 def _freeze(python: Path) -> dict[str, str]:
-    code = (
-        "import importlib.metadata as m, json\n"
-        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))"
-    )
     # -I: isolated, so the caller's working directory and PYTHONPATH do not leak into the list.
-    result = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run([str(python), "-I", "-c", _FREEZE], capture_output=True, text=True, check=True)
     return {canonical_name(name): version for name, version in json.loads(result.stdout).items()}
 
 
 def canonical_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return runtimes.canonical_name(name)
 
 
 def _ready(path: Path) -> bool:
     return (path / COMPLETE_MARKER).is_file()
 
 
-def _build(path: Path, key: str, log: Log, build: Callable[[Path], dict]) -> Environment:
+def _build(path: Path, key: str, build: Callable[[Path], dict]) -> Environment:
     """Build an environment at ``path`` under a lock unless a complete one is there already."""
     with _locked(path):
         if not _ready(path):
@@ -188,31 +167,87 @@ def _build(path: Path, key: str, log: Log, build: Callable[[Path], dict]) -> Env
     return Environment(path=path, key=key)
 
 
-def runtime_environment(runtime_version: str, log: Log) -> Environment:
-    """The cached environment of a runtime version, built on first use."""
-    python = base_python()
-    version = python_version(python)
-    stack = runtime_stack(runtime_version, version)
-    key = hashlib.sha256(json.dumps({"python": version, "stack": stack}).encode()).hexdigest()
-    path = settings.ENV_DIR / f"runtime-{runtime_version}-{key[:16]}"
+# --- runtimes --------------------------------------------------------------------------------
+
+
+def interpreter_for(python: str, log: Log) -> str:
+    """The interpreter of a Python version, installed with uv where it is missing and allowed."""
+    try:
+        found = runtimes.find_python(python)
+        if found:
+            return found
+        if runtimes.downloads_allowed():
+            return runtimes.install_python(python, log)
+    except runtimes.PythonNotFound as error:
+        raise EnvironmentError_(str(error)) from None
+    raise EnvironmentError_(f"No Python {python} interpreter was found. {runtimes.how_to_provide(python)}")
+
+
+def runtime_environment(runtime_version: str | None, log: Log, *, python_version: str | None = None,
+                        variant: str = "cpu") -> Environment:
+    """The cached environment of a runtime version on its Python, built from its lock on first use."""
+    runtime, python = runtimes.resolve_pair(runtime_version, python_version)
+    reason = None if python in runtime.pythons else runtimes.unavailable_reason(runtime.name, python)
+    if reason:
+        raise EnvironmentError_(reason)
+    interpreter = interpreter_for(python, log)
+    lock = runtime.lock_path(python, variant)
+    full_version = runtimes.interpreter_version(interpreter)
+    key = hashlib.sha256(json.dumps({"python": full_version, "lock": lock.read_text()}).encode()).hexdigest()
+    path = settings.ENV_DIR / f"runtime-{runtime.name}-py{python}-{variant}-{key[:16]}"
     if _ready(path):
         return Environment(path=path, key=key)
-    log(f"Building the environment of runtime version {runtime_version} on Python {version} "
-        f"({', '.join(stack)}); this happens once.")
-    if "tensorflow" not in " ".join(stack):
-        log(f"TensorFlow {runtime_version} publishes no packages for Python {version}; "
-            "this runtime environment has no TensorFlow.")
+    log(f"Building the environment of runtime version {runtime.name} ({variant.upper()} build, TensorFlow "
+        f"{runtime.tensorflow}) on Python {full_version} from {lock.name}; this happens once per machine.")
 
     def build(target: Path) -> dict:
-        _run_uv(["venv", "--quiet", "--python", python, str(target)], log, what="Creating the runtime environment")
-        _run_uv(["pip", "install", "--quiet", "--python", str(target / "bin" / "python"), *stack], log,
-                what=f"Installing runtime version {runtime_version}")
-        return {"kind": "runtime", "runtimeVersion": runtime_version, "python": version,
-                "stack": stack, "packages": _freeze(target / "bin" / "python")}
+        _run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
+        _run_uv(["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"),
+                 str(lock)], what=f"Installing runtime version {runtime.name} from {lock.name}")
+        return {"kind": "runtime", "runtimeVersion": runtime.name, "python": full_version, "variant": variant,
+                "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python")}
 
-    environment = _build(path, key, log, build)
-    log(f"Runtime version {runtime_version} environment is ready.")
+    environment = _build(path, key, build)
+    log(f"Runtime version {runtime.name} environment is ready.")
     return environment
+
+
+def built_runtime(runtime: runtimes.Runtime, python: str, variant: str = "cpu") -> Environment | None:
+    """The built environment of a runtime/Python/build from its current lock file, if there is one."""
+    digest = file_digest(runtime.lock_path(python, variant))
+    for path in sorted(settings.ENV_DIR.glob(f"runtime-{runtime.name}-py{python}-{variant}-*")):
+        if _ready(path):
+            environment = Environment(path=path, key="")
+            if environment.info().get("lockSha256") == digest:
+                return environment
+    return None
+
+
+def size_on_disk(path: Path) -> int:
+    """Bytes under a folder, links not followed."""
+    total = 0
+    for root, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def describe(runtime: Environment, packages: dict[str, str]) -> str:
+    """``Runtime version 2.11, Python 3.7.16 (CPU build): TensorFlow 2.11.0, scikit-learn 1.0.2, …``"""
+    info = runtime.info()
+    seen, frameworks = set(), []
+    for name, label in FRAMEWORKS.items():
+        if name in packages and label not in seen:
+            seen.add(label)
+            frameworks.append(f"{label} {packages[name]}")
+    return (f"Runtime version {info['runtimeVersion']}, Python {info['python']} ({info['variant'].upper()} "
+            f"build): {', '.join(frameworks) or 'no frameworks'}.")
+
+
+# --- the job's layer -------------------------------------------------------------------------
 
 
 def file_digest(path: Path) -> str:
@@ -224,54 +259,162 @@ def file_digest(path: Path) -> str:
 
 
 def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Environment:
-    """The job's layer on top of a runtime: its packages and whatever they need that is missing."""
+    """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions."""
     identity = [runtime.key] + [f"{p.name}:{file_digest(p)}" for p in packages]
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     path = settings.ENV_DIR / f"job-{key[:20]}"
     if _ready(path):
         log("Reusing the cached environment for these trainer packages.")
+        _log_changes(Environment(path=path, key=key).info(), log)
         return Environment(path=path, key=key)
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
 
     def build(target: Path) -> dict:
-        frozen = runtime.frozen()
-        _run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], log,
-                what="Creating the job environment")
+        _run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], what="Creating the job environment")
         python = target / "bin" / "python"
         site = Environment(path=target, key=key).site_packages()
-        (site / LAYER_PTH).write_text(str(runtime.site_packages()) + "\n")
+        # addsitedir, not a bare path: the runtime's own .pth files (namespace packages) apply too.
+        (site / LAYER_PTH).write_text(f"import site; site.addsitedir({str(runtime.site_packages())!r})\n")
+        frozen = runtime.frozen()
+        pinned = _resolve(runtime, python, packages, frozen)
+        install = [line for line in pinned if not _provided(line, frozen)]
         with tempfile.TemporaryDirectory() as scratch:
-            requirements = Path(scratch) / "requirements.in"
-            requirements.write_text("".join(f"{p.resolve()}\n" for p in packages))
-            constraints = Path(scratch) / "runtime.txt"
-            constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(frozen.items())))
-            pinned = _run_uv(
-                ["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python", str(python),
-                 "--constraint", str(constraints), str(requirements)],
-                log, what="Resolving the trainer packages' requirements against the runtime",
-            )
-            missing = [line for line in _requirement_lines(pinned) if not _provided(line, frozen)]
             to_install = Path(scratch) / "install.txt"
-            to_install.write_text("".join(f"{line}\n" for line in missing))
-            extra = [line for line in missing if "==" in line]
-            if extra:
-                log("Installing what the runtime lacks: " + ", ".join(extra))
+            to_install.write_text("".join(f"{line}\n" for line in install))
             _run_uv(["pip", "install", "--quiet", "--no-deps", "--python", str(python), "-r", str(to_install)],
-                    log, what="Installing the trainer packages")
-        return {"kind": "job", "runtime": runtime.key, "installed": missing, "packages": {}}
+                    what="Installing the trainer packages")
+        changes = _changes(install, frozen)
+        info = {"kind": "job", "runtime": runtime.key, "installed": install, "changes": changes,
+                "packages": _freeze(python)}
+        _log_changes(info, log)
+        return info
 
-    environment = _build(path, key, log, build)
+    environment = _build(path, key, build)
     log("The job environment is ready.")
     return environment
+
+
+def _resolve(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str]) -> list[str]:
+    """``name==version`` lines for the trainer packages and everything they need.
+
+    The runtime's versions are uv's preferences (an existing output file): kept wherever the
+    trainer's requirements allow them, replaced where they do not.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        requirements = Path(scratch) / "requirements.in"
+        requirements.write_text("".join(f"{p.resolve()}\n" for p in packages))
+        output = Path(scratch) / "resolved.txt"
+        output.write_text("".join(f"{name}=={version}\n" for name, version in sorted(frozen.items())))
+        try:
+            _run_uv(["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python", str(python),
+                     str(requirements), "-o", str(output)],
+                    what="Resolving the trainer packages' requirements on the runtime")
+        except EnvironmentError_ as error:
+            raise EnvironmentError_(_diagnose(runtime, python, packages, frozen, str(error))) from None
+        return _requirement_lines(output.read_text())
+
+
+def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str],
+              combined: str) -> str:
+    """Every requirement that cannot be installed on the runtime's Python, each with uv's reason."""
+    requirements = [req for path in packages for req in package_requirements(path)]
+    info = runtime.info()
+    where = f"runtime version {info['runtimeVersion']} (Python {info['python']})"
+
+    def check(requirement: str) -> str | None:
+        with tempfile.TemporaryDirectory() as scratch:
+            source = Path(scratch) / "one.in"
+            source.write_text(requirement + "\n")
+            try:
+                _run_uv(["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)],
+                        what=requirement)
+            except EnvironmentError_ as error:
+                return _reason(str(error))
+        return None
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        reasons = list(pool.map(check, requirements))
+    failing = [(req, why) for req, why in zip(requirements, reasons, strict=True) if why]
+    if not failing:
+        return (f"The trainer packages' requirements cannot be installed together on {where}:\n"
+                f"{_tail(combined, 30)}")
+    lines = "\n".join(f"- {req}: {why}" for req, why in failing)
+    return (f"{len(failing)} requirement{'s' if len(failing) > 1 else ''} of the trainer packages cannot be "
+            f"installed on {where}:\n{lines}")
+
+
+def _reason(uv_message: str) -> str:
+    """uv's explanation without its framing: the lines after ``× No solution found``."""
+    lines = [line.strip(" ╰─▶×│") for line in uv_message.splitlines()[1:]]
+    useful = [line for line in lines if line and not line.lower().startswith("no solution found")]
+    return " ".join(useful)[:600] or uv_message[:600]
+
+
+def package_requirements(path: Path) -> list[str]:
+    """The requirements a trainer package declares (Requires-Dist, or an sdist's egg-info)."""
+    from aiconsole import archives
+
+    try:
+        return list(archives.inspect_package(path).requires)
+    except archives.ArchiveError:
+        return []
 
 
 def _requirement_lines(compiled: str) -> list[str]:
     return [line.strip() for line in compiled.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)")
+
+
 def _provided(line: str, frozen: dict[str, str]) -> bool:
     """Whether a pinned ``name==version`` line is already satisfied by the runtime."""
-    match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)", line)
-    if not match:
-        return False
-    return frozen.get(canonical_name(match.group(1))) == match.group(2)
+    match = _PIN.match(line)
+    return bool(match) and frozen.get(canonical_name(match.group(1))) == match.group(2)
+
+
+def _changes(installed: list[str], frozen: dict[str, str]) -> list[dict]:
+    """What the layer changes in the runtime: versions replaced, packages added."""
+    changes = []
+    for line in installed:
+        match = _PIN.match(line)
+        if match:
+            name = canonical_name(match.group(1))
+            changes.append({"name": name, "from": frozen.get(name), "to": match.group(2)})
+    return changes
+
+
+def _log_changes(info: dict, log: Log) -> None:
+    replaced = [f"{c['name']} {c['from']} → {c['to']}" for c in info.get("changes", []) if c["from"]]
+    added = [f"{c['name']} {c['to']}" for c in info.get("changes", []) if not c["from"]]
+    if replaced:
+        log("The trainer's requirements replace runtime packages: " + ", ".join(replaced) + ".")
+    if added:
+        log("Installed what the runtime lacks: " + ", ".join(added) + ".")
+
+
+def inventory(*, with_sizes: bool = False) -> list[dict]:
+    """Every runtime/Python/build: its framework versions, interpreter, and whether it is built here."""
+    rows = []
+    for runtime in runtimes.RUNTIMES.values():
+        for python in runtime.pythons:
+            try:
+                interpreter = runtimes.find_python(python)
+            except runtimes.PythonNotFound:
+                interpreter = None
+            for variant in runtimes.VARIANTS:
+                if not runtime.lock_path(python, variant).is_file():
+                    continue
+                built = built_runtime(runtime, python, variant)
+                frameworks = {label: runtime.pinned(name) for name, label in FRAMEWORKS.items()
+                              if runtime.pinned(name)}
+                rows.append({
+                    "runtimeVersion": runtime.name, "pythonVersion": python, "variant": variant,
+                    "frameworks": frameworks, "interpreter": interpreter,
+                    "columns": [frameworks.get(label, "—") for label in FRAMEWORK_COLUMNS],
+                    "downloadable": interpreter is None and runtimes.downloads_allowed(),
+                    "built": built is not None, "path": str(built.path) if built else None,
+                    "sizeBytes": size_on_disk(built.path) if built and with_sizes else None,
+                    "notes": list(runtime.notes), "extension": runtime.is_extension,
+                })
+    return rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs import catalogue
+from jobs import catalogue, runtimes
 from jobs.executor.logs import LineSplitter, LogSink
 
 CLUSTER_TYPES = ("master", "worker", "ps")
@@ -128,6 +129,20 @@ def traceback_tail(lines: list[str], limit: int = 40) -> str:
             break
     chosen = lines[start:] if start is not None else lines[-10:]
     return "\n".join(chosen[-limit:])
+
+
+def failure_message(training_input: dict, message: str, stderr_tail: list[str]) -> str:
+    """The replica's failure, and the runtime when the trainer imports a framework it does not provide."""
+    tail = traceback_tail(stderr_tail)
+    missing = re.search(r"No module named '([\w.]+)'", tail or "")
+    if missing:
+        runtime, python = runtimes.resolve_pair(training_input.get("runtimeVersion"),
+                                                training_input.get("pythonVersion"))
+        module = missing.group(1)
+        message += (f" The trainer imports {module}, which runtime version {runtime.name} (Python {python}) "
+                    "does not provide; list it in the package's install_requires, or choose a runtime "
+                    "version that has it.")
+    return message + (" \n" + tail if tail else "")
 
 
 @dataclass

@@ -26,8 +26,8 @@ from jobs.executor.replicas import (
     ReplicaProcess,
     cluster_configs,
     exit_description,
+    failure_message,
     free_port,
-    traceback_tail,
     trainer_command,
     trainer_environment,
 )
@@ -85,18 +85,30 @@ def prepare_job_dir(training_input: dict) -> str | None:
         raise PrepareError(f"The job directory cannot be used: {error}") from None
 
 
-def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None):
-    """The runtime version's cached environment plus a layer with the job's packages."""
-    runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None, *,
+                      gpu: bool = False):
+    """The runtime version's cached environment plus a layer with the job's packages.
+
+    ``gpu``: the GPU-capable build of the runtime (for replicas with GPUs); the CPU build otherwise.
+    """
     check_cancel()
     try:
-        runtime = environments.runtime_environment(runtime_version, log)
+        runtime = environments.runtime_environment(
+            training_input.get("runtimeVersion"), log, python_version=training_input.get("pythonVersion"),
+            variant="gpu" if gpu else "cpu")
         check_cancel()
         environment = environments.job_environment(runtime, files, log)
     except environments.EnvironmentError_ as error:
         raise PrepareError(f"Failed to install the trainer packages. {error}") from None
+    log(environments.describe(runtime, environment.frozen()))
     check_cancel()
     return environment
+
+
+def needs_gpu(training_input: dict) -> bool:
+    """Whether any replica of the job has a GPU: it then runs on the runtime's GPU-capable build."""
+    return any(plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
+               for plan in catalogue.replica_plan(training_input))
 
 
 class RunnerBase:
@@ -262,7 +274,8 @@ class JobRunner(RunnerBase):
                 self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
             except ValueError as error:
                 raise PrepareError(str(error)) from None
-        environment = build_environment(training_input, files, self.sink.service, self._check_cancel)
+        environment = build_environment(training_input, files, self.sink.service, self._check_cancel,
+                                        gpu=needs_gpu(training_input))
         return environment, job_dir
 
     def _placements(self, training_input: dict) -> list[Placement]:
@@ -388,10 +401,7 @@ class JobRunner(RunnerBase):
             code = failed.poll()
             message = (f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
                        f"non-zero status of {exit_description(code)}.")
-            tail = traceback_tail(list(failed.stderr_tail))
-            if tail:
-                message += " \n" + tail
-            self._fail(job, message, output)
+            self._fail(job, failure_message(job.training_input, message, list(failed.stderr_tail)), output)
             return
         self._succeed(job, output)
 

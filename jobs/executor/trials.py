@@ -13,8 +13,11 @@ What a trial's replicas get, beyond what a plain job's replicas get:
 - ``CLOUD_ML_TRIAL_ID``, ``task.trial`` in TF_CONFIG and CLUSTER_SPEC, ``CLOUD_ML_HP_METRIC_TAG``.
 - Their own working directory and TMPDIR per trial and replica, and their own
   ``CLOUD_ML_HP_METRIC_FILE`` (the master's file is the trial's result).
-- The same ``--job-dir`` for every trial, as the original: trainers that need a folder per trial
-  append ``TF_CONFIG.task.trial`` themselves.
+- ``--job-dir <jobDir>/<trialId>``, as the original: each trial writes its own model (the job
+  resource keeps its ``jobDir``).
+- Metrics from cloudml-hypertune's file and from TensorFlow summaries with the metric's tag in
+  event files under the trial's job dir (Keras' TensorBoard callback, an Estimator's
+  evaluation); the hypertune file wins where both report.
 """
 
 from __future__ import annotations
@@ -27,14 +30,15 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import catalogue, tuning
+from aiconsole import storage
+from jobs import catalogue, tfevents, tuning
 from jobs.executor.replicas import (
     Placement,
     ReplicaProcess,
     cluster_configs,
     exit_description,
+    failure_message,
     free_port,
-    traceback_tail,
     trainer_command,
     trainer_environment,
 )
@@ -55,6 +59,10 @@ class TrialRun:
         self.reports: list[dict] = list(trial.all_metrics or [])
         self.metric_file: Path | None = None
         self._metric_mtime = 0.0
+        self._hypertune: list[dict] = []
+        self._summaries: list[dict] = []
+        self._scalars: list = []
+        self.events: tfevents.EventScanner | None = None
 
     @property
     def trial_id(self) -> str:
@@ -67,6 +75,9 @@ class TrialRun:
         configs = cluster_configs(placements, job_id=loop.job.job_id, training_input=ti,
                                   use_chief=catalogue.uses_chief(runtime_version), trial_id=self.trial_id)
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
+        job_dir = trial_job_dir(loop.job_dir, self.trial_id)
+        if job_dir and not storage.is_gcs_uri(job_dir):
+            self.events = tfevents.EventScanner(Path(job_dir), tags={loop.tag})
         work = loop.work / "trials" / self.trial_id
         shutil.rmtree(work, ignore_errors=True)
         for placement in placements:
@@ -85,7 +96,7 @@ class TrialRun:
             self.processes.append(ReplicaProcess(
                 replica_id=replica.pk, label=placement.label, task_type=plan.task_type, trial_id=self.trial_id,
                 command=trainer_command(loop.environment.python, ti["pythonModule"],
-                                        [*ti.get("args", []), *hp_args], loop.job_dir),
+                                        [*ti.get("args", []), *hp_args], job_dir),
                 env=trainer_environment(
                     passthrough=loop.passthrough, bin_dir=loop.environment.bin_dir, tmp_dir=replica_dir / "tmp",
                     tf_config=tf_config, cluster_spec=cluster_spec, job_id=loop.job.job_id, replica_id=replica.pk,
@@ -101,7 +112,17 @@ class TrialRun:
                 state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now())
 
     def read_metrics(self) -> bool:
-        """Pick up new hypertune reports; True when there were any."""
+        """Pick up new reports (hypertune file, TF summaries); True when there were any."""
+        if not (self._read_hypertune() | self._read_summaries()):
+            return False
+        reports = self._hypertune or self._summaries  # the hypertune file wins where both report
+        if reports == self.reports:
+            return False
+        self.reports = list(reports)
+        self.trial.record_metrics(self.reports)
+        return True
+
+    def _read_hypertune(self) -> bool:
         if self.metric_file is None:
             return False
         try:
@@ -112,11 +133,19 @@ class TrialRun:
         except OSError:
             return False
         self._metric_mtime = stat.st_mtime
-        merged = tuning.merge_reports(self.reports, tuning.parse_metric_file(text, self.loop.tag))
-        if len(merged) == len(self.reports):
+        merged = tuning.merge_reports(self._hypertune, tuning.parse_metric_file(text, self.loop.tag))
+        changed = len(merged) != len(self._hypertune)
+        self._hypertune = merged
+        return changed
+
+    def _read_summaries(self) -> bool:
+        if self.events is None:
             return False
-        self.reports = merged
-        self.trial.record_metrics(merged)
+        new = self.events.poll()
+        if not new:
+            return False
+        self._scalars += new
+        self._summaries = summary_reports(self._scalars, self.loop.tag)
         return True
 
     def poll(self) -> dict | None:
@@ -137,8 +166,7 @@ class TrialRun:
         if failure is not None:
             message = (f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
                        f"non-zero status of {exit_description(failure.poll())}.")
-            tail = traceback_tail(list(failure.stderr_tail))
-            return {"failed": message + (" \n" + tail if tail else "")}
+            return {"failed": failure_message(self.loop.training_input, message, list(failure.stderr_tail))}
         if any(p.task_type == "master" and p.label in self.finished for p in self.processes):
             return {"succeeded": True}
         return None
@@ -323,6 +351,28 @@ class TuningLoop:
     def publish(self) -> None:
         Job.objects.filter(pk=self.job.pk).update(training_output=self.training_output(), etag=new_etag())
         self.runner._announce(self.job)
+
+
+def trial_job_dir(job_dir: str | None, trial_id: str) -> str | None:
+    """``<jobDir>/<trialId>``: the original's job dir for a trial, created when it is local."""
+    if not job_dir:
+        return None
+    return storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}")
+
+
+EVALUATION_RUNS = {"validation", "eval", "evaluation", "val", "test"}
+
+
+def summary_reports(scalars, tag: str) -> list[dict]:
+    """TF summary scalars of the metric's tag as reports (step = the event's step).
+
+    Keras writes a tag in both ``train/`` and ``validation/`` (an Estimator in its folder and
+    ``eval/``): where the tag is in an evaluation run, that run is the trial's metric.
+    """
+    matching = [s for s in scalars if s.tag == tag]
+    evaluated = [s for s in matching if s.run.rsplit("/", 1)[-1] in EVALUATION_RUNS]
+    return [{"trainingStep": str(s.step), "objectiveValue": s.value, "timestamp": s.wall_time}
+            for s in (evaluated or matching)]
 
 
 def record_of(trial: Trial, run: TrialRun | None = None) -> tuning.TrialRecord:

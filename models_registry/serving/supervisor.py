@@ -60,6 +60,7 @@ class ModelSpec:
     max_nodes: int
     fixed: bool
     console_logging: bool
+    python_version: str | None = None  # None: the runtime's default Python
 
     @classmethod
     def of(cls, version) -> ModelSpec:
@@ -67,11 +68,11 @@ class ModelSpec:
         cap = conf.max_nodes()
         return cls(version.pk, version.resource_name, version.runtime_version, version.local_dir,
                    version.model_file, version.framework, min(minimum, cap), min(maximum or cap, cap), fixed,
-                   bool(version.model.online_prediction_console_logging))
+                   bool(version.model.online_prediction_console_logging), version.python_version or None)
 
     @property
     def identity(self) -> tuple:
-        return (self.runtime_version, self.model_dir, self.model_file, self.framework)
+        return (self.runtime_version, self.python_version, self.model_dir, self.model_file, self.framework)
 
     def worker_spec(self) -> dict:
         return {"modelDir": self.model_dir, "modelFile": self.model_file, "framework": self.framework}
@@ -150,11 +151,12 @@ class Supervisor:
 
     # --- environments -------------------------------------------------------------------------
 
-    def zygote_for(self, runtime_version: str, log=None) -> Zygote:
-        """The running zygote of a runtime version's environment (built and started on first use)."""
+    def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None) -> Zygote:
+        """The running zygote of a runtime version's environment on its Python (built on first use)."""
         from jobs.executor import environments
 
-        environment = environments.runtime_environment(runtime_version, log or logger.info)
+        environment = environments.runtime_environment(runtime_version, log or logger.info,
+                                                       python_version=python_version)
         key = str(environment.path)
         with self._zygote_lock:
             zygote = self.zygotes.get(key)
@@ -187,11 +189,11 @@ class Supervisor:
     def spawn(self, spec: ModelSpec, label: str, on_log=None) -> tuple[ServingProcess, float]:
         """A new serving process with the model loaded, and how long loading took (ms)."""
         started = time.monotonic()
-        zygote = self.zygote_for(spec.runtime_version)
+        zygote = self.zygote_for(spec.runtime_version, spec.python_version)
         try:
             process = zygote.spawn(spec.worker_spec(), label, on_log)
         except ServingError:
-            zygote = self.zygote_for(spec.runtime_version)  # it died: once more with a fresh one
+            zygote = self.zygote_for(spec.runtime_version, spec.python_version)  # it died: once more with a fresh one
             process = zygote.spawn(spec.worker_spec(), label, on_log)
         process.wait_ready(conf.load_timeout())
         return process, (time.monotonic() - started) * 1000

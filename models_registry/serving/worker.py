@@ -303,6 +303,18 @@ def _child(control, spec, channel_fd, log_fd):
         os._exit(code)
 
 
+def recv_fds(sock, bufsize, maxfds):
+    """socket.recv_fds (3.9+) for the runtimes' older Pythons (3.7): a message and the fds sent with it."""
+    import array
+
+    fds = array.array("i")
+    message, ancillary, flags, address = sock.recvmsg(bufsize, socket.CMSG_LEN(maxfds * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+    return message, list(fds), flags, address
+
+
 def zygote(control_fd):
     control = socket.socket(fileno=control_fd)
     started = time.monotonic()
@@ -321,7 +333,7 @@ def zygote(control_fd):
                              "seconds": round(time.monotonic() - started, 3)}).encode())
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, BUFFER, 2)
+            message, fds, _, _ = recv_fds(control, BUFFER, 2)
         except (ConnectionError, OSError):
             return 0
         if not message:

@@ -1,0 +1,261 @@
+"""Runtime versions as the original shipped them: their package lists, lock files and interpreters.
+
+``runtimes.toml`` beside this file is the original's runtime version list (TensorFlow,
+scikit-learn, XGBoost, pandas, … at the versions each image had) plus ``current``, our extension
+for new code. ``locks/`` holds each runtime's full resolution with hashes, per Python and build
+(``2.11-py3.7-cpu.txt``), made by ``scripts/lock-runtimes``; environments are installed from
+those files only, so every worker and every rebuild gets the same bytes.
+
+An interpreter for a runtime's Python is found, in this order: ``AICONSOLE_PYTHONS``, the
+console's own interpreter, uv's discovery, pyenv's versions; where downloads are allowed, a
+missing one is installed with ``uv python install`` when a job first needs it. A pair that
+cannot be had is refused at submit (``unavailable_reason``), never run on another Python.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from django.conf import settings
+
+HERE = Path(__file__).resolve().parent
+LOCK_DIR = HERE / "locks"
+CURRENT = "current"
+VARIANTS = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One runtime version: the Pythons it runs on and the packages it provides."""
+
+    name: str
+    pythons: tuple[str, ...]  # the Pythons we have a lock for, first is the default
+    original_pythons: tuple[str, ...]  # what the original accepted for pythonVersion
+    tensorflow: str
+    packages: tuple[str, ...]
+    cpu: tuple[str, ...]
+    gpu: tuple[str, ...]
+    notes: tuple[str, ...]
+    source: str
+
+    @property
+    def is_extension(self) -> bool:
+        return self.name == CURRENT
+
+    @property
+    def accepted_pythons(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.original_pythons + self.pythons))
+
+    def lock_path(self, python: str, variant: str = "cpu") -> Path:
+        return LOCK_DIR / f"{self.name}-py{python}-{variant}.txt"
+
+    def pinned(self, name: str) -> str | None:
+        """The version the runtime's list pins for a distribution (``pinned("pandas")``)."""
+        wanted = canonical_name(name)
+        for requirement in self.packages + self.cpu:
+            pin_name, _, version = requirement.partition("==")
+            if canonical_name(pin_name) == wanted:
+                return version
+        return None
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _load() -> dict[str, Runtime]:
+    data = tomllib.loads((HERE / "runtimes.toml").read_text())["runtime"]
+    runtimes = {}
+    for name, entry in data.items():
+        pythons = tuple(entry["pythons"])
+        runtimes[name] = Runtime(
+            name=name, pythons=pythons, original_pythons=tuple(entry.get("original_pythons", pythons)),
+            tensorflow=entry["tensorflow"], packages=tuple(entry.get("packages", ())),
+            cpu=tuple(entry.get("cpu", ())), gpu=tuple(entry.get("gpu", ())),
+            notes=tuple(entry.get("notes", ())), source=entry.get("source", ""),
+        )
+    return dict(sorted(runtimes.items(), key=lambda item: _order(item[0])))
+
+
+def _order(name: str) -> tuple:
+    if name == CURRENT:
+        return (1, ())
+    return (0, tuple(int(part) for part in name.split(".")))
+
+
+RUNTIMES: dict[str, Runtime] = _load()
+
+
+def default_python(runtime: Runtime) -> str:
+    """pythonVersion when a job leaves it out: 3.7 for the original's, the console's for current."""
+    if runtime.is_extension:
+        own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return own if own in runtime.pythons else runtime.pythons[0]
+    return runtime.pythons[0]
+
+
+# --- interpreters ----------------------------------------------------------------------------
+
+
+class PythonNotFound(Exception):
+    """No interpreter of a version could be found; the message says how to provide one."""
+
+
+def _mapping() -> dict[str, str]:
+    pairs = {}
+    for item in filter(None, (part.strip() for part in settings.PYTHONS.split(","))):
+        version, _, path = item.partition("=")
+        pairs[version.strip()] = path.strip()
+    return pairs
+
+
+@cache
+def interpreter_version(python: str) -> str | None:
+    """``major.minor.micro`` of an interpreter, or None when it does not run."""
+    try:
+        result = subprocess.run([python, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _matches(python: str | os.PathLike, version: str) -> bool:
+    full = interpreter_version(str(python))
+    return bool(full) and (full + ".").startswith(version + ".")
+
+
+def _uv_find(version: str) -> str | None:
+    from jobs.executor.environments import tool_env, uv_binary  # deferred: the executor imports us
+
+    env = {**tool_env(), "UV_PYTHON_DOWNLOADS": "never"}
+    try:
+        result = subprocess.run([uv_binary(), "python", "find", "--system", version],
+                                capture_output=True, text=True, env=env, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = result.stdout.strip()
+    return found if result.returncode == 0 and found else None
+
+
+def _pyenv_roots() -> list[Path]:
+    roots = [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
+    try:
+        result = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=10)
+        if result.returncode == 0:
+            roots.insert(0, result.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return [Path(root) for root in dict.fromkeys(filter(None, roots))]
+
+
+def _pyenv_find(version: str) -> str | None:
+    for root in _pyenv_roots():
+        candidates = sorted((root / "versions").glob(f"{version}.*/bin/python{version}"),
+                            key=lambda path: [int(p) for p in re.findall(r"\d+", path.parent.parent.name)],
+                            reverse=True)
+        for candidate in candidates:
+            if _matches(candidate, version):
+                return str(candidate)
+    return None
+
+
+def where_to_look(version: str) -> list[tuple[str, str | None]]:
+    """Each place an interpreter of ``version`` is looked for, and what it gave."""
+    mapped = _mapping().get(version)
+    own = sys.executable if _matches(sys.executable, version) else None
+    return [
+        ("AICONSOLE_PYTHONS", mapped if mapped and _matches(mapped, version) else None),
+        ("the console's interpreter", own),
+        ("uv python find", _uv_find(version)),
+        ("pyenv", _pyenv_find(version)),
+    ]
+
+
+_found: dict[str, str] = {}
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of ``version`` ("3.7") on this machine, or None; found ones are remembered."""
+    known = _found.get(version)
+    if known and Path(known).exists():
+        return known
+    mapped = _mapping().get(version)
+    if mapped and not _matches(mapped, version):
+        raise PythonNotFound(f"AICONSOLE_PYTHONS maps Python {version} to {mapped}, which is not a "
+                             f"working Python {version} interpreter.")
+    for _, path in where_to_look(version):
+        if path:
+            _found[version] = path
+            return path
+    return None
+
+
+def downloads_allowed() -> bool:
+    return settings.PYTHON_DOWNLOADS == "automatic"
+
+
+def install_python(version: str, log) -> str:
+    """``uv python install VERSION`` with its progress in ``log``; the interpreter's path."""
+    from jobs.executor.environments import tool_env, uv_binary
+
+    log(f"No Python {version} interpreter on this machine; installing one with uv (this happens once).")
+    process = subprocess.Popen([uv_binary(), "python", "install", version], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env={**tool_env(), "UV_NO_PROGRESS": "0"})
+    output = []
+    for line in process.stdout:
+        line = line.rstrip()
+        if line:
+            output.append(line)
+            log(line)
+    if process.wait() != 0:
+        raise PythonNotFound(f"Installing Python {version} with uv failed: {' '.join(output[-3:])} "
+                             f"{how_to_provide(version)}")
+    found = _uv_find(version)
+    if not found:
+        raise PythonNotFound(f"uv installed Python {version} but cannot find it. {how_to_provide(version)}")
+    _found[version] = found
+    return found
+
+
+def how_to_provide(version: str) -> str:
+    return (f"Install Python {version} (for example `uv python install {version}` or "
+            f"`pyenv install {version}`), or name one with AICONSOLE_PYTHONS={version}=/path/to/python{version}.")
+
+
+def resolve_pair(runtime_version: str | None, python_version: str | None) -> tuple[Runtime, str]:
+    """The Runtime and Python a job's runtimeVersion and pythonVersion mean (defaults filled in)."""
+    from jobs.catalogue import DEFAULT_RUNTIME_VERSION
+
+    runtime = RUNTIMES[runtime_version or DEFAULT_RUNTIME_VERSION]
+    return runtime, python_version or default_python(runtime)
+
+
+def unavailable_reason(runtime_version: str | None, python_version: str | None) -> str | None:
+    """Why a runtime/Python pair cannot run on this machine, or None when it can (checked at submit)."""
+    runtime, python = resolve_pair(runtime_version, python_version)
+    if python not in runtime.pythons:
+        if python == "2.7":
+            return (f"Python 2.7 for runtime version {runtime.name} cannot be provided: AI Console installs "
+                    "runtime stacks with uv, which does not install packages for Python 2.7, so there is no "
+                    f"Python 2.7 stack. Runtime version {runtime.name} also offered Python "
+                    f"{', '.join(runtime.pythons)}: set pythonVersion to {runtime.pythons[0]}.")
+        return (f"Runtime version {runtime.name} has no package stack for Python {python}; it runs on "
+                f"Python {', '.join(runtime.pythons)}.")
+    try:
+        if find_python(python):
+            return None
+    except PythonNotFound as error:
+        return f"Runtime version {runtime.name} needs Python {python}: {error}"
+    if downloads_allowed():
+        return None  # installed with uv when the first job prepares, with progress in its log
+    return (f"Runtime version {runtime.name} needs Python {python}, and no Python {python} interpreter "
+            f"was found (looked in AICONSOLE_PYTHONS, the console's own, uv's and pyenv's interpreters; "
+            f"downloads are off: AICONSOLE_PYTHON_DOWNLOADS=never). {how_to_provide(python)}")

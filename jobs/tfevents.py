@@ -1,0 +1,205 @@
+"""Scalars from TensorFlow summary event files, read without TensorFlow.
+
+Hyperparameter tuning needs each trial's metric. Besides the hypertune file, the original AI
+Platform Training read ``hyperparameterMetricTag`` from the TF event files a trainer wrote under
+its job dir (``tf.summary.scalar``, Keras' TensorBoard callback, Estimator, ``tf.compat.v1``
+summaries). :class:`EventScanner` polls a folder for ``events.out.tfevents.*`` files and returns
+the scalars written since its last poll; :func:`scalars_under` reads them once.
+
+The TFRecord framing (length, masked CRC-32C of the length, data, masked CRC-32C of the data) is
+read here: tensorboard's ``RawEventFileLoader`` resumes a truncated tail correctly, but it treats
+a bad CRC the same way (a debug log, then nothing more, forever) and keeps every file open.
+Events are parsed with tensorboard's protos and ``tensor_util``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
+from tensorboard.util import tensor_util
+
+try:
+    from google_crc32c import value as _crc32c
+except ImportError:  # pragma: no cover - google-crc32c comes with google-cloud-storage
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as _crc32c
+
+logger = logging.getLogger(__name__)
+
+EVENT_FILE_PREFIX = "events.out.tfevents."
+_NUMERIC_DTYPES = frozenset(
+    getattr(types_pb2, f"DT_{name}")
+    for name in "HALF FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64".split()
+)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    tag: str
+    step: int
+    value: float
+    wall_time: float  # seconds since the epoch, from the event
+    run: str  # the event file's folder relative to the root, '' for the root itself
+
+
+class CorruptRecordError(Exception):
+    """A record whose CRC does not match: the rest of its file cannot be trusted."""
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_records(stream: BinaryIO) -> Iterator[bytes]:
+    """Complete TFRecords from the stream's position; stops quietly at a truncated tail.
+
+    After each record is yielded, ``stream.tell()`` is the offset of the next one. Bytes appended
+    after the call began are left for the next call.
+    """
+    start = stream.tell()
+    end = stream.seek(0, os.SEEK_END)
+    stream.seek(start)
+    while True:
+        header = stream.read(12)
+        if len(header) < 12:
+            return
+        length, length_crc = struct.unpack("<QI", header)
+        if masked_crc32c(header[:8]) != length_crc:
+            raise CorruptRecordError(f"bad length CRC at offset {stream.tell() - 12}")
+        if stream.tell() + length + 4 > end:
+            return  # still being written
+        body = stream.read(length + 4)
+        if len(body) < length + 4:
+            return
+        data = body[:length]
+        if masked_crc32c(data) != struct.unpack("<I", body[length:])[0]:
+            raise CorruptRecordError(f"bad data CRC at offset {stream.tell() - length - 16}")
+        yield data
+
+
+def scalar_value(value: summary_pb2.Summary.Value) -> float | None:
+    """The number in a summary value, or None when it is not a numeric scalar."""
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return value.simple_value
+    if kind != "tensor" or value.tensor.dtype not in _NUMERIC_DTYPES:
+        return None
+    dims = [dim.size for dim in value.tensor.tensor_shape.dim]
+    is_scalars_plugin = value.metadata.plugin_data.plugin_name == "scalars"
+    if dims and not (is_scalars_plugin and all(size == 1 for size in dims)):
+        return None
+    try:
+        array = tensor_util.make_ndarray(value.tensor)
+    except (ValueError, TypeError):
+        return None
+    return float(array.item()) if array.size == 1 else None
+
+
+def event_scalars(record: bytes, run: str, tags: frozenset[str] | None) -> list[Scalar]:
+    event = event_pb2.Event.FromString(record)
+    if event.WhichOneof("what") != "summary":
+        return []
+    scalars = []
+    for value in event.summary.value:
+        if tags is not None and value.tag not in tags:
+            continue
+        number = scalar_value(value)
+        if number is not None:
+            scalars.append(Scalar(value.tag, event.step, number, event.wall_time, run))
+    return scalars
+
+
+def find_event_files(root: Path, max_entries: int) -> Iterator[tuple[Path, int]]:
+    """(path, size) of event files under root, breadth first, never following symlinks.
+
+    Stops quietly after looking at ``max_entries`` directory entries.
+    """
+    seen = 0
+    folders = deque([str(root)])
+    while folders:
+        try:
+            with os.scandir(folders.popleft()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > max_entries:
+                        return
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.name.startswith(EVENT_FILE_PREFIX) and entry.is_file(
+                        follow_symlinks=False
+                    ):
+                        yield Path(entry.path), entry.stat(follow_symlinks=False).st_size
+        except OSError as error:
+            logger.debug("Cannot list %s: %s", error.filename, error)
+
+
+@dataclass
+class _FileState:
+    offset: int = 0
+    corrupt: bool = False
+
+
+class EventScanner:
+    """Incremental reader of every events.out.tfevents.* file under a folder."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        tags: set[str] | None = None,
+        max_files: int = 1000,
+        max_entries: int = 20000,
+    ):
+        self.root = Path(root)
+        self.tags = frozenset(tags) if tags is not None else None
+        self.max_files = max_files
+        self.max_entries = max_entries
+        self._files: dict[Path, _FileState] = {}
+
+    def poll(self) -> list[Scalar]:
+        """Scalars written since the last poll (on the first poll: all so far)."""
+        grown = []
+        for path, size in find_event_files(self.root, self.max_entries):
+            if path not in self._files and len(self._files) < self.max_files:
+                self._files[path] = _FileState()
+            state = self._files.get(path)
+            if state is not None and not state.corrupt and size > state.offset:
+                grown.append(path)
+        scalars = []
+        for path in sorted(grown):
+            scalars.extend(self._read_new(path, self._files[path]))
+        return scalars
+
+    def _read_new(self, path: Path, state: _FileState) -> list[Scalar]:
+        run = path.parent.relative_to(self.root).as_posix()
+        run = "" if run == "." else run
+        scalars = []
+        try:
+            with path.open("rb") as stream:
+                stream.seek(state.offset)
+                for record in read_records(stream):
+                    state.offset = stream.tell()
+                    try:
+                        scalars.extend(event_scalars(record, run, self.tags))
+                    except DecodeError as error:
+                        logger.warning("Skipping an unreadable event in %s: %s", path, error)
+        except CorruptRecordError as error:
+            state.corrupt = True
+            logger.warning("Skipping the rest of event file %s: %s", path, error)
+        except OSError as error:
+            logger.warning("Cannot read event file %s: %s", path, error)
+        return scalars
+
+
+def scalars_under(root: Path, tags: set[str] | None = None) -> list[Scalar]:
+    """Every scalar in the event files under root, read once."""
+    return EventScanner(root, tags=tags).poll()
