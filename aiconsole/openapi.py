@@ -98,6 +98,13 @@ SCHEMAS = {
         "config": {"type": "object", "properties": {"tpuServiceAccount": STRING}}}},
     "Location": {"type": "object", "properties": {"name": STRING, "capabilities": {"type": "array", "items": {
         "type": "object", "properties": {"type": STRING, "availableAccelerators": {"type": "array", "items": STRING}}}}}},
+    "ListRuntimeVersionsResponse": {"type": "object", "additionalProperties": False, "properties": {
+        "runtimeVersions": {"type": "array", "items": {"type": "object", "properties": {
+            "runtimeVersion": STRING, "tensorflowVersion": STRING, "extension": {"type": "boolean"},
+            "default": {"type": "boolean"}, "defaultPythonVersion": STRING,
+            "frameworks": LABELS, "notes": {"type": "array", "items": STRING},
+            "pythonVersions": {"type": "array", "items": {"type": "object", "properties": {
+                "pythonVersion": STRING, "available": {"type": "boolean"}, "reason": STRING}}}}}}}},
     "ListLocationsResponse": {"type": "object", "additionalProperties": False, "properties": {
         "locations": {"type": "array", "items": _ref("Location")}, "nextPageToken": STRING}},
     "Operation": {"type": "object", "required": ["name"], "properties": {
@@ -169,6 +176,12 @@ PATHS = {
         "parameters": _path_params("projectsId"),
         "get": _operation("ml.projects.locations.list", "Regions and their capabilities.",
                           _ref("ListLocationsResponse"), parameters=PAGING),
+    },
+    "/v1/projects/{projectsId}/runtimeVersions": {
+        "parameters": _path_params("projectsId"),
+        "get": _operation("ml.projects.runtimeVersions.list", "Extension: the runtime versions, their Pythons and "
+                          "frameworks, and whether this installation can run each pair now.",
+                          _ref("ListRuntimeVersionsResponse")),
     },
     "/v1/projects/{projectsId}/locations/{locationsId}": {
         "parameters": _path_params("projectsId", "locationsId"),

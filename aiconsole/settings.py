@@ -224,6 +224,11 @@ TRAINER_ENV_PASSTHROUGH = env_list(
 # Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
 # up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
+# The runtime's GPU-capable build for replicas with GPUs: "auto" (when this host has NVIDIA GPUs;
+# scaled workers: when the replica was given devices), "always" or "never".
+GPU_BUILD = env_str("AICONSOLE_GPU_BUILD", "auto")
+if GPU_BUILD not in {"auto", "always", "never"}:
+    raise ImproperlyConfigured(f"AICONSOLE_GPU_BUILD must be auto, always or never, got {GPU_BUILD!r}")
 # Whether a missing interpreter may be downloaded with `uv python install` ("automatic"/"never").
 PYTHON_DOWNLOADS = env_str("AICONSOLE_PYTHON_DOWNLOADS", "automatic")
 if PYTHON_DOWNLOADS not in {"automatic", "never"}:

@@ -88,6 +88,14 @@ def locations_collection(request, project_id):
 
 
 @api_view(["GET"])
+def runtime_versions(request, project_id):
+    """Extension: the runtime catalogue and whether each runtime/Python pair can run here now."""
+    project = services.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.locations.list", project)
+    return Response({"runtimeVersions": services.runtime_versions()})
+
+
+@api_view(["GET"])
 def location_item(request, project_id, location_id):
     project = services.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.locations.get", project)

@@ -8,6 +8,7 @@ J = P + r"/jobs/(?P<job_id>[^/:]+)"
 urlpatterns = [
     re_path(P + r":getConfig$", api.project_config, name="api-project-config"),
     re_path(P + r"/locations$", api.locations_collection, name="api-locations"),
+    re_path(P + r"/runtimeVersions$", api.runtime_versions, name="api-runtime-versions"),
     re_path(P + r"/locations/(?P<location_id>[^/:]+)$", api.location_item, name="api-location"),
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
     re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),

@@ -18,7 +18,7 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import dispatch, filters, runtimes, spec
+from jobs import catalogue, dispatch, filters, runtimes, spec
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -267,6 +267,25 @@ def find_job(project: Project, job_id: str, *, actor) -> Job:
             raise iam.NotFound(project.resource_name)
         raise iam.NotFound(f"{project.resource_name}/jobs/{job_id}")
     return job
+
+
+def runtime_versions() -> list[dict]:
+    """Every runtime version, its Pythons, and whether each pair can run on this installation."""
+    answer = []
+    for runtime in runtimes.RUNTIMES.values():
+        pythons = []
+        for python in runtime.accepted_pythons:
+            reason = runtimes.unavailable_reason(runtime.name, python)
+            pythons.append({"pythonVersion": python, "available": reason is None, **({"reason": reason} if reason else {})})
+        frameworks = {"tensorflow": runtime.tensorflow, "scikit-learn": runtime.pinned("scikit-learn"),
+                      "xgboost": runtime.pinned("xgboost") or runtime.pinned("xgboost-cpu"),
+                      "pandas": runtime.pinned("pandas")}
+        answer.append({"runtimeVersion": runtime.name, "tensorflowVersion": runtime.tensorflow,
+                       "default": runtime.name == catalogue.DEFAULT_RUNTIME_VERSION,
+                       "defaultPythonVersion": runtimes.default_python(runtime), "extension": runtime.is_extension,
+                       "frameworks": {k: v for k, v in frameworks.items() if v}, "notes": list(runtime.notes),
+                       "pythonVersions": pythons})
+    return answer
 
 
 def find_project(project_id: str, *, actor) -> Project:

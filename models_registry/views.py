@@ -268,7 +268,7 @@ def deploy_from_job(request, project_id):
     models = list(services.list_models(project, actor=request.user).order_by("name"))
     context = {"project": project, "job": job, "job_dir": job_dir, "candidates": candidates, "models": models,
                "succeeded": job.state == JobState.SUCCEEDED, "post": request.POST,
-               "runtime": (job.training_input or {}).get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION}
+               "runtime": _runtime_of(job)}
     if request.method == "POST" and context["succeeded"]:
         done = _deploy(request, project, job)
         if done is not None:
@@ -376,6 +376,13 @@ def model_sharing_add(request, project_id, model):
 def model_sharing_remove(request, project_id, model, user_id):
     return team_views.sharing_remove(request, *_sharing(request, project_id, model), user_id)
 
+
+
+def _runtime_of(job) -> str:
+    """The runtime a job's model was trained on: what its version should serve on."""
+    if builtin.is_builtin_job(job):
+        return builtin.training_output(job)["builtInAlgorithmOutput"]["runtimeVersion"]
+    return (job.training_input or {}).get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
 
 @login_required
 def batch_job(request, project_id, job_id):

@@ -43,6 +43,26 @@ def _check_before_upload(client: Client, job_id: str) -> None:
     raise ApiError(409, "ALREADY_EXISTS", f"A job with id {job_id!r} already exists in project {client.project}.")
 
 
+def _check_runtime(client: Client, training_input: dict) -> None:
+    """Refuse a runtime/Python pair the console cannot run before building or uploading anything."""
+    if (training_input.get("masterConfig") or {}).get("imageUri"):
+        return
+    try:
+        catalogue = client.get(client.project_path("runtimeVersions")).get("runtimeVersions", [])
+    except ApiError as error:
+        if error.code == 404:
+            return  # a console without the extension: its submit decides
+        raise
+    wanted = training_input.get("runtimeVersion")
+    runtime = next((r for r in catalogue if r["runtimeVersion"] == wanted or (not wanted and r.get("default"))), None)
+    if runtime is None:
+        return  # unknown to the server: its INVALID_ARGUMENT names the supported ones
+    python = training_input.get("pythonVersion") or runtime.get("defaultPythonVersion")
+    pair = next((p for p in runtime["pythonVersions"] if p["pythonVersion"] == python), None)
+    if pair is not None and not pair["available"]:
+        raise CliError(f"cannot submit the job: {pair['reason']}", exit_code=2)
+
+
 @common.command("jobs.submit.training")
 def cmd_submit_training(args) -> int:
     settings = common.settings(args)
@@ -55,6 +75,7 @@ def cmd_submit_training(args) -> int:
     training.check_before_upload(body, args, has_local_packages=bool(args.package_path or args.packages))
 
     client = Client(settings)
+    _check_runtime(client, body["trainingInput"])
     if args.package_path or local_files:
         _check_before_upload(client, args.job)
     if args.package_path or args.packages:
@@ -114,10 +135,6 @@ def cmd_submit_prediction(args) -> int:
 # --- describe ----------------------------------------------------------------------------------
 
 
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n")[0]
-
-
 def _optional_box(title: str, columns: list[tuple[str, object]]) -> str:
     """A one-row box of the columns that have a value (gcloud's ``:optional`` columns)."""
     shown = [(name, value) for name, value in columns if value not in (None, "", [], {})]
@@ -148,7 +165,7 @@ def summary(job: dict) -> str:
                           output.local_time(job.get("startTime")), output.local_time(job.get("endTime")),
                           job.get("state", "")]])]
     if job.get("errorMessage"):
-        parts.append(output.box("Error", ["ERROR_MESSAGE"], [[_first_line(job["errorMessage"])]]))
+        parts.append(output.box("Error", ["ERROR_MESSAGE"], [[job["errorMessage"].strip()]]))
     if "trainingInput" in job:
         ti = job["trainingInput"]
         parts.append(_optional_box("Training Input Summary", [

@@ -86,6 +86,6 @@ def outcome(client: Client, job_id: str, state: str) -> int:
     except CliError:
         job = {}
     state = job.get("state") or state or "UNKNOWN"
-    message = (job.get("errorMessage") or "").strip().split("\n")[0].strip()
+    message = (job.get("errorMessage") or "").strip()  # whole: every unsatisfiable requirement, the traceback
     output.status(f"Job [{job_id}] finished with state {state}" + (f": {message}" if message else "."))
     return 1

@@ -42,6 +42,7 @@ from jobs.executor.runner import (
     PrepareError,
     build_environment,
     fetch_packages,
+    gpu_build,
     passthrough_env,
     work_dir_for,
 )
@@ -192,7 +193,7 @@ class Agent:
         files = fetch_packages(training_input, replica_dir / "packages", check)
         environment = build_environment(training_input, files,
                                         lambda message: local.sink.service(f"{replica.label}: {message}"), check,
-                                        gpu=bool(replica.accelerator_count) and "TPU" not in replica.accelerator_type)
+                                        gpu=gpu_build(bool(replica.devices)))
         extra = {"CUDA_VISIBLE_DEVICES": replica.devices}  # none: the replica sees no GPU at all
         return ReplicaProcess(
             replica_id=replica.pk, label=replica.label, task_type=replica.task_type,

@@ -202,8 +202,17 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
 
     def build(target: Path) -> dict:
         _run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
-        _run_uv(["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"),
-                 str(lock)], what=f"Installing runtime version {runtime.name} from {lock.name}")
+        sync = ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(lock)]
+        what = f"Installing runtime version {runtime.name} from {lock.name}"
+        try:
+            _run_uv(sync, what=what)
+        except EnvironmentError_ as error:
+            if "hash mismatch" not in str(error).lower():
+                raise
+            # A cache entry that does not match the lock (another process wrote it mid-way, or it
+            # was corrupted): fetch again once; a second mismatch is the index's, and is reported.
+            log(f"uv's cache gave a file whose hash is not in {lock.name}; downloading again.")
+            _run_uv([*sync[:2], "--refresh", *sync[2:]], what=what)
         return {"kind": "runtime", "runtimeVersion": runtime.name, "python": full_version, "variant": variant,
                 "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python")}
 

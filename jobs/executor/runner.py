@@ -106,9 +106,21 @@ def build_environment(training_input: dict, files: list[Path], log, check_cancel
 
 
 def needs_gpu(training_input: dict) -> bool:
-    """Whether any replica of the job has a GPU: it then runs on the runtime's GPU-capable build."""
-    return any(plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
-               for plan in catalogue.replica_plan(training_input))
+    """Whether the job runs on the runtime's GPU-capable build: a replica asks for GPUs and this
+    host has them (in embedded mode accelerators are otherwise labels, and the CPU build is far
+    smaller). ``AICONSOLE_GPU_BUILD`` = always / never overrides the host check."""
+    return gpu_build(any(plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
+                         for plan in catalogue.replica_plan(training_input)))
+
+
+def gpu_build(wants_gpus: bool) -> bool:
+    if not wants_gpus or settings.GPU_BUILD == "never":
+        return False
+    return settings.GPU_BUILD == "always" or host_has_gpus()
+
+
+def host_has_gpus() -> bool:
+    return Path("/proc/driver/nvidia/gpus").is_dir() or Path("/dev/nvidia0").exists()
 
 
 class RunnerBase:

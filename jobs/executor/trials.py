@@ -46,6 +46,7 @@ from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.resources import trial_resource
 
 POLL_SECONDS = 0.1
+SUMMARY_POLL_SECONDS = 1.0
 
 
 class TrialRun:
@@ -62,6 +63,7 @@ class TrialRun:
         self._hypertune: list[dict] = []
         self._summaries: list[dict] = []
         self._scalars: list = []
+        self._events_polled = 0.0
         self.events: tfevents.EventScanner | None = None
 
     @property
@@ -111,9 +113,9 @@ class TrialRun:
             Replica.objects.filter(pk=process.replica_id).update(
                 state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now())
 
-    def read_metrics(self) -> bool:
+    def read_metrics(self, *, final: bool = False) -> bool:
         """Pick up new reports (hypertune file, TF summaries); True when there were any."""
-        if not (self._read_hypertune() | self._read_summaries()):
+        if not (self._read_hypertune() | self._read_summaries(final=final)):
             return False
         reports = self._hypertune or self._summaries  # the hypertune file wins where both report
         if reports == self.reports:
@@ -138,9 +140,11 @@ class TrialRun:
         self._hypertune = merged
         return changed
 
-    def _read_summaries(self) -> bool:
-        if self.events is None:
+    def _read_summaries(self, *, final: bool = False) -> bool:
+        # A walk of the trial's job dir: once a second while it runs (it may hold many files).
+        if self.events is None or (not final and time.monotonic() - self._events_polled < SUMMARY_POLL_SECONDS):
             return False
+        self._events_polled = time.monotonic()
         new = self.events.poll()
         if not new:
             return False
@@ -298,14 +302,14 @@ class TuningLoop:
             outcome = run.poll()
             if outcome is not None:
                 run.stop()  # the master decided: parameter servers and the rest stop with it
-                run.read_metrics()
+                run.read_metrics(final=True)
                 self._finish(run, outcome)
                 changed = True
             elif new_reports and self._falls_behind(run):
                 self.sink.service(f"Trial {trial_id} falls behind the others; stopping it early.",
                                   trial_id=trial_id)
                 run.stop()
-                run.read_metrics()
+                run.read_metrics(final=True)
                 self._finish(run, {"succeeded": True}, stopped_early=True)
                 changed = True
             changed |= new_reports
@@ -339,7 +343,7 @@ class TuningLoop:
         for thread in threads:
             thread.join()
         for run in runs:
-            run.read_metrics()
+            run.read_metrics(final=True)
             self._finish(run, {}, state=state, message=message)
         self.publish()
 

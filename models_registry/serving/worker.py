@@ -154,11 +154,14 @@ class TensorflowPredictor:
         except ImportError as error:
             raise LoadError(
                 "TensorFlow is not installed in this runtime version's serving environment "
-                f"(Python {sys.version_info[0]}.{sys.version_info[1]}): {error}. TensorFlow publishes no "
-                "packages for this Python; serve a scikit-learn or XGBoost model, or run the console on a "
-                "Python that TensorFlow supports (AICONSOLE_RUNTIME_PYTHON).") from None
+                f"(Python {sys.version_info[0]}.{sys.version_info[1]}): {error}. Deploy the version on a "
+                "runtime version with TensorFlow (every one of the original's has it).") from None
         self.tf = tensorflow
-        self.loaded = tensorflow.saved_model.load(model_dir)
+        try:
+            self.loaded = tensorflow.saved_model.load(model_dir)
+        except Exception as error:
+            raise LoadError(f"Could not load the SavedModel in {os.path.basename(model_dir.rstrip('/'))}: "
+                            f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}") from None
         self.default_signature = signature or "serving_default"
         if self.default_signature not in self.loaded.signatures:
             raise LoadError(f"The SavedModel has no signature {self.default_signature!r}; it has "

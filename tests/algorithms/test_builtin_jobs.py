@@ -93,9 +93,11 @@ def test_linear_learner_model_is_deployed_from_the_job_and_predicts(run_builtin,
         "--batch_size=50"])
 
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)
-    model_path = job_resource(job)["trainingOutput"]["builtInAlgorithmOutput"]["modelPath"]
+    output = job_resource(job)["trainingOutput"]["builtInAlgorithmOutput"]
     model = model_services.create_model(project, {"name": "values"}, actor=admin)
-    version, operation = deploy(model, "v1", model_path, admin)
+    # As the original asked: the version runs on the runtime the algorithm trained on.
+    version, operation = deploy(model, "v1", output["modelPath"], admin, runtimeVersion=output["runtimeVersion"],
+                                pythonVersion=output["pythonVersion"])
     assert version.state == "READY", version.error_message
     assert version.framework == "SCIKIT_LEARN"
     probe = [[0.0, 0.0], [1.0, 4.0], [-1.0, 8.0]]

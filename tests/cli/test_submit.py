@@ -286,3 +286,23 @@ def test_the_installed_program_submits_and_streams_to_the_end(run_aiconsole, con
 def test_help_shows_the_user_args_convention():
     text = subprocess.run([AICONSOLE, "jobs", "submit", "training", "--help"], capture_output=True, text=True).stdout
     assert "-- USER_ARGS" in text and "--master-accelerator" in text
+
+
+def test_a_runtime_python_pair_the_console_cannot_run_is_refused_before_anything_is_built(cli, console, tmp_path):
+    folder = write_trainer(tmp_path / "src")
+    uploaded = list(console.uploaded())
+    result = cli("jobs", "submit", "training", "py27_job", "--package-path", str(folder), "--module-name",
+                 "trainer.task", "--region", "us-central1", "--runtime-version", "1.15", "--python-version", "2.7")
+    assert result.code == 2
+    assert "cannot submit the job: Python 2.7 for runtime version 1.15 cannot be provided" in result.err
+    assert "set pythonVersion to 3.7" in result.err
+    assert "Built" not in result.err and list(console.uploaded()) == uploaded
+
+
+def test_a_failed_jobs_whole_error_is_printed(cli, console, tmp_path):
+    folder = write_trainer(tmp_path / "src", "import sys\nprint('first', file=sys.stderr)\nraise SystemExit('second line of the reason')\n")
+    result = cli("jobs", "submit", "training", "whole_error", "--package-path", str(folder), "--module-name",
+                 "trainer.task", "--region", "us-central1", "--stream-logs")
+    assert result.code == 1
+    assert "Job [whole_error] finished with state FAILED: The replica master 0 exited with a non-zero status of 1." in result.err
+    assert "second line of the reason" in result.err.split("finished with state FAILED", 1)[1]

@@ -262,10 +262,11 @@ def test_location_capabilities_wire_format():
 
 
 def test_runtime_versions():
-    assert list(catalogue.RUNTIME_VERSIONS) == ["1.15"] + [f"2.{m}" for m in range(1, 12)]
+    assert list(catalogue.RUNTIME_VERSIONS) == ["1.15"] + [f"2.{m}" for m in range(1, 12)] + ["current"]
     assert catalogue.RUNTIME_VERSIONS["1.15"].python_versions == ("2.7", "3.7")
     assert all(r.python_versions == ("3.7",) for n, r in catalogue.RUNTIME_VERSIONS.items()
-               if n != "1.15")
+               if n not in ("1.15", "current"))
+    assert catalogue.RUNTIME_VERSIONS["current"].python_versions == ("3.11", "3.12", "3.13")
     assert catalogue.RUNTIME_VERSIONS["2.11"].tensorflow.startswith("2.11")
     assert catalogue.DEFAULT_RUNTIME_VERSION in catalogue.RUNTIME_VERSIONS
     assert catalogue.DEFAULT_PYTHON_VERSION == "3.7"

@@ -191,18 +191,19 @@ def test_trainer_environment_holds_none_of_the_console_secrets(run_job, package_
 
 def test_trainer_dependencies_install_into_the_job_layer_only(run_job, package_factory):
     package = package_factory("""
-        import numpy, six
+        import numpy, tabulate
         print("numpy from", numpy.__file__)
-        print("six from", six.__file__)
-    """, requires=["six", "numpy"])
+        print("tabulate from", tabulate.__file__)
+    """, requires=["tabulate", "numpy"])
     job = run_job("layered", package)
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     text = log_text(job)
     numpy_path = next(line for line in text.splitlines() if line.startswith("numpy from"))
-    six_path = next(line for line in text.splitlines() if line.startswith("six from"))
+    tabulate_path = next(line for line in text.splitlines() if line.startswith("tabulate from"))
     assert "/runtime-2.11-" in numpy_path  # the runtime's numpy, not a second copy
-    assert "/job-" in six_path  # what the runtime lacks goes into the job's own layer
+    assert "/job-" in tabulate_path  # what the runtime lacks goes into the job's own layer
+    assert "Installed what the runtime lacks: tabulate " in text
 
 
 def test_two_jobs_with_the_same_package_name_run_their_own_code(run_job, package_factory):

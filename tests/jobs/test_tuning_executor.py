@@ -58,14 +58,16 @@ def test_tuning_job_finds_the_optimum_region_with_isolated_parallel_trials(run_j
                     "scaleType": "UNIT_LINEAR_SCALE"}]})
 
     assert job.state == JobState.SUCCEEDED, job.error_message
-    seen = [json.loads(Path(job_dir, f"trial-{n}.json").read_text()) for n in range(1, 13)]
+    # Each trial ran with --job-dir <jobDir>/<trialId>, as the original: one output folder per trial.
+    seen = [json.loads(Path(job_dir, str(n), f"trial-{n}.json").read_text()) for n in range(1, 13)]
     assert [s["trial"] for s in seen] == [s["env_trial"] for s in seen] == [str(n) for n in range(1, 13)]
     assert len({s["metric_file"] for s in seen}) == len({s["cwd"] for s in seen}) == 12
     assert len({s["tmpdir"] for s in seen}) == 12
     assert all(s["tag"] == "score" for s in seen)
     # Hyperparameters come after the user's args; --job-dir stays last.
     assert seen[0]["argv"][0] == "--epochs=1" and seen[0]["argv"][1].startswith("--x=")
-    assert seen[0]["argv"][-2:] == ["--job-dir", job_dir]
+    assert seen[0]["argv"][-2:] == ["--job-dir", f"{job_dir}/1"]
+    assert job.training_input["jobDir"] == job_dir
     overlap = max(sum(1 for o in seen if o["start"] <= s["start"] < o["end"]) for s in seen)
     assert 1 < overlap <= 3
 

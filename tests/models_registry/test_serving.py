@@ -83,7 +83,7 @@ def test_wrong_shapes_and_bad_bodies_get_clear_errors(serving, api, census, admi
 @pytest.mark.parametrize("folder, reason", [
     ("broken", "Could not load model.pkl: UnpicklingError"),
     ("empty", "There is no model in"),
-    ("tensorflow", "TensorFlow is not installed"),
+    ("tensorflow", "Could not load the SavedModel"),
 ])
 def test_versions_that_cannot_serve_end_failed_with_the_reason(serving, census, admin, trained, folder, reason):
     version, operation = deploy(census, "v1", trained[folder], admin)

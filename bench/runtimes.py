@@ -1,0 +1,77 @@
+"""How long each runtime version takes to build, cold and warm, and its size on disk.
+
+For each runtime (CPU build, its default Python) the environment is built twice into throw-away
+folders, side by side: cold, with an empty uv cache (every wheel downloaded), then warm, from
+the cache the cold build filled (what a second worker, a rebuild or a CI rerun sees). Both go
+through ``environments.runtime_environment``, as a job's PREPARING does.
+
+Run: ``.venv/bin/python bench/runtimes.py [--runtimes 2.11,1.15] [--warm-only]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("AICONSOLE_DATA_DIR", tempfile.mkdtemp(prefix="aiconsole-bench-runtimes-"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+
+from jobs import runtimes  # noqa: E402
+from jobs.executor import environments  # noqa: E402
+
+
+def build(name: str, env_dir: Path, cache: Path | None) -> tuple[float, int, dict]:
+    settings.ENV_DIR = env_dir
+    if cache is not None:
+        os.environ["UV_CACHE_DIR"] = str(cache)
+    else:
+        os.environ.pop("UV_CACHE_DIR", None)
+    started = time.perf_counter()
+    environment = environments.runtime_environment(name, lambda line: None)
+    seconds = time.perf_counter() - started
+    return seconds, environments.size_on_disk(environment.path), environment.frozen()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runtimes", default=",".join(runtimes.RUNTIMES))
+    parser.add_argument("--warm-only", action="store_true", help="skip the cold build (no empty uv cache)")
+    args = parser.parse_args()
+    print(f"{'runtime':8} {'python':7} {'cold s':>7} {'warm s':>7} {'warm/cold':>9} {'size':>8}  frameworks")
+    ratios = []
+    for name in args.runtimes.split(","):
+        runtime = runtimes.RUNTIMES[name]
+        with tempfile.TemporaryDirectory(prefix="bench-runtime-") as scratch:
+            scratch = Path(scratch)
+            cold = None
+            if not args.warm_only:
+                cold, _, _ = build(name, scratch / "cold", scratch / "uv-cache")
+                shutil.rmtree(scratch / "cold")
+            warm, size, frozen = build(name, scratch / "warm", scratch / "uv-cache" if cold is not None else None)
+        frameworks = ", ".join(f"{label} {frozen[key]}" for key, label in environments.FRAMEWORKS.items()
+                               if key in frozen)
+        ratio = warm / cold if cold else None
+        if ratio:
+            ratios.append(ratio)
+        print(f"{name:8} {runtimes.default_python(runtime):7} {cold or 0:7.1f} {warm:7.1f} "
+              f"{(f'{ratio:.2f}' if ratio else '-'):>9} {size / 1e9:6.2f} GB  {frameworks}", flush=True)
+    if ratios:
+        print(f"median warm/cold: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
