@@ -93,22 +93,25 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     version.refresh_from_db()
     load_ms = supervisor.get().warm(version)
     _check_cancel(operation)
-    if not version.mark_ready():
+    with transaction.atomic():  # the version and its operation are seen to change together
+        ready = version.mark_ready()
+        if ready and operation is not None:
+            version.model.refresh_from_db(fields=["default_version"])
+            operation.finish(response=version_resource(version, typed=True))
+    if not ready:
         supervisor.get().retire(version.pk)
         return
     logger.info("%s is READY (%s, %s loaded in %.0f ms)", version, detected.framework, detected.model_file, load_ms)
-    if operation is not None:
-        version.model.refresh_from_db(fields=["default_version"])
-        operation.finish(response=version_resource(version, typed=True))
 
 
 def _fail(version: Version, operation: Operation | None, reason: str, code: int = CODE_INVALID_ARGUMENT) -> None:
     supervisor.get().retire(version.pk)
     message = reason if code != CODE_INVALID_ARGUMENT else f"Create Version failed. Bad model detected with error: {reason}"
-    version.mark_failed(message)
+    with transaction.atomic():  # the version and its operation are seen to change together
+        version.mark_failed(message)
+        if operation is not None:
+            operation.finish(error={"code": code, "message": message})
     shutil.rmtree(version_dir(version), ignore_errors=True)
-    if operation is not None:
-        operation.finish(error={"code": code, "message": message})
     logger.warning("%s FAILED: %s", version, message)
 
 

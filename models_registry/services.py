@@ -28,7 +28,15 @@ from aiconsole.errors import (
 from aiconsole.models import Project, RoleBinding
 from jobs import catalogue, filters, runtimes
 from models_registry import conf, spec
-from models_registry.models import Model, Operation, OperationType, Version, VersionState, new_etag
+from models_registry.models import (
+    Model,
+    Operation,
+    OperationType,
+    PredictionLog,
+    Version,
+    VersionState,
+    new_etag,
+)
 from models_registry.resources import model_resource, version_resource
 
 MODEL_SERVICE = "google.cloud.ml.v1.ModelService"
@@ -469,6 +477,16 @@ class Prediction:
     body: bytes
     version: Version
     cold_start_ms: float | None = None
+
+
+def recent_predictions(model: Model, version: Version, *, actor, limit: int = 50) -> list:
+    """The version's last logged predictions. Request and response bodies are the callers' data:
+    only those who may change the model (``ml.models.update``) see them; others see the access rows."""
+    logs = list(PredictionLog.objects.filter(version=version).order_by("-pk")[:limit])
+    if not iam.can(actor, "ml.models.update", model):
+        for log in logs:
+            log.request = log.response = None
+    return logs
 
 
 def prediction_target(project_id: str, model_name: str, version_name: str | None, *, actor) -> tuple[Model, Version | None]:

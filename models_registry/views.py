@@ -18,7 +18,7 @@ from jobs import builtin, catalogue
 from jobs import services as job_services
 from jobs.models import JobState
 from models_registry import files, services, spec
-from models_registry.models import BUSY_STATES, Model, PredictionLog, VersionState
+from models_registry.models import BUSY_STATES, Model, VersionState
 from models_registry.resources import version_resource
 from models_registry.serving import supervisor
 
@@ -226,8 +226,7 @@ def _pretty(body: bytes) -> str:
 def version_detail(request, project_id, model, version):
     found = _model(request, project_id, model, audited=False)
     target = services.get_version(found, version, actor=request.user)
-    logs = list(PredictionLog.objects.filter(version=target).order_by("-pk")[:50]) \
-        if found.online_prediction_logging else []
+    logs = services.recent_predictions(found, target, actor=request.user) if found.online_prediction_logging else []
     context = {"model": found, "project": found.project, "version": target,
                "serving": supervisor.get().status(target.pk), "logs": logs,
                "resource_json": json.dumps(version_resource(target), indent=2)}

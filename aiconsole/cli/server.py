@@ -20,10 +20,26 @@ def setup_django(data_dir: str | None) -> None:
     django.setup()
 
 
-def migrate() -> None:
-    from django.core.management import call_command
+# pg_advisory_lock key: "aiconsole migrate" (any constant, the same in every process).
+MIGRATION_LOCK = 0x6169636F6E736F6C
 
-    call_command("migrate", interactive=False, verbosity=0)
+
+def migrate() -> None:
+    """Apply migrations, one process at a time: a web process and workers started together on a
+    fresh database wait for each other instead of colliding in CREATE TABLE (PostgreSQL takes an
+    advisory lock; SQLite serializes writers itself)."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        call_command("migrate", interactive=False, verbosity=0)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK])
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK])
 
 
 def cmd_up(args) -> int:

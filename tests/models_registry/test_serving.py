@@ -211,7 +211,8 @@ def test_a_revoked_token_and_an_outsider_cannot_predict(serving, live_server, ce
     assert requests.post(url, json=body).status_code == 401
 
 
-def test_request_logging_samples_bodies_when_the_model_enables_it(serving, api, project, admin, trained):
+def _logged_model(api, project, admin, trained):
+    """A model with request logging on, predicted from three times, and its three log rows."""
     logged = services.create_model(project, {"name": "logged", "onlinePredictionLogging": True}, actor=admin)
     deploy(logged, "v1", trained["linear"], admin, requestLoggingConfig={"samplingPercentage": 1})
     for _ in range(3):
@@ -219,9 +220,29 @@ def test_request_logging_samples_bodies_when_the_model_enables_it(serving, api, 
     from models_registry import requestlog
 
     wait_for(lambda: requestlog.flush() or PredictionLog.objects.count() == 3, 10, message="three log rows")
+    return logged
+
+
+def test_request_logging_samples_bodies_when_the_model_enables_it(serving, api, project, admin, trained):
+    _logged_model(api, project, admin, trained)
     row = PredictionLog.objects.first()
     assert row.status_code == 200 and row.instance_count == 3 and row.principal == admin.email
     assert json.loads(row.response)["predictions"] == pytest.approx(trained["expected"]["linear"])
+
+
+def test_logged_prediction_bodies_are_shown_only_to_those_who_may_update_the_model(
+        serving, api, project, admin, viewer, client, trained):
+    logged = _logged_model(api, project, admin, trained)
+    page = "/projects/project-a/models/logged/versions/v1/"
+    client.force_login(admin)
+    owner_view = client.get(page).content.decode()
+    assert "0.9, 0.8, 0.1, 0.2" in owner_view and "predictions" in owner_view
+    client.force_login(viewer)
+    viewer_view = client.get(page)
+    assert viewer_view.status_code == 200 and admin.email in viewer_view.content.decode()
+    assert "0.9, 0.8, 0.1, 0.2" not in viewer_view.content.decode()
+    assert "predictions" not in viewer_view.content.decode()
+    assert logged.online_prediction_logging
 
 
 def test_a_version_deploys_from_cloud_storage(serving, api, census, admin, trained, gcs_emulator):
