@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -167,13 +168,13 @@ class ReplicaProcess:
 
     def start(self) -> None:
         self.popen = subprocess.Popen(
-            self.command,
+            reaped(self.command),
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group: stopping it stops its children too
+            start_new_session=True,  # the reaper's own session: signals to it reach nothing else
             preexec_fn=self.preexec,
         )
         self.started = time.monotonic()
@@ -221,18 +222,29 @@ class ReplicaProcess:
             reader.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, grace: float) -> None:
-        """SIGTERM the whole process group, then SIGKILL after the grace period."""
+        """SIGTERM the trainer and every descendant (through its reaper), SIGKILL after the grace."""
         if self.popen is None or self.popen.poll() is not None:
-            _kill_group(self.pid, signal.SIGKILL)  # children it left behind
+            _kill_group(self.pid, signal.SIGKILL)  # anything left in the reaper's group
             return
         self.stopped_by_platform = True
         _kill_group(self.pid, signal.SIGTERM)
         try:
-            self.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+            self.popen.wait(timeout=grace + REAPER_MARGIN_SECONDS)
+        except subprocess.TimeoutExpired:  # the reaper itself is stuck: the trainer dies with it
             _kill_group(self.pid, signal.SIGKILL)
             self.popen.wait()
         _kill_group(self.pid, signal.SIGKILL)
+
+
+REAPER = Path(__file__).with_name("reaper.py")
+REAPER_MARGIN_SECONDS = 5.0
+
+
+def reaped(command: list[str]) -> list[str]:
+    """``command`` under the reaper (jobs/executor/reaper.py), with the stop grace period: no
+    descendant of the trainer outlives it, even one that left its process group or session."""
+    grace = os.environ.get("AICONSOLE_STOP_GRACE_SECONDS") or "10"
+    return [sys.executable, "-I", "-S", str(REAPER), grace, "--", *command]
 
 
 def _kill_group(pgid: int | None, sig: int) -> None:
@@ -250,7 +262,14 @@ def stop_orphan(pid: int, replica_id: int) -> bool:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    if f"AICONSOLE_REPLICA={replica_id}".encode() not in environ.split(b"\0"):
+    marker = f"AICONSOLE_REPLICA={replica_id}".encode()
+    if marker not in environ.split(b"\0"):
         return False  # the pid was reused by something else: leave it alone
-    _kill_group(pid, signal.SIGKILL)
+    _kill_group(pid, signal.SIGKILL)  # the reaper; the trainer dies with it (PR_SET_PDEATHSIG)
+    for other in Path("/proc").glob("[0-9]*"):  # and whatever the trainer started and left behind
+        try:
+            if marker in (other / "environ").read_bytes().split(b"\0"):
+                os.kill(int(other.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
     return True

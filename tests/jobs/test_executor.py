@@ -168,6 +168,32 @@ def test_cancel_mid_run_stops_the_process_group(executor, package_factory, job_b
     wait_for(lambda: not _alive(master_pid) and not _alive(child_pid), 10, message="the processes to exit")
 
 
+ESCAPING_CHILD = """
+    import subprocess
+    escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    print("escaped", escaped.pid, flush=True)
+"""
+
+
+def test_a_descendant_that_leaves_the_session_does_not_outlive_a_finished_job(run_job, package_factory):
+    job = run_job("escapes_then_ends", package_factory(ESCAPING_CHILD))
+
+    assert job.state == JobState.SUCCEEDED, job.error_message
+    pid = int(job.log_lines.get(message__startswith="escaped ").message.split()[1])
+    wait_for(lambda: not _alive(pid), 20, message="the escaped grandchild to be stopped")
+
+
+def test_a_descendant_that_leaves_the_session_does_not_outlive_a_cancel(executor, package_factory, job_body,
+                                                                         admin, project):
+    package = package_factory(ESCAPING_CHILD + "    time.sleep(600)\n")
+    job = services.submit_job(project, job_body("escapes_then_cancelled", package), actor=admin)
+    line = wait_for(lambda: job.log_lines.filter(message__startswith="escaped ").first(), 120,
+                    message="the trainer to start")
+    services.cancel_job(Job.objects.get(pk=job.pk), actor=admin)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 30, message="the cancel")
+    wait_for(lambda: not _alive(int(line.message.split()[1])), 20, message="the escaped grandchild to be stopped")
+
+
 def test_trainer_environment_holds_none_of_the_console_secrets(run_job, package_factory, monkeypatch):
     monkeypatch.setenv("AICONSOLE_DATABASE_URL", "postgres://console:hunter2@db/aiconsole")
     monkeypatch.setenv("AICONSOLE_REDIS_URL", "redis://:hunter2@redis:6379/0")

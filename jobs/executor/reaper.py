@@ -1,0 +1,128 @@
+"""Runs one replica's trainer and outlives none of its descendants.
+
+``python reaper.py GRACE -- COMMAND...``: a standalone script (standard library only, run with
+``-I -S`` so it starts in milliseconds) between the executor and the trainer. It marks itself a
+child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so a descendant that leaves the trainer's
+process group or session (``setsid``, a double fork) is re-parented here instead of to init.
+When the trainer exits, or the executor sends SIGTERM, every remaining descendant gets SIGTERM,
+then SIGKILL after GRACE seconds; the reaper then ends the way the trainer ended (its exit status,
+or the same signal), so the executor sees the trainer's outcome. Where the system has no
+subreapers (not Linux), it only passes the trainer's outcome through.
+"""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl(option, value):
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root):
+    """Every live process below ``root``, from /proc (empty where there is no /proc)."""
+    children = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if fields[0] != b"Z":  # a zombie is already dead; it only waits to be reaped
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(sig):
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap_available():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def sweep(grace):
+    """SIGTERM every descendant, SIGKILL what is left after ``grace`` seconds, reap them all."""
+    _signal_all(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while descendants(os.getpid()) and time.monotonic() < deadline:
+        _reap_available()
+        time.sleep(0.05)
+    _signal_all(signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while descendants(os.getpid()) and time.monotonic() < deadline:
+        _reap_available()
+        time.sleep(0.02)
+    _reap_available()
+
+
+def main(argv):
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: reaper.py GRACE -- COMMAND...", file=sys.stderr)
+        return 2
+    grace = float(argv[1])
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # The trainer gets its own process group (its children share it), and dies with the reaper.
+    trainer = subprocess.Popen(argv[3:], process_group=0,
+                               preexec_fn=lambda: _prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
+
+    def kill_all(signum, frame):
+        _signal_all(signal.SIGKILL)
+
+    def stop(signum, frame):
+        # The executor stops the replica: SIGTERM everything now, SIGKILL what is left after GRACE.
+        _signal_all(signal.SIGTERM)
+        signal.signal(signal.SIGALRM, kill_all)
+        signal.setitimer(signal.ITIMER_REAL, max(grace, 0.01))
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)  # reaps re-parented descendants too
+        except ChildProcessError:
+            return 1
+        if pid == trainer.pid:
+            break
+    sweep(grace)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
