@@ -1,4 +1,5 @@
-"""Request context for the audit log: a request id, the caller's IP and user agent."""
+"""Request context for the audit log: a request id, the caller's IP and user agent; and what
+Django's middleware does to a request, for the ASGI fronts that answer before Django."""
 
 import contextvars
 import uuid
@@ -83,3 +84,61 @@ class IamErrorMiddleware:
         if isinstance(exception, iam.PermissionDenied):
             return defaults.permission_denied(request, exception)
         return None
+
+
+# --- the ASGI fronts ---------------------------------------------------------------------------
+
+_front_state: dict = {}
+
+
+def front_headers(scope) -> list[tuple[bytes, bytes]] | None:
+    """Django's request and response middleware for a request an ASGI front answers itself
+    (``jobs/asgi.py``, ``models_registry/asgi.py``), so that both paths answer alike.
+
+    None means Django would answer the request itself: a Host outside ALLOWED_HOSTS (400), plain
+    HTTP under SECURE_SSL_REDIRECT (a redirect); the front then hands it on untouched. Otherwise
+    the headers SecurityMiddleware and XFrameOptionsMiddleware add to every answer. Django's own
+    code decides, on the request Django would build; the headers depend only on the settings and
+    on whether the request came over HTTPS, so they are worked out once for each.
+    """
+    import io
+
+    from django.core.exceptions import DisallowedHost
+    from django.core.handlers.asgi import ASGIRequest
+
+    request = ASGIRequest(scope, io.BytesIO())
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return None
+    if not _front_state:
+        _front_prepare()
+    if _front_state["security"].process_request(request) is not None:
+        return None
+    secure = request.is_secure()
+    if secure not in _front_state:
+        _front_state[secure] = _added_headers(request)
+    return _front_state[secure]
+
+
+def _front_prepare() -> None:
+    from django.core.signals import setting_changed
+    from django.middleware.security import SecurityMiddleware
+
+    _front_state["security"] = SecurityMiddleware(lambda request: None)
+    setting_changed.connect(_front_reset, dispatch_uid="aiconsole-front-headers")
+
+
+def _front_reset(**kwargs) -> None:
+    _front_state.clear()
+
+
+def _added_headers(request) -> list[tuple[bytes, bytes]]:
+    from django.http import HttpResponse
+    from django.middleware.clickjacking import XFrameOptionsMiddleware
+
+    response, before = HttpResponse(), set(HttpResponse().headers)
+    _front_state["security"].process_response(request, response)
+    XFrameOptionsMiddleware(lambda request: None).process_response(request, response)
+    return [(name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in response.headers.items() if name not in before]

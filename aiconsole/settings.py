@@ -7,6 +7,8 @@ in-memory channel layer. Secrets can be given as ``NAME_FILE`` (a path whose con
 
 import os
 import secrets
+import stat
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -74,6 +76,25 @@ DATA_DIR = Path(env_str("AICONSOLE_DATA_DIR", str(Path.home() / ".aiconsole"))).
 DATA_DIR = DATA_DIR.resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
+
+def _keep_private(*paths: Path) -> None:
+    """Take group and other access away from what an older console (or another umask) left
+    readable: the data dir holds the database with its sessions, and the secret key. What the
+    console creates from now on is private already (the entry points set umask 077)."""
+    for path in paths:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        # Never a link, nothing of another user's, never a shared sticky folder such as /tmp.
+        if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_ISVTX:
+            continue
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            path.chmod(0o700 if stat.S_ISDIR(info.st_mode) else 0o600)
+
+
+_keep_private(DATA_DIR, DATA_DIR / "secret_key", *DATA_DIR.glob("*.sqlite3*"))
+
 # Where uploaded packages and local job dirs go by default.
 STORAGE_DIR = Path(env_str("AICONSOLE_STORAGE_DIR", str(DATA_DIR / "storage"))).resolve()
 # Local paths that users may name in packageUris and jobDir; never arbitrary server files.
@@ -96,8 +117,8 @@ def _secret_key() -> str:
     # Embedded default: a random key generated once and kept in the data dir.
     key_file = DATA_DIR / "secret_key"
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(64))
-        key_file.chmod(0o600)
+        with os.fdopen(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(secrets.token_urlsafe(64))
     return key_file.read_text().strip()
 
 
@@ -130,6 +151,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "template_partials",
+    "axes",  # before "aiconsole": its failed sign-in receiver runs first (aiconsole/signin.py)
     "aiconsole",
     "jobs",
     "models_registry",
@@ -147,6 +169,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "aiconsole.middleware.IamErrorMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "aiconsole.urls"
@@ -212,6 +235,13 @@ CELERY_BROKER_URL = REDIS_URL
 
 # How many replica processes this machine runs at once; the rest of the jobs wait QUEUED.
 MAX_REPLICAS = env_int("AICONSOLE_MAX_REPLICAS", max(4, (os.cpu_count() or 2) * 2), minimum=1)
+# Most replicas one role of a job may ask for (workerCount, parameterServerCount, evaluatorCount):
+# larger counts are refused at submit, before they can exhaust the console.
+MAX_REPLICA_COUNT = env_int("AICONSOLE_MAX_REPLICA_COUNT", 100, minimum=1)
+# Bounds on walking a local folder a user names (batch inputs, model folders): links are never
+# followed, and a walk past these many entries or seconds fails with a message that says so.
+WALK_MAX_ENTRIES = env_int("AICONSOLE_WALK_MAX_ENTRIES", 100_000, minimum=1)
+WALK_MAX_SECONDS = env_float("AICONSOLE_WALK_MAX_SECONDS", 30.0)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.
 STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
 # Longest stored log line; longer ones are cut with a marker.
@@ -260,6 +290,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Sign-in throttling (django-axes): after AICONSOLE_LOGIN_FAILURE_LIMIT wrong passwords for one
+# user, or from one address, sign-ins are refused for the cool-off (429). Failures and lockouts
+# are audited (aiconsole/signin.py). Bearer tokens and existing sessions are not affected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AICONSOLE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AICONSOLE_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+# Retrying during a lockout neither prolongs it nor counts: the cool-off is what the page says.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "aiconsole.signin.lockout_response"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -288,7 +332,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["aiconsole.parsers.JSONParser"],  # bounded nesting
     "EXCEPTION_HANDLER": "aiconsole.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

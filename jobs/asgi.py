@@ -13,8 +13,9 @@ rows and ``iam.ROLES`` table) and the same ``job_resource`` and page tokens as t
 - the project not writing Data Access audit logs.
 
 Anything else (a missing or bad token, a job-level owner who sees only some jobs, a filter, a
-bad page token, an unknown project, Data Access logging) is handed to Django untouched: a GET
-has no body, so nothing is consumed, and every refusal keeps its one wording and audit path.
+bad page token, an unknown project, Data Access logging, a Host outside ALLOWED_HOSTS, plain
+HTTP that SECURE_SSL_REDIRECT would redirect) is handed to Django untouched: a GET has no body,
+so nothing is consumed, and every refusal keeps its one wording and audit path.
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
-from aiconsole.middleware import RequestContext, current_request, scope_context, scope_header
+from aiconsole.middleware import (
+    RequestContext,
+    current_request,
+    front_headers,
+    scope_context,
+    scope_header,
+)
 
 LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
 THREADS = 4
 ALLOWED_PARAMS = {"pageSize", "pageToken", "alt", "prettyPrint", "filter"}
-# What Django's middleware adds to an API answer, so both paths answer alike.
-HEADERS = [(b"content-type", b"application/json"), (b"x-content-type-options", b"nosniff"),
-           (b"referrer-policy", b"same-origin"), (b"cross-origin-opener-policy", b"same-origin"),
-           (b"x-frame-options", b"DENY"), (b"vary", b"Accept, Cookie"), (b"allow", b"GET, POST, OPTIONS")]
+# What the view's answer carries besides the middleware's headers (``front_headers``).
+HEADERS = [(b"content-type", b"application/json"), (b"vary", b"Accept, Cookie"),
+           (b"allow", b"GET, POST, OPTIONS")]
 
 
 
@@ -46,14 +52,18 @@ class JobsListFront:
         if scope["type"] == "http" and scope["method"] == "GET":
             match = LIST_PATH.match(scope["path"])
             authorization = scope_header(scope, b"authorization") if match else ""
-            if match and authorization[:7].lower() == "bearer " and not scope_header(scope, b"cookie"):
+            bearer = match and authorization[:7].lower() == "bearer "
+            plain = bearer and not scope_header(scope, b"cookie")
+            django_headers = front_headers(scope) if plain else None  # None: Django answers
+            if django_headers is not None:
                 params = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
                 context = scope_context(scope)
                 loop = asyncio.get_running_loop()
                 body = await loop.run_in_executor(self.executor, _list, authorization[7:], match.group(1),
                                                   params, context)
                 if body is not None:
-                    headers = [*HEADERS, (b"content-length", str(len(body)).encode()),
+                    length = (b"content-length", str(len(body)).encode())
+                    headers = [*HEADERS, *django_headers, length,
                                (b"x-request-id", context.request_id.encode())]
                     await send({"type": "http.response.start", "status": 200, "headers": headers})
                     await send({"type": "http.response.body", "body": body})

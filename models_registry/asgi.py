@@ -7,8 +7,9 @@ sending hundreds of one-instance requests a second pays that every time. This fr
 what the ``predict`` view does for a bearer-token call: the same authentication, the same
 services (permission check, Data Access audit entry, request logging), the same answers and
 error envelopes, the same body limit; it sets the audit log's request context (request id,
-caller IP, user agent) as the middleware does, and answers with ``X-Request-Id``. Calls with a
-session cookie (the console's own prediction panel) and anything unusual go to Django.
+caller IP, user agent) as the middleware does, and answers with ``X-Request-Id`` and the headers
+Django's security middleware adds. Calls with a session cookie (the console's own prediction
+panel), a Host outside ALLOWED_HOSTS and anything unusual go to Django.
 
 Mounted in ``aiconsole/asgi.py``: ``"http": PredictFront(django_application)``.
 """
@@ -22,7 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
 
-from aiconsole.middleware import RequestContext, current_request, scope_context, scope_header
+from aiconsole.middleware import (
+    RequestContext,
+    current_request,
+    front_headers,
+    scope_context,
+    scope_header,
+)
 
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
 THREADS = 8
@@ -42,11 +49,14 @@ class PredictFront:
         if scope["type"] == "http" and scope["method"] == "POST":
             match = PREDICT_PATH.match(scope["path"])
             authorization = scope_header(scope, b"authorization") if match else ""
-            if match and authorization[:7].lower() == "bearer ":
-                return await self._predict(scope, receive, send, match.groups(), authorization[7:])
+            bearer = match and authorization[:7].lower() == "bearer "
+            django_headers = front_headers(scope) if bearer else None  # None: Django answers
+            if django_headers is not None:
+                return await self._predict(scope, receive, send, match.groups(), authorization[7:],
+                                           django_headers)
         return await self.app(scope, receive, send)
 
-    async def _predict(self, scope, receive, send, names, token: str) -> None:
+    async def _predict(self, scope, receive, send, names, token: str, django_headers: list) -> None:
         from models_registry import api, conf
 
         limit = conf.max_request_bytes()
@@ -70,7 +80,7 @@ class PredictFront:
         else:
             answer = api.too_large()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer.body)).encode()),
-                   (b"x-request-id", context.request_id.encode()), (b"x-content-type-options", b"nosniff")]
+                   (b"x-request-id", context.request_id.encode()), *django_headers]
         headers += [(name.lower().encode(), value.encode()) for name, value in answer.headers.items()]
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": answer.body})

@@ -49,7 +49,7 @@ def record(version, actor, status: int, latency_ms: float, request: bytes, respo
     if keep:
         try:
             count = len(json.loads(request).get("instances") or [])
-        except (ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             count = 0
     row = (version.pk, timezone.now(), audit.principal_of(actor), status, latency_ms, count,
            _cut(request) if keep else "", _cut(response) if keep else "")

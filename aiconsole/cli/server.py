@@ -9,9 +9,14 @@ import argparse
 import os
 import sys
 
+# What the console's processes create (database, secret key, uploads, job and working dirs) is
+# readable by their user only; trainers run as that user and so can still use their dirs.
+PRIVATE_UMASK = 0o077
+
 
 def setup_django(data_dir: str | None) -> None:
     """Configure Django for commands that work on the data dir directly."""
+    os.umask(PRIVATE_UMASK)  # before the settings create the data dir, on the very first start
     if data_dir:
         os.environ["AICONSOLE_DATA_DIR"] = os.path.abspath(os.path.expanduser(data_dir))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")

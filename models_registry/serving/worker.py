@@ -214,6 +214,8 @@ def online(predictor, payload):
         request = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as error:
         return _invalid(f"Invalid JSON payload received. {error}.")
+    except RecursionError:  # the decoder's own limit, a few hundred levels: no model takes that
+        return _invalid("Invalid JSON payload received. The body nests too deeply.")
     if not isinstance(request, dict):
         return _invalid('Invalid JSON payload received. Expected an object such as {"instances": [[1.0, 2.0]]}.')
     instances = request.get("instances")

@@ -21,8 +21,9 @@ async def _passed_through(scope, receive, send):
 
 
 async def call(front, path: str, body: bytes, headers: dict | None = None, method: str = "POST") -> tuple:
+    headers = {"Host": "testserver", **(headers or {})}  # the front checks it as Django does
     scope = {"type": "http", "method": method, "path": path, "client": ("10.1.2.3", 5555),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
     communicator = ApplicationCommunicator(front, scope)
     await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
     start = await communicator.receive_output(30)

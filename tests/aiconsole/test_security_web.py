@@ -1,0 +1,346 @@
+"""Web-facing hardening (issue 16): private files, login throttling, deeply nested JSON, and the
+ASGI fast paths holding to the same host check and response headers as Django."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.aiconsole.conftest import bearer, entries
+from tests.conftest import build_package, submit, wait_for
+from tests.models_registry.conftest import (  # noqa: F401 (fixtures)
+    _no_prewarming,
+    _serving_session,
+    deploy,
+    runtime_python,
+    serving,
+    trained,
+)
+
+# --- deeply nested JSON ---------------------------------------------------------------------------
+
+# The decoder itself overflows on this one; the second decodes, but nests past any real request.
+TOO_DEEP = {"100000 lists": b"[" * 100_000 + b"]" * 100_000,
+            "400 lists in a label": ('{"labels": {"a": ' + "[" * 400 + "]" * 400 + "}}").encode()}
+
+
+def _invalid_argument(response) -> dict:
+    assert response.status_code == 400, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
+    return error
+
+
+@pytest.mark.parametrize("body", TOO_DEEP.values(), ids=TOO_DEEP.keys())
+@pytest.mark.parametrize("method, path", [
+    ("post", "/v1/projects/project-a/jobs"),
+    ("patch", "/v1/projects/project-a/jobs/shared_job?updateMask=labels"),
+    ("post", "/v1/projects/project-a:setIamPolicy"),
+    ("post", "/v1/projects/project-a:testIamPermissions"),
+    ("post", "/v1/projects/project-a/jobs/shared_job:setIamPolicy"),
+    ("post", "/v1/projects/project-a/models"),
+])
+def test_deeply_nested_json_gets_the_invalid_argument_envelope(client, project, admin, method, path,
+                                                                body):
+    submit(project, "shared_job", admin)
+    client.raise_request_exception = False
+    response = getattr(client, method)(path, body, content_type="application/json", **bearer(admin))
+    assert "nests more than 100 levels" in _invalid_argument(response)["message"]
+
+
+def test_json_nested_within_the_limit_is_still_parsed(client, project, admin):
+    labels = {"a": json.loads("[" * 98 + "]" * 98)}  # 100 levels with the body and "labels"
+    response = client.post("/v1/projects/project-a/models", {"name": "deep", "labels": labels},
+                           content_type="application/json", **bearer(admin))
+    assert "nests more than" not in _invalid_argument(response)["message"]  # a label is a string
+
+
+@pytest.mark.asyncio
+async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_both_paths(
+        serving, project, admin, trained):  # noqa: F811
+    from channels.db import database_sync_to_async
+    from django.test import AsyncClient
+
+    from aiconsole.asgi import application
+    from models_registry import services
+
+    @database_sync_to_async
+    def setup():
+        model = services.create_model(project, {"name": "census"}, actor=admin)
+        deploy(model, "v1", trained["linear"], admin)
+        return bearer(admin)
+
+    auth = await setup()
+    path = "/v1/projects/project-a/models/census:predict"
+    deep_instances = b'{"instances": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for body in (TOO_DEEP["100000 lists"], deep_instances):
+        # A bearer token: answered by the predict front, before Django.
+        status, headers, answer = await asgi_call(application, "POST", path, body,
+                                                  {"authorization": auth["HTTP_AUTHORIZATION"]})
+        assert status == 400 and headers["content-type"] == "application/json", answer[:300]
+        assert json.loads(answer)["error"]["status"] == "INVALID_ARGUMENT"
+    # The console's own prediction panel (a session): the view.
+    client = AsyncClient()
+    await client.aforce_login(admin)
+    response = await client.post(path, deep_instances, content_type="application/json")
+    _invalid_argument(response)
+
+
+# --- private files ----------------------------------------------------------------------------
+
+
+def _not_private(root: Path) -> list[str]:
+    """Everything under root that its group or other users may read, write or enter."""
+    return [f"{oct(stat.S_IMODE(path.lstat().st_mode))} {path}" for path in [root, *root.rglob("*")]
+            if not path.is_symlink() and path.lstat().st_mode & 0o077]
+
+
+def test_a_first_start_makes_the_data_dir_and_database_private(tmp_path):
+    data_dir = tmp_path / "new" / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+    env["AICONSOLE_DATA_DIR"] = str(data_dir)
+    result = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (data_dir / "aiconsole.sqlite3").exists() and (data_dir / "secret_key").exists()
+    assert _not_private(data_dir) == []
+
+
+@pytest.mark.executor
+def test_the_console_tightens_a_readable_data_dir_and_keeps_what_it_writes_later_private(tmp_path):
+    from tests.aiconsole.test_cli import Server, token_for
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o755)
+    data_dir.chmod(0o755)  # as an older console left it
+    for name in ("secret_key", "aiconsole.sqlite3"):
+        (data_dir / name).write_text("k" * 64 if name == "secret_key" else "")
+        (data_dir / name).chmod(0o644)
+    console = Server(data_dir)
+    try:
+        token = token_for(data_dir)
+        package = build_package(tmp_path / "pkg", {"trainer/task.py": """
+            from pathlib import Path
+            Path("scratch.txt").write_text("written in the working dir")
+            print("trainer read back:", Path("scratch.txt").read_text(), flush=True)
+        """})
+        request = urllib.request.Request(
+            f"{console.url}/upload/v1/projects/default-project/packages?name={package.name}",
+            data=package.read_bytes(), method="POST",
+            headers={"Authorization": f"Bearer {token}",
+                     "Content-Type": "application/octet-stream"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            uri = json.loads(response.read())["uri"]
+        status, job = console.api("POST", "/v1/projects/default-project/jobs", token, {
+            "jobId": "private_files", "trainingInput": {
+                "scaleTier": "BASIC", "packageUris": [uri], "pythonModule": "trainer.task",
+                "region": "us-central1"}})
+        assert status == 200, job
+
+        def finished():
+            state = console.api("GET", "/v1/projects/default-project/jobs/private_files", token)[1]
+            return state if state["state"] in {"SUCCEEDED", "FAILED", "CANCELLED"} else None
+
+        ended = wait_for(finished, 240, interval=0.2, message="the job to end")
+        assert ended["state"] == "SUCCEEDED"
+        assert _not_private(data_dir) == []
+    finally:
+        console.stop()
+
+
+# --- sign-in throttling ----------------------------------------------------------------------
+
+
+def _sign_in(client, username: str, password: str, address: str = "10.0.0.1"):
+    return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_five_wrong_passwords_lock_the_user_out_even_with_the_right_password(client, admin):
+    for _ in range(4):
+        assert _sign_in(client, "alice_admin", "wrong").status_code == 200  # the form again
+    assert _sign_in(client, "alice_admin", "wrong").status_code == 429  # the fifth locks
+    response = _sign_in(client, "alice_admin", "pw-alice_admin")
+    assert response.status_code == 429
+    page = response.content.decode()
+    assert "Too many failed sign-ins" in page and "15 minutes" in page
+    assert "_auth_user_id" not in client.session
+    # Per user: another address does not help.
+    assert _sign_in(client, "alice_admin", "pw-alice_admin", address="10.0.0.2").status_code == 429
+
+
+def test_five_wrong_passwords_from_one_address_lock_that_address_out_for_everyone(client, admin,
+                                                                                 developer):
+    for number in range(5):
+        _sign_in(client, f"guess{number}", "wrong", address="10.0.0.9")
+    assert _sign_in(client, "dave_dev", "pw-dave_dev", address="10.0.0.9").status_code == 429
+    response = _sign_in(client, "dave_dev", "pw-dave_dev", address="10.0.0.10")
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(developer.pk)
+
+
+def test_a_lockout_ends_after_the_cool_off(client, admin):
+    from datetime import timedelta
+
+    from axes.models import AccessAttempt
+    from django.utils import timezone
+
+    for _ in range(5):
+        _sign_in(client, "alice_admin", "wrong")
+    assert _sign_in(client, "alice_admin", "pw-alice_admin").status_code == 429
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=16))
+    assert _sign_in(client, "alice_admin", "pw-alice_admin").status_code == 302
+
+
+def test_failed_sign_ins_and_the_lockout_are_audited(client, admin):
+    from aiconsole import audit, signin
+
+    for _ in range(5):
+        _sign_in(client, "alice_admin", "wrong")
+    for _ in range(3):  # refused unchecked while locked out: not counted, not logged
+        _sign_in(client, "alice_admin", "pw-alice_admin")
+    failures = entries(signin.LOGIN)
+    assert len(failures) == 5
+    seen = {(e.principal, e.resource_name, e.granted, e.caller_ip, e.project_id) for e in failures}
+    assert seen == {("anonymous", "users/alice_admin", False, "10.0.0.1", "")}
+    assert failures[0].request == {"username": "alice_admin"}  # never the password
+    [lockout] = entries(signin.LOCK_OUT)
+    assert lockout.resource_name == "users/alice_admin" and not lockout.granted
+    assert "Locked out for 15 minutes after 5 failed sign-ins" in lockout.status_message
+    assert audit.verify_chain() == []
+
+
+def test_a_lockout_leaves_bearer_tokens_and_signed_in_sessions_alone(client, admin, project):
+    from django.test import Client
+
+    signed_in = Client()
+    signed_in.force_login(admin)
+    for number in range(6):
+        username = "alice_admin" if number % 2 else f"guess{number}"
+        _sign_in(client, username, "wrong", address="127.0.0.1")
+    assert _sign_in(client, "alice_admin", "pw-alice_admin", address="127.0.0.1").status_code == 429
+    response = client.get("/v1/projects/project-a/jobs", REMOTE_ADDR="127.0.0.1", **bearer(admin))
+    assert response.status_code == 200
+    assert signed_in.get("/v1/projects/project-a/jobs", REMOTE_ADDR="127.0.0.1").status_code == 200
+
+
+# --- the ASGI fast paths -------------------------------------------------------------------------
+
+SECURITY_HEADERS = ("x-content-type-options", "referrer-policy", "cross-origin-opener-policy",
+                    "x-frame-options", "strict-transport-security")
+
+
+class Recorder:
+    """The Django application behind the fronts, counting what they hand on."""
+
+    def __init__(self, app):
+        self.app, self.calls = app, 0
+
+    async def __call__(self, scope, receive, send):
+        self.calls += 1
+        await self.app(scope, receive, send)
+
+
+def make_fronts() -> tuple:
+    """The fronts as ``aiconsole/asgi.py`` mounts them, and Django alone (whose middleware reads
+    the settings when it is made: make it after changing them)."""
+    from django.core.asgi import get_asgi_application
+
+    from jobs.asgi import JobsListFront
+    from models_registry.asgi import PredictFront
+
+    django_app = get_asgi_application()
+    recorder = Recorder(django_app)
+    return PredictFront(JobsListFront(recorder)), recorder, django_app
+
+
+@pytest.fixture
+def fronts():
+    return make_fronts()
+
+
+def _security(headers: dict) -> dict:
+    return {name: value for name, value in headers.items() if name in SECURITY_HEADERS}
+
+
+LIST = ("GET", "/v1/projects/project-a/jobs")
+PREDICT = ("POST", "/v1/projects/project-a/models/census:predict")
+
+
+@pytest.mark.django_db(transaction=True)  # the fronts read on their own connections
+@pytest.mark.parametrize("method, path", [LIST, PREDICT], ids=["jobs.list", "predict"])
+def test_fast_paths_refuse_a_host_outside_allowed_hosts_as_django_does(fronts, project, admin,
+                                                                       method, path):
+    app, recorder, _ = fronts
+    auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    status, _, body = asyncio.run(asgi_call(app, method, path, b"{}", auth, host="evil.example"))
+    assert (status, recorder.calls) == (400, 1), body[:200]  # handed to Django, which refuses it
+    status, _, body = asyncio.run(asgi_call(app, method, path, b"{}", auth, host="127.0.0.1:8000"))
+    assert recorder.calls == 1 and status in {200, 404}, body[:200]  # answered by the front
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_fast_paths_send_the_security_headers_django_sends(project, admin, settings, scheme):
+    settings.SECURE_HSTS_SECONDS = 3600
+    settings.SECURE_REFERRER_POLICY = "no-referrer"
+    settings.X_FRAME_OPTIONS = "SAMEORIGIN"
+    app, recorder, django_app = make_fronts()
+    submit(project, "one_job", admin)
+    auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    for method, path, body in [(*LIST, b""), (*PREDICT, b"{}")]:
+        fast = asyncio.run(asgi_call(app, method, path, body, auth, scheme=scheme))
+        slow = asyncio.run(asgi_call(django_app, method, path, body, auth, scheme=scheme))
+        assert recorder.calls == 0 and fast[0] == slow[0] and fast[0] in {200, 404}
+        assert _security(fast[1]) == _security(slow[1]), (slow, fast)
+        assert _security(fast[1])["x-frame-options"] == "SAMEORIGIN"
+        assert ("strict-transport-security" in fast[1]) == (scheme == "https")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fast_paths_redirect_plain_http_as_django_does_under_ssl_redirect(project, admin, settings):
+    settings.SECURE_SSL_REDIRECT = True
+    app, recorder, _ = make_fronts()
+    auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    for method, path in (LIST, PREDICT):
+        status, headers, _ = asyncio.run(asgi_call(app, method, path, b"{}", auth))
+        assert status == 301 and headers["location"] == f"https://testserver{path}"
+    assert recorder.calls == 2
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+async def asgi_call(app, method: str, path: str, body: bytes = b"", headers: dict | None = None, *,
+                    host: str = "testserver", scheme: str = "http", query: str = "") -> tuple:
+    """One HTTP request through an ASGI application, as uvicorn would hand it over."""
+    header_list = [(b"host", host.encode())]
+    header_list += [(name.lower().encode(), value.encode())
+                    for name, value in (headers or {}).items()]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": scheme, "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(), "headers": header_list, "root_path": "",
+             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+    sent: list[dict] = []
+    requested: list[bool] = []
+
+    async def receive():
+        if not requested:
+            requested.append(True)
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client stays connected until the answer is sent
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, content
