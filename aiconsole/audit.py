@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -221,11 +222,13 @@ def authorize(actor, permission: str, resource, *, method: str, data_access: boo
 
 @dataclass(frozen=True)
 class ChainBreak:
-    """The first place where a chain is not what was written.
+    """The first place where a chain is not what was written, or one malformed entry.
 
     ``kind`` is ``altered`` (an entry's content or hash changed), ``removed`` (entries missing;
-    ``entry_id`` is the entry after the gap, None when they were the newest) or ``inserted`` (an
-    entry that was never written by the console). ``seq`` is the chain position concerned.
+    ``entry_id`` is the entry after the gap, None when they were the newest), ``inserted`` (an
+    entry that was never written by the console) or ``malformed`` (a row the console could never
+    have written, e.g. a timestamp that is not a date; verification goes on past it). ``seq`` is
+    the chain position concerned.
     """
 
     log_type: str
@@ -235,17 +238,109 @@ class ChainBreak:
     message: str
 
     def __str__(self) -> str:
-        return f"{AuditLogType(self.log_type).label} log: {self.message}"
+        label = dict(AuditLogType.choices).get(self.log_type, f"Unknown ({self.log_type!r})")
+        return f"{label} log: {self.message}"
 
 
 def verify_chain() -> list[ChainBreak]:
-    """The first break in each log type's chain: an empty list when the log is intact."""
+    """Every malformed entry and the first break in each log type's chain: an empty list when
+    the log is intact."""
     breaks = []
     for log_type in LogType.values:
-        found = _verify_one(log_type)
-        if found is not None:
-            breaks.append(found)
+        breaks += _verify_one(log_type)
+    stray = AuditEntry.objects.exclude(log_type__in=LogType.values).order_by("pk")
+    for pk, log_type, seq in stray.values_list("pk", "log_type", "seq"):
+        breaks.append(ChainBreak(log_type, "malformed", pk, seq,
+                                 f"entry #{pk} is malformed: its log type {log_type!r} is "
+                                 "neither Admin Activity nor Data Access."))
     return breaks
+
+
+# --- rows that may be malformed -----------------------------------------------------------------
+
+_JSON_OBJECT_FIELDS = ("request", "response", "service_data")
+_LOAD_CHUNK = 2000
+
+
+def entry_problem(entry: AuditEntry) -> str | None:
+    """What makes a stored entry one the console could never have written, or None."""
+    if not isinstance(entry.timestamp, datetime):
+        return "its timestamp is missing or not a date"
+    if entry.log_type not in LogType.values:
+        return f"its log type {entry.log_type!r} is unknown"
+    for name in _JSON_OBJECT_FIELDS:
+        if not isinstance(getattr(entry, name), dict):
+            return f"its {name} is not a JSON object"
+    return None
+
+
+def _unreadable(pk: int, error: Exception) -> str:
+    """Which column of a row that cannot be loaded is the cause, as far as one can tell."""
+    for field in AuditEntry._meta.concrete_fields:
+        try:
+            AuditEntry.objects.filter(pk=pk).values_list(field.attname, flat=True).first()
+        except Exception as column_error:
+            return f"its {field.name} cannot be read ({column_error})"
+    return f"it cannot be read ({error})"
+
+
+def load_entries(pks: Iterable[int]) -> Iterator[tuple[int, AuditEntry | None, str | None]]:
+    """``(id, entry, problem)`` for each id, in order: ``problem`` says what is wrong with a
+    malformed row (``entry`` is None when the row cannot even be loaded), None for a sound one.
+    Ids whose rows are gone are skipped."""
+    pks = list(pks)
+    unreadable: dict[int, str] = {}
+    try:
+        found = AuditEntry.objects.in_bulk(pks)
+    except Exception:
+        found = {}
+        for pk in pks:
+            try:
+                found[pk] = AuditEntry.objects.get(pk=pk)
+            except AuditEntry.DoesNotExist:
+                pass
+            except Exception as error:
+                unreadable[pk] = _unreadable(pk, error)
+    for pk in pks:
+        entry = found.get(pk)
+        if entry is not None:
+            yield pk, entry, entry_problem(entry)
+        elif pk in unreadable:
+            yield pk, None, unreadable[pk]
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One row of a chain as verification sees it; ``entry`` is None for an unloadable row."""
+
+    id: int
+    seq: int
+    prev_hash: str
+    entry_hash: str
+    entry: AuditEntry | None
+    problem: str | None
+
+    @property
+    def hash_ok(self) -> bool:
+        # A malformed row's content cannot be checked; it is reported, and its stored hashes
+        # still tell whether the rest of the chain links up.
+        return self.problem is not None or self.entry.compute_hash() == self.entry_hash
+
+
+def _links(log_type: str) -> Iterator[_Link]:
+    ids = (AuditEntry.objects.filter(log_type=log_type).order_by("seq", "id")
+           .values_list("pk", flat=True).iterator(chunk_size=_LOAD_CHUNK))
+    while chunk := [pk for _, pk in zip(range(_LOAD_CHUNK), ids, strict=False)]:
+        for pk, entry, problem in load_entries(chunk):
+            if entry is not None:
+                yield _Link(pk, entry.seq, entry.prev_hash, entry.entry_hash, entry, problem)
+                continue
+            try:
+                seq, prev_hash, entry_hash = (AuditEntry.objects.filter(pk=pk)
+                                              .values_list("seq", "prev_hash", "entry_hash").get())
+            except Exception:
+                seq, prev_hash, entry_hash = 0, "", ""
+            yield _Link(pk, seq, prev_hash, entry_hash, None, problem)
 
 
 def _chain_state(log_type: str) -> AuditChain:
@@ -257,21 +352,27 @@ def _chain_state(log_type: str) -> AuditChain:
     return chain
 
 
-def _verify_one(log_type: str) -> ChainBreak | None:
+def _verify_one(log_type: str) -> list[ChainBreak]:
+    """Each malformed entry of one log type, then the chain's first break if there is one."""
     chain = _chain_state(log_type)
+    malformed: list[ChainBreak] = []
 
     def broken(kind, entry_id, seq, message):
-        return ChainBreak(log_type, kind, entry_id, seq, message)
+        return [*malformed, ChainBreak(log_type, kind, entry_id, seq, message)]
 
     if chain.seal != chain.compute_seal():
         return broken("altered", None, chain.head_seq, "the chain's sealed start/end record was altered.")
     expected_seq, expected_prev = chain.anchor_seq + 1, chain.anchor_hash
-    previous: AuditEntry | None = None
-    entries = AuditEntry.objects.filter(log_type=log_type).order_by("seq", "id").iterator(chunk_size=2000)
+    previous: _Link | None = None
+    entries = _links(log_type)
     pending = next(entries, None)
     while pending is not None:
         entry, pending = pending, next(entries, None)
-        hash_ok = entry.compute_hash() == entry.entry_hash
+        if entry.problem is not None:
+            malformed.append(ChainBreak(log_type, "malformed", entry.id, entry.seq,
+                                        f"entry #{entry.id} (position {entry.seq}) is malformed: "
+                                        f"{entry.problem}; its content cannot be verified."))
+        hash_ok = entry.hash_ok
         if entry.seq > chain.head_seq or entry.seq < expected_seq:
             return broken("inserted", entry.id, entry.seq,
                           f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.")
@@ -304,7 +405,7 @@ def _verify_one(log_type: str) -> ChainBreak | None:
     if previous is not None and previous.entry_hash != chain.head_hash:
         return broken("altered", previous.id, previous.seq,
                       f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.")
-    return None
+    return malformed
 
 
 def chain_lengths() -> dict[str, int]:
@@ -340,8 +441,8 @@ def purge(*, actor=iam.SYSTEM, now=None, dry_run: bool = False) -> dict[str, int
         with transaction.atomic():
             _lock_chain()
             broken = _verify_one(log_type)
-            if broken is not None:
-                raise ChainBroken(f"Refusing to purge: {broken}")
+            if broken:
+                raise ChainBroken(f"Refusing to purge: {broken[0]}")
             last = (AuditEntry.objects.filter(log_type=log_type, timestamp__lt=cutoff)
                     .order_by("-seq").only("id", "seq", "entry_hash", "timestamp").first())
             if last is None:

@@ -116,21 +116,36 @@ def audit_entry(request, entry_id, project_id=None):
     return render(request, "aiconsole/audit_entry.html", context)
 
 
+def _export_line(pk: int, entry, problem: str | None) -> str:
+    """One LogEntry, or for a row that cannot be one a marker naming it and what is wrong."""
+    if problem is None:
+        try:
+            return json.dumps(cloud_logging.log_entry(entry), sort_keys=True) + "\n"
+        except Exception as error:  # whatever the row holds, the export goes on
+            problem = f"it cannot be written as a log entry ({error})"
+    return json.dumps({"malformedEntry": {"id": pk, "problem": problem}}, sort_keys=True) + "\n"
+
+
 @login_required
 def audit_export(request, project_id=None):
-    """JSON lines, oldest first, one Cloud Logging LogEntry per line; streamed in keyset chunks."""
+    """JSON lines, oldest first, one Cloud Logging LogEntry per line; streamed in keyset chunks.
+
+    Every row is written: one that cannot be a LogEntry (edited outside the console) becomes
+    ``{"malformedEntry": {"id": …, "problem": …}}``, so the file is complete and says where.
+    """
     project, entries = _scope(request, project_id)
     form, entries = _filtered(request, entries)
 
     def lines():
         last = 0
         while True:
-            chunk = list(entries.filter(pk__gt=last).order_by("pk")[:EXPORT_CHUNK])
-            if not chunk:
+            ids = list(entries.filter(pk__gt=last).order_by("pk")
+                       .values_list("pk", flat=True)[:EXPORT_CHUNK])
+            if not ids:
                 return
-            for entry in chunk:
-                yield json.dumps(cloud_logging.log_entry(entry), sort_keys=True) + "\n"
-            last = chunk[-1].pk
+            for pk, entry, problem in audit.load_entries(ids):
+                yield _export_line(pk, entry, problem)
+            last = ids[-1]
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"audit-{project.project_id if project else 'all'}-{stamp}.jsonl"

@@ -56,3 +56,16 @@ class FailedPrecondition(ServiceError):
 class Aborted(ServiceError):
     http_status = 409
     status = "ABORTED"
+
+
+def log_internal_error(logger, what: str) -> str:
+    """Log the exception being handled under a short new id, and return the id.
+
+    What users see (a job's or a version's errorMessage) carries the id and never the traceback:
+    console code and paths stay in the console's log, where an admin finds them by the id.
+    """
+    import secrets
+
+    error_id = secrets.token_hex(4)
+    logger.exception("%s [error id %s]", what, error_id)
+    return error_id

@@ -141,7 +141,7 @@ def _iam_paths(base: str, params: list[dict], noun: str) -> dict:
             codes=(400, 401, 403, 404, 409, 413), body=_json(_ref("SetIamPolicyRequest")))},
         base + ":testIamPermissions": {"parameters": params, "post": _operation(
             f"ml.{noun}.testIamPermissions", "The subset of the given permissions the caller holds.",
-            _ref("TestIamPermissionsResponse"), codes=(400, 401, 413),
+            _ref("TestIamPermissionsResponse"), codes=(400, 401, 404, 413),
             body=_json(_ref("TestIamPermissionsRequest")))},
     }
 

@@ -166,6 +166,12 @@ class Job(models.Model):
             changes["training_output"] = training_output
         return self._transition({JobState.QUEUED, JobState.PREPARING, JobState.RUNNING}, **changes)
 
+    def mark_crashed(self, message: str) -> bool:
+        """The executor running the job crashed: FAILED from any state that has not ended,
+        CANCELLING included, so no job waits for a runner that is gone."""
+        return self._transition(set(ACTIVE_STATES), state=JobState.FAILED, error_message=message,
+                                end_time=timezone.now(), runner="")
+
     def request_cancel(self) -> bool:
         """QUEUED jobs are cancelled at once; started ones go through CANCELLING."""
         if self._transition(

@@ -34,19 +34,24 @@ def _validate(body: dict) -> dict:
 
 
 def _check_local_paths(training_input: dict) -> None:
-    """Local package paths and job dirs must lie inside the storage roots: checked up front."""
+    """Local package paths and job dirs must lie inside the storage roots, and gs:// ones name a
+    valid bucket and object (the rule deploymentUri gets): checked up front."""
     violations = []
     for index, uri in enumerate(training_input.get("packageUris", [])):
-        if storage.is_gcs_uri(uri):
-            continue
         try:
-            storage.resolve_local_path(uri)
+            if storage.is_gcs_uri(uri):
+                storage.parse_gcs_uri(uri)
+            else:
+                storage.resolve_local_path(uri)
         except storage.StorageError as error:
             violations.append(FieldViolation(f"job.training_input.package_uris[{index}]", str(error)))
     job_dir = training_input.get("jobDir")
-    if job_dir and not storage.is_gcs_uri(job_dir):
+    if job_dir:
         try:
-            storage.resolve_local_path(job_dir, must_exist=False)
+            if storage.is_gcs_uri(job_dir):
+                storage.parse_gcs_uri(job_dir, require_object=False)
+            else:
+                storage.resolve_local_path(job_dir, must_exist=False)
         except storage.StorageError as error:
             violations.append(FieldViolation("job.training_input.job_dir", str(error)))
     if violations:

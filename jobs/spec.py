@@ -161,6 +161,29 @@ _MESSAGES: dict[str, dict[str, _Field]] = {
     },
 }
 
+# Longest string each field may hold and most items each list may hold. Longer values are refused
+# by field path while the body is read, before any rule (or message) looks at them. A string not
+# listed may hold _MAX_CHARS. packageUris (100) and discreteValues (1000) keep their counts in the
+# service rules below, with the original's wording.
+_MAX_CHARS = 1024
+_URI_CHARS = 2048  # a gs:// object name is at most 1024 bytes; a local path at most 4096
+_ARG_CHARS = 4096
+_FIELD_CHARS = {
+    "TrainingInput.packageUris": _URI_CHARS, "TrainingInput.jobDir": _URI_CHARS,
+    "TrainingInput.pythonModule": 256, "TrainingInput.args": _ARG_CHARS,
+    "ReplicaConfig.imageUri": _URI_CHARS, "ReplicaConfig.containerCommand": _ARG_CHARS,
+    "ReplicaConfig.containerArgs": _ARG_CHARS, "HyperparameterSpec.hyperparameterMetricTag": 256,
+    "ParameterSpec.parameterName": 256, "ParameterSpec.categoricalValues": 256,
+    "PredictionInput.uri": _URI_CHARS, "PredictionInput.inputPaths": _URI_CHARS,
+    "PredictionInput.outputPath": _URI_CHARS,
+}
+_FIELD_ITEMS = {
+    "TrainingInput.args": 256, "ReplicaConfig.containerCommand": 256,
+    "ReplicaConfig.containerArgs": 256, "HyperparameterSpec.params": 100,
+    "ParameterSpec.categoricalValues": 1000, "PredictionInput.inputPaths": 100,
+}
+_SHOWN_CHARS = 200  # the most of a refused value a message repeats
+
 _SCALAR_TYPE_NAMES = {
     "string": "TYPE_STRING", "bool": "TYPE_BOOL", "int32": "TYPE_INT32", "int64": "TYPE_INT64",
     "double": "TYPE_DOUBLE", "duration": "type.googleapis.com/google.protobuf.Duration",
@@ -181,10 +204,32 @@ def _type_name(spec: _Field) -> str:
     return _SCALAR_TYPE_NAMES[spec.kind]
 
 
-def _invalid_value(errors: _Errors, path: str, spec: _Field, value: object) -> object:
+def _shown(value: object) -> str:
+    """A value as JSON for a message, cut short so a huge value is never echoed whole."""
     shown = json.dumps(value, default=str, ensure_ascii=False)
-    errors.add(path, f"Invalid value at '{path}' ({_type_name(spec)}), {shown}")
+    return shown if len(shown) <= _SHOWN_CHARS else shown[:_SHOWN_CHARS] + "…"
+
+
+def _invalid_value(errors: _Errors, path: str, spec: _Field, value: object) -> object:
+    errors.add(path, f"Invalid value at '{path}' ({_type_name(spec)}), {_shown(value)}")
     return _SKIP
+
+
+def _check_size(value: object, key: str, name: str, path: str, errors: _Errors) -> bool:
+    """Whether a parsed field is within its length limits; each one it is not is a violation."""
+    fits = True
+    most_items = _FIELD_ITEMS.get(key)
+    if isinstance(value, list) and most_items is not None and len(value) > most_items:
+        errors.add(path, f"{name} can list at most {most_items} values; got {len(value)}.")
+        fits = False
+    most_chars = _FIELD_CHARS.get(key, _MAX_CHARS)
+    for i, item in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(item, str) and len(item) > most_chars:
+            where = f"{path}[{i}]" if isinstance(value, list) else path
+            errors.add(where, f"{name} is too long: at most {most_chars} characters; got "
+                              f"{len(item)}.")
+            fits = False
+    return fits
 
 
 def _parse_message(value: object, message: str, path: str, errors: _Errors) -> dict:
@@ -211,7 +256,11 @@ def _parse_message(value: object, message: str, path: str, errors: _Errors) -> d
         spec = fields[name]
         if raw is None or spec.kind == "output":
             continue  # null means unset; output-only fields are ignored on input
-        parsed = _parse_field(raw, spec, f"{path}.{_snake(name)}", errors)
+        field_path = f"{path}.{_snake(name)}"
+        parsed = _parse_field(raw, spec, field_path, errors)
+        if parsed is not _SKIP and not _check_size(parsed, f"{message}.{name}", name, field_path,
+                                                   errors):
+            continue
         # An empty string is the proto3 default, the same as leaving the field out.
         if parsed is not _SKIP and parsed != "":
             out[name] = parsed
@@ -324,7 +373,7 @@ def validate_job_id(job_id: object, field: str = "job.job_id") -> list[FieldViol
     if not isinstance(job_id, str) or not _JOB_ID_RE.match(job_id):
         return [FieldViolation(
             field,
-            f"Job id {json.dumps(job_id, default=str)} is invalid: it must start with a letter "
+            f"Job id {_shown(job_id)} is invalid: it must start with a letter "
             "and contain only letters, numbers and underscores, at most 128 characters.",
         )]
     return []
@@ -358,11 +407,11 @@ def validate_labels(labels: object, field: str = "job.labels") -> list[FieldViol
         errors.add(field, f"A resource can have at most {_MAX_LABELS} labels; got {len(labels)}.")
     for key, value in labels.items():
         if not isinstance(key, str) or not _label_key_ok(key):
-            errors.add(field, f"Label key {json.dumps(key, default=str)} is invalid: keys must "
+            errors.add(field, f"Label key {_shown(key)} is invalid: keys must "
                               f"start with a lowercase letter and use only {_LABEL_RULE}.")
         if not isinstance(value, str) or not _label_value_ok(value):
-            errors.add(field, f"Label value {json.dumps(value, default=str)} of key "
-                              f"{json.dumps(key, default=str)} is invalid: values may be empty "
+            errors.add(field, f"Label value {_shown(value)} of key "
+                              f"{_shown(key)} is invalid: values may be empty "
                               f"and use only {_LABEL_RULE}.")
     return errors
 
@@ -436,6 +485,18 @@ def _count(data: dict, key: str | None) -> int:
     return 1 if key is None else int(data.get(key) or 0)
 
 
+DEFAULT_MAX_REPLICA_COUNT = 100
+
+
+def max_replica_count() -> int:
+    """Most replicas of one role a job may ask for here (``settings.MAX_REPLICA_COUNT``)."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return DEFAULT_MAX_REPLICA_COUNT
+    return getattr(settings, "MAX_REPLICA_COUNT", DEFAULT_MAX_REPLICA_COUNT)
+
+
 def _tier(ti: dict) -> str:
     # proto3 cannot tell an unset enum from its first value, so a missing tier is BASIC.
     return ti.get("scaleTier", "BASIC")
@@ -480,11 +541,15 @@ def _check_cluster(ti: dict, path: str, errors: _Errors) -> None:
         return
     master = ti.get("masterType")
     _check_machine_name(master, "masterType", f"{path}.master_type", errors)
+    most = max_replica_count()
     for task, type_key, count_key, _, _ in _ROLES[1:]:
         machine, count = ti.get(type_key), _count(ti, count_key)
         type_path, count_path = f"{path}.{_snake(type_key)}", f"{path}.{_snake(count_key)}"
         if count < 0:
             errors.add(count_path, f"{count_key} must be 0 or greater; got {count}.")
+        if count > most:
+            errors.add(count_path, f"{count_key} must be at most {most} on this server "
+                                   f"(AICONSOLE_MAX_REPLICA_COUNT); got {count}.")
         if count > 0 and not machine:
             errors.add(type_path, f"{type_key} must be specified when {count_key} > 0.")
         if not machine:

@@ -147,7 +147,7 @@ class BatchPredictionRunner(RunnerBase):
         runtime = pi.get("runtimeVersion")
         if pi.get("uri"):
             folder = work / "model"
-            files.fetch_deployment(pi["uri"], folder)
+            files.fetch_deployment(pi["uri"], folder, self._check_cancel)
             detected = files.detect_model(folder, "FRAMEWORK_UNSPECIFIED", pi["uri"])
             runtime = runtime or catalogue.DEFAULT_RUNTIME_VERSION
             self.sink.service(f"Using the {detected.framework} model {detected.model_file} from {pi['uri']}.")
@@ -189,7 +189,7 @@ class BatchPredictionRunner(RunnerBase):
         if data_format not in READABLE_FORMATS:
             raise PrepareError(f"dataFormat {data_format} is not readable on this server: TFRecord input needs "
                                "TensorFlow's reader; give JSON or TEXT files (one instance per line).")
-        inputs = files.expand_inputs(pi["inputPaths"])
+        inputs = files.expand_inputs(pi["inputPaths"], self._check_cancel)
         self.sink.service(f"Reading {len(inputs)} input file{'s' if len(inputs) != 1 else ''}.")
         return inputs
 

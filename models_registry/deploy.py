@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import traceback
 from pathlib import Path
 
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from aiconsole.errors import log_internal_error
 from models_registry import conf, files
 from models_registry.models import Operation, OperationType, Version, VersionState
 from models_registry.resources import version_resource
@@ -69,9 +69,9 @@ def run(version_pk: int) -> None:
             except Cancelled:
                 _fail(version, operation, "Version creation was cancelled.", code=CODE_CANCELLED)
             except Exception:
-                logger.exception("Deploying %s failed", version)
-                _fail(version, operation, "Internal error while creating the version: "
-                      + traceback.format_exc(limit=2)[-1500:], code=CODE_INTERNAL)
+                error_id = log_internal_error(logger, f"Deploying {version} failed")
+                _fail(version, operation, f"Internal error while creating the version (id "
+                      f"{error_id}); the console's log has the details.", code=CODE_INTERNAL)
     finally:
         connection.close()
 
@@ -85,7 +85,7 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     dest = version_dir(version)
     shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
     dest.parent.mkdir(parents=True, exist_ok=True)
-    files.fetch_deployment(version.deployment_uri, dest)
+    files.fetch_deployment(version.deployment_uri, dest, lambda: _check_cancel(operation))
     detected = files.detect_model(dest, version.framework, version.deployment_uri)
     _check_cancel(operation)
     Version.objects.filter(pk=version.pk).update(local_dir=str(detected.model_dir), model_file=detected.model_file,

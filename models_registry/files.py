@@ -9,16 +9,15 @@ path segment, ``**`` across them) and writes its output shards through ``OutputD
 
 from __future__ import annotations
 
-import glob
-import os
+import fnmatch
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from aiconsole import archives, storage
+from aiconsole import archives, storage, walks
 from models_registry import conf
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tar.xz")
@@ -72,8 +71,10 @@ def _check_count(uri: str, count: int) -> None:
         raise DeployError(f"{uri} holds more than {limit} files; a model version may have at most {limit}.")
 
 
-def fetch_deployment(uri: str, dest: Path) -> None:
-    """Copy (or extract) the deployment's files into ``dest``, which must not exist yet."""
+def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | None = None) -> None:
+    """Copy (or extract) the deployment's files into ``dest``, which must not exist yet.
+
+    A local folder is walked within bounds (``aiconsole.walks``), calling ``check_cancel``."""
     dest.mkdir(parents=True)
     if storage.is_gcs_uri(uri):
         _fetch_gcs(uri, dest)
@@ -83,7 +84,7 @@ def fetch_deployment(uri: str, dest: Path) -> None:
     except storage.StorageError as error:
         raise DeployError(f"The deploymentUri cannot be used: {error}") from None
     if source.is_dir():
-        _copy_local_dir(uri, source, dest)
+        _copy_local_dir(uri, source, dest, check_cancel)
     else:
         _take_file(source, dest)
 
@@ -102,12 +103,14 @@ def _take_file(path: Path, dest: Path) -> None:
     shutil.copyfile(path, dest / path.name)
 
 
-def _copy_local_dir(uri: str, source: Path, dest: Path) -> None:
+def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None) -> None:
     files = []
-    for folder, dirs, names in os.walk(source, followlinks=False):
-        dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
-        files += [Path(folder) / name for name in names]
-        _check_count(uri, len(files))
+    try:
+        for path in walks.walk_files(source, check_cancel=check_cancel, file_links=True):
+            files.append(path)
+            _check_count(uri, len(files))
+    except walks.WalkLimitError as error:
+        raise DeployError(f"The deploymentUri cannot be used: {error}") from None
     total = 0
     for path in files:
         try:
@@ -218,11 +221,17 @@ def _pattern(text: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z")
 
 
-def expand_inputs(paths: list[str]) -> list[str]:
-    """Every input file the paths name, in order, each once; DeployError when one matches nothing."""
+def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = None) -> list[str]:
+    """Every input file the paths name, in order, each once; DeployError when one matches nothing.
+
+    Local wildcards are expanded by a bounded walk (``aiconsole.walks``) that calls
+    ``check_cancel``; one that hits a bound is a DeployError naming the path and the limit."""
     found: list[str] = []
     for path in paths:
-        matches = _expand_gcs(path) if storage.is_gcs_uri(path) else _expand_local(path)
+        if storage.is_gcs_uri(path):
+            matches = _expand_gcs(path)
+        else:
+            matches = _expand_local(path, check_cancel)
         if not matches:
             raise DeployError(f"No input files match {path}.")
         found += [m for m in matches if m not in found]
@@ -243,24 +252,69 @@ def _expand_gcs(path: str) -> list[str]:
         raise DeployError(f"Cannot list {path}: {error}") from None
 
 
-def _expand_local(path: str) -> list[str]:
+def _expand_local(path: str, check_cancel=None) -> list[str]:
     try:
         raw = Path(unquote(urlsplit(path).path)) if path.startswith("file:") else Path(path)
         if not raw.is_absolute():
             raise storage.StorageError(f"{path}: local paths must be absolute")
-        storage.resolve_local_path(str(raw.parent if _WILDCARD.search(str(raw)) else raw), must_exist=False)
+        parts = raw.parts
+        first = next((i for i, part in enumerate(parts) if _WILDCARD.search(part)), len(parts))
+        base = storage.resolve_local_path(str(Path(*parts[:first])), must_exist=False)
     except storage.StorageError as error:
         raise DeployError(f"The input path cannot be used: {error}") from None
-    matches = sorted(glob.glob(str(raw), recursive=True)) if _WILDCARD.search(str(raw)) else [str(raw)]
-    files = []
-    for match in matches:
+    if first == len(parts):
+        candidates = [base]
+    else:
+        pattern = parts[first:]
+        depth = None if "**" in pattern else len(pattern)
         try:
-            resolved = storage.resolve_local_path(match)
+            walked = walks.walk_files(base, check_cancel=check_cancel, max_depth=depth,
+                                      file_links=True)
+            candidates = [found for found in walked
+                          if _glob_match(found.relative_to(base).parts, pattern)]
+        except walks.WalkLimitError as error:
+            raise DeployError(f"The input path {path} cannot be expanded: {error}") from None
+    files = []
+    for candidate in sorted(candidates):
+        try:
+            linked = candidate.is_symlink()
+            resolved = storage.resolve_local_path(str(candidate)) if linked else candidate
         except storage.StorageError:
             continue  # a link out of the storage roots is never read
         if resolved.is_file():
             files.append(str(resolved))
     return files
+
+
+def _glob_match(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """glob.glob(recursive=True)'s rule, segment by segment: ``**`` spans zero or more folders,
+    and a name starting with a dot only matches a pattern that starts with one. Iterative, so a
+    very deep tree cannot exhaust the stack."""
+
+    def skip_globstars(positions: set[int]) -> set[int]:
+        reached = set(positions)
+        for j in positions:
+            while j < len(pattern) and pattern[j] == "**":
+                j += 1
+                reached.add(j)
+        return reached
+
+    positions = skip_globstars({0})
+    for name in parts:
+        hidden = name.startswith(".")
+        following = set()
+        for j in positions:
+            if j == len(pattern):
+                continue
+            if pattern[j] == "**":
+                if not hidden:
+                    following.add(j)
+            elif (not hidden or pattern[j].startswith(".")) and fnmatch.fnmatchcase(name, pattern[j]):
+                following.add(j + 1)
+        positions = skip_globstars(following)
+        if not positions:
+            return False
+    return len(pattern) in positions
 
 
 def read_lines(uri: str, scratch: Path) -> Iterator[str]:

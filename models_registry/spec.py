@@ -39,6 +39,11 @@ VERSION_FIELDS = {
     "state": "string", "errorMessage": "string", "isDefault": "bool", "createTime": "string",
     "lastUseTime": "string", "lastMigrationModelId": "string", "lastMigrationTime": "string",
 }
+# Longest string a field may hold (others: MAX_CHARS) and most items a list may hold; longer
+# values are refused by field path before any rule (or message) looks at them.
+MAX_CHARS = 1024
+FIELD_CHARS = {"description": 8192, "deploymentUri": 2048}
+MAX_ITEMS = 100
 # Parts of the Version schema this server does not run: refused with a reason, never ignored.
 UNSUPPORTED_VERSION_FIELDS = {
     "acceleratorConfig": "Accelerators are not available for online prediction on this server.",
@@ -97,7 +102,22 @@ def check_types(body, fields: dict[str, str], prefix: str) -> Problems:
         elif value is not None and not _type_ok(value, fields[key]):
             problems.add(f"{prefix}.{_snake(key)}", f"Invalid value at '{prefix}.{_snake(key)}': expected "
                                                     f"{fields[key].replace('strings', 'a list of strings')}.")
+        elif fields[key] in ("string", "strings") and key != "errorMessage":  # output only, ignored
+            check_length(value, key, f"{prefix}.{_snake(key)}", problems)
     return problems
+
+
+def check_length(value, key: str, field: str, problems: Problems) -> None:
+    """A string (or each string of a list) within its field's limit, a list within MAX_ITEMS."""
+    most_chars = FIELD_CHARS.get(key, MAX_CHARS)
+    if isinstance(value, list) and len(value) > MAX_ITEMS:
+        problems.add(field, f"{key} can list at most {MAX_ITEMS} values; got {len(value)}.")
+        return
+    for i, item in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(item, str) and len(item) > most_chars:
+            where = f"{field}[{i}]" if isinstance(value, list) else field
+            problems.add(where, f"{key} is too long: at most {most_chars} characters; got "
+                                f"{len(item)}.")
 
 
 def check_name(name, field: str, problems: Problems) -> None:
@@ -209,6 +229,8 @@ def check_request_logging(config, problems: Problems, prefix: str = "version") -
     if table is not None:
         if not isinstance(table, str):
             problems.add(f"{field}.bigquery_table_name", "Must be a string.")
+        elif len(table) > MAX_CHARS:
+            check_length(table, "bigqueryTableName", f"{field}.bigquery_table_name", problems)
         elif table:
             result["bigqueryTableName"] = table
     return result

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam, storage, team_views
+from aiconsole import iam, storage, team_views, walks
 from aiconsole.errors import ServiceError
 from jobs import builtin, catalogue
 from jobs import services as job_services
@@ -244,11 +244,14 @@ def _model_files_under(job_dir: str) -> list[str]:
         return []
     names = {n for files_ in files.MODEL_FILES.values() for n in files_}
     found = []
-    for path in sorted(root.rglob("*")):
-        if path.name in names and path.is_file() and str(path.parent) not in found:
-            found.append(str(path.parent))
-        if len(found) >= 20:
-            break
+    try:
+        for path in walks.walk_files(root):  # bounded, never through a link
+            if path.name in names and str(path.parent) not in found:
+                found.append(str(path.parent))
+            if len(found) >= 20:
+                break
+    except walks.WalkLimitError:
+        pass  # offer what the bounded walk found
     return sorted(found, key=lambda p: (p != str(root), len(p), p))
 
 

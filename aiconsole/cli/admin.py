@@ -148,7 +148,8 @@ def cmd_audit_verify(args) -> int:
     breaks = audit.verify_chain()
     if breaks:
         for found in breaks:
-            print(f"TAMPERED: {found}", file=sys.stderr)
+            label = "MALFORMED" if found.kind == "malformed" else "TAMPERED"
+            print(f"{label}: {found}", file=sys.stderr)
         return 1
     counts = audit.chain_lengths()
     print(f"Audit log intact: {counts['activity']} Admin Activity and {counts['data_access']} Data Access "

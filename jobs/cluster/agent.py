@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import threading
-import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -29,6 +28,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
+from aiconsole.errors import log_internal_error
 from jobs.builtin import runnable_input
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -43,6 +43,7 @@ from jobs.executor.runner import (
     build_environment,
     fetch_packages,
     gpu_build,
+    internal_error_message,
     passthrough_env,
     work_dir_for,
 )
@@ -152,9 +153,9 @@ class Agent:
                 self._finish(local, ReplicaState.FAILED, None, str(error))
             return
         except Exception:
-            logger.exception("Starting %s failed", replica)
-            self._finish(local, ReplicaState.FAILED, None, "Internal error in the worker: "
-                         + traceback.format_exc(limit=3)[-2000:])
+            error_id = log_internal_error(logger, f"Starting {replica} failed")
+            self._finish(local, ReplicaState.FAILED, None,
+                         internal_error_message(error_id, "the worker"))
             return
         if local.stopping:
             self._finish(local, ReplicaState.STOPPED, None)

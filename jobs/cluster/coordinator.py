@@ -42,7 +42,7 @@ from jobs.cluster import capacity, placement, tasks
 from jobs.executor.controller import Controller
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, cluster_configs
-from jobs.executor.runner import JobRunner, PrepareError, prepare_job_dir
+from jobs.executor.runner import JobRunner, PrepareError, prepare_job_dir, record_crash
 from jobs.models import LIVE_REPLICA_STATES, Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 
@@ -439,13 +439,12 @@ class ScaledJobRunner(JobRunner):
             finally:
                 self.sink.close()
         except Exception:
-            logger.exception("Coordinating job %s failed", self.job_pk)
-            if not self.detached.is_set():
-                job = Job.objects.get(pk=self.job_pk)
-                self._stop_replicas(job)
-                import traceback
-
-                if job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:]):
+            if self.detached.is_set():
+                logger.exception("Coordinating job %s failed", self.job_pk)
+            else:
+                self._stop_replicas(Job.objects.get(pk=self.job_pk))
+                job = record_crash(self.job_pk, f"Coordinating job {self.job_pk} failed")
+                if job is not None:
                     self._announce(job)
         finally:
             connection.close()

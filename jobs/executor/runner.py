@@ -10,7 +10,6 @@ import logging
 import shutil
 import threading
 import time
-import traceback
 from pathlib import Path
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole import archives, storage
+from aiconsole.errors import log_internal_error
 from jobs import catalogue
 from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
@@ -40,6 +40,23 @@ POLL_SECONDS = 0.05
 
 class PrepareError(Exception):
     """The job cannot start; the message becomes its errorMessage."""
+
+
+def internal_error_message(error_id: str, where: str = "the executor") -> str:
+    """A job's errorMessage after a crash: the id to find it by, never console code."""
+    return f"Internal error in {where} (id {error_id}); the console's log has the details."
+
+
+def record_crash(job_pk: int, what: str) -> Job | None:
+    """Log the exception being handled under an id and end the job FAILED from whatever state
+    it is in (CANCELLING included); the job when it changed, None otherwise."""
+    error_id = log_internal_error(logger, what)
+    try:
+        job = Job.objects.get(pk=job_pk)
+        return job if job.mark_crashed(internal_error_message(error_id)) else None
+    except Exception:
+        logger.exception("Could not record the failure of job %s", job_pk)
+        return None
 
 
 class Cancelled(Exception):
@@ -169,16 +186,18 @@ class RunnerBase:
             try:
                 self._run(job)
             finally:
-                self._release()
-                self.sink.close()
+                try:
+                    self._release()
+                finally:
+                    self.sink.close()
         except Exception:
-            logger.exception("%s for job %s crashed", self.label, self.job_pk)
+            job = None if self.fenced else record_crash(self.job_pk, f"{self.label} for job "
+                                                                     f"{self.job_pk} crashed")
             try:
-                job = Job.objects.get(pk=self.job_pk)
-                job.mark_failed("Internal error in the executor: " + traceback.format_exc(limit=3)[-2000:])
-                self._announce(job)
+                if job is not None:
+                    self._announce(job)
             except Exception:
-                logger.exception("Could not record the failure of job %s", self.job_pk)
+                logger.exception("Could not announce the failure of job %s", self.job_pk)
         finally:
             connection.close()
             if self.on_done:
@@ -243,6 +262,11 @@ class JobRunner(RunnerBase):
         self.seed_history: list = []
 
     # --- the job's life ------------------------------------------------------------------
+
+    def _release(self) -> None:
+        # After a crash mid-run, the replicas already started must not outlive the job.
+        if any(p.popen is not None and p.poll() is None for p in self.processes):
+            self._stop_all()
 
     def _run(self, job: Job) -> None:
         from jobs import builtin  # a built-in algorithm runs as our shipped package and module
