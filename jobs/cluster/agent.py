@@ -34,7 +34,7 @@ from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
     ReplicaProcess,
     exit_description,
-    traceback_tail,
+    failure_message,
     trainer_command,
     trainer_environment,
 )
@@ -235,11 +235,10 @@ class Agent:
                     state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
                     message = ""
                     if code != 0:
-                        message = (f"The replica {local.task_type} {local.task_index} exited with a non-zero "
-                                   f"status of {exit_description(code)}.")
-                        tail = traceback_tail(list(local.process.stderr_tail))
-                        if tail:
-                            message += " \n" + tail
+                        message = failure_message(
+                            Job.objects.only("training_input").get(pk=local.job_pk).training_input,
+                            f"The replica {local.task_type} {local.task_index} exited with a non-zero "
+                            f"status of {exit_description(code)}.", list(local.process.stderr_tail))
                     self._finish(local, state, code, message)
                 except Exception:
                     logger.exception("Recording the exit of %s failed", local.label)
@@ -373,8 +372,8 @@ _agent: Agent | None = None
 
 
 def register(*, region: str, machine_types: list[str], accelerators: dict[str, int], cpus: float,
-             memory_gb: float, address: str | None, ports: tuple[int, int]) -> Agent:
-    """Register this process as a worker and start its heartbeat."""
+             memory_gb: float, address: str | None, ports: tuple[int, int], slots: int = 0) -> Agent:
+    """Register this process as a worker and start its heartbeat (``slots``: see ``Worker.slots``)."""
     import os
     import uuid
 
@@ -384,7 +383,7 @@ def register(*, region: str, machine_types: list[str], accelerators: dict[str, i
         name=f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:4]}", hostname=hostname,
         address=address or _reachable_address(), region=region, machine_types=machine_types,
         accelerators=accelerators, cpus=cpus, memory_gb=memory_gb, port_first=ports[0], port_last=ports[1],
-        pid=os.getpid())
+        slots=slots, pid=os.getpid())
     _agent = Agent(worker)
     _agent.start()
     return _agent
