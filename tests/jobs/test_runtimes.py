@@ -94,10 +94,13 @@ def test_the_console_python_runs_the_current_runtime_without_anything_else(no_in
     assert job.training_input["runtimeVersion"] == "current"
 
 
-def test_python_versions_are_found_through_pyenv_when_nothing_else_has_them(settings, monkeypatch):
+def test_python_3_7_is_found_through_pyenv_and_every_source_is_checked(settings):
     runtimes._found.clear()
     found = runtimes.find_python("3.7")
     assert found and runtimes.interpreter_version(found).startswith("3.7.")
+    sources = dict(runtimes.where_to_look("3.7"))
+    assert sources["the console's interpreter"] is None  # 3.11: never taken for a 3.7
+    assert sources["pyenv"] and runtimes.interpreter_version(sources["pyenv"]).startswith("3.7.")
 
 
 def test_declared_requirements_are_read_from_wheels_and_sdists(tmp_path):
