@@ -97,7 +97,8 @@ _keep_private(DATA_DIR, DATA_DIR / "secret_key", *DATA_DIR.glob("*.sqlite3*"))
 
 # Where uploaded packages and local job dirs go by default.
 STORAGE_DIR = Path(env_str("AICONSOLE_STORAGE_DIR", str(DATA_DIR / "storage"))).resolve()
-# Local paths that users may name in packageUris and jobDir; never arbitrary server files.
+# Local paths users may name (packageUris, jobDir, deploymentUri, batch paths): a project's own
+# <STORAGE_DIR>/<folder>/<project>/ area, or these extra roots, which every project shares.
 STORAGE_ROOTS = [Path(p).expanduser().resolve() for p in env_list("AICONSOLE_STORAGE_ROOTS", [])]
 STORAGE_ROOTS = [STORAGE_DIR, *[p for p in STORAGE_ROOTS if p != STORAGE_DIR]]
 # Per-job working files: fetched packages, replica working directories.
@@ -242,6 +243,16 @@ MAX_REPLICA_COUNT = env_int("AICONSOLE_MAX_REPLICA_COUNT", 100, minimum=1)
 # followed, and a walk past these many entries or seconds fails with a message that says so.
 WALK_MAX_ENTRIES = env_int("AICONSOLE_WALK_MAX_ENTRIES", 100_000, minimum=1)
 WALK_MAX_SECONDS = env_float("AICONSOLE_WALK_MAX_SECONDS", 30.0)
+# The data analysis page: the first this many columns and rows of a file are analysed (the page
+# says when a file has more), in at most ANALYSIS_WORKERS low-priority child processes at once, each
+# stopped after ANALYSIS_SECONDS. A request waits ANALYSIS_WAIT_SECONDS at most, then the page polls.
+# Results are kept per file version (path, size, mtime) in an in-memory LRU of this many entries.
+ANALYSIS_MAX_COLUMNS = env_int("AICONSOLE_ANALYSIS_MAX_COLUMNS", 200, minimum=2)
+ANALYSIS_MAX_ROWS = env_int("AICONSOLE_ANALYSIS_MAX_ROWS", 10_000, minimum=1)
+ANALYSIS_SECONDS = env_float("AICONSOLE_ANALYSIS_SECONDS", 60.0)
+ANALYSIS_WORKERS = env_int("AICONSOLE_ANALYSIS_WORKERS", 2, minimum=1)
+ANALYSIS_WAIT_SECONDS = env_float("AICONSOLE_ANALYSIS_WAIT_SECONDS", 2.0)
+ANALYSIS_CACHE_ENTRIES = env_int("AICONSOLE_ANALYSIS_CACHE_ENTRIES", 32, minimum=1)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.
 STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
 # Longest stored log line; longer ones are cut with a marker.
@@ -335,6 +346,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["aiconsole.parsers.JSONParser"],  # bounded nesting
     "EXCEPTION_HANDLER": "aiconsole.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The v1 API picks JSON with ?alt=json, never with DRF's ?format=: an unknown format must not
+    # turn into an HTML 404 (the fuzzer found ?format=null did).
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 LOGGING = {

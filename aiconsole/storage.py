@@ -6,6 +6,12 @@ Local paths are only honoured inside the storage roots this server serves
 request read or write arbitrary server files. Containment is checked on the fully resolved path,
 so neither ``..`` nor a symlink can lead out of a root.
 
+Paths named on behalf of a project (``project=``) are held to that project's area: inside the
+storage dir (``settings.STORAGE_DIR``, the first root) only ``<STORAGE_DIR>/<folder>/<project>/…``,
+the layout the console itself writes (``packages/<project>/``, ``job-dirs/<project>/``); outside
+it, only the shared roots an admin lists in ``AICONSOLE_STORAGE_ROOTS``, which every project may
+use. So one project can neither read nor write another project's files.
+
 Defaults come from ``django.conf.settings`` and are read inside each function, so callers (and
 tests) that pass every parameter explicitly do not need Django configured.
 """
@@ -57,6 +63,10 @@ _MAX_FILENAME_CHARS = 255
 
 class StorageError(ValueError):
     """A URI that cannot be used; the message names the URI and says what is wrong."""
+
+
+class StoragePermissionError(StorageError):
+    """A local path outside the area of the project that names it."""
 
 
 # --- URIs ----------------------------------------------------------------------------------
@@ -130,15 +140,55 @@ def _storage_roots(roots: list[Path] | None) -> list[Path]:
     return [Path(root).resolve() for root in roots]
 
 
+def _project_id(project: Any) -> str:
+    """A Project's id (or the id itself), which must be one safe path component."""
+    project_id = getattr(project, "project_id", project)
+    if not isinstance(project_id, str) or not _PROJECT_RE.fullmatch(project_id):
+        raise StorageError(f"{project_id!r}: invalid project name")
+    return project_id
+
+
+def in_project_area(path: Path, project: Any, *, roots: list[Path] | None = None) -> bool:
+    """Whether the resolved ``path`` lies in ``project``'s own area or in a shared root.
+
+    ``roots`` (default ``settings.STORAGE_ROOTS``): the first is the storage dir, whose
+    ``<folder>/<project>/`` subtrees belong to that project; the others are shared by every
+    project. A shared root that contains the storage dir does not open the storage dir up.
+    """
+    project_id = _project_id(project)
+    storage_dir, *shared = _storage_roots(roots) or [None]
+    if storage_dir is not None and path.is_relative_to(storage_dir):
+        parts = path.relative_to(storage_dir).parts
+        if len(parts) >= 2 and parts[1] == project_id:
+            return True
+        return any(root.is_relative_to(storage_dir) and path.is_relative_to(root) for root in shared)
+    return any(path.is_relative_to(root) for root in shared)
+
+
+def _denied(uri: str, project: Any, roots: list[Path] | None) -> StoragePermissionError:
+    project_id = _project_id(project)
+    storage_dir, *shared = _storage_roots(roots) or [Path("<STORAGE_DIR>")]
+    where = ", ".join(str(root) for root in shared) or "none configured"
+    return StoragePermissionError(
+        f"Permission denied: projects/{project_id} cannot use {uri}; local paths must lie under "
+        f"{storage_dir}/<folder>/{project_id}/ or a shared storage root ({where})."
+    )
+
+
 def resolve_local_path(
-    uri: str, *, roots: list[Path] | None = None, must_exist: bool = True
+    uri: str,
+    *,
+    roots: list[Path] | None = None,
+    must_exist: bool = True,
+    project: Any = None,
 ) -> Path:
     """Resolve a local path or ``file://`` URI and require it to lie inside a storage root.
 
-    Symlinks and ``..`` are resolved before the containment check, so a link inside a root that
-    points elsewhere is refused. Containment is checked before existence so that errors never
-    reveal whether a file outside the roots exists. ``roots`` defaults to
-    ``settings.STORAGE_ROOTS``.
+    With ``project`` (a Project or its id) the path must lie in that project's area or a shared
+    root (``in_project_area``), else StoragePermissionError. Symlinks and ``..`` are resolved
+    before the containment check, so a link inside a root that points elsewhere is refused.
+    Containment is checked before existence so that errors never reveal whether a file outside
+    the allowed area exists. ``roots`` defaults to ``settings.STORAGE_ROOTS``.
     """
     path = _local_path_from_uri(uri)
     allowed = _storage_roots(roots)
@@ -149,6 +199,8 @@ def resolve_local_path(
     if not any(resolved.is_relative_to(root) for root in allowed):
         served = ", ".join(str(root) for root in allowed) or "none configured"
         raise StorageError(f"{uri} is not inside a storage root this server serves ({served})")
+    if project is not None and not in_project_area(resolved, project, roots=allowed):
+        raise _denied(uri, project, allowed)
     if must_exist and not resolved.exists():
         raise StorageError(f"{uri} does not exist")
     return resolved
@@ -303,9 +355,11 @@ def fetch(
     *,
     roots: list[Path] | None = None,
     max_bytes: int | None = None,
+    project: Any = None,
 ) -> Path:
     """Copy a package (local path inside a storage root, or a ``gs://`` object) into
-    ``dest_dir``, keeping its base name, and return the new file's path.
+    ``dest_dir``, keeping its base name, and return the new file's path. With ``project``, a
+    local path must lie in that project's area (``resolve_local_path``).
 
     At most ``max_bytes`` (default ``settings.MAX_PACKAGE_BYTES``) are accepted; a larger
     package is aborted and nothing is left behind. An existing file of the same name in
@@ -330,7 +384,7 @@ def fetch(
             raise StorageError(f"{uri}: cannot write to {dest} ({exc.strerror or exc})") from exc
         return dest
 
-    source = resolve_local_path(uri, roots=roots)
+    source = resolve_local_path(uri, roots=roots, project=project)
     if not source.is_file():
         raise StorageError(f"{uri} is not a file")
     dest = _destination(uri, _local_path_from_uri(uri).name, dest_dir)
@@ -412,17 +466,17 @@ def save_upload(
 # --- Job dirs and small files ----------------------------------------------------------------
 
 
-def prepare_job_dir(uri: str, *, roots: list[Path] | None = None) -> str:
+def prepare_job_dir(uri: str, *, roots: list[Path] | None = None, project: Any = None) -> str:
     """Validate a jobDir and, for a local one, create it; return the URI to hand the trainer.
 
     A ``gs://`` jobDir is returned unchanged (GCS has no folders to create). A local one must
-    lie inside a storage root; it is created with its parents and returned as an absolute
-    resolved path.
+    lie inside a storage root (with ``project``, in that project's area); it is created with its
+    parents and returned as an absolute resolved path.
     """
     if is_gcs_uri(uri):
         parse_gcs_uri(uri, require_object=False)
         return uri
-    path = resolve_local_path(uri, roots=roots, must_exist=False)
+    path = resolve_local_path(uri, roots=roots, must_exist=False, project=project)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
@@ -432,7 +486,7 @@ def prepare_job_dir(uri: str, *, roots: list[Path] | None = None) -> str:
     return str(path)
 
 
-def write_text(uri: str, text: str, *, roots: list[Path] | None = None) -> None:
+def write_text(uri: str, text: str, *, roots: list[Path] | None = None, project: Any = None) -> None:
     """Write ``text`` (UTF-8) to a ``gs://`` object or a local file inside a storage root,
     creating local parent directories."""
     data = text.encode("utf-8")
@@ -442,7 +496,7 @@ def write_text(uri: str, text: str, *, roots: list[Path] | None = None) -> None:
             blob = _cached_client().bucket(bucket_name).blob(object_name)
             blob.upload_from_string(data, content_type="text/plain; charset=utf-8")
         return
-    path = resolve_local_path(uri, roots=roots, must_exist=False)
+    path = resolve_local_path(uri, roots=roots, must_exist=False, project=project)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -450,7 +504,9 @@ def write_text(uri: str, text: str, *, roots: list[Path] | None = None) -> None:
         raise StorageError(f"{uri}: cannot write ({exc.strerror or exc})") from exc
 
 
-def read_bytes(uri: str, *, roots: list[Path] | None = None, max_bytes: int | None = None) -> bytes:
+def read_bytes(
+    uri: str, *, roots: list[Path] | None = None, max_bytes: int | None = None, project: Any = None
+) -> bytes:
     """Read a whole ``gs://`` object or local file inside a storage root, refusing more than
     ``max_bytes`` (default ``settings.MAX_PACKAGE_BYTES``)."""
     limit = _max_package_bytes(max_bytes)
@@ -465,7 +521,7 @@ def read_bytes(uri: str, *, roots: list[Path] | None = None, max_bytes: int | No
                 raise _too_large(uri, limit)
             blob.download_to_file(_LimitedWriter(buffer, limit, uri))
         return buffer.getvalue()
-    path = resolve_local_path(uri, roots=roots)
+    path = resolve_local_path(uri, roots=roots, project=project)
     try:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)

@@ -379,3 +379,55 @@ def report(table: Table, *, model_type: str | None = None, compare: Table | None
     return {"rows": len(table.rows), "columns": [c.as_dict() for c in columns], "column_stats": columns,
             "model_type": model_type, "distributions": distributions, "correlations": correlations,
             "label_balance": balance, "warnings": warnings, "truncated": table.truncated}
+
+
+# --- the page's analysis, run in a child process with caps (jobs/analysis_runner.py) --------------
+
+
+def _first_columns(table: Table, count: int) -> Table:
+    if table.width <= count:
+        return table
+    return Table(table.names[:count], [row[:count] for row in table.rows], table.source, table.truncated,
+                 table.line_numbers)
+
+
+def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None, max_columns: int, max_rows: int,
+               cut: bool = False, compare: bytes | None = None, compare_source: str = "", compare_cut: bool = False,
+               ) -> dict:
+    """``report`` of a CSV's first ``max_rows`` rows and ``max_columns`` columns (the target first).
+
+    Every row is still checked to have the file's full width, so a ragged file reads as one."""
+    from algorithms.table import decode, read_text
+
+    table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows)
+    table.truncated = table.truncated or cut
+    width = table.width
+    other = None
+    if compare is not None:
+        other = read_text(decode(compare, compare_source), source=compare_source, header=header, max_rows=max_rows,
+                          width=width)
+        other.truncated = other.truncated or compare_cut
+        if header:
+            other.names = table.names
+        other = _first_columns(other, max_columns)
+    result = report(_first_columns(table, max_columns), model_type=model_type, compare=other)
+    result.update(total_columns=width, max_columns=max_columns, max_rows=max_rows)
+    return result
+
+
+def send_report(connection, arguments: dict) -> None:
+    """A child process's whole life: compute ``report_csv`` at low priority and send it back."""
+    import os
+
+    from algorithms.table import DataError
+
+    try:
+        os.nice(10)  # the console's own requests come first
+    except OSError:
+        pass
+    try:
+        connection.send((True, report_csv(**arguments)))
+    except DataError as error:
+        connection.send((False, str(error)))
+    finally:
+        connection.close()

@@ -125,7 +125,7 @@ async def until_line(ws, predicate) -> dict:
 
 
 def submit(console: Console, job_id: str, package: Path, storage: Path, args: list[str] | None = None) -> Path:
-    job_dir = storage / "out" / job_id
+    job_dir = storage / "out" / PROJECT / job_id
     console.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
         "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task", "args": args or [],
         "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
@@ -136,7 +136,7 @@ def submit(console: Console, job_id: str, package: Path, storage: Path, args: li
 
 
 async def bench_first_line(console: Console, session: Session, storage: Path, runs: int) -> dict:
-    package = build_package(storage / "first-pkg", {"trainer/task.py": FIRST_LINE_TASK})
+    package = build_package(storage / "first-pkg" / PROJECT, {"trainer/task.py": FIRST_LINE_TASK})
     submit(console, "first_warmup", package, storage)
     console.wait("first_warmup")  # builds the job environment once
     samples = []
@@ -215,7 +215,7 @@ def stored_trainer_lines(console: Console, job_id: str) -> tuple[int, bool]:
 
 def bench_fanout(console: Console, session: Session, storage: Path, viewers: int, seconds: float,
                  compression: str) -> dict:
-    package = build_package(storage / "paced-pkg", {"trainer/task.py": PACED_TASK})
+    package = build_package(storage / "paced-pkg" / PROJECT, {"trainer/task.py": PACED_TASK})
     job_id = f"fanout_{viewers}"
     lines = int(1000 * seconds)
     job_dir = submit(console, job_id, package, storage, ["1000", str(seconds)])
@@ -277,7 +277,7 @@ def run_direct(python: str, args: list[str], job_dir: Path) -> dict:
 
 
 def ingest_run(console: Console, storage: Path, db: Path, package: Path, job_id: str, args: list[str]) -> dict:
-    job_dir = storage / "out" / job_id
+    job_dir = storage / "out" / PROJECT / job_id
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "go").touch()
     submit(console, job_id, package, storage, args)
@@ -296,8 +296,8 @@ def ingest_run(console: Console, storage: Path, db: Path, package: Path, job_id:
 
 def bench_ingest(console: Console, storage: Path, db: Path, rates: list[int], seconds: float, flat_lines: int,
                  pairs: int) -> dict:
-    paced_pkg = build_package(storage / "ingest-paced-pkg", {"trainer/task.py": PACED_TASK})
-    flat_pkg = build_package(storage / "ingest-flat-pkg", {"trainer/task.py": FLAT_OUT_TASK})
+    paced_pkg = build_package(storage / "ingest-paced-pkg" / PROJECT, {"trainer/task.py": PACED_TASK})
+    flat_pkg = build_package(storage / "ingest-flat-pkg" / PROJECT, {"trainer/task.py": FLAT_OUT_TASK})
     paced = [{"rate": rate, **ingest_run(console, storage, db, paced_pkg, f"ingest_paced_{rate}",
                                          [str(rate), str(seconds)])} for rate in rates]
     python = ingest_run(console, storage, db, flat_pkg, "ingest_flat_warmup", ["1000"])["python"]
@@ -356,7 +356,7 @@ async def _socket_open_ms(session: Session, job_id: str, **query) -> tuple[float
 
 
 def bench_big_log(console: Console, session: Session, storage: Path, db: Path, lines: int) -> dict:
-    package = build_package(storage / "first-pkg", {"trainer/task.py": FIRST_LINE_TASK})
+    package = build_package(storage / "first-pkg" / PROJECT, {"trainer/task.py": FIRST_LINE_TASK})
     submit(console, "big_log", package, storage)
     console.wait("big_log")
     fill_s = fill_big_log(db, _job_pk(db, "big_log"), lines)

@@ -121,13 +121,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_latency(console: Console, storage: Path, runs: int) -> dict:
-    package = build_package(storage / "latency-pkg", {"trainer/task.py": LATENCY_TASK})
-    console.submit("latency_warmup", package, storage / "out" / "latency_warmup")
+    package = build_package(storage / "latency-pkg" / PROJECT, {"trainer/task.py": LATENCY_TASK})
+    console.submit("latency_warmup", package, storage / "out" / PROJECT / "latency_warmup")
     console.wait("latency_warmup")  # builds the job environment once
     samples = []
     for index in range(runs):
         job_id = f"latency_{index}"
-        job_dir = storage / "out" / job_id
+        job_dir = storage / "out" / PROJECT / job_id
         submitted = time.time()
         console.submit(job_id, package, job_dir)
         console.wait(job_id)
@@ -158,10 +158,10 @@ def run_platform(console: Console, package: Path, job_id: str, job_dir: Path) ->
 
 
 def bench_overhead(console: Console, storage: Path, pairs: int) -> dict:
-    package = build_package(storage / "work-pkg", {"trainer/task.py": WORK_TASK})
-    console.submit("work_warmup", package, storage / "out" / "work_warmup")
+    package = build_package(storage / "work-pkg" / PROJECT, {"trainer/task.py": WORK_TASK})
+    console.submit("work_warmup", package, storage / "out" / PROJECT / "work_warmup")
     console.wait("work_warmup")
-    python = json.loads((storage / "out" / "work_warmup" / "timing.json").read_text())["python"]
+    python = json.loads((storage / "out" / PROJECT / "work_warmup" / "timing.json").read_text())["python"]
     direct_wall, direct_trainer, platform_wall, platform_trainer = [], [], [], []
     for index in range(pairs):
         order = ("direct", "platform") if index % 2 == 0 else ("platform", "direct")
@@ -172,7 +172,7 @@ def bench_overhead(console: Console, storage: Path, pairs: int) -> dict:
                 direct_trainer.append(own)
             else:
                 job_id = f"work_{index}"
-                wall, own = run_platform(console, package, job_id, storage / "out" / job_id)
+                wall, own = run_platform(console, package, job_id, storage / "out" / PROJECT / job_id)
                 platform_wall.append(wall)
                 platform_trainer.append(own)
     med = statistics.median

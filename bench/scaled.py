@@ -91,7 +91,7 @@ def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
     for index in range(-1, runs):  # the first pair builds the job layer on both sides
         for mode in ("embedded", "scaled"):
             job_id = f"latency_{mode}_{index + 1}"
-            job_dir = storage[mode] / "job-dirs" / job_id
+            job_dir = storage[mode] / "job-dirs" / "default-project" / job_id
             if mode == "embedded":
                 submitted = time.time()
                 embedded.submit(job_id, packages[mode], job_dir)
@@ -234,7 +234,7 @@ def main() -> None:
         cluster.start_worker("a", *WORKER_ARGS)
         cluster.start_worker("b", *WORKER_ARGS)
         storage = work / "scaled" / "storage"
-        package = build_package(storage / "packages", {"trainer/__init__.py": "", "trainer/task.py": TRAINER})
+        package = build_package(storage / "packages" / "default-project", {"trainer/__init__.py": "", "trainer/task.py": TRAINER})
         results = {"latency": bench_latency(embedded, cluster, args.latency_runs)}
         print("latency", results["latency"], flush=True)
         if args.kills:

@@ -37,7 +37,7 @@ PAGES = [
 def prepare(console: harness.LiveConsole) -> None:
     console.add_user("dana", "dana-password-1", role="roles/ml.developer")
     trainers.start_background_jobs(console)
-    streamer = trainers.package(console.storage / "browser-packages" / "custom", trainers.STREAMING_TASK)
+    streamer = trainers.package(console.storage / "browser-packages" / "default-project" / "custom", trainers.STREAMING_TASK)
     console.submit("custom_1", streamer, scaleTier="CUSTOM", masterType="n1-standard-8", workerType="n1-standard-8",
                    workerCount="2", masterConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
                    workerConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}})
@@ -47,7 +47,7 @@ def prepare(console: harness.LiveConsole) -> None:
             raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
     console.call("POST", f"/v1{P}/models", {"name": "census", "description": "Census income classifier"})
     console.call("POST", f"/v1{P}/models/census/versions", {
-        "name": "v1", "deploymentUri": str(console.storage / "out" / "train_model" / "model")})
+        "name": "v1", "deploymentUri": str(console.storage / "out" / "default-project" / "train_model" / "model")})
 
 
 def main() -> None:

@@ -191,8 +191,9 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
 # --- submission checks (the filesystem) ---------------------------------------------------------------
 
 
-def check_submission(training_input: dict) -> list[FieldViolation]:
-    """Custom containers are refused; a built-in algorithm's local data files are checked now."""
+def check_submission(training_input: dict, *, project=None) -> list[FieldViolation]:
+    """Custom containers are refused; a built-in algorithm's local data files are checked now
+    (with ``project``, they must lie in its storage area or a shared root)."""
     from aiconsole import storage
 
     image = (training_input.get("masterConfig") or {}).get("imageUri")
@@ -215,7 +216,7 @@ def check_submission(training_input: dict) -> list[FieldViolation]:
         if not uri or storage.is_gcs_uri(uri):
             continue  # gs:// data is checked by the algorithm's first step
         try:
-            local = storage.resolve_local_path(uri)
+            local = storage.resolve_local_path(uri, project=project)
             width = check_data_file(local, key, values, algos.model_type_of(algorithm, values), memory, width)
         except (storage.StorageError, DataError) as error:
             violations.append(FieldViolation("job.training_input.args", f"--{key}: {error}"))
@@ -292,11 +293,11 @@ def training_output(job) -> dict:
     return output
 
 
-def _read_json(uri: str) -> dict | None:
+def _read_json(uri: str, project=None) -> dict | None:
     from aiconsole import storage
 
     try:
-        return json.loads(storage.read_bytes(uri, max_bytes=16 << 20))
+        return json.loads(storage.read_bytes(uri, max_bytes=16 << 20, project=project))
     except (storage.StorageError, ValueError):
         return None
 
@@ -309,8 +310,8 @@ def results(job, trial_id: str = "") -> dict | None:
     job_dir = ((job.training_input or {}).get("jobDir") or "").rstrip("/")
     values, _ = algos.parse_args(algorithm, list((job.training_input or {}).get("args", [])))
     base = f"{job_dir}/{trial_id}" if trial_id else job_dir
-    evaluation = _read_json(f"{base}/artifacts/evaluation.json") if job_dir else None
-    metadata = _read_json(f"{base}/artifacts/metadata.json") if job_dir else None
+    evaluation = _read_json(f"{base}/artifacts/evaluation.json", job.project) if job_dir else None
+    metadata = _read_json(f"{base}/artifacts/metadata.json", job.project) if job_dir else None
     return {"algorithm": algorithm, "values": values, "output": training_output(job).get("builtInAlgorithmOutput"),
             "evaluation": evaluation, "metadata": metadata, "base": base, "trial": trial_id,
             "model_dir": f"{base}/model/" if evaluation else None,
@@ -349,6 +350,14 @@ ANALYSIS_MAX_BYTES = 64 << 20  # the part of a file the page reads; the rest is 
 
 def read_table(uri: str, *, header: bool, width: int | None = None):
     """Read up to ANALYSIS_MAX_BYTES of a CSV in storage (local or gs://) as a Table."""
+    data, cut = read_csv_bytes(uri)
+    table = read_text(decode(data, uri), source=uri, header=header, width=width)
+    table.truncated = table.truncated or cut
+    return table
+
+
+def read_csv_bytes(uri: str) -> tuple[bytes, bool]:
+    """Up to ANALYSIS_MAX_BYTES of a CSV in storage, cut at a line end, and whether it was cut."""
     from aiconsole import storage
 
     if storage.is_gcs_uri(uri):
@@ -363,9 +372,7 @@ def read_table(uri: str, *, header: bool, width: int | None = None):
         cut = len(data) > ANALYSIS_MAX_BYTES
         if cut:
             data = data[: data.rindex(b"\n", 0, ANALYSIS_MAX_BYTES) + 1] if b"\n" in data else data
-    table = read_text(decode(data, uri), source=uri, header=header, width=width)
-    table.truncated = table.truncated or cut
-    return table
+    return data, cut
 
 
 def analyse(uri: str, *, header: bool = False, model_type: str | None = None, compare: str | None = None) -> dict:

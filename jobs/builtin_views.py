@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from aiconsole import iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
-from jobs import builtin, charts, services
+from jobs import analysis_runner, charts, services
 from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm
 
 
@@ -55,13 +55,25 @@ def data_analysis(request, project_id):
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            report = builtin.analyse(data["path"], header=data["header"], model_type=data["model_type"],
-                                     compare=data["compare"] or None)
+            for uri in (data["path"], data["compare"]):  # only files of this project's storage area
+                if uri and not storage.is_gcs_uri(uri):
+                    storage.resolve_local_path(uri, project=project)
+            outcome = analysis_runner.analyse(data["path"], header=data["header"], model_type=data["model_type"],
+                                              compare=data["compare"] or None)
         except (storage.StorageError, DataError) as error:
             form.add_error("path", str(error))
         else:
-            context.update(report=report, **_charts(report))
-    return render(request, "jobs/data_analysis.html", context)
+            context.update(_analysis_context(form, outcome))
+    partial = request.htmx and form.is_bound  # the result polling itself while it is analysed
+    return render(request, "jobs/data_analysis.html" + ("#analysis-result" if partial else ""), context)
+
+
+def _analysis_context(form, outcome) -> dict:
+    if outcome.state == analysis_runner.FAILED:
+        form.add_error("path", outcome.message)
+    if outcome.state != analysis_runner.READY:
+        return {"analysis": outcome}
+    return {"analysis": outcome, "report": outcome.report, **_charts(outcome.report)}
 
 
 def _charts(report: dict) -> dict:

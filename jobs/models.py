@@ -245,6 +245,10 @@ class Worker(models.Model):
     accelerators = models.JSONField(default=dict, blank=True)  # {"NVIDIA_TESLA_T4": 2}
     cpus = models.FloatField()
     memory_gb = models.FloatField()
+    # 0: strict accounting (``--capacity``): a replica costs its machine type's CPUs and memory.
+    # N (no ``--capacity``): machine types are labels, as in embedded mode: a replica takes one of
+    # N slots, and a job with more replicas than that runs here alone.
+    slots = models.IntegerField(default=0)
     port_first = models.IntegerField(default=20000)
     port_last = models.IntegerField(default=29999)
     pid = models.IntegerField(null=True, blank=True)

@@ -33,16 +33,16 @@ def _validate(body: dict) -> dict:
         raise InvalidArgument(error.message, error.violations) from None
 
 
-def _check_local_paths(training_input: dict) -> None:
-    """Local package paths and job dirs must lie inside the storage roots, and gs:// ones name a
-    valid bucket and object (the rule deploymentUri gets): checked up front."""
+def _check_local_paths(training_input: dict, project: Project) -> None:
+    """Local package paths and job dirs must lie in the project's storage area (or a shared root),
+    and gs:// ones name a valid bucket and object (the rule deploymentUri gets): checked up front."""
     violations = []
     for index, uri in enumerate(training_input.get("packageUris", [])):
         try:
             if storage.is_gcs_uri(uri):
                 storage.parse_gcs_uri(uri)
             else:
-                storage.resolve_local_path(uri)
+                storage.resolve_local_path(uri, project=project)
         except storage.StorageError as error:
             violations.append(FieldViolation(f"job.training_input.package_uris[{index}]", str(error)))
     job_dir = training_input.get("jobDir")
@@ -51,7 +51,7 @@ def _check_local_paths(training_input: dict) -> None:
             if storage.is_gcs_uri(job_dir):
                 storage.parse_gcs_uri(job_dir, require_object=False)
             else:
-                storage.resolve_local_path(job_dir, must_exist=False)
+                storage.resolve_local_path(job_dir, must_exist=False, project=project)
         except storage.StorageError as error:
             violations.append(FieldViolation("job.training_input.job_dir", str(error)))
     if violations:
@@ -67,11 +67,11 @@ def _check_runtime_available(training_input: dict) -> None:
         raise InvalidArgument.from_violations([FieldViolation("job.training_input.python_version", reason)])
 
 
-def _check_builtin_algorithm(training_input: dict) -> None:
+def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
     """A built-in algorithm's data files are checked before the job is queued (jobs.builtin)."""
     from jobs import builtin
 
-    violations = builtin.check_submission(training_input)
+    violations = builtin.check_submission(training_input, project=project)
     if violations:
         raise InvalidArgument.from_violations(violations)
 
@@ -84,14 +84,14 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     training_input = job_body.get("trainingInput")
     prediction_input = job_body.get("predictionInput")
     if training_input is not None:
-        _check_local_paths(training_input)
+        _check_local_paths(training_input, project)
         _check_runtime_available(training_input)
-        _check_builtin_algorithm(training_input)
+        _check_builtin_algorithm(training_input, project)
     if prediction_input is not None:
         # Batch prediction (models_registry): its paths, and the predict permission on its model.
         from models_registry.services import check_prediction_input
 
-        check_prediction_input(prediction_input, actor=actor)
+        check_prediction_input(prediction_input, actor=actor, project=project)
     try:
         with transaction.atomic():
             job = Job.objects.create(

@@ -119,8 +119,8 @@ class BatchPredictionRunner(RunnerBase):
         self.sink.service(f"Batch prediction job {job.job_id} is preparing.")
         try:
             spec, machine = self._model(job, pi, work)
-            inputs = self._inputs(pi)
-            output = files.OutputDir(pi["outputPath"], work)
+            inputs = self._inputs(pi, job.project)
+            output = files.OutputDir(pi["outputPath"], work, project=job.project)
             self._check_cancel()
         except (PrepareError, files.DeployError) as error:
             self._fail(job, str(error))
@@ -147,7 +147,7 @@ class BatchPredictionRunner(RunnerBase):
         runtime = pi.get("runtimeVersion")
         if pi.get("uri"):
             folder = work / "model"
-            files.fetch_deployment(pi["uri"], folder, self._check_cancel)
+            files.fetch_deployment(pi["uri"], folder, self._check_cancel, project=job.project)
             detected = files.detect_model(folder, "FRAMEWORK_UNSPECIFIED", pi["uri"])
             runtime = runtime or catalogue.DEFAULT_RUNTIME_VERSION
             self.sink.service(f"Using the {detected.framework} model {detected.model_file} from {pi['uri']}.")
@@ -184,12 +184,12 @@ class BatchPredictionRunner(RunnerBase):
                                + (f": {version.error_message}" if version.error_message else "."))
         return version
 
-    def _inputs(self, pi: dict) -> list[str]:
+    def _inputs(self, pi: dict, project) -> list[str]:
         data_format = pi.get("dataFormat")
         if data_format not in READABLE_FORMATS:
             raise PrepareError(f"dataFormat {data_format} is not readable on this server: TFRecord input needs "
                                "TensorFlow's reader; give JSON or TEXT files (one instance per line).")
-        inputs = files.expand_inputs(pi["inputPaths"], self._check_cancel)
+        inputs = files.expand_inputs(pi["inputPaths"], self._check_cancel, project=project)
         self.sink.service(f"Reading {len(inputs)} input file{'s' if len(inputs) != 1 else ''}.")
         return inputs
 

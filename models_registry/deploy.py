@@ -85,7 +85,8 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     dest = version_dir(version)
     shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
     dest.parent.mkdir(parents=True, exist_ok=True)
-    files.fetch_deployment(version.deployment_uri, dest, lambda: _check_cancel(operation))
+    files.fetch_deployment(version.deployment_uri, dest, lambda: _check_cancel(operation),
+                           project=version.model.project)
     detected = files.detect_model(dest, version.framework, version.deployment_uri)
     _check_cancel(operation)
     Version.objects.filter(pk=version.pk).update(local_dir=str(detected.model_dir), model_file=detected.model_file,

@@ -71,8 +71,12 @@ def _check_count(uri: str, count: int) -> None:
         raise DeployError(f"{uri} holds more than {limit} files; a model version may have at most {limit}.")
 
 
-def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | None = None) -> None:
+def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | None = None, *,
+                     project=None) -> None:
     """Copy (or extract) the deployment's files into ``dest``, which must not exist yet.
+
+    With ``project``, a local uri (and every file a link in it leads to) must lie in that
+    project's storage area or a shared root, also for versions and jobs stored before that rule.
 
     A local folder is walked within bounds (``aiconsole.walks``), calling ``check_cancel``."""
     dest.mkdir(parents=True)
@@ -80,11 +84,11 @@ def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | No
         _fetch_gcs(uri, dest)
         return
     try:
-        source = storage.resolve_local_path(uri)
+        source = storage.resolve_local_path(uri, project=project)
     except storage.StorageError as error:
         raise DeployError(f"The deploymentUri cannot be used: {error}") from None
     if source.is_dir():
-        _copy_local_dir(uri, source, dest, check_cancel)
+        _copy_local_dir(uri, source, dest, check_cancel, project=project)
     else:
         _take_file(source, dest)
 
@@ -103,7 +107,7 @@ def _take_file(path: Path, dest: Path) -> None:
     shutil.copyfile(path, dest / path.name)
 
 
-def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None) -> None:
+def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None, *, project=None) -> None:
     files = []
     try:
         for path in walks.walk_files(source, check_cancel=check_cancel, file_links=True):
@@ -114,7 +118,7 @@ def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None) -> No
     total = 0
     for path in files:
         try:
-            real = storage.resolve_local_path(str(path))
+            real = storage.resolve_local_path(str(path), project=project)
         except storage.StorageError as error:
             raise DeployError(f"The deployment folder links outside the storage roots: {error}") from None
         if not real.is_file():
@@ -221,8 +225,10 @@ def _pattern(text: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z")
 
 
-def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = None) -> list[str]:
+def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = None, *,
+                  project=None) -> list[str]:
     """Every input file the paths name, in order, each once; DeployError when one matches nothing.
+    With ``project``, local ones must lie in its storage area or a shared root.
 
     Local wildcards are expanded by a bounded walk (``aiconsole.walks``) that calls
     ``check_cancel``; one that hits a bound is a DeployError naming the path and the limit."""
@@ -231,7 +237,7 @@ def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = No
         if storage.is_gcs_uri(path):
             matches = _expand_gcs(path)
         else:
-            matches = _expand_local(path, check_cancel)
+            matches = _expand_local(path, check_cancel, project)
         if not matches:
             raise DeployError(f"No input files match {path}.")
         found += [m for m in matches if m not in found]
@@ -252,14 +258,14 @@ def _expand_gcs(path: str) -> list[str]:
         raise DeployError(f"Cannot list {path}: {error}") from None
 
 
-def _expand_local(path: str, check_cancel=None) -> list[str]:
+def _expand_local(path: str, check_cancel=None, project=None) -> list[str]:
     try:
         raw = Path(unquote(urlsplit(path).path)) if path.startswith("file:") else Path(path)
         if not raw.is_absolute():
             raise storage.StorageError(f"{path}: local paths must be absolute")
         parts = raw.parts
         first = next((i for i, part in enumerate(parts) if _WILDCARD.search(part)), len(parts))
-        base = storage.resolve_local_path(str(Path(*parts[:first])), must_exist=False)
+        base = storage.resolve_local_path(str(Path(*parts[:first])), must_exist=False, project=project)
     except storage.StorageError as error:
         raise DeployError(f"The input path cannot be used: {error}") from None
     if first == len(parts):
@@ -278,7 +284,7 @@ def _expand_local(path: str, check_cancel=None) -> list[str]:
     for candidate in sorted(candidates):
         try:
             linked = candidate.is_symlink()
-            resolved = storage.resolve_local_path(str(candidate)) if linked else candidate
+            resolved = storage.resolve_local_path(str(candidate), project=project) if linked else candidate
         except storage.StorageError:
             continue  # a link out of the storage roots is never read
         if resolved.is_file():
@@ -317,7 +323,7 @@ def _glob_match(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
     return len(pattern) in positions
 
 
-def read_lines(uri: str, scratch: Path) -> Iterator[str]:
+def read_lines(uri: str, scratch: Path, *, project=None) -> Iterator[str]:
     """The lines of an input file (a gs:// one is downloaded to ``scratch`` first)."""
     if storage.is_gcs_uri(uri):
         scratch.mkdir(parents=True, exist_ok=True)
@@ -326,7 +332,7 @@ def read_lines(uri: str, scratch: Path) -> Iterator[str]:
         except storage.StorageError as error:
             raise DeployError(str(error)) from None
     else:
-        local = storage.resolve_local_path(uri)
+        local = storage.resolve_local_path(uri, project=project)
     with open(local, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             line = line.rstrip("\r\n")
@@ -337,7 +343,7 @@ def read_lines(uri: str, scratch: Path) -> Iterator[str]:
 class OutputDir:
     """Where a batch job's shards go: written locally, uploaded at the end for gs://."""
 
-    def __init__(self, uri: str, scratch: Path):
+    def __init__(self, uri: str, scratch: Path, *, project=None):
         self.uri = uri.rstrip("/")
         if storage.is_gcs_uri(uri):
             storage.parse_gcs_uri(self.uri, require_object=False)
@@ -346,7 +352,7 @@ class OutputDir:
             self.local.mkdir(parents=True)
         else:
             try:
-                self.local = Path(storage.prepare_job_dir(uri))
+                self.local = Path(storage.prepare_job_dir(uri, project=project))
             except storage.StorageError as error:
                 raise DeployError(f"The output path cannot be used: {error}") from None
 

@@ -254,13 +254,14 @@ def delete_model(model: Model, *, actor) -> Operation:
 # --- versions ------------------------------------------------------------------------------------------
 
 
-def _check_deployment_uri(uri: str) -> None:
-    """Syntax and storage-root containment now; whether there is a model there, while deploying."""
+def _check_deployment_uri(uri: str, project: Project) -> None:
+    """Syntax and containment in the project's storage area now; whether there is a model there,
+    while deploying."""
     try:
         if storage.is_gcs_uri(uri):
             storage.parse_gcs_uri(uri, require_object=False)
         else:
-            storage.resolve_local_path(uri, must_exist=False)
+            storage.resolve_local_path(uri, must_exist=False, project=project)
     except storage.StorageError as error:
         raise InvalidArgument.from_violations([FieldViolation("version.deployment_uri", str(error))]) from None
 
@@ -276,7 +277,7 @@ def create_version(model: Model, body, *, actor) -> Operation:
     method = f"{MODEL_SERVICE}.CreateVersion"
     audit.authorize(actor, "ml.versions.create", model, method=method)
     data = spec.validate_version(body)
-    _check_deployment_uri(data["deploymentUri"])
+    _check_deployment_uri(data["deploymentUri"], model.project)
     reason = runtimes.unavailable_reason(data["runtimeVersion"], data["pythonVersion"])
     if reason:
         raise InvalidArgument.from_violations([FieldViolation("version.python_version", reason)])
@@ -550,9 +551,9 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
 # --- batch prediction jobs ---------------------------------------------------------------------------------
 
 
-def check_prediction_input(prediction_input: dict, *, actor) -> None:
-    """What jobs.create checks on a predictionInput beyond its schema: local paths inside the
-    storage roots, and ``ml.models.predict`` (modelName) or ``ml.versions.predict`` (versionName)
+def check_prediction_input(prediction_input: dict, *, actor, project: Project) -> None:
+    """What jobs.create checks on a predictionInput beyond its schema: local paths in the
+    project's storage area (or a shared root), and ``ml.models.predict`` (modelName) or ``ml.versions.predict`` (versionName)
     on the model, which must exist."""
     violations = []
     path = "job.prediction_input"
@@ -567,7 +568,7 @@ def check_prediction_input(prediction_input: dict, *, actor) -> None:
             else:
                 # A wildcard stays inside its folder: the folder is what must lie in a root.
                 folder = uri.rsplit("/", 1)[0] if wildcard and any(c in uri for c in "*?[") else uri
-                storage.resolve_local_path(folder or "/", must_exist=False)
+                storage.resolve_local_path(folder or "/", must_exist=False, project=project)
         except storage.StorageError as error:
             violations.append(FieldViolation(field, str(error)))
     if violations:

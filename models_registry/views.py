@@ -236,10 +236,13 @@ def version_detail(request, project_id, model, version):
 # --- deploy a job's output --------------------------------------------------------------------------------
 
 
-def _model_files_under(job_dir: str) -> list[str]:
-    """Folders under a local job dir that hold a model file (the dir itself first), at most 20."""
+def _model_files_under(job_dir: str, project) -> list[str]:
+    """Folders under a local job dir that hold a model file (the dir itself first), at most 20.
+
+    None when the job dir is not in ``project``'s storage area (or a shared root): the walk never
+    follows links, so everything it offers lies where the project may read."""
     try:
-        root = storage.resolve_local_path(job_dir)
+        root = storage.resolve_local_path(job_dir, project=project)
     except storage.StorageError:
         return []
     names = {n for files_ in files.MODEL_FILES.values() for n in files_}
@@ -261,7 +264,7 @@ def deploy_from_job(request, project_id):
     project = _project(request, project_id)
     job = job_services.get_job(project, request.GET.get("job") or request.POST.get("job", ""), actor=request.user)
     job_dir = (job.training_input or {}).get("jobDir", "")
-    candidates = _model_files_under(job_dir) if job_dir and not storage.is_gcs_uri(job_dir) else []
+    candidates = _model_files_under(job_dir, project) if job_dir and not storage.is_gcs_uri(job_dir) else []
     if job_dir and storage.is_gcs_uri(job_dir):
         candidates = [job_dir]
     chosen = (request.GET.get("deployment_uri") or builtin.model_dir(job)) if builtin.is_builtin_job(job) else ""
@@ -396,7 +399,7 @@ def batch_job(request, project_id, job_id):
     outputs = []
     if job.state == JobState.SUCCEEDED and output_path and not storage.is_gcs_uri(output_path):
         try:
-            folder = storage.resolve_local_path(output_path)
+            folder = storage.resolve_local_path(output_path, project=project)
             outputs = [(p.name, p.stat().st_size) for p in sorted(folder.glob("prediction.*")) if p.is_file()]
         except storage.StorageError:
             outputs = []

@@ -157,7 +157,7 @@ def package_factory(tmp_path):
     counter = iter(range(1_000_000))
 
     def make(task_source: str, **kwargs) -> Path:
-        folder = settings.STORAGE_DIR / "test-packages" / f"{tmp_path.name}-{next(counter)}"
+        folder = settings.STORAGE_DIR / "test-packages" / "project-a" / f"{tmp_path.name}-{next(counter)}"
         modules = kwargs.pop("modules", None) or {"trainer/task.py": TASK_HEADER + textwrap.dedent(task_source)}
         return build_package(folder, modules, **kwargs)
 

@@ -76,12 +76,21 @@ def cmd_worker(args) -> int:
         print(f"aiconsole worker: {error}", file=sys.stderr)
         return 2
     migrate()
+    from django.conf import settings
+
     from jobs.cluster import agent, coordinator, tasks
 
+    # Without --capacity the worker runs every tier's jobs, as embedded mode does: a 2-core host
+    # must still run a BASIC job, whose machine type ("standard") stands for 4 CPUs and 15 GB.
+    slots = 0 if args.capacity else settings.MAX_REPLICAS
+    if slots:
+        print(f"No --capacity: this worker treats machine types as labels and runs at most {slots} replicas at "
+              "once (AICONSOLE_MAX_REPLICAS; a larger job runs alone), like embedded mode; give --capacity "
+              "cpus=N,memory=GB for strict accounting.", flush=True)
     worker_agent = agent.register(region=args.region, machine_types=machine_types, accelerators=accelerators,
-                                  cpus=cpus, memory_gb=memory, address=args.address, ports=ports)
+                                  cpus=cpus, memory_gb=memory, address=args.address, ports=ports, slots=slots)
     worker = worker_agent.worker
-    print(f"Worker {worker.name} in {worker.region}: {cpus:g} CPUs, {memory:g} GB"
+    print(f"Worker {worker.name} in {worker.region}: {placement.capacity_text(cpus, memory, slots)}"
           + "".join(f", {n} x {a}" for a, n in accelerators.items())
           + f"; replicas reachable at {worker.address}:{ports[0]}-{ports[1]}.", flush=True)
     coordinator.start("worker")
@@ -120,8 +129,7 @@ def cmd_workers(args) -> int:
     for row in summaries(include_gone=args.all):
         worker = row["worker"]
         running = [f"{r.job.job_id}/{r.label}" for r in row["replicas"]] + [j.job_id for j in row["jobs"]]
-        cap = f"{worker.cpus:g} CPUs, {worker.memory_gb:g} GB" + "".join(
-            f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
+        cap = row["capacity"] + "".join(f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
         rows.append((worker.name, worker.region, row["state"], cap, " ".join(running) or "-",
                      f"{(now - worker.heartbeat).total_seconds():.0f}s ago"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -164,7 +172,8 @@ def register(commands) -> None:
     worker.add_argument("--machine-types", dest="machine_types",
                         help="comma-separated machine types it takes (default: all)")
     worker.add_argument("--accelerators", help="its GPUs or TPUs, e.g. nvidia-tesla-t4=2")
-    worker.add_argument("--capacity", help="what it offers, e.g. cpus=16,memory=64 (GB); default: this host's")
+    worker.add_argument("--capacity", help="what it offers, e.g. cpus=16,memory=64 (GB), counted strictly; "
+                        "default: machine types are labels and it runs AICONSOLE_MAX_REPLICAS replicas at once")
     worker.add_argument("--address", help="the address other hosts reach its replicas at (default: detected)")
     worker.add_argument("--ports", default="20000-29999", help="ports its replicas listen on (TF_CONFIG)")
     worker.add_argument("--concurrency", type=int, default=8, help="replicas it prepares at once")

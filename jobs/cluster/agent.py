@@ -191,7 +191,7 @@ class Agent:
             if local.stopping:
                 raise PrepareError("stopped")
 
-        files = fetch_packages(training_input, replica_dir / "packages", check)
+        files = fetch_packages(training_input, replica_dir / "packages", check, project=job.project)
         environment = build_environment(training_input, files,
                                         lambda message: local.sink.service(f"{replica.label}: {message}"), check,
                                         gpu=gpu_build(bool(replica.devices)))

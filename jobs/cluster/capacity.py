@@ -44,7 +44,7 @@ def offers() -> dict[str, placement.Offer]:
             cpus=worker.cpus, memory_gb=worker.memory_gb, accelerators=dict(worker.accelerators or {}),
             free_cpus=worker.cpus, free_memory_gb=worker.memory_gb,
             free_devices=placement.device_indices(worker.accelerators or {}),
-            ports=(worker.port_first, worker.port_last),
+            ports=(worker.port_first, worker.port_last), slots=worker.slots, free_slots=worker.slots,
         )
         for worker in workers.values()
     }
@@ -68,8 +68,7 @@ def offers() -> dict[str, placement.Offer]:
 
 
 def _subtract(offer: placement.Offer, cost: placement.Cost, devices: str) -> None:
-    offer.free_cpus -= cost.cpus
-    offer.free_memory_gb -= cost.memory_gb
+    offer.charge(cost)
     taken = {int(d) for d in devices.split(",") if d.strip().isdigit()}
     for name, free in offer.free_devices.items():
         offer.free_devices[name] = [d for d in free if d not in taken]
@@ -87,9 +86,11 @@ def summaries(*, include_gone: bool = False) -> list[dict]:
         rows.append({
             "worker": worker,
             "state": "live" if worker.pk in live else ("stopped" if worker.stopped else "lost"),
+            "capacity": placement.capacity_text(worker.cpus, worker.memory_gb, worker.slots),
             "free_cpus": offer.free_cpus if offer else None,
             "free_memory_gb": offer.free_memory_gb if offer else None,
             "free_devices": sum(len(d) for d in offer.free_devices.values()) if offer else None,
+            "free_slots": max(offer.free_slots, 0) if offer else None,
             "replicas": [r for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES],
             "jobs": [j for j in worker.jobs.all() if j.state in ACTIVE_STATES],
         })

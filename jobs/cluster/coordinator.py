@@ -227,8 +227,7 @@ class Coordinator(Controller):
                 if never:
                     self._explain(job, never)
                     continue  # it does not hold up the jobs behind it
-                self._explain(job, f"Waiting for capacity: the job needs {placement.describe_all(plans)} "
-                                   f"in {region}, and the workers there are busy.")
+                self._explain(job, placement.waiting_reason(plans, offers.values(), region))
                 break  # first come first served: later jobs do not jump the line
             workers = {w.name: w for w in Worker.objects.filter(name__in={a.worker for a in assignments})}
             if whole:
@@ -272,7 +271,7 @@ class Coordinator(Controller):
         # runner thread's first query opens a database connection, tens of milliseconds.
         replicas = list(current_replicas(job))
         try:
-            launch(job, replicas, prepare_job_dir(job.training_input))
+            launch(job, replicas, prepare_job_dir(job.training_input, project=job.project))
         except PrepareError:
             pass  # the runner fails the job with the reason
         self._start_runner(job.pk, admitted=True)
@@ -482,7 +481,7 @@ class ScaledJobRunner(JobRunner):
     def _check(self, job: Job) -> str | None:
         """The job dir, made once here. Packages are fetched and checked by each worker before it
         installs them: a bad one fails its replica, and so the job, with embedded mode's message."""
-        return prepare_job_dir(job.training_input)
+        return prepare_job_dir(job.training_input, project=job.project)
 
     def _watch_remote(self, job: Job) -> dict:
         """Until the master finishes, a replica fails or is lost for good, a cancel, or the time limit."""

@@ -4,6 +4,11 @@ A replica costs its machine type's vCPUs and memory and its accelerators. A work
 memory, accelerators (each a device index handed out through ``CUDA_VISIBLE_DEVICES``) and a
 range of ports. A job is placed only when every replica fits at once (all start or none), and a
 job that no worker could ever serve, even idle, is told so instead of waiting in silence.
+
+A worker started without ``--capacity`` treats machine types as labels, as embedded mode does: it
+has ``slots`` (``AICONSOLE_MAX_REPLICAS``), a replica of any machine type takes one, and a job with
+more replicas than that runs there alone, when nothing else does. Its accelerators are still
+counted exactly: devices are real.
 """
 
 from __future__ import annotations
@@ -57,25 +62,50 @@ class Offer:
     free_devices: dict[str, list[int]]
     ports: tuple[int, int]
     used_ports: set[int] = field(default_factory=set)
+    slots: int = 0  # 0: strict accounting of CPUs and memory; N: machine types are labels, N replicas
+    free_slots: int = 0
+    alone: bool = False  # a labels worker that was idle when this placement began takes a job of any size
+
+    @property
+    def labels(self) -> bool:
+        return self.slots > 0
 
     def serves(self, plan: catalogue.ReplicaPlan) -> bool:
         return not self.machine_types or plan.machine_type in self.machine_types
 
     def could_ever_fit(self, plan: catalogue.ReplicaPlan, cost: Cost) -> bool:
-        if not self.serves(plan) or cost.cpus > self.cpus or cost.memory_gb > self.memory_gb:
+        if not self.serves(plan):
+            return False
+        if not self.labels and (cost.cpus > self.cpus or cost.memory_gb > self.memory_gb):
             return False
         return not cost.accelerator or self.accelerators.get(cost.accelerator, 0) >= cost.accelerators
 
     def fits(self, cost: Cost) -> bool:
         if len(self.used_ports) > self.ports[1] - self.ports[0]:
             return False  # every port of its range is taken
-        if cost.cpus > self.free_cpus + 1e-9 or cost.memory_gb > self.free_memory_gb + 1e-9:
+        if self.labels:
+            if self.free_slots < 1 and not self.alone:
+                return False
+        elif cost.cpus > self.free_cpus + 1e-9 or cost.memory_gb > self.free_memory_gb + 1e-9:
             return False
         return not cost.accelerator or len(self.free_devices.get(cost.accelerator, [])) >= cost.accelerators
 
+    def room_after(self, cost: Cost) -> tuple[float, float]:
+        """What it has left once ``cost`` is taken: best fit picks the worker with the least."""
+        if self.labels:
+            return (self.free_slots - 1, 0.0)
+        return (self.free_cpus - cost.cpus, self.free_memory_gb - cost.memory_gb)
+
+    def charge(self, cost: Cost) -> None:
+        """Count a replica placed here: one slot on a labels worker, its CPUs and memory on a strict one."""
+        if self.labels:
+            self.free_slots -= 1
+        else:
+            self.free_cpus -= cost.cpus
+            self.free_memory_gb -= cost.memory_gb
+
     def take(self, cost: Cost, rng: random.Random) -> tuple[list[int], int]:
-        self.free_cpus -= cost.cpus
-        self.free_memory_gb -= cost.memory_gb
+        self.charge(cost)
         devices: list[int] = []
         if cost.accelerator:
             devices = self.free_devices[cost.accelerator][:cost.accelerators]
@@ -115,8 +145,7 @@ def place(plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], region: s
         fitting = [offer for offer in candidates if offer.serves(plan) and offer.fits(cost)]
         if not fitting:
             return None
-        best = min(fitting, key=lambda offer: (offer.free_cpus - cost.cpus, offer.free_memory_gb - cost.memory_gb,
-                                              offer.name))
+        best = min(fitting, key=lambda offer: (*offer.room_after(cost), offer.name))
         devices, port = best.take(cost, rng)
         chosen[index] = Assignment(plan, best.name, tuple(devices), port)
     return [chosen[index] for index in range(len(plans))]
@@ -137,6 +166,14 @@ def never_fits(plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], regi
         return (f"The job's {len(plans)} replicas ({describe_all(plans)}) do not fit on the workers in {region} "
                 f"together, even with nothing else running: they offer {offer_summary(in_region)}.")
     return None
+
+
+def waiting_reason(plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], region: str) -> str:
+    """Why a job that could run is still queued; labels workers count replicas, not CPUs."""
+    need = describe_all(plans)
+    if any(offer.labels for offer in offers if offer.region == region):
+        need = f"{len(plans)} replica{'s' if len(plans) != 1 else ''} ({need})"
+    return f"Waiting for capacity: the job needs {need} in {region}, and the workers there are busy."
 
 
 def describe(plan: catalogue.ReplicaPlan) -> str:
@@ -160,12 +197,17 @@ def describe_all(plans: list[catalogue.ReplicaPlan]) -> str:
 def offer_summary(offers: list[Offer]) -> str:
     parts = []
     for offer in offers:
-        text = f"{offer.name}: {offer.cpus:g} CPUs, {offer.memory_gb:g} GB"
+        text = f"{offer.name}: {capacity_text(offer.cpus, offer.memory_gb, offer.slots)}"
         text += "".join(f", {count} x {name}" for name, count in offer.accelerators.items())
         if offer.machine_types:
             text += f", only {', '.join(sorted(offer.machine_types))}"
         parts.append(text)
     return "; ".join(parts)
+
+
+def capacity_text(cpus: float, memory_gb: float, slots: int) -> str:
+    """A worker's capacity in words: ``8 CPUs, 32 GB``, or ``labels, 4 slots``."""
+    return f"labels, {slots} slots" if slots else f"{cpus:g} CPUs, {memory_gb:g} GB"
 
 
 def _size(cost: Cost) -> tuple:
@@ -175,12 +217,14 @@ def _size(cost: Cost) -> tuple:
 def _copy(offer: Offer) -> Offer:
     return Offer(offer.name, offer.region, offer.machine_types, offer.cpus, offer.memory_gb, offer.accelerators,
                  offer.free_cpus, offer.free_memory_gb, {k: list(v) for k, v in offer.free_devices.items()},
-                 offer.ports, set(offer.used_ports))
+                 offer.ports, set(offer.used_ports), offer.slots, offer.free_slots,
+                 alone=offer.labels and offer.free_slots >= offer.slots)
 
 
 def _idle(offer: Offer) -> Offer:
     return Offer(offer.name, offer.region, offer.machine_types, offer.cpus, offer.memory_gb, offer.accelerators,
-                 offer.cpus, offer.memory_gb, device_indices(offer.accelerators), offer.ports)
+                 offer.cpus, offer.memory_gb, device_indices(offer.accelerators), offer.ports,
+                 slots=offer.slots, free_slots=offer.slots)
 
 
 def parse_accelerators(text: str) -> dict[str, int]:

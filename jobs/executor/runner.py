@@ -73,15 +73,22 @@ def passthrough_env() -> dict[str, str]:
     return {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
 
 
-def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda: None) -> list[Path]:
-    """Fetch the job's packageUris into ``package_dir`` and check them before anything installs them."""
+def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda: None, *, project) -> list[Path]:
+    """Fetch the job's packageUris into ``package_dir`` and check them before anything installs them.
+
+    Local ones must lie in ``project``'s storage area (or a shared root), also for jobs stored before
+    that rule: checked again here, at run time."""
     shutil.rmtree(package_dir, ignore_errors=True)
     package_dir.mkdir(parents=True)
+    from jobs import builtin
+
     files, infos = [], []
+    # A built-in algorithm's package is the console's own wheel (builtin.runnable_input), in no project's area.
+    own = {str(builtin.package_path())} if builtin.algos.for_training_input(training_input) else set()
     for uri in training_input.get("packageUris", []):
         check_cancel()
         try:
-            path = storage.fetch(uri, package_dir)
+            path = storage.fetch(uri, package_dir, project=None if uri in own else project)
             infos.append(archives.inspect_package(path))
         except (storage.StorageError, archives.ArchiveError) as error:
             raise PrepareError(f"Failed to prepare the trainer package {uri}: {error}") from None
@@ -93,11 +100,12 @@ def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda:
     return files
 
 
-def prepare_job_dir(training_input: dict) -> str | None:
+def prepare_job_dir(training_input: dict, *, project) -> str | None:
+    """The job's jobDir, created when local; it must lie in ``project``'s storage area."""
     if not training_input.get("jobDir"):
         return None
     try:
-        return storage.prepare_job_dir(training_input["jobDir"])
+        return storage.prepare_job_dir(training_input["jobDir"], project=project)
     except storage.StorageError as error:
         raise PrepareError(f"The job directory cannot be used: {error}") from None
 
@@ -303,8 +311,9 @@ class JobRunner(RunnerBase):
         self._conclude(job, outcome, output)
 
     def _prepare(self, job: Job, training_input: dict):
-        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel)
-        job_dir = prepare_job_dir(training_input)
+        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel,
+                               project=job.project)
+        job_dir = prepare_job_dir(training_input, project=job.project)
         if job.is_hyperparameter_job:
             try:
                 self.seed_history = trials.seed_history(job, training_input["hyperparameters"])

@@ -77,7 +77,7 @@ class TrialRun:
         configs = cluster_configs(placements, job_id=loop.job.job_id, training_input=ti,
                                   use_chief=catalogue.uses_chief(runtime_version), trial_id=self.trial_id)
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
-        job_dir = trial_job_dir(loop.job_dir, self.trial_id)
+        job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir and not storage.is_gcs_uri(job_dir):
             self.events = tfevents.EventScanner(Path(job_dir), tags={loop.tag})
         work = loop.work / "trials" / self.trial_id
@@ -357,11 +357,11 @@ class TuningLoop:
         self.runner._announce(self.job)
 
 
-def trial_job_dir(job_dir: str | None, trial_id: str) -> str | None:
+def trial_job_dir(job_dir: str | None, trial_id: str, *, project=None) -> str | None:
     """``<jobDir>/<trialId>``: the original's job dir for a trial, created when it is local."""
     if not job_dir:
         return None
-    return storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}")
+    return storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project)
 
 
 EVALUATION_RUNS = {"validation", "eval", "evaluation", "val", "test"}

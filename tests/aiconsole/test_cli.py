@@ -123,7 +123,7 @@ def test_a_job_submitted_to_the_running_console_runs_and_survives_a_restart(serv
     does not leave it RUNNING forever but starts it again."""
     console = server()
     token = token_for(console.data_dir)
-    package = build_package(console.data_dir / "storage" / "pkgs", {"trainer/task.py": """
+    package = build_package(console.data_dir / "storage" / "pkgs" / "default-project", {"trainer/task.py": """
 import os, sys, time
 marker = os.path.join(sys.argv[-1], "attempts")
 attempts = int(open(marker).read()) + 1 if os.path.exists(marker) else 1
@@ -135,10 +135,10 @@ print("finished")
 """})
     body = {"jobId": "restart_me", "trainingInput": {
         "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-        "region": "us-central1", "jobDir": str(console.data_dir / "storage" / "out")}}
+        "region": "us-central1", "jobDir": str(console.data_dir / "storage" / "out" / "default-project")}}
     status, job = console.api("POST", "/v1/projects/default-project/jobs", token, body)
     assert status == 200, job
-    marker = console.data_dir / "storage" / "out" / "attempts"
+    marker = console.data_dir / "storage" / "out" / "default-project" / "attempts"
     wait_for(marker.exists, 180, message="the first attempt to start")
     console.stop()
 

@@ -344,3 +344,10 @@ async def asgi_call(app, method: str, path: str, body: bytes = b"", headers: dic
     start = next(m for m in sent if m["type"] == "http.response.start")
     content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}, content
+
+
+@pytest.mark.django_db
+def test_a_format_query_parameter_gets_json_not_an_html_404(client, admin, project):
+    client.force_login(admin)
+    answer = client.get("/v1/projects/project-a/jobs?format=null")
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("application/json")

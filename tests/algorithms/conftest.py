@@ -42,7 +42,7 @@ def csv_file(tmp_path):
     counter = iter(range(1_000_000))
 
     def write(rows: list[str] | str, name: str = "data.csv") -> Path:
-        folder = settings.STORAGE_DIR / "datasets" / f"{tmp_path.name}-{next(counter)}"
+        folder = settings.STORAGE_DIR / "datasets" / "project-a" / f"{tmp_path.name}-{next(counter)}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / name
         path.write_text(rows if isinstance(rows, str) else "\n".join(rows) + "\n")
@@ -60,4 +60,4 @@ def builtin_body(job_id: str, image: str, args: list[str], job_dir: str | None =
 
 
 def job_dir_for(name: str) -> str:
-    return str(settings.STORAGE_DIR / "job-dirs" / name)
+    return str(settings.STORAGE_DIR / "job-dirs" / "project-a" / name)

@@ -9,9 +9,17 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from jobs import services
+from jobs import analysis_runner, services
 from jobs.models import Job, JobState
 from tests.algorithms.conftest import BOOSTED_TREES, builtin_body, classification_rows, job_dir_for
+
+
+@pytest.fixture(autouse=True)
+def analysis_answers_in_the_request(settings):
+    """The analysis runs in a child process; these pages' small files are ready in the first answer
+    (the polling page is tested in test_analysis_limits.py)."""
+    settings.ANALYSIS_WAIT_SECONDS = 60
+    analysis_runner.reset()
 
 
 def client_for(user) -> Client:

@@ -19,7 +19,7 @@ MAIN_PAGES = [f"{P}/jobs/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/jobs/t
 
 def analysis_page(console) -> str:
     """The data analysis page with a report: a small CSV with a class target, a number, a category."""
-    folder = console.storage / "accessibility"
+    folder = console.storage / "accessibility" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     rows = [f"{i % 2},{i * 0.5 + (i % 7)},{'abc'[i % 3]},{'' if i % 11 == 0 else i % 5}" for i in range(200)]
     (folder / "table.csv").write_text("\n".join(rows) + "\n")

@@ -71,7 +71,7 @@ def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, consol
 
 
 def test_cancel_a_running_job(page, console):
-    sdist = trainers.package(console.storage / "browser-packages" / "forever", trainers.FOREVER_TASK)
+    sdist = trainers.package(console.storage / "browser-packages" / "default-project" / "forever", trainers.FOREVER_TASK)
     console.submit("forever_1", sdist)
     login(page)
     page.goto(f"{JOBS}forever_1/")
@@ -214,7 +214,7 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
 
 
 def test_the_data_analysis_page_draws_its_charts_with_their_tables(page, console):
-    folder = console.storage / "analysis-flow"
+    folder = console.storage / "analysis-flow" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     rows = [f"{i % 2},{i * 0.5 + (i % 7)},{'abc'[i % 3]}" for i in range(120)]
     (folder / "table.csv").write_text("\n".join(rows) + "\n")

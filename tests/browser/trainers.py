@@ -71,9 +71,9 @@ def package(folder: Path, task: str, name: str = "trainer") -> Path:
 
 def start_background_jobs(console) -> dict:
     """Submit the tuning study and the model-training job; tests wait for them when they need them."""
-    packages = console.storage / "browser-packages"
+    packages = console.storage / "browser-packages" / "default-project"
     tuning = package(packages / "tuning", TUNING_TASK)
     model = package(packages / "model", MODEL_TASK)
-    console.submit("study_1", tuning, hyperparameters=TUNING, jobDir=str(console.storage / "out" / "study_1"))
-    console.submit("train_model", model, jobDir=str(console.storage / "out" / "train_model"))
+    console.submit("study_1", tuning, hyperparameters=TUNING, jobDir=str(console.storage / "out" / "default-project" / "study_1"))
+    console.submit("train_model", model, jobDir=str(console.storage / "out" / "default-project" / "train_model"))
     return {"tuning": "study_1", "model": "train_model"}

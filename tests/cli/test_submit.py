@@ -27,7 +27,7 @@ def gcs_package(gcs_emulator, tmp_path_factory):
 
 def test_package_path_without_setup_py_is_built_uploaded_and_runs(cli, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
-    job_dir = console.storage / "jobs" / "plain_pkg"
+    job_dir = console.storage / "jobs" / "default-project" / "plain_pkg"
     result = cli("jobs", "submit", "training", "plain_pkg", "--package-path", str(folder),
                  "--module-name", "trainer.task", "--region", "us-central1", "--job-dir", str(job_dir),
                  "--", "--epochs", "3", "--name=x y")

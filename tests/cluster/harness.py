@@ -181,7 +181,7 @@ class Cluster:
         body = {"jobId": job_id, "trainingInput": {
             "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task", "region": region,
             "runtimeVersion": "2.11", "pythonVersion": "3.7", "args": list(args),
-            "jobDir": str(self.data_dir / "storage" / "job-dirs" / job_id), **training_input}}
+            "jobDir": str(self.data_dir / "storage" / "job-dirs" / "default-project" / job_id), **training_input}}
         return self.api("POST", "/v1/projects/default-project/jobs", body)
 
     def job(self, job_id: str) -> dict:
@@ -210,7 +210,7 @@ class Cluster:
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def release(self, job_id: str) -> None:
-        job_dir = self.data_dir / "storage" / "job-dirs" / job_id
+        job_dir = self.data_dir / "storage" / "job-dirs" / "default-project" / job_id
         job_dir.mkdir(parents=True, exist_ok=True)
         (job_dir / "release").write_text("go")
 

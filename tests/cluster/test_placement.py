@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from jobs.catalogue import ReplicaPlan
+from jobs.catalogue import ReplicaPlan, replica_plan
 from jobs.cluster import placement
 
 
@@ -84,6 +84,60 @@ def test_ports_are_unique_per_worker_and_a_worker_without_one_is_full():
     chosen = placement.place(plans(2), [tight], "us-central1")
     assert sorted(a.port for a in chosen) == [20000, 20001]
     assert placement.place(plans(3), [tight], "us-central1") is None
+
+
+def labels_offer(name, slots=4, cpus=2.0, memory=4.0, accelerators=None, ports=(20000, 29999)):
+    """A worker started without --capacity on a small host: machine types are labels."""
+    accelerators = accelerators or {}
+    return placement.Offer(name, "us-central1", frozenset(), cpus, memory, accelerators, cpus, memory,
+                           placement.device_indices(accelerators), ports, slots=slots, free_slots=slots)
+
+
+@pytest.mark.parametrize("tier, replicas", [("BASIC", 1), ("STANDARD_1", 8), ("PREMIUM_1", 31)])
+def test_every_tier_fits_an_idle_labels_worker_on_a_two_core_host(tier, replicas):
+    tier_plans = replica_plan({"scaleTier": tier})
+    idle = labels_offer("small")
+    chosen = placement.place(tier_plans, [idle], "us-central1")
+    assert chosen is not None and len(chosen) == replicas and {a.worker for a in chosen} == {"small"}
+    assert placement.never_fits(tier_plans, [idle], "us-central1") is None
+    strict = offer("small", cpus=2, memory=4)
+    assert placement.place(tier_plans, [strict], "us-central1") is None
+    assert "can ever run master-replica-0" in placement.never_fits(tier_plans, [strict], "us-central1")
+
+
+def test_a_labels_worker_runs_at_most_its_slots_and_a_larger_job_only_alone():
+    small = labels_offer("small", slots=4)
+    small.free_slots = 1  # a 3-replica job runs there
+    assert placement.place(plans(1, "complex_model_m"), [small], "us-central1") is not None
+    assert placement.place(plans(2), [small], "us-central1") is None  # waits for the first job
+    assert placement.never_fits(plans(2), [small], "us-central1") is None
+    small.free_slots = -2  # a 6-replica job runs there alone
+    assert placement.place(plans(1), [small], "us-central1") is None
+    assert placement.place(plans(6), [labels_offer("idle", slots=4)], "us-central1") is not None
+
+
+def test_waiting_reason_counts_replicas_on_labels_workers():
+    assert placement.waiting_reason(plans(2), [offer("a")], "us-central1") == (
+        "Waiting for capacity: the job needs 8 CPUs, 30 GB in all in us-central1, and the workers there are busy.")
+    assert placement.waiting_reason(plans(2), [labels_offer("a")], "us-central1") == (
+        "Waiting for capacity: the job needs 2 replicas (8 CPUs, 30 GB in all) in us-central1, and the workers "
+        "there are busy.")
+
+
+def test_a_labels_worker_counts_its_devices_exactly():
+    gpus = labels_offer("gpu", accelerators={"NVIDIA_TESLA_T4": 1})
+    one = plans(1, accelerator="NVIDIA_TESLA_T4", accelerators=1)
+    assert placement.place(one, [gpus], "us-central1")[0].devices == (0,)
+    assert placement.place(plans(2, accelerator="NVIDIA_TESLA_T4", accelerators=1), [gpus], "us-central1") is None
+    reason = placement.never_fits(plans(1, accelerator="NVIDIA_TESLA_V100", accelerators=1), [gpus], "us-central1")
+    assert reason.endswith("the workers there offer gpu: labels, 4 slots, 1 x NVIDIA_TESLA_T4.")
+
+
+def test_a_gang_spans_a_busy_labels_worker_and_an_idle_one():
+    busy = labels_offer("busy", slots=4)
+    busy.free_slots = 1
+    chosen = placement.place(plans(3), [busy, labels_offer("idle", slots=4)], "us-central1")
+    assert sorted(a.worker for a in chosen) == ["busy", "idle", "idle"]
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -81,7 +81,7 @@ def cluster(services, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def package(cluster):
-    folder = cluster.data_dir / "storage" / "packages"
+    folder = cluster.data_dir / "storage" / "packages" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     return build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": textwrap.dedent(TRAINER)})
 
@@ -140,6 +140,31 @@ def test_region_decides_where_a_job_runs(cluster, package):
     cluster.submit("in_europe", package, args=["--mode", "none"], region="europe-west4")
     assert cluster.wait_state("in_europe", TERMINAL)["state"] == "SUCCEEDED"
     assert {r["worker_pid"] for r in cluster.replicas("in_europe")} == {cluster.workers["europe"].pid}
+
+
+def test_worker_without_capacity_runs_every_tier_like_embedded_mode(cluster, package):
+    """The Procfile's one-host worker (no --capacity) on a small host: machine types are labels.
+
+    BASIC's ``standard`` stands for 4 CPUs and 15 GB, more than a 2-core host has; STANDARD_1's 8
+    replicas are more than the worker's slots, so that job runs there alone.
+    """
+    process = cluster.start_worker("labels", "--region", "us-east1")
+    [(slots, cpus)] = cluster.sql("SELECT slots, cpus FROM jobs_worker WHERE pid = %s", process.pid)
+    assert slots >= 1 and cpus == (os.cpu_count() or 1)
+    wait_for(lambda: "treats machine types as labels" in (cluster.data_dir / "labels.log").read_text(), 10, 0.1,
+             "the labels line")
+    assert f"runs at most {slots} replicas at once" in (cluster.data_dir / "labels.log").read_text()
+    cluster.submit("basic_on_labels", package, args=["--mode", "none"], region="us-east1")
+    cluster.submit("standard_1_on_labels", package, args=["--mode", "none"], region="us-east1",
+                   scaleTier="STANDARD_1")
+    for job_id in ("basic_on_labels", "standard_1_on_labels"):
+        job = cluster.wait_state(job_id, TERMINAL, 180)
+        assert job["state"] == "SUCCEEDED", cluster.log_text(job_id)
+        assert "can ever run" not in cluster.log_text(job_id)
+        assert {r["worker_pid"] for r in cluster.replicas(job_id)} == {process.pid}
+    assert len(cluster.replicas("standard_1_on_labels")) == 8
+    done = cluster.cli("workers")
+    assert f"labels, {slots} slots" in done.stdout, done.stdout
 
 
 def test_job_that_does_not_fit_waits_in_line_then_runs(cluster, package):
@@ -247,7 +272,7 @@ def test_tuning_job_runs_whole_on_one_worker(cluster, package):
             hyperparameter_metric_tag="score", metric_value=-(args.x - 2) ** 2, global_step=1)
         print("x =", args.x)
     ''')
-    folder = cluster.data_dir / "storage" / "tuning-package"
+    folder = cluster.data_dir / "storage" / "tuning-package" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     tuning_package = build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": tuning_trainer})
     cluster.submit("study", tuning_package, hyperparameters={

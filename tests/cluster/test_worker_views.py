@@ -45,6 +45,20 @@ def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, 
     assert "old-host-1" in client.get("/workers/?all=1").content.decode()
 
 
+def test_a_worker_without_capacity_shows_its_slots(client, superuser, project, admin):
+    from jobs.models import Replica, ReplicaState, Worker
+
+    labels = Worker.objects.create(name="small-host-1", hostname="small-host", address="10.0.0.7",
+                                   region="us-central1", cpus=2, memory_gb=4, slots=4)
+    job = submit(project, "basic_job", admin)
+    Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
+                           machine_type="standard", state=ReplicaState.RUNNING, worker=labels, host="10.0.0.7",
+                           port=20001)
+    client.force_login(superuser)
+    page = client.get("/workers/").content.decode()
+    assert "labels, 4 slots" in page and "<td>3 slots</td>" in page
+
+
 def test_project_admin_gets_404(client, admin, workers):
     client.force_login(admin)
     assert client.get("/workers/").status_code == 404

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.executor
 
 
 def job_dir_for(name: str) -> str:
-    return str(settings.STORAGE_DIR / "job-dirs" / name)
+    return str(settings.STORAGE_DIR / "job-dirs" / "project-a" / name)
 
 
 def test_single_replica_job_runs_to_success_with_logs_and_job_dir(run_job, package_factory):
@@ -259,7 +259,7 @@ def test_package_without_the_module_is_rejected_before_anything_runs(run_job, pa
 
 
 def test_not_an_archive_is_rejected_before_anything_runs(run_job):
-    fake = settings.STORAGE_DIR / "test-packages" / "fake-0.1.tar.gz"
+    fake = settings.STORAGE_DIR / "test-packages" / "project-a" / "fake-0.1.tar.gz"
     fake.parent.mkdir(parents=True, exist_ok=True)
     fake.write_bytes(b"this is not a tarball at all")
     job = run_job("not_an_archive", fake)

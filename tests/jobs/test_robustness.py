@@ -63,7 +63,7 @@ def api(admin) -> Client:
 
 def _looped_inputs(name: str) -> str:
     """Three input files and two links back to their own folder: a loop a glob walks for ever."""
-    folder = settings.STORAGE_DIR / "robust-in" / name
+    folder = settings.STORAGE_DIR / "robust-in" / "project-a" / name
     folder.mkdir(parents=True)
     for part in ("a", "b", "c"):
         (folder / f"{part}.json").write_text("[1, 2, 3, 4]\n")
@@ -73,7 +73,7 @@ def _looped_inputs(name: str) -> str:
 
 
 def _fake_model() -> str:
-    folder = settings.STORAGE_DIR / "robust-model"
+    folder = settings.STORAGE_DIR / "robust-model" / "project-a"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.joblib").write_bytes(b"never loaded: the job ends while preparing")
     return str(folder)
@@ -82,7 +82,7 @@ def _fake_model() -> str:
 def batch(job_id: str, inputs: str) -> dict:
     return {"jobId": job_id, "predictionInput": {
         "uri": _fake_model(), "dataFormat": "JSON", "region": "us-central1", "inputPaths": [inputs],
-        "outputPath": str(settings.STORAGE_DIR / "robust-out" / job_id)}}
+        "outputPath": str(settings.STORAGE_DIR / "robust-out" / "project-a" / job_id)}}
 
 
 def test_a_recursive_input_never_follows_a_symlink_loop():
@@ -116,7 +116,7 @@ def test_a_walk_past_its_entry_bound_fails_the_batch_job_naming_the_path_and_lim
 @pytest.fixture
 def slow_tree(monkeypatch, tmp_path):
     """800 folders that take 0.05 s each to list (a slow disk): a walk of 40 seconds."""
-    root = settings.STORAGE_DIR / "robust-in" / tmp_path.name
+    root = settings.STORAGE_DIR / "robust-in" / "project-a" / tmp_path.name
     for index in range(800):
         (root / f"d{index:03d}").mkdir(parents=True)
         (root / f"d{index:03d}" / "part.json").write_text("[1, 2, 3, 4]\n")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.executor
 
 
 def job_dir_for(name: str) -> str:
-    return str(settings.STORAGE_DIR / "job-dirs" / name)
+    return str(settings.STORAGE_DIR / "job-dirs" / "project-a" / name)
 
 
 def test_a_trainer_written_for_runtime_2_1_runs_unchanged_and_its_log_names_the_versions(run_job, package_factory):

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.executor
 
 
 def job_dir_for(name: str) -> str:
-    return str(settings.STORAGE_DIR / "job-dirs" / name)
+    return str(settings.STORAGE_DIR / "job-dirs" / "project-a" / name)
 
 
 QUADRATIC_TASK = """

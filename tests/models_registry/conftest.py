@@ -75,7 +75,7 @@ def runtime_python() -> Path:
 @pytest.fixture(scope="session")
 def trained(runtime_python) -> dict:
     """Model folders (sklearn, linear, xgboost, broken, empty, tensorflow) and what they predict."""
-    root = settings.STORAGE_DIR / "test-models"
+    root = settings.STORAGE_DIR / "test-models" / "project-a"
     if not (root / "expected.json").exists():
         script = root.parent / "train_models.py"
         root.mkdir(parents=True, exist_ok=True)

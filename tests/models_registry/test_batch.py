@@ -20,7 +20,7 @@ from tests.models_registry.conftest import deploy
 
 
 def inputs(name: str, lines: list[str]) -> str:
-    folder = settings.STORAGE_DIR / "batch-in" / name
+    folder = settings.STORAGE_DIR / "batch-in" / "project-a" / name
     folder.mkdir(parents=True, exist_ok=True)
     for index in range(0, len(lines), 4):
         (folder / f"part-{index // 4:03d}.json").write_text("\n".join(lines[index:index + 4]) + "\n")
@@ -31,7 +31,7 @@ def inputs(name: str, lines: list[str]) -> str:
 def body(job_id: str, **prediction_input) -> dict:
     return {"jobId": job_id, "predictionInput": {
         "dataFormat": "JSON", "region": "us-central1",
-        "outputPath": str(settings.STORAGE_DIR / "batch-out" / job_id), **prediction_input}}
+        "outputPath": str(settings.STORAGE_DIR / "batch-out" / "project-a" / job_id), **prediction_input}}
 
 
 def run(project, admin, job_body) -> Job:
@@ -51,7 +51,7 @@ def test_batch_prediction_writes_results_and_error_stats(serving, executor, proj
     output = job_resource(job)["predictionOutput"]
     assert output["predictionCount"] == "10" and output["errorCount"] == "2"
     assert output["nodeHours"] > 0 and output["outputPath"].endswith("scoring_1")
-    out = settings.STORAGE_DIR / "batch-out" / "scoring_1"
+    out = settings.STORAGE_DIR / "batch-out" / "project-a" / "scoring_1"
     shards = sorted(out.glob("prediction.results-*"))
     assert [s.name for s in shards] == ["prediction.results-00000-of-00002", "prediction.results-00001-of-00002"]
     results = [json.loads(line) for shard in shards for line in shard.read_text().splitlines()]
@@ -72,9 +72,9 @@ def test_batch_prediction_from_a_model_folder_with_csv_output(serving, executor,
     job = run(project, admin, body("from_uri", uri=trained["sklearn"], dataFormat="TEXT", outputDataFormat="CSV",
                                    inputPaths=[inputs("from_uri", ["0.9,0.8,0.1,0.2", "[0.1,0.2,0.3,0.4]"])]))
     assert job.state == JobState.SUCCEEDED, job.error_message
-    shard = settings.STORAGE_DIR / "batch-out" / "from_uri" / "prediction.results-00000-of-00002"
+    shard = settings.STORAGE_DIR / "batch-out" / "project-a" / "from_uri" / "prediction.results-00000-of-00002"
     rows = shard.read_text().splitlines() + \
-        (settings.STORAGE_DIR / "batch-out" / "from_uri" / "prediction.results-00001-of-00002").read_text().splitlines()
+        (settings.STORAGE_DIR / "batch-out" / "project-a" / "from_uri" / "prediction.results-00001-of-00002").read_text().splitlines()
     assert sorted(rows) == ["0", "1"]
 
 
@@ -88,7 +88,7 @@ def test_a_batch_job_fails_with_the_reason_when_the_model_is_not_ready(serving, 
 
 def test_a_batch_job_with_no_matching_inputs_fails(serving, executor, project, admin, trained):
     job = run(project, admin, body("no_inputs", uri=trained["sklearn"],
-                                   inputPaths=[str(settings.STORAGE_DIR / "nowhere" / "*.json")]))
+                                   inputPaths=[str(settings.STORAGE_DIR / "nowhere" / "project-a" / "*.json")]))
     assert job.state == JobState.FAILED and "No input files match" in job.error_message
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.executor
 @pytest.fixture(scope="module")
 def models_dir(console, trained):  # noqa: F811
     """The trained models, copied into the live console's storage root."""
-    target = console.storage / "cli-models"
+    target = console.storage / "cli-models" / "default-project"
     for name in ("sklearn", "xgboost", "broken"):
         shutil.rmtree(target / name, ignore_errors=True)
         shutil.copytree(trained[name], target / name)
@@ -74,10 +74,10 @@ def test_a_version_that_fails_to_load_fails_the_command(cli, models_dir):  # noq
 
 
 def test_jobs_submit_prediction(cli, console, models_dir, trained):  # noqa: F811
-    inputs = console.storage / "cli-batch" / "in"
+    inputs = console.storage / "cli-batch" / "default-project" / "in"
     inputs.mkdir(parents=True, exist_ok=True)
     (inputs / "a.json").write_text("\n".join(json.dumps(row) for row in trained["probe"]) + "\n")
-    output = console.storage / "cli-batch" / "out"
+    output = console.storage / "cli-batch" / "default-project" / "out"
     submitted = cli("jobs", "submit", "prediction", "cli_batch", "--model-dir", str(models_dir / "sklearn"),
                     "--input-paths", str(inputs / "*.json"), "--output-path", str(output), "--region",
                     "us-central1", "--data-format", "json", "--max-worker-count", "1")

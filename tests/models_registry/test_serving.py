@@ -264,7 +264,7 @@ def test_archives_single_files_and_the_file_limit(serving, census, admin, traine
     import tarfile
     from pathlib import Path
 
-    folder = settings.STORAGE_DIR / "packaged"
+    folder = settings.STORAGE_DIR / "packaged" / "project-a"
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / "census-model.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

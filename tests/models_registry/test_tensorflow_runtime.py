@@ -40,7 +40,7 @@ KERAS = """
 
 def test_a_keras_trainer_tunes_on_its_summary_tag_and_its_saved_model_serves(
         run_job, package_factory, serving, project, admin):
-    job_dir = str(settings.STORAGE_DIR / "job-dirs" / "keras_tuned")
+    job_dir = str(settings.STORAGE_DIR / "job-dirs" / "project-a" / "keras_tuned")
     hyperparameters = {
         "goal": "MAXIMIZE", "hyperparameterMetricTag": "epoch_accuracy", "maxTrials": 2, "maxParallelTrials": 2,
         "params": [{"parameterName": "learning-rate", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1,

@@ -98,7 +98,7 @@ def test_make_default_and_delete_from_the_version_table(project, admin, census):
 
 
 def test_deploying_a_finished_jobs_output(project, admin, trained, django_capture_on_commit_callbacks):
-    job_dir = settings.STORAGE_DIR / "job-outputs" / "census_train"
+    job_dir = settings.STORAGE_DIR / "job-outputs" / "project-a" / "census_train"
     shutil.rmtree(job_dir, ignore_errors=True)
     shutil.copytree(trained["sklearn"], job_dir / "model")
     job = Job.objects.create(project=project, job_id="census_train", state=JobState.SUCCEEDED,
@@ -126,7 +126,7 @@ def test_an_unfinished_job_cannot_be_deployed(project, admin):
 def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained):
     client = signed_in(admin)
     assert client.get("/projects/project-a/models/batch-prediction/").status_code == 200
-    folder = settings.STORAGE_DIR / "batch-form"
+    folder = settings.STORAGE_DIR / "batch-form" / "project-a"
     folder.mkdir(parents=True, exist_ok=True)
     submitted = client.post("/projects/project-a/models/batch-prediction/", {
         "job_id": "score_1", "source": "census", "input_paths": str(folder / "*.json"), "data_format": "JSON",
