@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from aiconsole import accounts, audit, iam, policies
+from aiconsole import accounts, audit, iam, policies, secret_env
 from aiconsole.models import Project, RoleBinding
 
 DEFAULT_PROJECT = "default-project"
@@ -24,7 +24,7 @@ class BootstrapResult:
 
 def ensure_admin_and_project() -> BootstrapResult:
     username = os.environ.get("AICONSOLE_ADMIN_USER") or "admin"
-    configured_password = os.environ.get("AICONSOLE_ADMIN_PASSWORD")
+    configured_password = secret_env.lookup("AICONSOLE_ADMIN_PASSWORD")
     project_id = os.environ.get("AICONSOLE_DEFAULT_PROJECT") or DEFAULT_PROJECT
     shown = None
     with transaction.atomic():

@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from aiconsole import secret_env
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -24,7 +26,7 @@ def env_str(name: str, default: str | None = None) -> str | None:
             return Path(file_path).read_text().strip()
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_path}: {exc}") from exc
-    value = os.environ.get(name)
+    value = secret_env.lookup(name)  # the environment, or the pipe secrets came through
     return default if value is None or value == "" else value
 
 

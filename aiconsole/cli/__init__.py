@@ -33,8 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Long-running commands that hold the console's secrets while trainers run beside them.
+SERVER_COMMANDS = {"up", "web", "worker"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None and args.command in SERVER_COMMANDS:
+        from aiconsole import secret_env
+
+        secret_env.reexec_without_secrets()  # returns only when there was nothing to hide
     return args.func(args)
 
 

@@ -147,3 +147,19 @@ print("finished")
         return restarted.api("GET", "/v1/projects/default-project/jobs/restart_me", token)[1]["state"]
     wait_for(lambda: state() == "SUCCEEDED", 120, interval=0.2, message="the job to finish after the restart")
     assert marker.read_text() == "2"
+
+
+def test_secrets_given_as_variables_are_not_in_the_consoles_initial_environment(server):
+    console = server(AICONSOLE_ADMIN_PASSWORD="env-given-pass-8273", AICONSOLE_SECRET_KEY="env-given-key-5531")
+    environ = Path(f"/proc/{console.process.pid}/environ").read_bytes()  # what a trainer could read
+    assert b"env-given-pass-8273" not in environ and b"env-given-key-5531" not in environ
+    assert b"AICONSOLE_DATA_DIR=" in environ  # the same process, started again without them
+    # They were still applied: the admin signs in with the password from the variable.
+    import requests
+
+    session = requests.Session()
+    session.get(console.url + "/login/", timeout=30)
+    answer = session.post(console.url + "/login/", timeout=30, allow_redirects=False, data={
+        "username": "admin", "password": "env-given-pass-8273",
+        "csrfmiddlewaretoken": session.cookies["csrftoken"]}, headers={"Referer": console.url + "/login/"})
+    assert answer.status_code == 302, answer.text[:500]
