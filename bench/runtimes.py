@@ -62,8 +62,7 @@ def main() -> None:
                 cold, _, _ = build(name, scratch / "cold", scratch / "uv-cache")
                 shutil.rmtree(scratch / "cold")
             warm, size, frozen = build(name, scratch / "warm", scratch / "uv-cache" if cold is not None else None)
-        frameworks = ", ".join(f"{label} {frozen[key]}" for key, label in environments.FRAMEWORKS.items()
-                               if key in frozen)
+        frameworks = ", ".join(f"{label} {version}" for label, version in runtimes.framework_versions(frozen).items())
         ratio = warm / cold if cold else None
         if ratio:
             ratios.append(ratio)

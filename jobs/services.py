@@ -282,13 +282,10 @@ def runtime_versions() -> list[dict]:
         for python in runtime.accepted_pythons:
             reason = runtimes.unavailable_reason(runtime.name, python)
             pythons.append({"pythonVersion": python, "available": reason is None, **({"reason": reason} if reason else {})})
-        frameworks = {"tensorflow": runtime.tensorflow, "scikit-learn": runtime.pinned("scikit-learn"),
-                      "xgboost": runtime.pinned("xgboost") or runtime.pinned("xgboost-cpu"),
-                      "pandas": runtime.pinned("pandas")}
         answer.append({"runtimeVersion": runtime.name, "tensorflowVersion": runtime.tensorflow,
                        "default": runtime.name == catalogue.DEFAULT_RUNTIME_VERSION,
                        "defaultPythonVersion": runtimes.default_python(runtime), "extension": runtime.is_extension,
-                       "frameworks": {k: v for k, v in frameworks.items() if v}, "notes": list(runtime.notes),
+                       "frameworks": runtime.frameworks(), "notes": list(runtime.notes),
                        "pythonVersions": pythons})
     return answer
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,8 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.util import tensor_util
 
+from aiconsole import walks
+
 try:
     from google_crc32c import value as _crc32c
 except ImportError:  # pragma: no cover - google-crc32c comes with google-cloud-storage
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - google-crc32c comes with google-cloud-
 logger = logging.getLogger(__name__)
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
+WALK_SECONDS = 5.0  # one poll's walk of a trial's job dir, at most
 _NUMERIC_DTYPES = frozenset(
     getattr(types_pb2, f"DT_{name}")
     for name in "HALF FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64".split()
@@ -119,27 +121,17 @@ def event_scalars(record: bytes, run: str, tags: frozenset[str] | None) -> list[
 
 
 def find_event_files(root: Path, max_entries: int) -> Iterator[tuple[Path, int]]:
-    """(path, size) of event files under root, breadth first, never following symlinks.
-
-    Stops quietly after looking at ``max_entries`` directory entries.
-    """
-    seen = 0
-    folders = deque([str(root)])
-    while folders:
-        try:
-            with os.scandir(folders.popleft()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if seen > max_entries:
-                        return
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-                    elif entry.name.startswith(EVENT_FILE_PREFIX) and entry.is_file(
-                        follow_symlinks=False
-                    ):
-                        yield Path(entry.path), entry.stat(follow_symlinks=False).st_size
-        except OSError as error:
-            logger.debug("Cannot list %s: %s", error.filename, error)
+    """(path, size) of event files under root: the bounded walk that never follows links
+    (aiconsole.walks); stops quietly after ``max_entries`` entries or ``WALK_SECONDS``."""
+    try:
+        for path in walks.walk_files(root, max_entries=max_entries, max_seconds=WALK_SECONDS):
+            if path.name.startswith(EVENT_FILE_PREFIX):
+                try:
+                    yield path, path.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue  # gone since it was listed
+    except walks.WalkLimitError as error:
+        logger.debug("Stopped looking for event files: %s", error)
 
 
 @dataclass

@@ -34,11 +34,6 @@ from jobs import runtimes
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
 LAYER_PTH = "_aiconsole_runtime.pth"
-# The packages the job log names with their versions (what a trainer's author asks first).
-FRAMEWORKS = {"tensorflow": "TensorFlow", "tensorflow-cpu": "TensorFlow", "tensorflow-gpu": "TensorFlow",
-              "scikit-learn": "scikit-learn", "xgboost": "XGBoost", "xgboost-cpu": "XGBoost", "pandas": "pandas", "numpy": "NumPy",
-              "scipy": "SciPy"}
-
 FRAMEWORK_COLUMNS = ("TensorFlow", "scikit-learn", "XGBoost", "pandas", "NumPy")
 
 Log = Callable[[str], None]
@@ -141,11 +136,7 @@ print(json.dumps(seen))
 def _freeze(python: Path) -> dict[str, str]:
     # -I: isolated, so the caller's working directory and PYTHONPATH do not leak into the list.
     result = subprocess.run([str(python), "-I", "-c", _FREEZE], capture_output=True, text=True, check=True)
-    return {canonical_name(name): version for name, version in json.loads(result.stdout).items()}
-
-
-def canonical_name(name: str) -> str:
-    return runtimes.canonical_name(name)
+    return {runtimes.canonical_name(name): version for name, version in json.loads(result.stdout).items()}
 
 
 def _ready(path: Path) -> bool:
@@ -214,7 +205,8 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
             log(f"uv's cache gave a file whose hash is not in {lock.name}; downloading again.")
             _run_uv([*sync[:2], "--refresh", *sync[2:]], what=what)
         return {"kind": "runtime", "runtimeVersion": runtime.name, "python": full_version, "variant": variant,
-                "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python")}
+                "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python"),
+                "sizeBytes": size_on_disk(target)}  # measured once: listing runtimes never walks them
 
     environment = _build(path, key, build)
     log(f"Runtime version {runtime.name} environment is ready.")
@@ -244,14 +236,14 @@ def size_on_disk(path: Path) -> int:
     return total
 
 
+def _size_of(environment: Environment) -> int:
+    return environment.info().get("sizeBytes") or size_on_disk(environment.path)  # built before it was kept
+
+
 def describe(runtime: Environment, packages: dict[str, str]) -> str:
     """``Runtime version 2.11, Python 3.7.16 (CPU build): TensorFlow 2.11.0, scikit-learn 1.0.2, …``"""
     info = runtime.info()
-    seen, frameworks = set(), []
-    for name, label in FRAMEWORKS.items():
-        if name in packages and label not in seen:
-            seen.add(label)
-            frameworks.append(f"{label} {packages[name]}")
+    frameworks = [f"{label} {version}" for label, version in runtimes.framework_versions(packages).items()]
     return (f"Runtime version {info['runtimeVersion']}, Python {info['python']} ({info['variant'].upper()} "
             f"build): {', '.join(frameworks) or 'no frameworks'}.")
 
@@ -379,7 +371,7 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)")
 def _provided(line: str, frozen: dict[str, str]) -> bool:
     """Whether a pinned ``name==version`` line is already satisfied by the runtime."""
     match = _PIN.match(line)
-    return bool(match) and frozen.get(canonical_name(match.group(1))) == match.group(2)
+    return bool(match) and frozen.get(runtimes.canonical_name(match.group(1))) == match.group(2)
 
 
 def _changes(installed: list[str], frozen: dict[str, str]) -> list[dict]:
@@ -388,7 +380,7 @@ def _changes(installed: list[str], frozen: dict[str, str]) -> list[dict]:
     for line in installed:
         match = _PIN.match(line)
         if match:
-            name = canonical_name(match.group(1))
+            name = runtimes.canonical_name(match.group(1))
             changes.append({"name": name, "from": frozen.get(name), "to": match.group(2)})
     return changes
 
@@ -415,15 +407,14 @@ def inventory(*, with_sizes: bool = False) -> list[dict]:
                 if not runtime.lock_path(python, variant).is_file():
                     continue
                 built = built_runtime(runtime, python, variant)
-                frameworks = {label: runtime.pinned(name) for name, label in FRAMEWORKS.items()
-                              if runtime.pinned(name)}
+                frameworks = runtime.frameworks()
                 rows.append({
                     "runtimeVersion": runtime.name, "pythonVersion": python, "variant": variant,
                     "frameworks": frameworks, "interpreter": interpreter,
                     "columns": [frameworks.get(label, "—") for label in FRAMEWORK_COLUMNS],
                     "downloadable": interpreter is None and runtimes.downloads_allowed(),
                     "built": built is not None, "path": str(built.path) if built else None,
-                    "sizeBytes": size_on_disk(built.path) if built and with_sizes else None,
+                    "sizeBytes": _size_of(built) if built and with_sizes else None,
                     "notes": list(runtime.notes), "extension": runtime.is_extension,
                 })
     return rows

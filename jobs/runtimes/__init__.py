@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,6 +30,10 @@ HERE = Path(__file__).resolve().parent
 LOCK_DIR = HERE / "locks"
 CURRENT = "current"
 VARIANTS = ("cpu", "gpu")
+# The frameworks that job logs and the catalogue name, by distribution (the builds' names too).
+FRAMEWORKS = {"tensorflow": "TensorFlow", "tensorflow-cpu": "TensorFlow", "tensorflow-gpu": "TensorFlow",
+              "scikit-learn": "scikit-learn", "xgboost": "XGBoost", "xgboost-cpu": "XGBoost",
+              "pandas": "pandas", "numpy": "NumPy", "scipy": "SciPy"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ class Runtime:
     def lock_path(self, python: str, variant: str = "cpu") -> Path:
         return LOCK_DIR / f"{self.name}-py{python}-{variant}.txt"
 
+    def frameworks(self) -> dict[str, str]:
+        """``{"TensorFlow": "2.11.0", "scikit-learn": "1.0.2", …}`` as its list pins them (CPU build)."""
+        pins = dict(requirement.split("==", 1) for requirement in self.packages + self.cpu)
+        return framework_versions({canonical_name(name): version for name, version in pins.items()})
+
     def pinned(self, name: str) -> str | None:
         """The version the runtime's list pins for a distribution (``pinned("pandas")``)."""
         wanted = canonical_name(name)
@@ -68,6 +78,15 @@ class Runtime:
 
 def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def framework_versions(packages: dict[str, str]) -> dict[str, str]:
+    """The frameworks among ``{canonical name: version}``, by label, in FRAMEWORKS' order."""
+    found: dict[str, str] = {}
+    for name, label in FRAMEWORKS.items():
+        if name in packages:
+            found.setdefault(label, packages[name])
+    return found
 
 
 def _load() -> dict[str, Runtime]:
@@ -167,16 +186,14 @@ def _pyenv_find(version: str) -> str | None:
     return None
 
 
-def where_to_look(version: str) -> list[tuple[str, str | None]]:
-    """Each place an interpreter of ``version`` is looked for, and what it gave."""
+def where_to_look(version: str) -> Iterator[tuple[str, str | None]]:
+    """Each place an interpreter of ``version`` is looked for, in order, and what it gave; lazily,
+    so a caller that stops at the first one found runs no later look-up."""
     mapped = _mapping().get(version)
-    own = sys.executable if _matches(sys.executable, version) else None
-    return [
-        ("AICONSOLE_PYTHONS", mapped if mapped and _matches(mapped, version) else None),
-        ("the console's interpreter", own),
-        ("uv python find", _uv_find(version)),
-        ("pyenv", _pyenv_find(version)),
-    ]
+    yield "AICONSOLE_PYTHONS", mapped if mapped and _matches(mapped, version) else None
+    yield "the console's interpreter", sys.executable if _matches(sys.executable, version) else None
+    yield "uv python find", _uv_find(version)
+    yield "pyenv", _pyenv_find(version)
 
 
 _found: dict[str, str] = {}
