@@ -5,7 +5,9 @@ viewer's JSON-lines export too). When ``AICONSOLE_CLOUD_LOGGING_PROJECT`` is set
 (after their transaction commits) and job log lines (``export_job_log_lines``) are also written
 to that Google Cloud project by one background thread: a request never waits for Google and
 never fails because of it; a full queue drops entries with a warning. Unset, nothing here imports
-the Google client or starts a thread.
+the Google client or starts a thread. The client is an optional extra
+(``pip install 'aiconsole[cloud-logging]'``): set without it, ``manage.py check`` fails and the
+export logs what to install instead of a traceback per batch.
 
 Cloud Logging reserves the ``cloudaudit.googleapis.com`` log names, so exported audit entries go
 to ``aiconsole-audit-activity`` and ``aiconsole-audit-data_access`` as JSON payloads holding the
@@ -21,6 +23,7 @@ import threading
 from datetime import UTC
 
 from django.conf import settings
+from django.core import checks
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -167,10 +170,38 @@ def _enqueue(log_name: str, item: dict) -> None:
         logger.warning("Cloud Logging export queue is full; dropped an entry for %s", log_name)
 
 
-def _make_client():
-    from google.cloud import logging as google_logging
+MISSING_CLIENT = ("AICONSOLE_CLOUD_LOGGING_PROJECT is set, but the Google Cloud Logging client is not installed: "
+                  "install the console with its cloud-logging extra (pip install 'aiconsole[cloud-logging]'), "
+                  "or unset the variable.")
 
-    return google_logging.Client(project=settings.CLOUD_LOGGING_PROJECT)
+
+class ClientMissing(ImportError):
+    """The export is configured, and google-cloud-logging (an optional extra) is not installed."""
+
+
+def _google_logging():
+    """The Google client, imported only when the export is configured: it is an optional extra."""
+    try:
+        from google.cloud import logging as google_logging
+    except ImportError as error:
+        raise ClientMissing(MISSING_CLIENT) from error
+    return google_logging
+
+
+@checks.register()
+def check_client_installed(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Configured without its client, the export would fail entry after entry in the background."""
+    if not enabled():
+        return []
+    try:
+        _google_logging()
+    except ClientMissing:
+        return [checks.Error(MISSING_CLIENT, id="aiconsole.E001")]
+    return []
+
+
+def _make_client():
+    return _google_logging().Client(project=settings.CLOUD_LOGGING_PROJECT)
 
 
 _client = None
@@ -188,6 +219,8 @@ def _run(pending: queue.Queue) -> None:
         try:
             _client = _client or _make_client()
             _write(_client, batch)
+        except ClientMissing:
+            logger.error("%s %d entries were not exported.", MISSING_CLIENT, len(batch))
         except Exception:  # Google being away must never reach a request; the entries stay local
             _client = None  # start afresh next time (expired credentials, a broken channel)
             logger.exception("Could not write %d entries to Cloud Logging", len(batch))
@@ -197,8 +230,7 @@ def _run(pending: queue.Queue) -> None:
 
 
 def _write(client, batch: list[tuple[str, dict]]) -> None:
-    from google.cloud.logging import Resource
-
+    resource_class = _google_logging().Resource
     by_log: dict[str, list[dict]] = {}
     for log_name, item in batch:
         by_log.setdefault(log_name, []).append(item)
@@ -208,4 +240,4 @@ def _write(client, batch: list[tuple[str, dict]]) -> None:
                 resource_type, resource_labels = item["resource"]
                 writer.log_struct(item["info"], severity=item["severity"], timestamp=item["timestamp"],
                                   insert_id=item.get("insert_id"), labels=item["labels"],
-                                  resource=Resource(type=resource_type, labels=resource_labels))
+                                  resource=resource_class(type=resource_type, labels=resource_labels))

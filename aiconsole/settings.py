@@ -143,7 +143,6 @@ X_FRAME_OPTIONS = "DENY"
 # --- Applications -------------------------------------------------------------------------------
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

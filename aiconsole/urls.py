@@ -1,4 +1,3 @@
-from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
@@ -12,7 +11,6 @@ urlpatterns = [
     path("", job_views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("admin/", admin.site.urls),
     path("profile/", profile_views.profile, name="profile"),
     path("workers/", worker_views.workers, name="workers"),
     path("runtimes/", worker_views.runtime_versions, name="runtimes"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from html import escape
 
@@ -292,8 +293,8 @@ IMPORTANCE_MAX_TRIALS = 400
 
 
 def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str, float]:
-    """Each parameter's share of the objective's variation (Optuna's default evaluator,
-    PED-ANOVA, on the trials with a result); empty below IMPORTANCE_MIN_TRIALS trials."""
+    """Each parameter's share of the objective's variation (PED-ANOVA, on the trials with a
+    result); empty below IMPORTANCE_MIN_TRIALS trials."""
     from jobs import tuning  # optuna is imported only when there is a study to look at
 
     if len(data) < IMPORTANCE_MIN_TRIALS or len(spec.get("params") or []) < 1:
@@ -304,8 +305,13 @@ def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str
     study = tuning.build_study({**spec, "goal": "MAXIMIZE" if maximize else "MINIMIZE"}, records)
     if len(study.trials) < IMPORTANCE_MIN_TRIALS:
         return {}
+    # PED-ANOVA, named: Optuna 5's default, but 4.x's default is fANOVA, which needs scikit-learn
+    # (not installed with the console) and raised ImportError here. 4.x calls PED-ANOVA experimental.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tuning.optuna.exceptions.ExperimentalWarning)
+        evaluator = tuning.optuna.importance.PedAnovaImportanceEvaluator()
     try:
-        return dict(tuning.optuna.importance.get_param_importances(study))
+        return dict(tuning.optuna.importance.get_param_importances(study, evaluator=evaluator))
     except (ValueError, RuntimeError):  # e.g. every trial has the same objective
         return {}
 

@@ -23,6 +23,7 @@ from jobs.models import Job
 from jobs.resources import job_resource
 
 JOB_SERVICE = "google.cloud.ml.v1.JobService"
+CREATE_JOB = f"{JOB_SERVICE}.CreateJob"
 DUPLICATE_JOB = "A job with this id already exists."
 
 
@@ -76,10 +77,19 @@ def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
         raise InvalidArgument.from_violations(violations)
 
 
+def authorize_submit(project: Project, *, actor) -> None:
+    """Refuse, with the audit entry a refused ``submit_job`` writes, someone who may not create jobs.
+
+    For an adapter that does work before ``submit_job`` (the console form stores its upload
+    first), so a refused submit is audited as CreateJob however it arrives.
+    """
+    audit.authorize(actor, "ml.jobs.create", project, method=CREATE_JOB)
+
+
 def submit_job(project: Project, body: dict, *, actor) -> Job:
     """Create a job from a v1 Job body; it waits QUEUED until the executor takes it."""
-    method = f"{JOB_SERVICE}.CreateJob"
-    audit.authorize(actor, "ml.jobs.create", project, method=method)
+    method = CREATE_JOB
+    authorize_submit(project, actor=actor)
     job_body = _validate(body)
     training_input = job_body.get("trainingInput")
     prediction_input = job_body.get("predictionInput")
@@ -123,16 +133,17 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
 
 
 def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
-    """Store an uploaded trainer package after checking it is a safe, real package."""
+    """Store an uploaded trainer package after checking it is a safe, real package.
+
+    The REST upload and the console's submit form both call this: the same inspection, the same
+    refusals naming the file, the same audit entry.
+    """
     from aiconsole import archives
     from jobs.executor.environments import file_digest
 
     method = "aiconsole.PackageService.UploadPackage"
     audit.authorize(actor, "ml.jobs.create", project, method=method)
-    try:
-        path = storage.save_upload(stream, filename, project=project.project_id)
-    except storage.StorageError as error:
-        raise InvalidArgument(str(error), [FieldViolation("name", str(error))]) from None
+    path = _save_upload(project, filename, stream)
     try:
         info = archives.inspect_package(path, filename=filename)
     except archives.ArchiveError as error:
@@ -144,6 +155,31 @@ def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
     audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
                  permission="ml.jobs.create", request={"name": filename}, response=package)
     return package
+
+
+def upload_data_file(project: Project, filename: str, stream, *, actor) -> dict:
+    """Store a data file (a built-in algorithm's training CSV) to name in a job's arguments.
+
+    Its content is checked when the job that uses it is submitted (``jobs.builtin``), as for a
+    file already in storage.
+    """
+    from jobs.executor.environments import file_digest
+
+    method = "aiconsole.DataService.UploadDataFile"
+    audit.authorize(actor, "ml.jobs.create", project, method=method)
+    path = _save_upload(project, filename, stream)
+    uploaded = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size),
+                "sha256": file_digest(path)}
+    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
+                 permission="ml.jobs.create", request={"name": filename}, response=uploaded)
+    return uploaded
+
+
+def _save_upload(project: Project, filename: str, stream):
+    try:
+        return storage.save_upload(stream, filename, project=project.project_id)
+    except storage.StorageError as error:
+        raise InvalidArgument(str(error), [FieldViolation("name", str(error))]) from None
 
 
 def cancel_job(job: Job, *, actor) -> Job:

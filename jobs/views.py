@@ -11,7 +11,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam, storage
+from aiconsole import iam
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import builtin, catalogue, charts, logstream, services, study
 from jobs.forms import JobSubmitForm, initial_from_job
@@ -234,7 +234,11 @@ def job_cancel(request, project_id, job_id):
 @login_required
 def job_submit(request, project_id):
     project = services.find_project(project_id, actor=request.user)
-    iam.require(request.user, "ml.jobs.create", project)
+    if request.method == "POST":
+        # The services authorize a submit, as over REST: a refusal is audited, then answered 403.
+        services.authorize_submit(project, actor=request.user)
+    else:
+        iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     form = JobSubmitForm(request.POST or None, request.FILES or None, initial=_initial(request, project))
     if request.method == "POST":
         if form.is_valid():
@@ -242,7 +246,7 @@ def job_submit(request, project_id):
             if job is not None:
                 return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
         elif request.FILES.get("package_file") and "package_file" not in form.errors:
-            _keep_upload(form, project, request.FILES["package_file"])
+            _keep_upload(request, form, project, request.FILES["package_file"])
     context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
     return render(request, "jobs/job_submit.html", context)
 
@@ -256,17 +260,18 @@ def _initial(request, project) -> dict | None:
     return initial_from_job(job, resume=job.is_hyperparameter_job)
 
 
-def _store_upload(form, project, upload) -> str | None:
+def _store_upload(request, form, project, upload) -> str | None:
+    """The REST upload's service: the package is inspected and audited, a refusal shown at the field."""
     try:
-        return str(storage.save_upload(upload, upload.name, project=project.project_id))
-    except storage.StorageError as error:
-        form.add_error("package_file", str(error))
+        return services.upload_package(project, upload.name, upload, actor=request.user)["uri"]
+    except InvalidArgument as error:
+        form.add_error("package_file", " ".join(v.description for v in error.violations) or error.message)
         return None
 
 
-def _keep_upload(form, project, upload, uploaded_uri: str | None = None) -> None:
+def _keep_upload(request, form, project, upload, uploaded_uri: str | None = None) -> None:
     """Put a stored upload's path in the re-rendered form, so a correction needs no re-upload."""
-    uploaded_uri = uploaded_uri or _store_upload(form, project, upload)
+    uploaded_uri = uploaded_uri or _store_upload(request, form, project, upload)
     if uploaded_uri:
         form.data = form.data.copy()
         uris = [uploaded_uri] + [u for u in form.data.get("package_uris", "").splitlines() if u.strip()]
@@ -277,7 +282,7 @@ def _submit(request, project, form):
     uploaded_uri = None
     upload = form.cleaned_data.get("package_file")
     if upload:
-        uploaded_uri = _store_upload(form, project, upload)
+        uploaded_uri = _store_upload(request, form, project, upload)
         if uploaded_uri is None:
             return None
     try:
@@ -287,5 +292,5 @@ def _submit(request, project, form):
     except ServiceError as error:
         form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)
     if uploaded_uri:
-        _keep_upload(form, project, upload, uploaded_uri)
+        _keep_upload(request, form, project, upload, uploaded_uri)
     return None

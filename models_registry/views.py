@@ -305,7 +305,11 @@ def _deploy(request, project, job):
 @login_required
 def batch_new(request, project_id):
     project = _project(request, project_id)
-    iam.require(request.user, "ml.jobs.create", project)
+    if request.method == "POST":
+        # The services authorize a submit, as over REST: a refusal is audited, then answered 403.
+        job_services.authorize_submit(project, actor=request.user)
+    else:
+        iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     models = list(services.list_models(project, actor=request.user).order_by("name"))
     context = {"project": project, "models": models, "post": request.POST, "regions": sorted(catalogue.REGIONS),
                "formats": ("JSON", "TEXT"), "default_output": str(storage_dir(project))}

@@ -76,6 +76,23 @@ def test_importance_ranks_the_parameter_that_matters_first():
     assert chart.figure.data[0].orientation == "h"
 
 
+def test_importance_names_its_evaluator_so_optuna_4s_fanova_default_is_never_used(monkeypatch):
+    import optuna
+
+    real = optuna.importance.get_param_importances
+
+    def like_optuna_4(study, *, evaluator=None, **kwargs):
+        if evaluator is None:  # Optuna 4.x's default, fANOVA, imports scikit-learn
+            raise ImportError("Tried to import 'sklearn' but failed.")
+        return real(study, evaluator=evaluator, **kwargs)
+
+    monkeypatch.setattr(optuna.importance, "get_param_importances", like_optuna_4)
+
+    scores = charts.importances(SPEC, charts.points(study(40)), maximize=True)
+
+    assert next(iter(scores)) == "lr"
+
+
 def test_importance_waits_for_enough_trials():
     data = charts.points(study(charts.IMPORTANCE_MIN_TRIALS - 1))
     assert charts.importances(SPEC, data) == {}

@@ -1,0 +1,73 @@
+"""Dependencies that match the code: what pyproject.toml declares, the one plotly.js the pages load,
+and the committed lock file."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import plotly.offline
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+VENDORED_PLOTLY = ROOT / "static" / "vendor" / "plotly.min.js"
+
+
+def requirements(group: list[str]) -> dict[str, Requirement]:
+    return {canonicalize_name(r.name): r for r in map(Requirement, group)}
+
+
+CORE = requirements(PYPROJECT["dependencies"])
+EXTRAS = {name: requirements(group) for name, group in PYPROJECT["optional-dependencies"].items()}
+
+
+def locked() -> dict[str, str]:
+    text = (ROOT / "requirements.lock").read_text()
+    return {canonicalize_name(name): version
+            for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", text, re.MULTILINE)}
+
+
+def test_django_is_a_supported_release():
+    assert not CORE["django"].specifier.contains("5.1.9")
+    assert CORE["django"].specifier.contains("5.2.1") and not CORE["django"].specifier.contains("6.0")
+
+
+def test_numpy_is_declared_where_the_code_imports_it():
+    assert "numpy" in CORE
+
+
+def test_optuna_range_is_the_one_charts_py_works_on():
+    # jobs/charts.py names its importance evaluator, so 4.x's default (fANOVA, which needs
+    # scikit-learn) is never used; importances were checked the same on 4.0, 4.5 and 5.0.
+    spec = CORE["optuna"].specifier
+    assert spec.contains("4.0.0") and spec.contains("5.0.0") and not spec.contains("6.0.0")
+
+
+def test_google_cloud_logging_is_an_optional_extra_the_tests_install():
+    assert "google-cloud-logging" not in CORE
+    assert "google-cloud-logging" in EXTRAS["cloud-logging"]
+    assert "google-cloud-logging" in EXTRAS["test"]
+
+
+def test_pages_load_the_one_vendored_plotly_js_that_the_plotly_package_builds_figures_for():
+    header = VENDORED_PLOTLY.read_text(encoding="utf-8")[:200]
+    vendored = re.search(r"plotly\.js v(\d+\.\d+)\.\d+", header).group(1)
+    built_for = ".".join(plotly.offline.get_plotlyjs_version().split(".")[:2])
+    assert vendored == built_for, (
+        f"static/vendor/plotly.min.js is plotly.js {vendored}, the plotly package builds figures for "
+        f"{built_for}: copy the package's plotly/package_data/plotly.min.js over it, or pin plotly")
+    assert CORE["plotly"].specifier.contains(plotly.__version__)
+    sources = [path.read_text() for path in (ROOT / "templates").rglob("*.html")]
+    loads = {src for text in sources for src in re.findall(r"<script[^>]+src=\"([^\"]*plotly[^\"]*)\"", text)}
+    assert loads == {"{% static 'vendor/plotly.min.js' %}"}  # no CDN, no second copy
+
+
+def test_the_lock_pins_every_declared_requirement_within_its_range():
+    pins = locked()
+    for name, requirement in {**CORE, **EXTRAS["test"]}.items():
+        assert name in pins, f"{name} is not in requirements.lock: regenerate it (README, Quick start)"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"requirements.lock pins {name}=={pins[name]}, outside {requirement.specifier}: regenerate it")
