@@ -74,7 +74,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 # --- Where things live -----------------------------------------------------------------------
 
-DATA_DIR = Path(env_str("AICONSOLE_DATA_DIR", str(Path.home() / ".aiconsole"))).expanduser()
+def _default_data_dir() -> Path:
+    """``~/.aiconsole``; as root ``/var/lib/aiconsole``, since trainers then run as another user
+    (aiconsole.trainer_user) who must reach it, and root's home is private. A root console that
+    already keeps its database in ``~/.aiconsole`` keeps using it (and says how to move it)."""
+    home = Path.home() / ".aiconsole"
+    if os.geteuid() != 0 or (home / "aiconsole.sqlite3").exists():
+        return home
+    return Path("/var/lib/aiconsole")
+
+
+DATA_DIR = Path(env_str("AICONSOLE_DATA_DIR", str(_default_data_dir()))).expanduser()
 DATA_DIR = DATA_DIR.resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -91,8 +101,13 @@ def _keep_private(*paths: Path) -> None:
         # Never a link, nothing of another user's, never a shared sticky folder such as /tmp.
         if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_ISVTX:
             continue
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            path.chmod(0o700 if stat.S_ISDIR(info.st_mode) else 0o600)
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISDIR(info.st_mode):
+            # Group-execute only: the trainer user's group traverses to its folders, lists nothing.
+            if mode & 0o067:
+                path.chmod(mode & 0o710)
+        elif mode & 0o077:
+            path.chmod(0o600)
 
 
 _keep_private(DATA_DIR, DATA_DIR / "secret_key", *DATA_DIR.glob("*.sqlite3*"))
@@ -263,6 +278,9 @@ TRAINER_ENV_PASSTHROUGH = env_list(
     "AICONSOLE_TRAINER_ENV_PASSTHROUGH",
     ["HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "STORAGE_EMULATOR_HOST"],
 )
+# The account trainers run as when the console runs as root (aiconsole.trainer_user): created on
+# first use; "root" runs them as root. A console that is not root runs them as its own user.
+TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "aiconsole-trainer") or "aiconsole-trainer"
 # Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
 # up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""

@@ -9,11 +9,23 @@ import os
 import tempfile
 from pathlib import Path
 
+# As the console's entry points do (aiconsole.cli.server): what the suite's console writes is
+# private to it, so tests see the permissions a real console gives its files.
+os.umask(0o077)
+
 if "AICONSOLE_TEST_KEEP_ENV" not in os.environ:
     for name in ("AICONSOLE_DATABASE_URL", "AICONSOLE_REDIS_URL", "AICONSOLE_EXECUTOR"):
         os.environ.pop(name, None)
     os.environ["AICONSOLE_DATA_DIR"] = tempfile.mkdtemp(prefix="aiconsole-test-")
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    os.environ.setdefault("AICONSOLE_ENV_DIR", str(cache_home / "aiconsole" / "test-envs"))
+    if os.geteuid() == 0:
+        # As root, trainers run as an unprivileged user (aiconsole.trainer_user), which must reach
+        # the environments: not under root's home, which is private.
+        cache = Path("/var/cache/aiconsole")
+        cache.mkdir(parents=True, exist_ok=True)
+        cache.chmod(0o755)
+        os.environ.setdefault("AICONSOLE_ENV_DIR", str(cache / "test-envs"))
+    else:
+        cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        os.environ.setdefault("AICONSOLE_ENV_DIR", str(cache_home / "aiconsole" / "test-envs"))
     os.environ.setdefault("AICONSOLE_STOP_GRACE_SECONDS", "3")
     os.environ.setdefault("AICONSOLE_SECRET_KEY", "test-secret-key-that-trainers-must-never-see")

@@ -220,7 +220,9 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="aiconsole-bench-scaled-"))
-    env_dir = Path.home() / ".cache" / "aiconsole" / "test-envs"
+    work.chmod(0o711)  # as root, the workers' trainer user must reach the data dirs inside
+    # The test suite's environment cache (aiconsole/testing.py): as root, where the trainer user reaches it.
+    env_dir = (Path("/var/cache/aiconsole") if os.geteuid() == 0 else Path.home() / ".cache" / "aiconsole") / "test-envs"
     database_url, admin = scratch_database()
     redis_url = "redis://127.0.0.1:6379/14"
     redis.Redis.from_url(redis_url).flushdb()

@@ -411,3 +411,34 @@ class Trial(models.Model):
                             for r in reports]
         self.final_metric = self.all_metrics[-1] if self.all_metrics else None
         self.save(update_fields=["all_metrics", "final_metric"])
+
+
+class MetricSource(models.TextChoices):
+    HYPERTUNE = "hypertune"
+    TFEVENTS = "tfevents"
+
+
+class MetricPoint(models.Model):
+    """One reported value of a job's (or a trial's) metric: a cloudml-hypertune report or a
+    TensorFlow summary scalar. Stored as the executor reads them, so the curves outlive the job
+    dir; written in bulk and read by keyset on the id (``jobs.metrics``)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
+    trial_id = models.CharField(max_length=10, blank=True)
+    source = models.CharField(max_length=9, choices=MetricSource.choices)
+    run = models.CharField(max_length=255, blank=True)  # the summary writer's sub-directory: train, validation
+    tag = models.CharField(max_length=255)
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    wall_time = models.FloatField()  # seconds since the epoch, as the trainer wrote it
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [
+            models.Index(fields=["job", "id"]),
+            models.Index(fields=["job", "tag", "id"]),
+            models.Index(fields=["job", "trial_id", "id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tag}@{self.step}={self.value}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import textwrap
 import time
@@ -27,6 +28,26 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"Timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _trainers_reach_temporary_folders(tmp_path_factory):
+    """As root, trainers run as an unprivileged user (aiconsole.trainer_user), and a console
+    refuses a data dir that user cannot reach; pytest makes its temporary folders 0700. Let others
+    traverse them (not list them), so consoles started on a tmp_path data dir run their trainers."""
+    if os.geteuid() != 0:
+        return
+    base = tmp_path_factory.getbasetemp()
+    for folder in (base.parent, base):
+        folder.chmod(folder.stat().st_mode | 0o011)
+    mktemp = tmp_path_factory.mktemp
+
+    def traversable_mktemp(basename: str, numbered: bool = True) -> Path:
+        path = mktemp(basename, numbered)
+        path.chmod(0o711)
+        return path
+
+    tmp_path_factory.mktemp = traversable_mktemp
 
 
 @pytest.fixture(autouse=True)

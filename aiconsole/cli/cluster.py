@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from aiconsole.cli.server import migrate, setup_django
+from aiconsole.cli.server import announce_trainer_user, migrate, setup_django
 
 
 def _require_scaled() -> str | None:
@@ -76,6 +76,8 @@ def cmd_worker(args) -> int:
         print(f"aiconsole worker: {error}", file=sys.stderr)
         return 2
     migrate()
+    if not announce_trainer_user("aiconsole worker"):
+        return 2
     from django.conf import settings
 
     from jobs.cluster import agent, coordinator, tasks

@@ -61,8 +61,23 @@ def cmd_up(args) -> int:
         print(f"Created the admin account. Username: {result.username}  Password: {result.password}")
         print("This password is shown once; set AICONSOLE_ADMIN_PASSWORD to choose your own.")
     print(f"Default project: {result.project.project_id}")
+    if settings.EXECUTOR == "inprocess" and not announce_trainer_user("aiconsole up"):
+        return 2
     print(f"AI Console is running at {url}  (Ctrl+C to stop)", flush=True)
     return _serve(args.host, args.port, with_executor=settings.EXECUTOR == "inprocess")
+
+
+def announce_trainer_user(command: str) -> bool:
+    """Say whom trainers run as (creating the trainer user when the console is root); False,
+    with the reason on stderr, when that user cannot be used."""
+    from aiconsole import trainer_user
+
+    try:
+        print(trainer_user.describe(), flush=True)
+    except trainer_user.TrainerUserError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return False
+    return True
 
 
 def _serve(host: str, port: int, *, with_executor: bool) -> int:

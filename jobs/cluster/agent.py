@@ -42,9 +42,12 @@ from jobs.executor.runner import (
     PrepareError,
     build_environment,
     fetch_packages,
+    give_to_trainers,
     gpu_build,
     internal_error_message,
+    lend_inputs,
     passthrough_env,
+    trainer_account,
     work_dir_for,
 )
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
@@ -192,6 +195,9 @@ class Agent:
                 raise PrepareError("stopped")
 
         files = fetch_packages(training_input, replica_dir / "packages", check, project=job.project)
+        lend_inputs(launch, project=job.project)
+        if launch.get("jobDir"):
+            give_to_trainers(launch["jobDir"])
         environment = build_environment(training_input, files,
                                         lambda message: local.sink.service(f"{replica.label}: {message}"), check,
                                         gpu=gpu_build(bool(replica.devices)))
@@ -205,7 +211,7 @@ class Agent:
                                     cluster_spec=launch["clusterSpec"], job_id=job.job_id, replica_id=replica.pk,
                                     extra=extra),
             cwd=replica_dir, sink=local.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            preexec=_die_with_agent,
+            preexec=_die_with_agent, user=trainer_account(),
         )
 
     def _spawner_loop(self) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from aiconsole import trainer_user
 from jobs import runtimes
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
@@ -181,13 +182,15 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
     reason = None if python in runtime.pythons else runtimes.unavailable_reason(runtime.name, python)
     if reason:
         raise EnvironmentError_(reason)
-    interpreter = interpreter_for(python, log)
+    interpreter = for_trainers(interpreter_for(python, log), log)
     lock = runtime.lock_path(python, variant)
     full_version = runtimes.interpreter_version(interpreter)
-    key = hashlib.sha256(json.dumps({"python": full_version, "lock": lock.read_text()}).encode()).hexdigest()
+    # The interpreter's path too: a virtual environment runs the interpreter it was made with.
+    identity = {"python": full_version, "lock": lock.read_text(), "interpreter": interpreter}
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     path = settings.ENV_DIR / f"runtime-{runtime.name}-py{python}-{variant}-{key[:16]}"
     if _ready(path):
-        return Environment(path=path, key=key)
+        return shared(Environment(path=path, key=key))
     log(f"Building the environment of runtime version {runtime.name} ({variant.upper()} build, TensorFlow "
         f"{runtime.tensorflow}) on Python {full_version} from {lock.name}; this happens once per machine.")
 
@@ -208,8 +211,26 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
                 "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python"),
                 "sizeBytes": size_on_disk(target)}  # measured once: listing runtimes never walks them
 
-    environment = _build(path, key, build)
+    environment = shared(_build(path, key, build))
     log(f"Runtime version {runtime.name} environment is ready.")
+    return environment
+
+
+def for_trainers(interpreter: str, log: Log) -> str:
+    """The interpreter, or a copy the trainer user can run (aiconsole.trainer_user)."""
+    try:
+        user = trainer_user.current()
+        return user.reachable_python(interpreter, log) if user else interpreter
+    except trainer_user.TrainerUserError as error:
+        raise EnvironmentError_(str(error)) from None
+
+
+def shared(environment: Environment) -> Environment:
+    """The environment, readable by the trainer user when trainers run as one."""
+    user = trainer_user.current()
+    if user:
+        with _locked(environment.path):
+            user.share(environment.path)
     return environment
 
 
@@ -267,7 +288,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Env
     if _ready(path):
         log("Reusing the cached environment for these trainer packages.")
         _log_changes(Environment(path=path, key=key).info(), log)
-        return Environment(path=path, key=key)
+        return shared(Environment(path=path, key=key))
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
 
     def build(target: Path) -> dict:
@@ -290,7 +311,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Env
         _log_changes(info, log)
         return info
 
-    environment = _build(path, key, build)
+    environment = shared(_build(path, key, build))
     log("The job environment is ready.")
     return environment
 

@@ -1,6 +1,6 @@
 """Runs one replica's trainer and outlives none of its descendants.
 
-``python reaper.py GRACE -- COMMAND...``: a standalone script (standard library only, run with
+``python reaper.py GRACE [--user UID:GID] -- COMMAND...``: a standalone script (standard library only, run with
 ``-I -S`` so it starts in milliseconds) between the executor and the trainer. It marks itself a
 child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so a descendant that leaves the trainer's
 process group or session (``setsid``, a double fork) is re-parented here instead of to init.
@@ -89,13 +89,21 @@ def sweep(grace):
 
 
 def main(argv):
+    user = {}
+    if len(argv) > 3 and argv[2] == "--user":
+        # The trainer runs as this user and its group only; the reaper stays as it is, so it can
+        # still stop every descendant.
+        uid, gid = (int(part) for part in argv[3].split(":"))
+        user = {"user": uid, "group": gid, "extra_groups": []}
+        argv = argv[:2] + argv[4:]
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: reaper.py GRACE -- COMMAND...", file=sys.stderr)
+        print("usage: reaper.py GRACE [--user UID:GID] -- COMMAND...", file=sys.stderr)
         return 2
     grace = float(argv[1])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    # The trainer gets its own process group (its children share it), and dies with the reaper.
-    trainer = subprocess.Popen(argv[3:], process_group=0,
+    # The trainer gets its own process group (its children share it), and dies with the reaper
+    # (set after the user switch, which would clear it).
+    trainer = subprocess.Popen(argv[3:], process_group=0, **user,
                                preexec_fn=lambda: _prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
 
     def kill_all(signum, frame):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiconsole.trainer_user import TrainerUser
 from jobs import catalogue, runtimes
 from jobs.executor.logs import LineSplitter, LogSink
 
@@ -160,6 +161,7 @@ class ReplicaProcess:
     max_line_bytes: int
     trial_id: str = ""
     preexec: Callable[[], None] | None = None  # scaled mode: die with the worker (PR_SET_PDEATHSIG)
+    user: TrainerUser | None = None  # run as this user (aiconsole.trainer_user), owning only its folders
     popen: subprocess.Popen | None = None
     started: float = 0.0
     stopped_by_platform: bool = False
@@ -167,10 +169,18 @@ class ReplicaProcess:
     _readers: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> None:
+        env, user_option = self.env, []
+        if self.user is not None:
+            from django.conf import settings
+
+            self.user.hand_over(self.cwd, base=settings.WORK_DIR)
+            # Its own working dir is its home: the console's home is not its to write.
+            env = {**env, "HOME": str(self.cwd), "USER": self.user.name, "LOGNAME": self.user.name}
+            user_option = self.user.reaper_option()
         self.popen = subprocess.Popen(
-            reaped(self.command),
+            reaped(self.command, user_option),
             cwd=self.cwd,
-            env=self.env,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -240,11 +250,12 @@ REAPER = Path(__file__).with_name("reaper.py")
 REAPER_MARGIN_SECONDS = 5.0
 
 
-def reaped(command: list[str]) -> list[str]:
+def reaped(command: list[str], user_option: list[str] = ()) -> list[str]:
     """``command`` under the reaper (jobs/executor/reaper.py), with the stop grace period: no
-    descendant of the trainer outlives it, even one that left its process group or session."""
+    descendant of the trainer outlives it, even one that left its process group or session.
+    ``user_option`` (``--user UID:GID``) makes the reaper start the trainer as that user."""
     grace = os.environ.get("AICONSOLE_STOP_GRACE_SECONDS") or "10"
-    return [sys.executable, "-I", "-S", str(REAPER), grace, "--", *command]
+    return [sys.executable, "-I", "-S", str(REAPER), grace, *user_option, "--", *command]
 
 
 def _kill_group(pgid: int | None, sig: int) -> None:

@@ -16,9 +16,10 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from aiconsole import archives, storage
+from aiconsole import archives, storage, trainer_user
 from aiconsole.errors import log_internal_error
-from jobs import catalogue
+from aiconsole.walks import WalkLimitError
+from jobs import catalogue, metrics
 from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -105,9 +106,34 @@ def prepare_job_dir(training_input: dict, *, project) -> str | None:
     if not training_input.get("jobDir"):
         return None
     try:
-        return storage.prepare_job_dir(training_input["jobDir"], project=project)
+        return give_to_trainers(storage.prepare_job_dir(training_input["jobDir"], project=project))
     except storage.StorageError as error:
         raise PrepareError(f"The job directory cannot be used: {error}") from None
+
+
+def trainer_account() -> trainer_user.TrainerUser | None:
+    """The user the job's trainers run as (None: the console's own), as a PrepareError if unusable."""
+    try:
+        return trainer_user.current()
+    except trainer_user.TrainerUserError as error:
+        raise PrepareError(str(error)) from None
+
+
+def give_to_trainers(job_dir: str) -> str:
+    try:
+        return trainer_user.give_job_dir(job_dir)
+    except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
+        raise PrepareError(f"The job directory {job_dir} cannot be given to the trainer user: "
+                           f"{getattr(error, 'strerror', None) or error}") from None
+
+
+def lend_inputs(training_input: dict, *, project) -> None:
+    """The trainer user may read the local inputs the job's arguments name in its project's area."""
+    try:
+        trainer_user.lend_inputs(training_input.get("args", []), project=project)
+    except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
+        raise PrepareError(f"The job's inputs cannot be given to the trainer user: "
+                           f"{getattr(error, 'strerror', None) or error}") from None
 
 
 def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None, *,
@@ -314,6 +340,7 @@ class JobRunner(RunnerBase):
         files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel,
                                project=job.project)
         job_dir = prepare_job_dir(training_input, project=job.project)
+        lend_inputs(training_input, project=job.project)
         if job.is_hyperparameter_job:
             try:
                 self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
@@ -336,6 +363,8 @@ class JobRunner(RunnerBase):
         )
         work = work_dir_for(job) / "replicas"
         passthrough = passthrough_env()
+        self.metrics = metrics.Collector(job.pk, job_dir=job_dir, metric_file=metrics.metric_file(
+            work / catalogue.replica_label("master", 0)))
         for placement in placements:
             plan = placement.plan
             replica = Replica.objects.create(
@@ -356,10 +385,12 @@ class JobRunner(RunnerBase):
                 env=trainer_environment(
                     passthrough=passthrough, bin_dir=environment.bin_dir, tmp_dir=replica_dir / "tmp",
                     tf_config=tf_config, cluster_spec=cluster_spec, job_id=job.job_id, replica_id=replica.pk,
+                    extra=metrics.trainer_env(replica_dir),
                 ),
                 cwd=replica_dir,
                 sink=self.sink,
                 max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+                user=trainer_account(),
             )
             self.processes.append(process)
         for process in self.processes:
@@ -368,7 +399,10 @@ class JobRunner(RunnerBase):
                 state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
             )
             self.sink.service(f"Started {process.label} (pid {process.pid}).")
-        return self._watch(job)
+        try:
+            return self._watch(job)
+        finally:
+            self.metrics.poll(final=True)  # what the replicas reported last
 
     def _watch(self, job: Job) -> dict:
         """Wait for the master, a failing replica, or a cancel; then stop the rest."""
@@ -394,6 +428,7 @@ class JobRunner(RunnerBase):
                     failure = process
             if failure is not None or master.label in finished:
                 break
+            self.metrics.poll()
             time.sleep(POLL_SECONDS)
         self._stop_all()
         if failure is not None:

@@ -30,8 +30,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from aiconsole import storage
-from jobs import catalogue, tfevents, tuning
+from aiconsole import storage, trainer_user
+from jobs import catalogue, metrics, tfevents, tuning
 from jobs.executor.replicas import (
     Placement,
     ReplicaProcess,
@@ -106,7 +106,10 @@ class TrialRun:
                            "CLOUD_ML_HP_METRIC_TAG": loop.tag},
                 ),
                 cwd=replica_dir, sink=loop.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+                user=trainer_user.current(),
             ))
+        self.collector = metrics.Collector(loop.job.pk, trial_id=self.trial_id, job_dir=job_dir,
+                                           metric_file=self.metric_file)
         loop.sink.service(f"Trial {self.trial_id} starts with {' '.join(hp_args)}.", trial_id=self.trial_id)
         for process in self.processes:
             process.start()
@@ -115,6 +118,7 @@ class TrialRun:
 
     def read_metrics(self, *, final: bool = False) -> bool:
         """Pick up new reports (hypertune file, TF summaries); True when there were any."""
+        self.collector.poll(final=final)  # every tag, for the job's metrics (jobs.metrics)
         if not (self._read_hypertune() | self._read_summaries(final=final)):
             return False
         reports = self._hypertune or self._summaries  # the hypertune file wins where both report
@@ -361,7 +365,7 @@ def trial_job_dir(job_dir: str | None, trial_id: str, *, project=None) -> str | 
     """``<jobDir>/<trialId>``: the original's job dir for a trial, created when it is local."""
     if not job_dir:
         return None
-    return storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project)
+    return trainer_user.give_job_dir(storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project))
 
 
 EVALUATION_RUNS = {"validation", "eval", "evaluation", "val", "test"}

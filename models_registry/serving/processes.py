@@ -22,6 +22,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from aiconsole.trainer_user import TrainerUser
+from models_registry import conf
 from models_registry.serving.worker import FAILED, HEADER, INTERNAL, INVALID, OK
 
 logger = logging.getLogger("aiconsole.models")
@@ -191,10 +193,13 @@ class ServingProcess:
 class Zygote:
     """The runtime environment's pre-loaded parent of serving processes."""
 
-    def __init__(self, python: Path, work_dir: Path, label: str):
+    def __init__(self, python: Path, work_dir: Path, label: str, user: TrainerUser | None = None):
         self.python = python
         self.work_dir = work_dir
         self.label = label
+        # A model is user content (a pickle runs code as it loads): as root, serve it as the
+        # trainer user (aiconsole.trainer_user), which can read none of the console's secrets.
+        self.user = user
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self.control: socket.socket | None = None
@@ -209,12 +214,17 @@ class Zygote:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         tmp = self.work_dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
+        script, env, as_user = WORKER_SCRIPT, serving_environment(self.python.parent, tmp, self.label), {}
+        if self.user is not None:
+            script = self._readable_script()
+            self.user.hand_over(self.work_dir, base=conf.models_dir())
+            env = {**env, "HOME": str(self.work_dir), "USER": self.user.name, "LOGNAME": self.user.name}
+            as_user = self.user.popen_options()
         try:
             self.process = subprocess.Popen(
-                [str(self.python), "-I", str(WORKER_SCRIPT), "zygote", str(child.fileno())],
+                [str(self.python), "-I", str(script), "zygote", str(child.fileno())],
                 pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, cwd=self.work_dir, start_new_session=True,
-                env=serving_environment(self.python.parent, tmp, self.label),
+                stderr=subprocess.STDOUT, cwd=self.work_dir, start_new_session=True, env=env, **as_user,
             )
         finally:
             child.close()
@@ -232,6 +242,19 @@ class Zygote:
         self.info = json.loads(hello)
         logger.info("Serving zygote for %s ready in %ss (pid %s)", self.label, self.info.get("seconds"),
                     self.process.pid)
+
+    def _readable_script(self) -> Path:
+        """worker.py where the serving user can read it (the console's own copy may lie in a
+        private home): the console's, group-readable, not writable by that user."""
+        copy = self.work_dir.parent / WORKER_SCRIPT.name
+        data = WORKER_SCRIPT.read_bytes()
+        if not copy.is_file() or copy.read_bytes() != data:
+            scratch = copy.with_name(f".{copy.name}.{os.getpid()}.{threading.get_ident()}")
+            scratch.write_bytes(data)
+            scratch.replace(copy)
+        self.user.traverse(copy.parent, base=copy.parent)
+        self.user.share_files(copy)
+        return copy
 
     def _drain(self) -> None:
         assert self.process is not None and self.process.stdout is not None

@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from aiconsole import trainer_user
 from models_registry import conf
 from models_registry.serving.processes import (
     ONLINE,
@@ -165,7 +167,7 @@ class Supervisor:
             if zygote is not None:
                 zygote.stop()
             zygote = Zygote(environment.python, conf.models_dir() / "serving" / environment.path.name,
-                            f"runtime-{runtime_version}")
+                            f"runtime-{runtime_version}", user=trainer_user.current())
             zygote.start(ZYGOTE_START_TIMEOUT)
             self.zygotes[key] = zygote
             return zygote
@@ -190,6 +192,12 @@ class Supervisor:
         """A new serving process with the model loaded, and how long loading took (ms)."""
         started = time.monotonic()
         zygote = self.zygote_for(spec.runtime_version, spec.python_version)
+        user = trainer_user.current()
+        if user is not None:  # the model's files, for a serving process that runs as the trainer user
+            model_dir = Path(spec.model_dir)
+            bases = [conf.models_dir(), settings.WORK_DIR, *settings.STORAGE_ROOTS]  # deployed, batch, named
+            user.traverse(model_dir, base=next((b for b in bases if model_dir.is_relative_to(b)), model_dir))
+            user.share_files(model_dir)
         try:
             process = zygote.spawn(spec.worker_spec(), label, on_log)
         except ServingError:

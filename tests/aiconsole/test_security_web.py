@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import stat
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from tests.aiconsole.conftest import bearer, entries
 from tests.conftest import build_package, submit, wait_for
@@ -99,9 +101,19 @@ async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_bo
 
 
 def _not_private(root: Path) -> list[str]:
-    """Everything under root that its group or other users may read, write or enter."""
-    return [f"{oct(stat.S_IMODE(path.lstat().st_mode))} {path}" for path in [root, *root.rglob("*")]
-            if not path.is_symlink() and path.lstat().st_mode & 0o077]
+    """Everything under root that its group or other users may read, write or enter, beyond what
+    a root console's trainer user needs (aiconsole.trainer_user): its group may enter, not list,
+    the console's folders on the way to its own, and what it owns (its working dirs) is its own."""
+    trainer = pwd.getpwnam(settings.TRAINER_USER) if os.geteuid() == 0 else None
+    found = []
+    for path in [root, *root.rglob("*")]:
+        info = path.lstat()
+        if path.is_symlink() or (trainer and info.st_uid == trainer.pw_uid):
+            continue
+        may_enter = 0o010 if trainer and path.is_dir() and info.st_gid == trainer.pw_gid else 0
+        if info.st_mode & 0o077 & ~may_enter:
+            found.append(f"{oct(stat.S_IMODE(info.st_mode))} {path}")
+    return found
 
 
 def test_a_first_start_makes_the_data_dir_and_database_private(tmp_path):

@@ -52,6 +52,7 @@ def console(chromium):
     """The live console: an admin, ``dana`` with no role yet, ``vic`` a viewer; tuning and
     model-training jobs started in the background at once, so they run while other tests do."""
     scratch = Path(tempfile.mkdtemp(prefix="aiconsole-browser-"))
+    scratch.chmod(0o711)  # as root, the console's trainer user must reach the data dir inside
     env_dir = Path(os.environ.get("AICONSOLE_ENV_DIR") or scratch / "envs")
     live = None
     try:

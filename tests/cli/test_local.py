@@ -24,8 +24,9 @@ if task["type"] == "ps":
     time.sleep(600)  # parameter servers never exit by themselves
 if task["type"] in ("chief", "master"):
     deadline = time.time() + 60
-    workers = len(tf_config["cluster"].get("worker", []))
-    while len([n for n in os.listdir(job_dir) if n.startswith("worker-")]) < workers and time.time() < deadline:
+    # Every other task has started (and recorded itself) before the primary decides the outcome.
+    others = len(tf_config["cluster"].get("worker", [])) + len(tf_config["cluster"].get("ps", []))
+    while len([n for n in os.listdir(job_dir) if n.startswith(("worker-", "ps-"))]) < others and time.time() < deadline:
         time.sleep(0.05)
 sys.exit(int(os.environ.get("EXIT_WITH", "0")))
 """
