@@ -1,7 +1,7 @@
 """The OpenAPI 3 description of the REST API, built as plain data and served at /v1/openapi.json.
 
 It describes the wire shapes of the original ``ml.googleapis.com/v1`` methods this server answers,
-plus our extensions (package upload, log streaming). CI fuzzes the server against it.
+plus our extensions (package upload, log streaming, job metrics). CI fuzzes the server against it.
 """
 
 from __future__ import annotations
@@ -122,6 +122,16 @@ SCHEMAS = {
         "permissions": {"type": "array", "items": STRING}}},
     "TestIamPermissionsResponse": {"type": "object", "properties": {
         "permissions": {"type": "array", "items": STRING}}},
+    "MetricPoint": {"type": "object", "required": ["tag", "step", "value", "time", "trialId", "source", "run"],
+                    "additionalProperties": False, "properties": {
+        "tag": STRING, "step": INT64, "value": {"type": "number"}, "time": TIMESTAMP,
+        "trialId": {"type": "string", "description": "The trial's id in a tuning job; empty otherwise."},
+        "source": {"type": "string", "enum": ["hypertune", "tfevents"]},
+        "run": {"type": "string", "description": "The event file's folder under the job dir (train, "
+                                                 "validation); empty for hypertune reports."}}},
+    "ListMetricsResponse": {"type": "object", "required": ["metrics"], "additionalProperties": False,
+                            "properties": {"metrics": {"type": "array", "items": _ref("MetricPoint")},
+                                           "nextPageToken": STRING}},
     "UploadResponse": {"type": "object", "required": ["uri", "name", "sizeBytes", "sha256"], "properties": {
         "uri": STRING, "name": STRING, "sizeBytes": INT64, "sha256": STRING, "kind": STRING,
         "modules": {"type": "array", "items": STRING}}},
@@ -166,6 +176,17 @@ PATHS = {
         "parameters": _path_params("projectsId", "jobsId"),
         "post": _operation("ml.projects.jobs.cancel", "Cancels a running job.", _ref("Empty"),
                            body=_json({"type": "object"})),
+    },
+    JOB_PATH + "/metrics": {
+        "parameters": _path_params("projectsId", "jobsId"),
+        "get": _operation("aiconsole.jobs.metrics.list",
+                          "Our extension: the job's metric points (cloudml-hypertune reports and TensorFlow "
+                          "summary scalars under its job dir), in the order they were recorded. Needs ml.jobs.get.",
+                          _ref("ListMetricsResponse"), parameters=[
+                              _query("tag", STRING, "Only this metric tag."),
+                              _query("trialId", STRING, "Only this trial of a tuning job."),
+                              _query("pageSize", {"type": "integer", "minimum": 0}, "Default 1,000, at most 10,000."),
+                              _query("pageToken", STRING, "nextPageToken of the previous page.")]),
     },
     "/v1/projects/{projectsId}:getConfig": {
         "parameters": _path_params("projectsId"),

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from jobs import api, log_api
+from jobs import api, log_api, metrics_api
 
 P = r"^projects/(?P<project_id>[^/:]+)"
 J = P + r"/jobs/(?P<job_id>[^/:]+)"
@@ -13,5 +13,6 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
     re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),
     re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+)/logs$", log_api.job_logs, name="api-job-logs"),
+    re_path(J + r"/metrics$", metrics_api.job_metrics, name="api-job-metrics"),
     re_path(J + r"$", api.job_item, name="api-job"),
 ]

@@ -403,3 +403,69 @@ def label_balance_chart(balance: list[list]) -> Chart:
     figure.update_layout(xaxis_title="Class", yaxis_title="Rows", margin={"t": 20}, height=260)
     return Chart("Label balance", figure, ["Class", "Rows", "Share"],
                  [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance])
+
+
+# --- a job's metric curves (jobs.metrics) -------------------------------------------------------------
+
+METRIC_POINTS_PER_SERIES = 2_000  # drawn per line; the CSV download has every point
+METRIC_SERIES_MAX = 40  # lines per chart (a large study's trials): the first ones, and a note
+EVALUATION_RUN_NAMES = ("validation", "eval", "evaluation", "val", "test")
+
+
+def _series_order(key: tuple[str, str, str]) -> tuple:
+    trial, run, source = key
+    last = run.rsplit("/", 1)[-1]
+    return (int(trial) if trial.isdigit() else -1, trial, last in EVALUATION_RUN_NAMES, run, source)
+
+
+def _series_name(key: tuple[str, str, str], with_trial: bool) -> str:
+    trial, run, source = key
+    name = run or source
+    return f"trial {trial} · {name}" if with_trial and trial else name
+
+
+def thin(points: list[tuple[int, float]], limit: int = METRIC_POINTS_PER_SERIES) -> list[tuple[int, float]]:
+    """At most ``limit`` evenly spaced points of a line, the last one always kept."""
+    if len(points) <= limit:
+        return points
+    stride = math.ceil(len(points) / limit)
+    kept = points[::stride]
+    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+def metric_charts(rows) -> list[Chart]:
+    """One chart per tag, one line per run (``train`` and ``validation`` overlaid; per trial in a
+    tuning job), from ``(tag, trial_id, run, source, step, value)`` rows in any order."""
+    tags: dict[str, dict[tuple[str, str, str], list[tuple[int, float]]]] = {}
+    for tag, trial, run, source, step, value in rows:
+        tags.setdefault(tag, {}).setdefault((trial, run, source), []).append((step, value))
+    return [_metric_chart(tag, series) for tag, series in sorted(tags.items())]
+
+
+def _metric_chart(tag: str, series: dict) -> Chart:
+    keys = sorted(series, key=_series_order)
+    with_trial = any(trial for trial, _, _ in keys)
+    note = ""
+    if len(keys) > METRIC_SERIES_MAX:
+        note = f"The first {METRIC_SERIES_MAX} of {len(keys)} lines are drawn; the CSV has them all."
+        keys = keys[:METRIC_SERIES_MAX]
+    traces, rows, thinned = [], [], False
+    for index, key in enumerate(keys):
+        points = sorted(series[key], key=lambda p: p[0])
+        drawn = thin(points)
+        thinned |= len(drawn) < len(points)
+        name = _series_name(key, with_trial)
+        evaluation = key[1].rsplit("/", 1)[-1] in EVALUATION_RUN_NAMES
+        traces.append(go.Scatter(
+            x=np.array([p[0] for p in drawn]), y=np.array([p[1] for p in drawn]), name=name,
+            mode="lines+markers" if len(drawn) <= 200 else "lines",
+            line={"color": COLORWAY[index % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
+            marker={"size": 5}))
+        rows += [[name, step, value] for step, value in drawn]
+    if thinned:
+        note = " ".join(filter(None, [note, f"Long lines are thinned to {METRIC_POINTS_PER_SERIES:,} points "
+                                             "in the chart and the table; the CSV has every point."]))
+    figure = go.Figure(traces)
+    figure.update_layout(xaxis_title="Step", yaxis_title=tag, margin={"t": 20}, height=360,
+                         legend={"orientation": "h", "y": -0.25}, uirevision=tag)
+    return Chart(tag, figure, ["Run", "Step", "Value"], rows, key=f"metric-{tag}", note=note)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs import builtin_views, views
+from jobs import builtin_views, metrics_views, views
 
 app_name = "jobs"
 
@@ -13,4 +13,7 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/metrics/", metrics_views.job_metrics, name="metrics"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/metrics/download/", metrics_views.job_metrics_download,
+         name="metrics_download"),
 ]

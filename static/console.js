@@ -66,7 +66,42 @@ function queueCharts() {
 function drawNextChart() {
   const data = chartQueue.shift();
   chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
-  if (data.isConnected) Plotly.newPlot(data.nextElementSibling, JSON.parse(data.textContent));
+  if (data.isConnected) Plotly.newPlot(data.nextElementSibling, themed(JSON.parse(data.textContent)));
+}
+
+// Charts follow the page's light or dark theme (console.css's colours, prefers-color-scheme),
+// also when the system setting changes while the page is open.
+const darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+
+function themeLayout(layout) {
+  const style = getComputedStyle(document.body);
+  const fg = style.getPropertyValue("--fg").trim() || "#1b1f24";
+  const grid = style.getPropertyValue("--border").trim() || "#d0d7de";
+  const update = { paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", "font.color": fg,
+    "legend.font.color": fg };
+  Object.keys(layout).filter((key) => /^[xy]axis\d*$/.test(key)).concat(["xaxis", "yaxis"]).forEach((axis) => {
+    update[axis + ".gridcolor"] = grid;
+    update[axis + ".zerolinecolor"] = grid;
+    update[axis + ".linecolor"] = grid;
+  });
+  return update;
+}
+
+function themed(figure) {
+  const layout = figure.layout || (figure.layout = {});
+  Object.entries(themeLayout(layout)).forEach(([path, value]) => {
+    const keys = path.split(".");
+    let target = layout;
+    keys.slice(0, -1).forEach((key) => { target = target[key] || (target[key] = {}); });
+    target[keys[keys.length - 1]] = value;
+  });
+  return figure;
+}
+
+if (darkScheme && darkScheme.addEventListener) {
+  darkScheme.addEventListener("change", () => {
+    document.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.relayout(chart, themeLayout(chart.layout)));
+  });
 }
 
 document.addEventListener("DOMContentLoaded", queueCharts);

@@ -1,12 +1,16 @@
 """``aiconsole jobs …``: gcloud ai-platform's job commands, against the console's REST API.
 
-submit training, describe [--summarize], list, cancel, update (labels), stream-logs. Flags,
-messages and exit statuses follow gcloud's, so scripts written for it keep working.
+submit training, describe [--summarize], list, cancel, update (labels), stream-logs; and our
+``metrics``. Flags, messages and exit statuses follow gcloud's, so scripts written for it keep
+working.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import sys
 from pathlib import Path
 
 from aiconsole.cli import common, logs, output, training
@@ -315,6 +319,39 @@ def cmd_stream_logs(args) -> int:
     return logs.outcome(client, args.job, state)
 
 
+# --- metrics -----------------------------------------------------------------------------------
+
+METRIC_COLUMNS = ["tag", "step", "value", "time", "trialId", "source", "run"]  # the console's CSV download's
+
+
+def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str = "") -> list[dict]:
+    """Every point of the job's metrics (our extension), page by page."""
+    points: list[dict] = []
+    token = ""
+    while True:
+        answer = client.get(client.job_path(job_id, "/metrics"),
+                            params={"tag": tag, "trialId": trial_id, "pageSize": 10_000, "pageToken": token})
+        points += answer.get("metrics") or []
+        token = answer.get("nextPageToken") or ""
+        if not token:
+            return points
+
+
+@common.command("jobs.metrics")
+def cmd_metrics(args) -> int:
+    client = common.client(args)
+    points = fetch_metrics(client, args.job, tag=args.tag or "", trial_id=args.trial_id or "")
+    if args.format == "json":
+        sys.stdout.write(json.dumps(points, indent=1) + "\n")
+        return 0
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(METRIC_COLUMNS)
+    writer.writerows([point.get(column, "") for column in METRIC_COLUMNS] for point in points)
+    if not points:
+        output.status(f"Job [{args.job}] has no metrics{' tagged ' + repr(args.tag) if args.tag else ''} yet.")
+    return 0
+
+
 # --- the parser --------------------------------------------------------------------------------
 
 
@@ -403,3 +440,12 @@ def register(commands) -> None:
                         help="longest wait for new lines per request (default 20)")
     common.connection_flags(stream, formats=False)
     stream.set_defaults(func=cmd_stream_logs)
+
+    metrics = jobs.add_parser("metrics", help="print a job's metrics (hypertune reports, TF summary scalars)")
+    metrics.add_argument("job", metavar="JOB")
+    metrics.add_argument("--tag", help="only this metric, e.g. accuracy or epoch_loss")
+    metrics.add_argument("--trial-id", help="only this trial of a tuning job")
+    metrics.add_argument("--format", choices=["csv", "json"], default="csv",
+                         help="csv (the default; tag,step,value,time,trialId,source,run) or json")
+    common.connection_flags(metrics, formats=False)
+    metrics.set_defaults(func=cmd_metrics)
