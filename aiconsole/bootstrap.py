@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from aiconsole import accounts, audit, iam, policies, secret_env
 from aiconsole.models import Project, RoleBinding
-
-DEFAULT_PROJECT = "default-project"
 
 
 @dataclass
@@ -23,9 +21,9 @@ class BootstrapResult:
 
 
 def ensure_admin_and_project() -> BootstrapResult:
-    username = os.environ.get("AICONSOLE_ADMIN_USER") or "admin"
+    username = settings.ADMIN_USER
     configured_password = secret_env.lookup("AICONSOLE_ADMIN_PASSWORD")
-    project_id = os.environ.get("AICONSOLE_DEFAULT_PROJECT") or DEFAULT_PROJECT
+    project_id = settings.DEFAULT_PROJECT
     shown = None
     with transaction.atomic():
         user = get_user_model().objects.filter(username=username).first()

@@ -11,9 +11,15 @@ from aiconsole.tokens import create_token, revoke_token
 
 @login_required
 def profile(request):
-    context = {"tokens": ApiToken.objects.filter(user=request.user).order_by("-created"),
-               "new_token": request.session.pop("new_token", None)}
-    return render(request, "aiconsole/profile.html", context)
+    return _profile_page(request)
+
+
+def _profile_page(request, new_token: str | None = None, status: int = 200):
+    context = {"tokens": ApiToken.objects.filter(user=request.user).order_by("-created"), "new_token": new_token}
+    response = render(request, "aiconsole/profile.html", context, status=status)
+    if new_token:
+        response["Cache-Control"] = "no-store"  # the raw token is in this page, and only here
+    return response
 
 
 @login_required
@@ -24,9 +30,8 @@ def token_create(request):
         messages.error(request, "Token name: at most 100 characters.")
         return redirect("profile")
     _, raw = create_token(request.user, name=name, actor=request.user)
-    # Shown once, on the next page view, then gone: only its hash is stored.
-    request.session["new_token"] = raw
-    return redirect("profile")
+    # Shown once, in this response, and kept nowhere (not in the session): only its hash is stored.
+    return _profile_page(request, new_token=raw, status=201)
 
 
 @login_required

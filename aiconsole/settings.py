@@ -283,6 +283,26 @@ TRAINER_ENV_PASSTHROUGH = env_list(
 TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "aiconsole-trainer") or "aiconsole-trainer"
 # Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
 # up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
+# The project billed for Cloud Storage (with STORAGE_EMULATOR_HOST, the emulator's: "aiconsole").
+GCS_PROJECT = env_str("AICONSOLE_GCS_PROJECT", "") or ""
+# The first start's admin account and project (aiconsole.bootstrap); the admin's password is a
+# secret, read through aiconsole.secret_env (AICONSOLE_ADMIN_PASSWORD).
+ADMIN_USER = env_str("AICONSOLE_ADMIN_USER", "admin") or "admin"
+DEFAULT_PROJECT = env_str("AICONSOLE_DEFAULT_PROJECT", "default-project") or "default-project"
+
+# --- Models and serving (models_registry.conf names them) -----------------------------------
+
+MODELS_DIR = DATA_DIR / "models"  # deployed versions' files
+MODEL_IDLE_SECONDS = env_float("AICONSOLE_MODEL_IDLE_SECONDS", 180.0)
+MODEL_MAX_NODES = env_int("AICONSOLE_MODEL_MAX_NODES", 4, minimum=1)
+MODEL_MAX_REQUEST_BYTES = env_int("AICONSOLE_MODEL_MAX_REQUEST_BYTES", 1_572_864, minimum=1024)  # the original's
+MODEL_PREDICT_TIMEOUT = env_float("AICONSOLE_MODEL_PREDICT_TIMEOUT", 60.0)
+MODEL_LOAD_TIMEOUT = env_float("AICONSOLE_MODEL_LOAD_TIMEOUT", 300.0)
+MODEL_MAX_FILES = env_int("AICONSOLE_MODEL_MAX_FILES", 1000, minimum=1)
+MODEL_MAX_BYTES = env_int("AICONSOLE_MODEL_MAX_BYTES", 2 * 1024**3, minimum=1024)
+BATCH_MAX_WORKERS = env_int("AICONSOLE_BATCH_MAX_WORKERS", 2, minimum=1)
+MODEL_PREWARM = env_bool("AICONSOLE_MODEL_PREWARM", True)
+
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
 # The runtime's GPU-capable build for replicas with GPUs: "auto" (when this host has NVIDIA GPUs;
 # scaled workers: when the replica was given devices), "always" or "never".

@@ -230,8 +230,10 @@ def gcs_client() -> gcs.Client:
 def _cached_client() -> gcs.Client:
     # Raises google-auth errors unchanged so that _gcs_errors can name the URI being used.
     global _client, _client_key
+    from django.conf import settings  # late, as elsewhere in this module
+
     emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
-    project = os.environ.get("AICONSOLE_GCS_PROJECT") or None
+    project = settings.GCS_PROJECT or None
     key = (emulator, project)
     with _client_lock:
         if _client is not None and _client_key == key:

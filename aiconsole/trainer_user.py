@@ -37,6 +37,7 @@ from pathlib import Path
 from django.conf import settings
 
 DEFAULT_NAME = "aiconsole-trainer"
+ROOT_DATA_DIR = "/var/lib/aiconsole"  # a root console's default data dir (aiconsole.settings)
 # Where a copied interpreter goes, inside settings.ENV_DIR.
 PYTHONS_FOLDER = "pythons"
 SHARED_MARKER = ".trainer-readable"
@@ -263,9 +264,12 @@ def _account(name: str) -> TrainerUser:
         user.traverse(folder, base=folder)
         blocked = unreachable_ancestor(folder, gid=user.gid)
         if blocked:
+            home = Path.home() / ".aiconsole"
+            move = (f" This is the data dir of an earlier root console: move it with `mv {home} {ROOT_DATA_DIR}` "
+                    "(then the default) and start again." if folder == home.resolve() else "")
             raise TrainerUserError(
-                f"Trainers run as {name}, which cannot reach {folder}: {blocked} lets only its owner in. "
-                f"Choose a folder others may traverse (AICONSOLE_DATA_DIR, for example /var/lib/aiconsole), "
+                f"Trainers run as {name}, which cannot reach {folder}: {blocked} lets only its owner in.{move} "
+                f"Otherwise choose a folder others may traverse (AICONSOLE_DATA_DIR, for example {ROOT_DATA_DIR}), "
                 "or set AICONSOLE_TRAINER_USER=root to run trainers as root.")
     return user
 

@@ -7,8 +7,8 @@ from aiconsole.bootstrap import ensure_admin_and_project
 from aiconsole.models import AuditEntry, RoleBinding
 
 
-def test_first_start_creates_an_audited_admin_and_project_once(db, monkeypatch):
-    monkeypatch.setenv("AICONSOLE_ADMIN_USER", "root_admin")
+def test_first_start_creates_an_audited_admin_and_project_once(db, monkeypatch, settings):
+    settings.ADMIN_USER = "root_admin"
     monkeypatch.delenv("AICONSOLE_ADMIN_PASSWORD", raising=False)
     first = ensure_admin_and_project()
     assert first.password  # generated, to be shown once

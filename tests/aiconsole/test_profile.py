@@ -27,6 +27,19 @@ def test_created_token_is_shown_once_and_works_for_the_api(client, developer, pr
     assert not ApiToken.objects.filter(key_hash=raw).exists()  # only the hash is stored
 
 
+def test_a_new_token_is_kept_in_no_session_and_no_cache(client, developer, project):
+    from django.contrib.sessions.models import Session
+
+    client.force_login(developer)
+    response = client.post("/profile/tokens/", {"name": "one look"})
+    raw = _new_token_on_page(response.content.decode())
+
+    assert response.status_code == 201 and raw
+    assert response["Cache-Control"] == "no-store"
+    stored = [str(session.get_decoded()) for session in Session.objects.all()]
+    assert stored and not any(raw in text for text in stored)
+
+
 def test_revoked_token_no_longer_authenticates(client, developer, project):
     token, raw = create_token(developer, actor=developer)
     client.force_login(developer)
