@@ -271,6 +271,11 @@ ANALYSIS_WAIT_SECONDS = env_float("AICONSOLE_ANALYSIS_WAIT_SECONDS", 2.0)
 ANALYSIS_CACHE_ENTRIES = env_int("AICONSOLE_ANALYSIS_CACHE_ENTRIES", 32, minimum=1)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.
 STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
+# TensorBoard for a job (jobs/tensorboard): started on first use, stopped after IDLE_SECONDS without
+# a request, at most MAX at once per console process; START_SECONDS for one to start listening.
+TENSORBOARD_IDLE_SECONDS = env_float("AICONSOLE_TENSORBOARD_IDLE_SECONDS", 600.0)
+TENSORBOARD_MAX = env_int("AICONSOLE_TENSORBOARD_MAX", 4, minimum=1)
+TENSORBOARD_START_SECONDS = env_float("AICONSOLE_TENSORBOARD_START_SECONDS", 60.0)
 # Longest stored log line; longer ones are cut with a marker.
 LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=256)
 # Environment variables a trainer inherits from the console's environment (never secrets).
@@ -278,11 +283,6 @@ TRAINER_ENV_PASSTHROUGH = env_list(
     "AICONSOLE_TRAINER_ENV_PASSTHROUGH",
     ["HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "STORAGE_EMULATOR_HOST"],
 )
-# The account trainers run as when the console runs as root (aiconsole.trainer_user): created on
-# first use; "root" runs them as root. A console that is not root runs them as its own user.
-TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "aiconsole-trainer") or "aiconsole-trainer"
-# Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
-# up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
 # The project billed for Cloud Storage (with STORAGE_EMULATOR_HOST, the emulator's: "aiconsole").
 GCS_PROJECT = env_str("AICONSOLE_GCS_PROJECT", "") or ""
 # The first start's admin account and project (aiconsole.bootstrap); the admin's password is a
@@ -303,6 +303,11 @@ MODEL_MAX_BYTES = env_int("AICONSOLE_MODEL_MAX_BYTES", 2 * 1024**3, minimum=1024
 BATCH_MAX_WORKERS = env_int("AICONSOLE_BATCH_MAX_WORKERS", 2, minimum=1)
 MODEL_PREWARM = env_bool("AICONSOLE_MODEL_PREWARM", True)
 
+# The account trainers run as when the console runs as root (aiconsole.trainer_user): created on
+# first use; "root" runs them as root. A console that is not root runs them as its own user.
+TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "aiconsole-trainer") or "aiconsole-trainer"
+# Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
+# up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
 # The runtime's GPU-capable build for replicas with GPUs: "auto" (when this host has NVIDIA GPUs;
 # scaled workers: when the replica was given devices), "always" or "never".

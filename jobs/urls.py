@@ -1,6 +1,7 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from jobs import builtin_views, metrics_views, views
+from jobs import builtin_views, compare_views, metrics_views, views
+from jobs.tensorboard import views as tensorboard_views
 
 app_name = "jobs"
 
@@ -16,4 +17,8 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/", metrics_views.job_metrics, name="metrics"),
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/download/", metrics_views.job_metrics_download,
          name="metrics_download"),
+    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/trials/(?P<trial_id>[0-9]+)/(?P<path>.*)$",
+            tensorboard_views.job_tensorboard, name="trial_tensorboard"),
+    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/(?P<path>.*)$",
+            tensorboard_views.job_tensorboard, name="tensorboard"),
 ]

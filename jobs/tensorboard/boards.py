@@ -1,0 +1,258 @@
+"""TensorBoard processes, one per job dir (or trial dir), kept by the console process that serves them.
+
+A board is started by the first request for it and stopped by :class:`Boards`' watcher thread once
+no request has reached it for ``settings.TENSORBOARD_IDLE_SECONDS``. At most
+``settings.TENSORBOARD_MAX`` run at once: a new one stops the board idle the longest, or, when every
+board is serving a request at that moment, is refused with :class:`Busy` (the page says so, 503).
+
+TensorBoard runs under the executor's reaper (``jobs/executor/reaper.py``), in its own session, as
+the trainer user when trainers run as one (it reads the event files trainers wrote), with the
+trainers' environment: the ``TRAINER_ENV_PASSTHROUGH`` variables, so ``gs://`` job dirs are read
+with the trainers' credentials (or ``STORAGE_EMULATOR_HOST``). It listens on a free port of
+127.0.0.1 (``--port 0``; the port is read from the line TensorBoard prints) with ``--path_prefix``
+set to the URL the console serves it under, so its own links work through the proxy.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from aiconsole import trainer_user
+from jobs.executor.replicas import REAPER_MARGIN_SECONDS, reaped
+
+logger = logging.getLogger(__name__)
+
+LISTENING = re.compile(r"TensorBoard \S+ at http://127\.0\.0\.1:(\d+)/")
+LOST_REQUEST_SECONDS = 600.0
+MARKER = "AICONSOLE_TENSORBOARD"  # in the process's environment: which board it serves
+
+
+class BoardError(Exception):
+    """TensorBoard could not be started or stopped answering; the message is shown on the page."""
+
+
+class Busy(BoardError):
+    """As many boards as allowed run, and each is serving a request."""
+
+
+@dataclass(eq=False)
+class Board:
+    """One TensorBoard process and what the console knows of it."""
+
+    key: str
+    logdir: str
+    prefix: str
+    port: int = 0
+    popen: subprocess.Popen | None = None
+    error: str = ""
+    active: int = 0  # requests being served through it now
+    last_used: float = field(default_factory=time.monotonic)
+    ready: threading.Event = field(default_factory=threading.Event)
+    output: deque = field(default_factory=lambda: deque(maxlen=40))
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def home(self) -> Path:
+        return settings.WORK_DIR / "tensorboard" / re.sub(r"[^A-Za-z0-9_.-]", "_", self.key)
+
+    def start(self, python: Path) -> None:
+        """Start TensorBoard and wait until it listens (``TENSORBOARD_START_SECONDS`` at most)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(parents=True)
+        user = trainer_user.current()
+        if user is not None:
+            user.hand_over(self.home, base=settings.WORK_DIR)
+        command = [str(python), "-m", "tensorboard.main", "--logdir", self.logdir, "--host", "127.0.0.1",
+                   "--port", "0", "--path_prefix", self.prefix, "--load_fast", "false",
+                   "--window_title", f"TensorBoard: {self.key}"]
+        listening = threading.Event()
+        self.popen = subprocess.Popen(
+            reaped(command, user.reaper_option() if user else []), cwd=self.home, env=self._environment(python),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True)  # its own session: stopping it signals nothing else
+        threading.Thread(target=self._read_output, args=(listening,), daemon=True,
+                         name=f"tensorboard-{self.key}").start()
+        deadline = time.monotonic() + settings.TENSORBOARD_START_SECONDS
+        while not listening.wait(0.05):
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                said = "\n".join(list(self.output)[-15:])
+                raise BoardError(f"TensorBoard did not start within {settings.TENSORBOARD_START_SECONDS:g} "
+                                 f"seconds (AICONSOLE_TENSORBOARD_START_SECONDS).\n{said}".strip())
+
+    def _environment(self, python: Path) -> dict[str, str]:
+        from jobs.executor.runner import passthrough_env
+
+        env = passthrough_env()
+        env.update({"PATH": f"{python.parent}{os.pathsep}{os.defpath}", "HOME": str(self.home),
+                    "TMPDIR": str(self.home), "PYTHONUNBUFFERED": "1", MARKER: self.key})
+        if "STORAGE_EMULATOR_HOST" in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env:
+            env["FSSPEC_GS_TOKEN"] = "anon"  # gcsfs, as the console's client: no credentials for the emulator
+        return env
+
+    def _read_output(self, listening: threading.Event) -> None:
+        for raw in self.popen.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self.output.append(line)
+            match = LISTENING.search(line)
+            if match and not listening.is_set():
+                self.port = int(match.group(1))
+                listening.set()
+        self.popen.stdout.close()
+
+    def stop(self) -> None:
+        """SIGTERM TensorBoard (through its reaper), SIGKILL after the stop grace period."""
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            _kill_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=settings.STOP_GRACE_SECONDS + REAPER_MARGIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        _kill_group(self.popen.pid, signal.SIGKILL)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Boards:
+    """The boards of this console process, and the thread that stops idle ones."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._boards: dict[str, Board] = {}
+        self._watcher: threading.Thread | None = None
+
+    def running(self) -> dict[str, Board]:
+        with self._changed:
+            return dict(self._boards)
+
+    def acquire(self, key: str, logdir: str, prefix: str) -> Board:
+        """The board for ``key``, started if needed, counted as serving a request until
+        :meth:`release`. Raises :class:`BoardError` (:class:`Busy`) when it cannot be had."""
+        to_stop = []
+        with self._changed:
+            board = self._boards.get(key)
+            if board is not None and (board.logdir != logdir or board.prefix != prefix
+                                      or (board.ready.is_set() and not board.alive)):
+                to_stop.append(self._boards.pop(key))
+                board = None
+            starting = board is None
+            if starting:
+                to_stop += self._make_room()
+                board = self._boards[key] = Board(key=key, logdir=logdir, prefix=prefix)
+            board.active += 1
+            board.last_used = time.monotonic()
+            self._watch()
+        for old in to_stop:  # in the background: the new board need not wait for the old one to exit
+            threading.Thread(target=old.stop, daemon=True, name=f"tensorboard-stop-{old.key}").start()
+        if starting:
+            self._start(board)
+        board.ready.wait()
+        if board.error or not board.alive:
+            self.release(board)
+            with self._changed:
+                if self._boards.get(key) is board:
+                    del self._boards[key]
+            raise BoardError(board.error or "TensorBoard stopped unexpectedly; reload the page to start it again.")
+        return board
+
+    def release(self, board: Board) -> None:
+        with self._changed:
+            board.active -= 1
+            board.last_used = time.monotonic()
+            self._changed.notify_all()
+
+    def stop_all(self) -> None:
+        with self._changed:
+            boards, self._boards = list(self._boards.values()), {}
+            self._changed.notify_all()
+        for board in boards:
+            board.stop()
+
+    def _start(self, board: Board) -> None:
+        from jobs.executor.environments import EnvironmentError_
+        from jobs.tensorboard.environment import tensorboard_environment
+
+        try:
+            board.start(tensorboard_environment().python)
+            logger.info("Started TensorBoard for %s on port %s", board.key, board.port)
+        except (BoardError, EnvironmentError_, trainer_user.TrainerUserError, OSError) as error:
+            logger.warning("TensorBoard for %s did not start: %s", board.key, error)
+            board.error = str(error) or error.__class__.__name__
+        finally:
+            board.ready.set()
+
+    def _make_room(self) -> list[Board]:
+        """Called with the lock held, before adding a board: the board to stop to make room."""
+        if len(self._boards) < settings.TENSORBOARD_MAX:
+            return []
+        idle = [b for b in self._boards.values() if b.active == 0 and b.ready.is_set()]
+        if not idle:
+            raise Busy(f"{len(self._boards)} TensorBoards are running and each is answering a request; at most "
+                       f"{settings.TENSORBOARD_MAX} run at once (AICONSOLE_TENSORBOARD_MAX). Try again in a moment.")
+        oldest = min(idle, key=lambda b: b.last_used)
+        del self._boards[oldest.key]
+        logger.info("Stopping TensorBoard for %s to make room for another", oldest.key)
+        return [oldest]
+
+    def _watch(self) -> None:
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._stop_idle_forever, daemon=True, name="tensorboard-idle")
+            self._watcher.start()
+            atexit.register(self.stop_all)
+
+    def _stop_idle_forever(self) -> None:
+        while True:
+            with self._changed:
+                idle = self._due()
+                for board in idle:
+                    del self._boards[board.key]
+                if not idle:
+                    self._changed.wait(self._next_check())
+                    continue
+            for board in idle:
+                logger.info("Stopping TensorBoard for %s (idle)", board.key)
+                board.stop()
+
+    def _due(self) -> list[Board]:
+        """Boards idle for the idle time, and those whose process ended by itself. A request
+        counted for far longer than any of TensorBoard's takes was lost (its client went away
+        while it started): it does not keep the board up forever."""
+        now = time.monotonic()
+        idle = settings.TENSORBOARD_IDLE_SECONDS
+        return [b for b in self._boards.values() if b.ready.is_set()
+                and (b.active == 0 or now - b.last_used >= idle + LOST_REQUEST_SECONDS)
+                and (now - b.last_used >= idle or not b.alive)]
+
+    def _next_check(self) -> float:
+        now = time.monotonic()
+        deadlines = [b.last_used + settings.TENSORBOARD_IDLE_SECONDS - now
+                     for b in self._boards.values() if b.active == 0]
+        return max(0.05, min([*deadlines, 5.0]))  # every few seconds at least: a process may die
+
+
+BOARDS = Boards()
