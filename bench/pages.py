@@ -1,5 +1,6 @@
 """Page performance in Chromium: the job list with 10,000 jobs, a job page with a 1,000,000-line log,
-a finished tuning study's page with 2,000 trials.
+a finished tuning study's page with 2,000 trials, the compare page with 20 jobs of 10,000 metric
+points each (and with 2 of them, for the ratio).
 
 It starts its own ``aiconsole up`` (embedded mode) on a free port with a throw-away data dir,
 fills the database directly with bulk inserts (one job through the API, then copies of its row;
@@ -132,6 +133,73 @@ def fill_study(console, job_id: str, count: int) -> float:
     return time.perf_counter() - started
 
 
+def fill_compare(db: Path, template_id: int, jobs: int, points: int) -> tuple[float, list[str]]:
+    """``jobs`` SUCCEEDED copies of one job row (cmp_00 …, each with its own ``--lr``) and
+    ``points`` metric points each: loss and accuracy × train and validation, evenly split."""
+    started = time.perf_counter()
+    steps = max(1, points // 4)
+    ids = [f"cmp_{n:02d}" for n in range(jobs)]
+    with sqlite3.connect(db, timeout=60) as conn:
+        conn.execute("PRAGMA synchronous=OFF")
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(jobs_job)") if row[1] != "id"]
+        select = ", ".join("?" if c in ("job_id", "state") else c for c in columns)
+        sql = f"INSERT INTO jobs_job ({', '.join(columns)}) SELECT {select} FROM jobs_job WHERE id = ?"
+        values = {"job_id": None, "state": "SUCCEEDED"}
+        for n, job_id in enumerate(ids):
+            values["job_id"] = job_id
+            conn.execute(sql, (*[values[c] for c in columns if c in values], template_id))
+            pk = conn.execute("SELECT id FROM jobs_job WHERE job_id = ?", (job_id,)).fetchone()[0]
+            conn.execute("UPDATE jobs_job SET training_input = json_set(training_input, '$.args', "
+                         "json_array('--lr', ?, '--epochs', '10')) WHERE id = ?", (f"{0.001 * (n + 1):g}", pk))
+            lr = 0.001 * (n + 1)
+            rows = ((pk, "", "tfevents", run, tag, step,
+                     (1 / (1 + lr * step) if tag == "loss" else 1 - 1 / (1 + lr * step)) + (0.05 if run == "validation" else 0),
+                     1_700_000_000.0 + step)
+                    for step in range(steps) for tag in ("loss", "accuracy") for run in ("train", "validation"))
+            conn.executemany("INSERT INTO jobs_metricpoint (job_id, trial_id, source, run, tag, step, value, wall_time) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.commit()
+    return time.perf_counter() - started, ids
+
+
+# Installed before each load of the compare page: when every chart on it is drawn (as CHARTS_PROBE).
+COMPARE_PROBE = """(() => {
+  window.__chartsDrawn = null;
+  const drawn = (figure) => figure.querySelector(".js-plotly-plot .trace, .js-plotly-plot .parcoords") !== null;
+  const check = () => {
+    const figures = [...document.querySelectorAll("#compare-curves figure.chart, #compare-parallel figure.chart")];
+    if (figures.length && figures.every(drawn)) window.__chartsDrawn = performance.now();
+    else requestAnimationFrame(check);
+  };
+  requestAnimationFrame(check);
+})()"""
+
+
+def server_time(console, path: str, cookies: dict, repeats: int) -> float:
+    """Median seconds for the whole HTML of ``path``, fetched outside the browser (no drawing)."""
+    import requests
+
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        answer = requests.get(console.url + path, cookies=cookies, timeout=120)
+        answer.raise_for_status()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def measure_compare(page, path: str, repeats: int) -> dict:
+    samples = []
+    for _ in range(repeats):
+        page.goto(path, wait_until="load")
+        page.wait_for_function("window.__chartsDrawn !== null", timeout=180_000)
+        samples.append(page.evaluate(TIMING) | page.evaluate(
+            "() => ({charts: window.__chartsDrawn, figures: document.querySelectorAll('figure.chart').length,"
+            " html_kb: performance.getEntriesByType('navigation')[0].decodedBodySize / 1024})"))
+    return {key: statistics.median(s[key] for s in samples if s[key] is not None)
+            for key in ("ttfb", "dcl", "load", "fcp", "charts", "html_kb")} | {"figures": samples[-1]["figures"]}
+
+
 def stop_at_once(console, job_id: str) -> None:
     """Cancel a job that is not to run (its package does not exist: it may have failed already)."""
     try:
@@ -182,7 +250,9 @@ def main() -> None:
                              "learning curves, importance): all drawn is when this many are")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--study-repeats", type=int, default=None, help="loads of the study page (default: --repeats)")
-    parser.add_argument("--skip", choices=["jobs", "log", "study"], action="append", default=[],
+    parser.add_argument("--compare-jobs", type=int, default=20, help="jobs on the compare page (at most 20)")
+    parser.add_argument("--compare-points", type=int, default=10_000, help="metric points of each compared job")
+    parser.add_argument("--skip", choices=["jobs", "log", "study", "compare"], action="append", default=[],
                         help="leave a page out (repeatable)")
     args = parser.parse_args()
     if harness.ensure_chromium() is None:
@@ -190,6 +260,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="aiconsole-bench-pages-") as scratch:
+        Path(scratch).chmod(0o711)  # as root, trainers run as another user, who must reach the data dir
         console = harness.LiveConsole(Path(scratch) / "data")
         try:
             db = console.database
@@ -204,6 +275,9 @@ def main() -> None:
                                hyperparameters={**STUDY_SPEC, "maxTrials": args.study_trials})
                 stop_at_once(console, "study")
                 study_s = fill_study(console, "study", args.study_trials)
+            compare_s, compare_ids = 0.0, []
+            if "compare" not in args.skip:
+                compare_s, compare_ids = fill_compare(db, job_pk(db, "big_log"), args.compare_jobs, args.compare_points)
             load = os.getloadavg()
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
@@ -225,6 +299,15 @@ def main() -> None:
                 if "study" not in args.skip:
                     page.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
                     study = measure_study(page, base + "study/", args.study_repeats or args.repeats, args.study_charts)
+                compared = {}
+                if compare_ids:
+                    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+                    compare_base = f"/projects/{harness.PROJECT}/compare/?jobs="
+                    page.add_init_script(COMPARE_PROBE)
+                    for count in sorted({2, len(compare_ids)}):
+                        path = compare_base + ",".join(compare_ids[:count])
+                        compared[count] = measure_compare(page, path, args.repeats) | {
+                            "server": server_time(console, path, cookies, args.repeats)}
                 browser.close()
         finally:
             console.stop()
@@ -237,6 +320,16 @@ def main() -> None:
         fcp = f"{r['fcp']:.0f}" if r["fcp"] is not None else "—"
         print(f"  {name:34} first byte {r['ttfb']:6.0f}   first paint {fcp:>5}   DOMContentLoaded "
               f"{r['dcl']:6.0f}   load {r['load']:6.0f} (max {r['max_load']:.0f})   rows {r['rows']:,}")
+    if compared:
+        print(f"  compare page, {args.compare_points:,} points a job ({compare_s:.1f} s to insert):")
+        for count, r in compared.items():
+            print(f"  {count:3} jobs: server (whole HTML, outside the browser) {1000 * r['server']:6.0f}   first byte "
+                  f"{r['ttfb']:6.0f}   DOMContentLoaded {r['dcl']:6.0f}   load {r['load']:6.0f}   all {r['figures']} "
+                  f"charts drawn {r['charts']:6.0f}   HTML {r['html_kb']:,.0f} kB")
+        if len(compared) == 2:
+            small, large = compared.values()
+            print(f"  ratio {max(compared)} jobs / 2 jobs: server {large['server'] / small['server']:.2f}   load "
+                  f"{large['load'] / small['load']:.2f}   charts drawn {large['charts'] / small['charts']:.2f}")
     if study is not None:
         r = study
         print(f"  study page, {args.study_trials:,} trials ({args.study_repeats or args.repeats} loads): first byte "

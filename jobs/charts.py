@@ -149,17 +149,20 @@ def _dimension(name: str, values: list[str], log: bool = False) -> dict:
             "tickvals": list(range(len(categories))), "ticktext": categories}
 
 
-def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset()) -> Chart:
-    """One axis per parameter and one for the objective; log-scaled parameters on log axes."""
+def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset(), *, item: str = "Trial",
+                         objective: str = "Objective") -> Chart:
+    """One axis per parameter and one for the objective; log-scaled parameters on log axes.
+    ``item`` and ``objective`` name the table's first and last columns (the compare page's are
+    the job and the chosen metric)."""
     names = list(data[0]["params"]) if data else []
     dimensions = [_dimension(name, [p["params"].get(name, "") for p in data], log=name in log) for name in names]
     objectives = [p["objective"] for p in data]
-    dimensions.append({"label": "Objective", "values": objectives})
+    dimensions.append({"label": objective, "values": objectives})
     dimensions = [{**d, "values": _array(d["values"])} for d in dimensions]
     figure = go.Figure(go.Parcoords(line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True},
                                     dimensions=dimensions))
     figure.update_layout(margin={"t": 40})
-    return Chart("Parallel coordinates", figure, ["Trial", *names, "Objective"],
+    return Chart("Parallel coordinates", figure, [item, *names, objective],
                  [[p["trial"], *[p["params"].get(n, "") for n in names], p["objective"]] for p in data])
 
 
@@ -418,9 +421,11 @@ def _series_order(key: tuple[str, str, str]) -> tuple:
     return (int(trial) if trial.isdigit() else -1, trial, last in EVALUATION_RUN_NAMES, run, source)
 
 
-def _series_name(key: tuple[str, str, str], with_trial: bool) -> str:
+def _series_name(key: tuple[str, str, str], with_trial: bool, groups: dict[str, str] | None = None) -> str:
     trial, run, source = key
     name = run or source
+    if groups is not None:
+        return f"{groups.get(trial, trial)} · {name}"
     return f"trial {trial} · {name}" if with_trial and trial else name
 
 
@@ -433,18 +438,25 @@ def thin(points: list[tuple[int, float]], limit: int = METRIC_POINTS_PER_SERIES)
     return kept if kept[-1] == points[-1] else [*kept, points[-1]]
 
 
-def metric_charts(rows) -> list[Chart]:
+def metric_charts(rows, *, groups: dict[str, str] | None = None,
+                  points_per_series: int = METRIC_POINTS_PER_SERIES) -> list[Chart]:
     """One chart per tag, one line per run (``train`` and ``validation`` overlaid; per trial in a
-    tuning job), from ``(tag, trial_id, run, source, step, value)`` rows in any order."""
+    tuning job), from ``(tag, trial_id, run, source, step, value)`` rows in any order.
+
+    ``groups`` (the compare page) names what the second field holds instead of a trial id: each
+    group's lines are called ``NAME · run`` and share a colour, groups in the order of their keys
+    (``"00"``, ``"01"``, …)."""
     tags: dict[str, dict[tuple[str, str, str], list[tuple[int, float]]]] = {}
     for tag, trial, run, source, step, value in rows:
         tags.setdefault(tag, {}).setdefault((trial, run, source), []).append((step, value))
-    return [_metric_chart(tag, series) for tag, series in sorted(tags.items())]
+    return [_metric_chart(tag, series, groups, points_per_series) for tag, series in sorted(tags.items())]
 
 
-def _metric_chart(tag: str, series: dict) -> Chart:
+def _metric_chart(tag: str, series: dict, groups: dict[str, str] | None = None,
+                  points_per_series: int = METRIC_POINTS_PER_SERIES) -> Chart:
     keys = sorted(series, key=_series_order)
     with_trial = any(trial for trial, _, _ in keys)
+    colours = {group: n for n, group in enumerate(groups)} if groups is not None else None
     note = ""
     if len(keys) > METRIC_SERIES_MAX:
         note = f"The first {METRIC_SERIES_MAX} of {len(keys)} lines are drawn; the CSV has them all."
@@ -452,18 +464,19 @@ def _metric_chart(tag: str, series: dict) -> Chart:
     traces, rows, thinned = [], [], False
     for index, key in enumerate(keys):
         points = sorted(series[key], key=lambda p: p[0])
-        drawn = thin(points)
+        drawn = thin(points, points_per_series)
         thinned |= len(drawn) < len(points)
-        name = _series_name(key, with_trial)
+        name = _series_name(key, with_trial, groups)
         evaluation = key[1].rsplit("/", 1)[-1] in EVALUATION_RUN_NAMES
+        colour = colours.get(key[0], index) if colours is not None else index
         traces.append(go.Scatter(
             x=np.array([p[0] for p in drawn]), y=np.array([p[1] for p in drawn]), name=name,
             mode="lines+markers" if len(drawn) <= 200 else "lines",
-            line={"color": COLORWAY[index % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
+            line={"color": COLORWAY[colour % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
             marker={"size": 5}))
         rows += [[name, step, value] for step, value in drawn]
     if thinned:
-        note = " ".join(filter(None, [note, f"Long lines are thinned to {METRIC_POINTS_PER_SERIES:,} points "
+        note = " ".join(filter(None, [note, f"Long lines are thinned to {points_per_series:,} points "
                                              "in the chart and the table; the CSV has every point."]))
     figure = go.Figure(traces)
     figure.update_layout(xaxis_title="Step", yaxis_title=tag, margin={"t": 20}, height=360,

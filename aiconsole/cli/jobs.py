@@ -1,7 +1,7 @@
 """``aiconsole jobs …``: gcloud ai-platform's job commands, against the console's REST API.
 
 submit training, describe [--summarize], list, cancel, update (labels), stream-logs; and our
-``metrics``. Flags, messages and exit statuses follow gcloud's, so scripts written for it keep
+``metrics`` and ``compare``. Flags, messages and exit statuses follow gcloud's, so scripts written for it keep
 working.
 """
 
@@ -352,6 +352,78 @@ def cmd_metrics(args) -> int:
     return 0
 
 
+# --- compare -----------------------------------------------------------------------------------
+
+
+def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
+    """(label, job, trial or None) for ``JOB`` or ``JOB/TRIAL``; a tuning job alone is its best trial."""
+    from jobs.compare import Entry
+
+    job = client.get(client.job_path(entry.job_id))
+    trials = (job.get("trainingOutput") or {}).get("trials") or []
+    spec = (job.get("trainingInput") or {}).get("hyperparameters") or {}
+    if entry.trial_id:
+        trial = next((t for t in trials if str(t.get("trialId")) == entry.trial_id), None)
+        if trial is None:
+            raise CliError(f"Job [{entry.job_id}] has no trial {entry.trial_id}.")
+        return entry.label, job, trial
+    if not spec:
+        return entry.label, job, None
+    scored = [t for t in trials if (t.get("finalMetric") or {}).get("objectiveValue") is not None]
+    if not scored:
+        raise CliError(f"Job [{entry.job_id}] is a tuning job with no trial result yet: name a trial, "
+                       f"e.g. {entry.job_id}/1.")
+    pick = min if spec.get("goal") == "MINIMIZE" else max
+    best = pick(scored, key=lambda t: float(t["finalMetric"]["objectiveValue"]))
+    return Entry(entry.job_id, str(best["trialId"])).label, job, best
+
+
+@common.command("jobs.compare")
+def cmd_compare(args) -> int:
+    from jobs import compare
+
+    entries, malformed = compare.parse_entries(args.jobs)
+    if malformed:
+        raise CliError(f"Not a job ID or JOB/TRIAL: {', '.join(malformed)}.")
+    if len(entries) > compare.MAX_ENTRIES:
+        raise CliError(f"At most {compare.MAX_ENTRIES} jobs can be compared; {len(entries)} were given.")
+    client = common.client(args)
+    labels, inputs, finals, tags, goals = [], [], [], {}, {}
+    for entry in entries:
+        label, job, trial = _compared(client, entry)
+        training_input = job.get("trainingInput") or {}
+        labels.append(label)
+        inputs.append(compare.inputs(training_input, job.get("labels"),
+                                     trial.get("hyperparameters") or {} if trial else None))
+        if trial is not None:
+            goals = compare.study_goals(training_input.get("hyperparameters")) | goals
+        points = fetch_metrics(client, entry.job_id, trial_id=str(trial["trialId"]) if trial else "")
+        finals.append(compare.final_values((p["tag"], p.get("run", ""), int(p["step"]), float(p["value"]))
+                                           for p in points))
+        tags |= {compare.metric_name(p["tag"], p.get("run", "")): p["tag"] for p in points}
+    rows = [row for row in compare.input_rows(inputs) if row.differs or args.all_inputs]
+    if rows:
+        sys.stdout.write(output.table(["INPUT", *labels], [[row.name, *row.values] for row in rows]))
+    else:
+        output.status("The jobs' inputs are the same.")
+    metric_rows = compare.metric_rows(finals, tags, goals, args.lower or [], args.higher or [])
+    if metric_rows:
+        sys.stdout.write("\n" + output.table(
+            ["METRIC", *labels, "BEST"],
+            [[row.name, *[_final_cell(cell) for cell in row.cells], "lower" if row.lower_is_better else "higher"]
+             for row in metric_rows]))
+        output.status("* marks the best final value (the last report by step).")
+    else:
+        output.status("None of the jobs reported metrics.")
+    return 0
+
+
+def _final_cell(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    return f"{cell['value']}{' *' if cell['best'] else ''}"
+
+
 # --- the parser --------------------------------------------------------------------------------
 
 
@@ -449,3 +521,11 @@ def register(commands) -> None:
                          help="csv (the default; tag,step,value,time,trialId,source,run) or json")
     common.connection_flags(metrics, formats=False)
     metrics.set_defaults(func=cmd_metrics)
+
+    comparing = jobs.add_parser("compare", help="print how jobs' inputs differ and their final metrics")
+    comparing.add_argument("jobs", metavar="JOB", nargs="+", help="job ids, or JOB/TRIAL for a tuning job's trial")
+    comparing.add_argument("--all-inputs", action="store_true", help="print every input, not only those that differ")
+    comparing.add_argument("--lower", action="append", metavar="TAG", help="count lower values of TAG as better")
+    comparing.add_argument("--higher", action="append", metavar="TAG", help="count higher values of TAG as better")
+    common.connection_flags(comparing, formats=False)
+    comparing.set_defaults(func=cmd_compare)

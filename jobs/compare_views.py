@@ -1,0 +1,156 @@
+"""The compare page, ``/projects/P/compare/?jobs=a,b/3,c``: jobs and trials side by side.
+
+Each job is read through ``services.get_job`` (``ml.jobs.get``, a Data Access entry as on its own
+page), its points through ``jobs.metrics.points_for``, its curves drawn by
+``charts.metric_charts``; what is compared is worked out in ``jobs.compare`` (pure, shared with
+``aiconsole jobs compare``). Everything the page shows is in its query string, so it can be shared.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+
+from aiconsole import iam
+from jobs import charts, compare, metrics, services
+
+# Points drawn per chart across all lines (each line thinned evenly, its last point kept): 20 jobs'
+# curves of 10,000 points stay a light page; the job pages and their CSVs have every point.
+POINTS_PER_CHART = 8_000
+
+
+@login_required
+def compare_jobs(request, project_id):
+    project = services.find_project(project_id, actor=request.user)
+    values = request.GET.getlist("jobs")
+    if len(values) > 1:  # the list page's ticked boxes (jobs=a&jobs=b): the shareable form
+        query = request.GET.copy()
+        query.setlist("jobs", [",".join(v for v in values if v)])
+        return redirect(f"{request.path}?{query.urlencode(safe=',/')}")
+    entries, malformed = compare.parse_entries(values)
+    context = {"project": project, "jobs_text": values[0] if values else "",
+               "max_entries": compare.MAX_ENTRIES, "problems": [], "entries": []}
+    status = _check(entries, malformed, context["problems"])
+    if status == 200 and entries:
+        resolved, missing = _resolve(project, entries, request.user, context["problems"])
+        if missing:
+            context["problems"].append(f"Not found in project {project.project_id}: {', '.join(missing)}.")
+            status = 404
+        elif resolved:
+            context |= _comparison(resolved, request.GET)
+    return render(request, "jobs/compare.html", context, status=status)
+
+
+def _check(entries: list[compare.Entry], malformed: list[str], problems: list[str]) -> int:
+    if malformed:
+        problems.append(f"Not a job ID or jobId/trialId: {', '.join(malformed)}.")
+    if len(entries) > compare.MAX_ENTRIES:
+        extra = ", ".join(e.label for e in entries[compare.MAX_ENTRIES:])
+        problems.append(f"At most {compare.MAX_ENTRIES} jobs can be compared; {len(entries)} were given. "
+                        f"Leave out some of them, e.g. {extra}.")
+    return 400 if problems else 200
+
+
+def _resolve(project, entries, actor, problems: list[str]) -> tuple[list[tuple], list[str]]:
+    """``(entry, job, trial or None)`` for each entry the user may read; the ids not found. A tuning
+    job named without a trial stands for its best trial."""
+    jobs: dict[str, object] = {}
+    resolved, missing = [], []
+    for entry in entries:
+        if entry.job_id not in jobs:
+            try:
+                jobs[entry.job_id] = services.get_job(project, entry.job_id, actor=actor)
+            except iam.NotFound:  # missing and invisible look the same (404), as everywhere
+                jobs[entry.job_id] = None
+        job = jobs[entry.job_id]
+        if job is None:
+            missing.append(entry.label)
+            continue
+        trial = None
+        if entry.trial_id:
+            trial = job.trials.filter(trial_id=entry.trial_id).first()
+            if trial is None:
+                missing.append(entry.label)
+                continue
+        elif job.is_hyperparameter_job:
+            trial = _best_trial(job)
+            if trial is None:
+                problems.append(f"{job.job_id} is a tuning job with no trial result yet: name a trial, "
+                                f"e.g. {job.job_id}/1.")
+                continue
+            entry = compare.Entry(job.job_id, trial.trial_id)
+        if all(e != entry for e, _, _ in resolved):
+            resolved.append((entry, job, trial))
+    return resolved, missing
+
+
+def _best_trial(job):
+    goal = (job.training_input.get("hyperparameters") or {}).get("goal")
+    trials = [t for t in job.trials.defer("all_metrics") if t.objective_value is not None]
+    if not trials:
+        return None
+    pick = min if goal == "MINIMIZE" else max
+    return pick(trials, key=lambda t: t.objective_value)
+
+
+def _comparison(resolved: list[tuple], params) -> dict:
+    labels = [entry.label for entry, _, _ in resolved]
+    inputs = compare.input_rows([
+        compare.inputs(job.training_input, job.labels, trial.hyperparameters if trial else None)
+        for _, job, trial in resolved])
+    goals: dict[str, str] = {}
+    for _, job, trial in resolved:
+        if trial is not None:
+            goals = compare.study_goals(job.training_input.get("hyperparameters")) | goals
+    chart_rows, finals, tags = [], [], {}
+    for index, (entry, job, _) in enumerate(resolved):
+        rows = list(metrics.points_for(job, trial_id=entry.trial_id).order_by("pk")
+                    .values_list("tag", "run", "source", "step", "value"))
+        group = f"{index:02d}"
+        chart_rows += [(tag, group, run, source, step, value) for tag, run, source, step, value in rows]
+        finals.append(compare.final_values((tag, run, step, value) for tag, run, _, step, value in rows))
+        tags |= {compare.metric_name(tag, run): tag for tag, run, _, _, _ in rows}
+    lower, higher = params.getlist("lower"), params.getlist("higher")
+    metric_rows = compare.metric_rows(finals, tags, goals, lower, higher)
+    for row in metric_rows:
+        row.flip_query = _flip_query(params, row)
+    chosen = _chosen_metric(metric_rows, params.get("metric", ""), goals)
+    parallel = compare.parallel_data(labels, inputs, chosen)
+    runs = max(1, len({(g, r) for _, g, r, _, _, _ in chart_rows}))
+    return {
+        "entries": [{"label": e.label, "job": job, "trial": trial} for e, job, trial in resolved],
+        "input_rows": inputs, "only_differences": params.get("inputs") == "differ",
+        "inputs_toggle_query": _query(params, inputs=[] if params.get("inputs") == "differ" else ["differ"]),
+        "differing": sum(row.differs for row in inputs),
+        "metric_rows": metric_rows, "chosen_metric": chosen,
+        "metric_charts": charts.metric_charts(chart_rows, groups=dict(zip((f"{i:02d}" for i in range(len(labels))),
+                                                                          labels, strict=True)),
+                                              points_per_series=max(50, POINTS_PER_CHART // runs)),
+        "parallel_chart": charts.parallel_coordinates(parallel, item="Job", objective=chosen.name)
+        if chosen and len(parallel) >= 2 else None,
+        "lower": lower, "higher": higher,
+    }
+
+
+def _chosen_metric(rows: list[compare.MetricRow], name: str, goals: dict[str, str]):
+    """The metric the parallel coordinates show: the user's, else a study's, else the first."""
+    for row in rows:
+        if row.name == name:
+            return row
+    return next((row for row in rows if row.tag in goals), rows[0] if rows else None)
+
+
+def _query(params, **changes: list[str]) -> str:
+    """The page's query string with some parameters set to other values (``[]`` drops one)."""
+    query = params.copy()
+    for name, values in changes.items():
+        query.setlist(name, values)
+    return query.urlencode(safe=",/")
+
+
+def _flip_query(params, row: compare.MetricRow) -> str:
+    """The page's query string with the other direction chosen for ``row``'s tag."""
+    lower = [t for t in params.getlist("lower") if t != row.tag]
+    higher = [t for t in params.getlist("higher") if t != row.tag]
+    (higher if row.lower_is_better else lower).append(row.tag)
+    return _query(params, lower=lower, higher=higher)
