@@ -103,8 +103,8 @@ class Collector:
         self.job_pk = job_pk
         self.trial_id = trial_id
         self.metric_file = metric_file
-        self.events = (tfevents.EventScanner(Path(job_dir))
-                       if job_dir and not storage.is_gcs_uri(job_dir) else None)
+        self.events = tfevents.EventScanner(job_dir if storage.is_gcs_uri(job_dir) else Path(job_dir)) \
+            if job_dir else None
         self._seen: set[tuple[str, int, float]] = set()
         self._metric_mtime = 0.0
         self._polled = 0.0

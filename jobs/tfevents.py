@@ -14,6 +14,7 @@ Events are parsed with tensorboard's protos and ``tensor_util``.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import struct
@@ -141,45 +142,67 @@ class _FileState:
 
 
 class EventScanner:
-    """Incremental reader of every events.out.tfevents.* file under a folder."""
+    """Incremental reader of every events.out.tfevents.* file under a folder: a local one, or a
+    ``gs://bucket/prefix`` one (listed and read in ranges through the console's Cloud Storage
+    client, the credentials trainers write with)."""
 
     def __init__(
         self,
-        root: Path,
+        root: Path | str,
         *,
         tags: set[str] | None = None,
         max_files: int = 1000,
         max_entries: int = 20000,
     ):
-        self.root = Path(root)
+        self.gcs = isinstance(root, str) and root.startswith("gs://")
+        self.root = root.rstrip("/") if self.gcs else Path(root)
         self.tags = frozenset(tags) if tags is not None else None
         self.max_files = max_files
         self.max_entries = max_entries
-        self._files: dict[Path, _FileState] = {}
+        self._files: dict[Path | str, _FileState] = {}
 
     def poll(self) -> list[Scalar]:
         """Scalars written since the last poll (on the first poll: all so far)."""
         grown = []
-        for path, size in find_event_files(self.root, self.max_entries):
+        listed = find_gcs_event_files(self.root, self.max_entries) if self.gcs else \
+            find_event_files(self.root, self.max_entries)
+        for path, size in listed:
             if path not in self._files and len(self._files) < self.max_files:
                 self._files[path] = _FileState()
             state = self._files.get(path)
             if state is not None and not state.corrupt and size > state.offset:
                 grown.append(path)
         scalars = []
-        for path in sorted(grown):
+        for path in sorted(grown, key=str):
             scalars.extend(self._read_new(path, self._files[path]))
         return scalars
 
-    def _read_new(self, path: Path, state: _FileState) -> list[Scalar]:
+    def _run(self, path: Path | str) -> str:
+        if self.gcs:
+            run = path[len(self.root) + 1:].rpartition("/")[0]
+            return run
         run = path.parent.relative_to(self.root).as_posix()
-        run = "" if run == "." else run
+        return "" if run == "." else run
+
+    def _open_at(self, path: Path | str, offset: int) -> BinaryIO:
+        """The file from ``offset`` on; for an object, only the bytes past it are fetched."""
+        if not self.gcs:
+            stream = path.open("rb")
+            stream.seek(offset)
+            return stream
+        from aiconsole import storage  # the Cloud Storage client, only for gs:// job dirs
+
+        bucket, name = storage.parse_gcs_uri(path)
+        return io.BytesIO(storage.gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset))
+
+    def _read_new(self, path: Path | str, state: _FileState) -> list[Scalar]:
+        run = self._run(path)
         scalars = []
         try:
-            with path.open("rb") as stream:
-                stream.seek(state.offset)
+            with self._open_at(path, state.offset) as stream:
+                base = state.offset - stream.tell()  # a fetched range starts at 0
                 for record in read_records(stream):
-                    state.offset = stream.tell()
+                    state.offset = base + stream.tell()
                     try:
                         scalars.extend(event_scalars(record, run, self.tags))
                     except DecodeError as error:
@@ -187,11 +210,28 @@ class EventScanner:
         except CorruptRecordError as error:
             state.corrupt = True
             logger.warning("Skipping the rest of event file %s: %s", path, error)
-        except OSError as error:
+        except Exception as error:  # OSError, or any Cloud Storage error: try again on the next poll
             logger.warning("Cannot read event file %s: %s", path, error)
         return scalars
 
 
-def scalars_under(root: Path, tags: set[str] | None = None) -> list[Scalar]:
+def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int]]:
+    """(gs:// URI, size) of event files under a gs:// folder, listing at most ``max_entries``
+    objects; a listing that fails (no credentials, no bucket) yields nothing, logged."""
+    from aiconsole import storage
+
+    try:
+        bucket, prefix = storage.parse_gcs_uri(root, require_object=False)
+        prefix = f"{prefix.rstrip('/')}/" if prefix else ""
+        blobs = storage.gcs_client().list_blobs(bucket, prefix=prefix, max_results=max_entries,
+                                                timeout=WALK_SECONDS)
+        for blob in blobs:
+            if blob.name.rpartition("/")[2].startswith(EVENT_FILE_PREFIX):
+                yield f"gs://{bucket}/{blob.name}", blob.size or 0
+    except Exception as error:
+        logger.warning("Cannot list event files under %s: %s", root, error)
+
+
+def scalars_under(root: Path | str, tags: set[str] | None = None) -> list[Scalar]:
     """Every scalar in the event files under root, read once."""
     return EventScanner(root, tags=tags).poll()

@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
+from jobs import metrics
 from jobs.builtin import runnable_input
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -74,6 +75,7 @@ class LocalReplica:
     job_pk: int
     sink: LogSink | None = None
     process: ReplicaProcess | None = None
+    metrics: metrics.Collector | None = None  # the master's: the job's metric points (jobs.metrics)
     stopping: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -201,7 +203,11 @@ class Agent:
         environment = build_environment(training_input, files,
                                         lambda message: local.sink.service(f"{replica.label}: {message}"), check,
                                         gpu=gpu_build(bool(replica.devices)))
-        extra = {"CUDA_VISIBLE_DEVICES": replica.devices}  # none: the replica sees no GPU at all
+        extra = {"CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
+                 **metrics.trainer_env(replica_dir)}
+        if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
+            local.metrics = metrics.Collector(job.pk, job_dir=launch.get("jobDir"),
+                                              metric_file=metrics.metric_file(replica_dir))
         return ReplicaProcess(
             replica_id=replica.pk, label=replica.label, task_type=replica.task_type,
             command=trainer_command(environment.python, training_input["pythonModule"], launch.get("args", []),
@@ -234,6 +240,8 @@ class Agent:
                 running = [r for r in self.replicas.values() if r.process is not None and not r.done.is_set()]
             for local in running:
                 code = local.process.poll()
+                if local.metrics is not None and not local.stopping:
+                    local.metrics.poll(final=code is not None)  # at most once a second while it runs
                 if code is None or local.stopping:
                     continue
                 try:

@@ -78,8 +78,9 @@ class TrialRun:
                                   use_chief=catalogue.uses_chief(runtime_version), trial_id=self.trial_id)
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
-        if job_dir and not storage.is_gcs_uri(job_dir):
-            self.events = tfevents.EventScanner(Path(job_dir), tags={loop.tag})
+        if job_dir:
+            root = job_dir if storage.is_gcs_uri(job_dir) else Path(job_dir)
+            self.events = tfevents.EventScanner(root, tags={loop.tag})
         work = loop.work / "trials" / self.trial_id
         shutil.rmtree(work, ignore_errors=True)
         for placement in placements:

@@ -284,6 +284,26 @@ def test_tuning_job_runs_whole_on_one_worker(cluster, package):
     assert len({r["worker_pid"] for r in cluster.replicas("study")}) == 1
 
 
+def test_a_plain_jobs_metrics_are_collected_on_the_worker_that_runs_its_master(cluster):
+    reporting_trainer = textwrap.dedent('''
+        import hypertune
+        reporter = hypertune.HyperTune()
+        for step, accuracy in enumerate((0.5, 0.7, 0.9), start=1):
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag="accuracy", metric_value=accuracy, global_step=step)
+    ''')
+    folder = cluster.data_dir / "storage" / "reporting-package" / "default-project"
+    folder.mkdir(parents=True, exist_ok=True)
+    package = build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": reporting_trainer})
+    cluster.submit("reported", package, **_custom(1))
+    job = cluster.wait_state("reported", TERMINAL, 180)
+    assert job["state"] == "SUCCEEDED", cluster.log_text("reported")
+
+    points = cluster.api("GET", "/v1/projects/default-project/jobs/reported/metrics")["metrics"]
+    assert [(p["tag"], p["step"], p["value"], p["source"]) for p in points] == [
+        ("accuracy", "1", 0.5, "hypertune"), ("accuracy", "2", 0.7, "hypertune"), ("accuracy", "3", 0.9, "hypertune")]
+
+
 def test_workers_command_lists_workers(cluster):
     done = cluster.cli("workers")
     assert done.returncode == 0, done.stderr

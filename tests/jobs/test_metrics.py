@@ -288,3 +288,36 @@ def test_tuning_trials_metrics_carry_their_trial_id_and_every_tag(run_job, packa
     second = every_point(get_metrics, job, admin, trialId="2", tag="score")
     x = float(job.trials.get(trial_id="2").hyperparameters["x"])
     assert [(p["step"], p["value"]) for p in second] == [("1", x), ("2", 2 * x)]
+
+
+KERAS_TASK = """
+    import numpy as np
+    import tensorflow as tf
+
+    job_dir = sys.argv[sys.argv.index("--job-dir") + 1]
+    features = np.random.RandomState(0).rand(64, 4).astype("float32")
+    labels = (features.sum(axis=1) > 2).astype("float32")
+    model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu", input_shape=(4,)),
+                                 tf.keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
+    model.fit(features, labels, epochs=3, validation_split=0.25, verbose=0,
+              callbacks=[tf.keras.callbacks.TensorBoard(log_dir=os.path.join(job_dir, "logs"))])
+"""
+
+
+@pytest.mark.executor
+def test_a_keras_job_with_a_tensorboard_callback_lists_its_curves_per_run(run_job, package_factory, get_metrics,
+                                                                          admin):
+    job = run_job("keras_curves", package_factory(KERAS_TASK), jobDir=job_dir_for("keras_curves"),
+                  runtimeVersion="2.11", pythonVersion="3.7")
+    assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)[-2000:]
+
+    points = every_point(get_metrics, job, admin)
+    assert {p["source"] for p in points} == {"tfevents"}
+    steps: dict[tuple[str, str], list[int]] = {}
+    for point in points:
+        steps.setdefault((point["run"], point["tag"]), []).append(int(point["step"]))
+    curves = [(run, tag) for run in ("logs/train", "logs/validation") for tag in ("epoch_loss", "epoch_accuracy")]
+    # Keras' own per-epoch curves; TF 2.11 also writes evaluation_*_vs_iterations under validation.
+    assert {key: sorted(steps.get(key, [])) for key in curves} == {key: [0, 1, 2] for key in curves}
+    assert all(0.0 <= p["value"] <= 1.0 for p in points if p["tag"] == "epoch_accuracy")

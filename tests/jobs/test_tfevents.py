@@ -263,3 +263,18 @@ def test_files_and_entries_past_the_bounds_are_left_quietly(tmp_path):
     assert len(EventScanner(tmp_path, max_files=2).poll()) == 2
     assert len(EventScanner(tmp_path, max_entries=4).poll()) == 1  # 3 folders, then 1 file
     assert EventScanner(tmp_path / "missing").poll() == []
+
+
+def test_a_gs_job_dir_is_read_incrementally_through_cloud_storage(tmp_path, gcs_emulator, db):
+    local = write_events(tmp_path / "train", event(0, simple("loss", 1.0)), event(1, simple("loss", 0.5)))
+    data = local.read_bytes()
+    first_record = 12 + struct.unpack("<Q", data[:8])[0] + 4  # the file-version event alone
+    name = f"jobs/gs_scan/train/{local.name}"
+    gcs_emulator.upload("tfevents-bucket", name, data[:first_record + 5])  # a torn record at the tail
+    scanner = EventScanner("gs://tfevents-bucket/jobs/gs_scan")
+
+    assert scanner.poll() == []
+    gcs_emulator.upload("tfevents-bucket", name, data)  # the trainer flushed the rest
+    assert values(scanner.poll()) == [("train", "loss", 0, 1.0), ("train", "loss", 1, 0.5)]
+    assert scanner.poll() == []  # nothing new: nothing read twice
+    assert EventScanner("gs://no-such-bucket-here/jobs").poll() == []  # a listing that fails reads nothing
