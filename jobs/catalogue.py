@@ -498,6 +498,10 @@ def ml_units_per_hour(plan: ReplicaPlan) -> float:
 
 
 def consumed_ml_units(runs: Iterable[tuple[ReplicaPlan, float]]) -> float:
-    """Total ML units for (replica, seconds run) pairs, rounded to 2 decimals like the API."""
-    total = sum(ml_units_per_hour(plan) * seconds / 3600.0 for plan, seconds in runs)
-    return round(total, 2)
+    """Total ML units for (replica, seconds run) pairs, rounded as ``round_ml_units``."""
+    return round_ml_units(sum(ml_units_per_hour(plan) * seconds / 3600.0 for plan, seconds in runs))
+
+
+def round_ml_units(units: float) -> float:
+    """2 decimals like the API, but 2 significant digits below 0.1: a short job is 0.0042, not 0.0."""
+    return round(units, 2) if abs(units) >= 0.1 else float(f"{units:.2g}")

@@ -125,6 +125,26 @@ class Job(models.Model):
     def is_hyperparameter_job(self) -> bool:
         return bool((self.training_input or {}).get("hyperparameters"))
 
+    # Durations the list and the page show; a span that has not ended runs to now.
+    def _span(self, start, end) -> float | None:
+        if start is None:
+            return None
+        end = end or (None if self.is_terminal else timezone.now())
+        return None if end is None else max(0.0, (end - start).total_seconds())
+
+    @property
+    def queued_seconds(self) -> float | None:
+        """From submit to RUNNING (waiting in line and preparing the environment)."""
+        return self._span(self.create_time, self.start_time or self.end_time)
+
+    @property
+    def running_seconds(self) -> float | None:
+        return self._span(self.start_time, self.end_time)
+
+    @property
+    def total_seconds(self) -> float | None:
+        return self._span(self.create_time, self.end_time)
+
     def job_position(self) -> int:
         """Place in the waiting line (1 is next); 0 once scheduled."""
         if self.state != JobState.QUEUED:

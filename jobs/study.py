@@ -6,6 +6,8 @@ the limit), so the page and its htmx fragment show the same rows for the same qu
 
 from __future__ import annotations
 
+from django.db.models import Count
+
 from jobs.models import JobState
 
 SORTS = {"best": "Best first", "number": "Trial number", "newest": "Newest first"}
@@ -31,13 +33,31 @@ def trial_table(job, params) -> dict:
     elif state:
         trials = trials.filter(state=state)
     rows = list(trials.order_by("number"))
+    maximize = goal(job) != "MINIMIZE"
     if sort == "newest":
         rows.reverse()
     elif sort == "best":
-        maximize = (job.training_input or {}).get("hyperparameters", {}).get("goal") != "MINIMIZE"
         sign = -1 if maximize else 1
         rows.sort(key=lambda t: (t.objective_value is None, sign * (t.objective_value or 0.0), t.number))
     for trial in rows:
         trial.failure_reason, trial.error_lines = failure(trial.error_message)
+    counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
     return {"trial_rows": rows, "trial_sort": sort, "trial_state": state, "trial_sorts": SORTS,
-            "trial_states": STATES, "trial_total": job.trials.count()}
+            "trial_states": STATES, "trial_total": sum(counts.values()), "trial_counts": counts,
+            "trial_completed": counts.get(JobState.SUCCEEDED, 0) + counts.get(JobState.FAILED, 0),
+            "trial_running": counts.get(JobState.RUNNING, 0), "best_trial_id": best_trial_id(job, maximize),
+            "trial_goal": goal(job)}
+
+
+def goal(job) -> str:
+    return ((job.training_input or {}).get("hyperparameters") or {}).get("goal") or "MAXIMIZE"
+
+
+def best_trial_id(job, maximize: bool) -> str:
+    """The succeeded trial with the best objective for the study's goal (the first on a tie)."""
+    best = None
+    for trial in job.trials.filter(state=JobState.SUCCEEDED).defer("all_metrics").order_by("number"):
+        value = trial.objective_value
+        if value is not None and (best is None or (value > best[0] if maximize else value < best[0])):
+            best = (value, trial.trial_id)
+    return best[1] if best else ""

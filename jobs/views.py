@@ -59,12 +59,16 @@ def job_list(request, project_id):
 def job_detail(request, project_id, job_id):
     project = services.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
-    job = services.get_job(project, job_id, actor=request.user, audited=part not in ("status", "trials", "charts"))
+    job = services.get_job(project, job_id, actor=request.user,
+                           audited=part not in ("status", "trials", "charts", "builtin"))
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "trials" and job.is_hyperparameter_job:
-        return render(request, "jobs/_trials.html#trial-table",
-                      {"project": project, "job": job, **study.trial_table(job, request.GET)})
+        return render(request, "jobs/_trials.html#trial-table", {"project": project, "job": job,
+                      "can_resume": _can_resume(request, job), **study.trial_table(job, request.GET)})
+    if part == "builtin" and builtin.is_builtin_job(job):
+        return render(request, "jobs/_builtin_results.html#builtin-results",
+                      {"project": project, "job": job, **_builtin_context(request, job)})
     if part == "charts" and job.is_hyperparameter_job:
         return render(request, "jobs/_trials.html#study-charts",
                       {"project": project, "job": job, **_study_charts(job, request.GET)})
@@ -77,12 +81,21 @@ def job_detail(request, project_id, job_id):
         context.update(_study_charts(job, request.GET) if inline else _contour_choice(request.GET))
         context["charts_inline"] = inline
         context.update(study.trial_table(job, request.GET))
-        context["can_resume"] = job.is_terminal and iam.can(request.user, "ml.jobs.create", project)
+        context["can_resume"] = _can_resume(request, job)
     if builtin.is_builtin_job(job):
-        trial = request.GET.get("trial") or (builtin.best_trial(job) if job.is_hyperparameter_job else "")
-        context["builtin"] = builtin.results(job, trial)
-        context["can_deploy"] = iam.can(request.user, "ml.models.create", project)
+        context.update(_builtin_context(request, job))
     return render(request, "jobs/job_detail.html", context)
+
+
+def _can_resume(request, job) -> bool:
+    return job.is_terminal and iam.can(request.user, "ml.jobs.create", job.project)
+
+
+def _builtin_context(request, job) -> dict:
+    """A built-in job's results: of the trial asked for, else of the best one so far."""
+    trial = request.GET.get("trial") or (builtin.best_trial(job) if job.is_hyperparameter_job else "")
+    return {"builtin": builtin.results(job, trial), "builtin_trial_asked": request.GET.get("trial", ""),
+            "can_deploy": iam.can(request.user, "ml.models.create", job.project)}
 
 
 def _contour_choice(params) -> dict:

@@ -23,15 +23,55 @@ function relativeTime(when) {
   return relativeFormat.format(Math.round(seconds / size), unit);
 }
 
+// Absolute times say their time zone ("14 Jan 2025, 13:05:09 CET"); the relative hint is taken
+// against one "now" per pass, so the times on a page agree with each other.
+const absoluteFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "long" });
+
 function localizeTimes(root) {
+  const logTables = new Set();
   root.querySelectorAll("time[datetime]").forEach((el) => {
+    const table = el.closest(".logs");
+    if (table) { logTables.add(table); return; }
     const when = new Date(el.getAttribute("datetime"));
     if (isNaN(when)) return;
-    const local = when.toLocaleString();
-    el.title = when.toISOString() + " (UTC)";
-    el.textContent = el.closest(".logs") ? local : local + " (" + relativeTime(when) + ")";
+    el.title = when.toISOString().replace(".000Z", "Z") + " (UTC)";
+    el.textContent = absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
     el.dataset.localized = "true";
   });
+  logTables.forEach((table) => table.querySelectorAll("tbody").forEach((body) => localizeLogRows([...body.rows])));
+}
+
+// Log rows show the local time, and the date only on the first row of each day (and on a
+// table's first row). ``previousDay`` is the day of the row before ``rows``; the last row's day
+// is returned, for the rows that come next.
+const logDayFormat = new Intl.DateTimeFormat(undefined, { weekday: "short", year: "numeric", month: "short", day: "numeric" });
+const logClockFormat = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+const logZone = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(new Date())
+  .find((part) => part.type === "timeZoneName");
+
+function localizeLogRows(rows, previousDay = null) {
+  rows.forEach((tr) => {
+    const el = tr.querySelector("time[datetime]");
+    if (!el) return;
+    const when = new Date(el.getAttribute("datetime"));
+    if (isNaN(when)) return;
+    const day = when.getFullYear() + "-" + (when.getMonth() + 1) + "-" + when.getDate();
+    const dated = day !== previousDay;
+    el.textContent = (dated ? logDayFormat.format(when) + " " : "") + logClockFormat.format(when);
+    el.title = absoluteFormat.format(when) + " · " + when.toISOString() + " (UTC)";
+    tr.dataset.day = day;
+    tr.classList.toggle("new-day", dated);
+    el.dataset.localized = "true";
+    previousDay = day;
+  });
+  return previousDay;
+}
+window.localizeLogRows = localizeLogRows;
+
+// The log's Time heading names the zone its times are in.
+function labelLogZone() {
+  const heading = document.querySelector("table.logs th[data-time-heading]");
+  if (heading && logZone) heading.textContent = "Time (" + logZone.value + ")";
 }
 
 function toggleCustomMachines() {
@@ -43,9 +83,84 @@ function toggleCustomMachines() {
 
 document.addEventListener("DOMContentLoaded", () => {
   localizeTimes(document);
+  labelLogZone();
   toggleCustomMachines();
-  setInterval(() => localizeTimes(document.querySelector("main")), 30000);
+  document.querySelectorAll("[data-tabs]").forEach(makeTabs);
+  // The relative hints move on; log rows keep what they show (and are many).
+  setInterval(() => document.querySelectorAll("main time[datetime]").forEach((el) => {
+    const when = new Date(el.getAttribute("datetime"));
+    if (!isNaN(when) && !el.closest(".logs")) el.textContent = absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
+  }), 30000);
 });
+
+// A study's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
+// become tab buttons, and the elements with a matching data-tab their panels. Left/Right move
+// between tabs, Home/End go to the first and last. A link to an element inside a panel (#logs,
+// #chart-contour) and a log query (?trial=3, ?severity=) open that panel.
+function makeTabs(container) {
+  const links = [...container.querySelectorAll("a[data-tab-for]")];
+  const panelsOf = (name) => [...document.querySelectorAll(`[data-tab="${name}"]`)];
+  if (!links.length) return;
+  container.setAttribute("role", "tablist");
+  const tabs = links.map((link) => {
+    const name = link.dataset.tabFor;
+    const tab = document.createElement("button");
+    tab.type = "button";
+    tab.id = "tab-" + name;
+    tab.dataset.tabFor = name;
+    tab.textContent = link.textContent;
+    tab.setAttribute("role", "tab");
+    const panels = panelsOf(name);
+    tab.setAttribute("aria-controls", panels.map((panel) => panel.id).join(" "));
+    panels.forEach((panel) => {
+      panel.setAttribute("role", "tabpanel");
+      panel.setAttribute("aria-labelledby", tab.id);
+      panel.tabIndex = 0;
+    });
+    link.replaceWith(tab);
+    return tab;
+  });
+
+  function select(tab, focus) {
+    tabs.forEach((other) => {
+      const chosen = other === tab;
+      other.setAttribute("aria-selected", String(chosen));
+      other.tabIndex = chosen ? 0 : -1;
+      panelsOf(other.dataset.tabFor).forEach((panel) => { panel.hidden = !chosen; });
+    });
+    if (focus) tab.focus();
+    panelsOf(tab.dataset.tabFor).forEach((panel) => {
+      // Charts drawn while hidden have no size: fit them now.
+      if (window.Plotly) panel.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.Plots.resize(chart));
+      panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true }));
+    });
+  }
+
+  container.addEventListener("click", (event) => {
+    const tab = event.target.closest("[role=tab]");
+    if (tab) select(tab, false);
+  });
+  container.addEventListener("keydown", (event) => {
+    const index = tabs.indexOf(document.activeElement);
+    if (index < 0) return;
+    const next = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: tabs.length - 1 }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    select(tabs[(next + tabs.length) % tabs.length], true);
+  });
+  window.addEventListener("hashchange", () => { const tab = tabFor(location.hash); if (tab) select(tab, false); });
+
+  function tabFor(hash) {
+    const target = hash && hash.length > 1 && document.getElementById(decodeURIComponent(hash.slice(1)));
+    const panel = target && target.closest("[data-tab]");
+    return panel ? tabs.find((tab) => tab.dataset.tabFor === panel.dataset.tab) : null;
+  }
+  const query = new URLSearchParams(location.search);
+  const logQuery = ["task", "trial", "severity", "text", "first_error", "before", "after"].some((key) => query.get(key));
+  select(tabFor(location.hash) || (logQuery && tabs.find((tab) => tab.dataset.tabFor === "logs")) || tabs[0], false);
+  const target = location.hash.length > 1 && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if (target) target.scrollIntoView();
+}
 document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
 

@@ -62,9 +62,7 @@
     const tr = document.createElement("tr");
     tr.className = "sev-" + entry.severity.toLowerCase() + (extraClass ? " " + extraClass : "");
     const time = document.createElement("time");
-    time.dateTime = entry.timestamp;
-    time.title = entry.timestamp;
-    time.textContent = new Date(entry.timestamp).toLocaleString();
+    time.dateTime = entry.timestamp; // its text: localizeLogRows (console.js), once the row is placed
     const replica = entry.taskName + (entry.trialId ? " · trial " + entry.trialId : "");
     tr.append(cell(time), cell(entry.severity), cell(replica), cell(entry.message, "msg"));
     if (entry.id) { tr.id = "line-" + entry.id; tr.dataset.id = entry.id; }
@@ -78,6 +76,7 @@
     const fresh = row(entry, "progress");
     fresh.dataset.key = key;
     const old = [...progressRows.children].find((tr) => tr.dataset.key === key);
+    localizeRows([fresh], rows.lastElementChild);
     if (old) old.replaceWith(fresh); else progressRows.appendChild(fresh);
     if (follow.checked) scrollToEnd();
   }
@@ -101,14 +100,37 @@
     if (!frame) frame = requestAnimationFrame(render);
   }
 
+  // The date shows once per day (console.js); rows carry their day for the rows after them.
+  function localizeRows(list, before) {
+    if (window.localizeLogRows) window.localizeLogRows(list, before ? before.dataset.day : null);
+  }
+
+  // A trial's lines can arrive before the page knew of the trial: offer it in the filter.
+  const trialSelect = document.getElementById("log-trial");
+  const knownTrials = new Set(trialSelect ? [...trialSelect.options].map((option) => option.value) : []);
+
+  function offerTrial(trialId) {
+    if (!trialSelect || !trialId || knownTrials.has(trialId)) return;
+    knownTrials.add(trialId);
+    const option = new Option(trialId, trialId);
+    const after = [...trialSelect.options].find((o) => o.value && Number(o.value) > Number(trialId));
+    trialSelect.add(option, after || null);
+  }
+
   function render() {
     frame = 0;
     const fragment = document.createDocumentFragment();
+    const previous = rows.lastElementChild;
+    const added = [];
     for (const entry of queued) {
-      fragment.appendChild(row(entry));
+      const tr = row(entry);
+      added.push(tr);
+      fragment.appendChild(tr);
+      offerTrial(entry.trialId);
       if (progressRows.children.length) dropProgress(entry);
     }
     queued = [];
+    localizeRows(added, previous);
     rows.appendChild(fragment);
     const empty = document.getElementById("no-logs");
     if (empty) empty.remove();
@@ -121,6 +143,7 @@
     const limit = follow.checked ? MAX_ROWS : MAX_ROWS * 2;
     if (rows.children.length <= limit) return;
     while (rows.children.length > limit) rows.firstElementChild.remove();
+    localizeRows([rows.firstElementChild], null); // the new first row shows its date
     showEarlier(true);
   }
 
@@ -129,6 +152,7 @@
     const fragment = document.createDocumentFragment();
     entries.forEach((entry) => fragment.appendChild(row(entry)));
     rows.insertBefore(fragment, rows.firstChild);
+    localizeRows([...rows.children], null);
     scroller.scrollTop += scroller.scrollHeight - before; // keep the reader's place
     updateCount();
   }
@@ -259,6 +283,7 @@
   });
 
   document.addEventListener("DOMContentLoaded", scrollToEnd);
+  section.addEventListener("tab:shown", () => { if (follow.checked) scrollToEnd(); });
   updateCount();
   connect();
 })();

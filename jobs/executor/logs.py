@@ -45,10 +45,25 @@ _GLOG_LEVELS = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "C
 
 
 _ANY_LEVEL = re.compile(r"DEBUG|INFO|WARN|ERROR|CRITICAL|FATAL")  # most lines have none: skip the rest
+# Lines that say they are an error without a logging prefix: an exception's last line
+# ("ValueError: bad", "tensorflow…NotFoundError: …"), "Error: …", argparse's "task.py: error: …",
+# and the joints of a chained traceback.
+_ERROR_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)|[Ee]rror:|\S+: error: "
+    r"|During handling of the above exception|The above exception was the direct cause)"
+)
+# Python's warnings ("train.py:12: UserWarning: …") and "Warning: …" lines.
+_WARNING_LINE = re.compile(r"^(?:\S.*?:\d+: \w*Warning: |[Ww]arning: )")
+TRACEBACK_START = "Traceback (most recent call last)"
 
 
-def detect_severity(text: str, stream: str) -> str:
-    """Severity from a logging prefix when the line has one, else by stream."""
+def detect_severity(text: str, stream: str, *, in_traceback: bool = False) -> str:
+    """Severity from what the line says: a logging prefix, a traceback (``in_traceback``: an
+    earlier line of the same stream opened one), an error or warning line; else INFO.
+
+    The stream alone decides nothing: tqdm bars, warnings and most libraries' chatter go to
+    stderr, and are not errors (the stored ``stream`` still says where a line came from).
+    """
     head = text[:120]
     if head and head[0] in "DIWEF0123456789":
         match = _GLOG.match(head)
@@ -58,9 +73,31 @@ def detect_severity(text: str, stream: str) -> str:
         match = _LEVEL_WORD.match(head)
         if match:
             return _LEVELS[match.group(1)]
-    if head.startswith("Traceback (most recent call last)"):
+    if in_traceback or head.startswith(TRACEBACK_START):
         return "ERROR"
-    return "ERROR" if stream == "stderr" else "INFO"
+    if ("rror" in head or "xception" in head) and _ERROR_LINE.match(head):
+        return "ERROR"
+    if "arning" in head and _WARNING_LINE.match(head):
+        return "WARNING"
+    return "INFO"
+
+
+class TracebackTracker:
+    """Which streams are inside a Python traceback: its indented frame lines say nothing by
+    themselves. A traceback opens with "Traceback (most recent call last):" and ends with its
+    first unindented line (the exception), which is an error too."""
+
+    def __init__(self):
+        self._open: set[tuple] = set()
+
+    def severity(self, key: tuple, text: str, stream: str) -> str:
+        if key in self._open:
+            if not text[:1].isspace() and text:
+                self._open.discard(key)
+            return detect_severity(text, stream, in_traceback=True)
+        if text.startswith(TRACEBACK_START):
+            self._open.add(key)
+        return detect_severity(text, stream)
 
 
 def clean_text(raw: bytes) -> str:
@@ -167,6 +204,7 @@ class LogSink:
         self._writing = threading.Lock()
         self._last_id = 0  # the last id this sink published: the next batch's "after"
         self._seq: Counter[tuple[str, str]] = Counter()
+        self._tracebacks = TracebackTracker()  # used by the writer thread only
         self._dropped: Counter[str] = Counter()
         self._wake = threading.Event()
         self._closed = False
@@ -269,8 +307,10 @@ class LogSink:
                 batch.append((SERVICE_TASK, "", self._seq[(SERVICE_TASK, "")], "service", "WARNING",
                               f"{count} log lines from {task_name} were dropped: the trainer printed "
                               "faster than they could be stored.", timezone.now()))
+        severity = self._tracebacks.severity
         return [line if line[_SEVERITY] else
-                line[:_SEVERITY] + (detect_severity(line[_MESSAGE], line[_STREAM]),) + line[_SEVERITY + 1:]
+                line[:_SEVERITY] + (severity((line[_TASK], line[_TRIAL], line[_STREAM]), line[_MESSAGE], line[_STREAM]),)
+                + line[_SEVERITY + 1:]
                 for line in batch]
 
     def _write_batch(self) -> bool:

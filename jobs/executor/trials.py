@@ -396,7 +396,7 @@ def training_output(job: Job, spec: dict) -> dict:
     """TrainingOutput of a tuning job, from its Trial rows (live while it runs)."""
     trials = list(job.trials.all())
     return {
-        "consumedMLUnits": round(sum(t.consumed_ml_units for t in trials), 2),
+        "consumedMLUnits": catalogue.round_ml_units(sum(t.consumed_ml_units for t in trials)),
         "completedTrialCount": str(sum(1 for t in trials if t.state in (JobState.SUCCEEDED, JobState.FAILED))),
         "trials": [trial_resource(t) for t in trials],
         "isHyperparameterTuningJob": True,

@@ -110,7 +110,9 @@ def test_times_are_shown_in_the_users_timezone_with_a_relative_hint(page, consol
     expect(created).to_have_attribute("data-localized", "true")
     utc = created.get_attribute("datetime")
     shown = created.inner_text()
-    expected = page.evaluate("(iso) => new Date(iso).toLocaleString()", utc)
+    expected = page.evaluate(
+        "(iso) => new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'long'}).format(new Date(iso))", utc)
     assert shown.startswith(expected), (shown, expected)
+    assert re.search(r"CES?T|GMT\+\d", shown), shown  # the time zone is named
     assert re.search(r"\((now|\d+ (second|minute|hour)s? ago|in \d+ seconds?)\)$", shown), shown
     assert page.evaluate("() => Intl.DateTimeFormat().resolvedOptions().timeZone") == "Europe/Berlin"

@@ -93,7 +93,7 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     page.goto(f"{JOBS}study_1/")
     trials = page.locator("#trials table.trials tbody tr")
     expect(trials).to_have_count(4)
-    charts = page.locator("#trials figure.chart")
+    charts = page.locator("#study-charts figure.chart")
     # history, parallel coordinates, one slice per parameter, contour, learning curves, and the
     # importance chart's note (it needs 10 trials with a result)
     expect(charts).to_have_count(7)  # fetched once the page shows
@@ -186,7 +186,7 @@ def test_filter_the_audit_log(page, console):
     expect(page.get_by_text("No audit entries match")).to_be_visible()
 
 
-def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(page, tmp_path):
+def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(page, console, tmp_path):
     """No trainer written: a CSV (target first, no header) and the boosted trees form."""
     rows = []
     for i in range(400):
@@ -204,8 +204,15 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
 
     page.wait_for_url(f"**{JOBS}builtin_1/", timeout=60_000)
     mark_page(page)
+    expect(page.locator("#builtin-results")).to_contain_text("appears here once the algorithm has trained")
     expect(state(page)).to_have_attribute("data-state", "SUCCEEDED", timeout=240_000)
-    page.reload()  # the evaluation section is drawn with the page, from artifacts/evaluation.json
+    # The evaluation section follows the job (part=builtin) and ends as a fresh load draws it.
+    expect(page.locator("#builtin-results")).to_have_attribute("data-evaluated", "true", timeout=15_000)
+    from tests.browser.test_job_page_panels import assert_matches_a_fresh_load
+
+    live = assert_matches_a_fresh_load(page, page.context.browser, console)
+    assert_not_reloaded(page)
+    assert "appears here once" not in live["builtin"]
     results = page.locator("section", has=page.locator("#builtin-heading"))
     expect(results).to_contain_text("Built-in algorithm")
     expect(results).to_contain_text("Classification metrics on each split")

@@ -159,10 +159,11 @@ def test_attached_gpus_are_charged_on_top():
     assert ml_units_per_hour(plan) == pytest.approx(0.73 / 0.49, abs=1e-3)
 
 
-def test_units_scale_with_time_and_round_to_two_decimals():
+def test_units_scale_with_time_and_small_values_keep_two_significant_digits():
     basic = replica_plan({"scaleTier": "BASIC"})[0]
-    assert consumed_ml_units([(basic, 600)]) == 0.06
+    assert consumed_ml_units([(basic, 600)]) == 0.065
     assert consumed_ml_units([(basic, HOUR), (basic, HOUR)]) == 0.78
+    assert consumed_ml_units([(basic, 1)]) == 0.00011  # a short job is not 0.0
     assert consumed_ml_units([]) == 0
 
 

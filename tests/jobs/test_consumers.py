@@ -176,12 +176,11 @@ async def test_filters_apply_to_backlog_and_live_lines(open_socket, job, admin):
     def live():
         sink = LogSink(job.pk)
         sink.emit("master-replica-0", "stdout", "INFO still chatty")
-        sink.emit("worker-replica-1", "stderr", "the data lake is back")
+        sink.emit("worker-replica-1", "stderr", "the data lake is back")  # plain stderr: INFO, not an error
         sink.emit("master-replica-0", "stdout", "WARNING: the last line")
         sink.close()
     await database_sync_to_async(live)()
-    assert messages(await by_severity.until(has_message("WARNING: the last line"))) == [
-        "the data lake is back", "WARNING: the last line"]
+    assert messages(await by_severity.until(has_message("WARNING: the last line"))) == ["WARNING: the last line"]
     assert messages(await by_task.until(has_message("the data lake is back"))) == ["the data lake is back"]
     assert messages(await by_text.until(has_message("the data lake is back"))) == ["the data lake is back"]
 
@@ -243,7 +242,7 @@ async def test_progress_bar_shows_as_one_updating_row_and_only_its_end_is_stored
 
     assert first[-1]["entries"][0]["message"] == " 40%|████      | 4/10"
     assert second[-1]["entries"][0] | {"timestamp": ""} == {
-        "taskName": "master-replica-0", "trialId": "", "stream": "stderr", "severity": "ERROR",
+        "taskName": "master-replica-0", "trialId": "", "stream": "stderr", "severity": "INFO",
         "message": " 90%|█████████ | 9/10", "timestamp": ""}
     stored = await database_sync_to_async(lambda: list(job.log_lines.values_list("message", flat=True)))()
     assert stored == ["100%|██████████| 10/10"]

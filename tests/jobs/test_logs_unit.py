@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.catalogue import ReplicaPlan
-from jobs.executor.logs import LineSplitter, detect_severity
+from jobs.executor.logs import LineSplitter, TracebackTracker, detect_severity
 from jobs.executor.replicas import (
     Placement,
     cluster_configs,
@@ -144,14 +144,66 @@ def test_plain_stdout_line_is_info():
     assert detect_severity("epoch 1 loss 0.25", "stdout") == "INFO"
 
 
-def test_plain_stderr_line_is_error():
-    assert detect_severity("something on stderr", "stderr") == "ERROR"
+def test_plain_stderr_line_is_info_not_error():
+    assert detect_severity("something on stderr", "stderr") == "INFO"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " 45%|████▌     | 45/100 [00:02<00:03, 18.2it/s]",
+        "Epoch 1/3: 100%|██████████| 10/10 [00:00<00:00, 123.45it/s, loss=0.25]",
+        "Downloading data from https://example.com/mnist.npz",
+        "",
+    ],
+)
+def test_progress_bars_and_chatter_on_stderr_are_info(text):
+    assert detect_severity(text, "stderr") == "INFO"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/usr/lib/python3/site-packages/sklearn/base.py:12: UserWarning: X has feature names", "WARNING"),
+        ("train.py:3: DeprecationWarning: use the new API", "WARNING"),
+        ("Warning: the learning rate is high", "WARNING"),
+        ("ValueError: could not convert string to float: 'x'", "ERROR"),
+        ("tensorflow.python.framework.errors_impl.NotFoundError: /data/x.csv", "ERROR"),
+        ("KeyError", "ERROR"),
+        ("Error: the data file is missing", "ERROR"),
+        ("task.py: error: the following arguments are required: --layers", "ERROR"),
+        ("During handling of the above exception, another exception occurred:", "ERROR"),
+        ("ERROR:root:boom", "ERROR"),
+        ("CRITICAL:root:dead", "CRITICAL"),
+        ("E0101 12:00:00.000000  1234 file.cc:12] failed", "ERROR"),
+        ("the validation error is 0.1", "INFO"),
+        ("no errors found", "INFO"),
+    ],
+)
+def test_a_stderr_line_is_an_error_only_when_it_says_so(text, expected):
+    assert detect_severity(text, "stderr") == expected
+
+
+def test_every_line_of_a_traceback_is_an_error_and_it_ends_at_the_exception():
+    tracker = TracebackTracker()
+    lines = ["100%|██████████| 10/10", "Traceback (most recent call last):",
+             '  File "/job/trainer/task.py", line 12, in <module>', "    main()",
+             "ZeroDivisionError: division by zero", " 10%|█         | 1/10"]
+    severities = [tracker.severity(("master-replica-0", "", "stderr"), line, "stderr") for line in lines]
+    assert severities == ["INFO", "ERROR", "ERROR", "ERROR", "ERROR", "INFO"]
+
+
+def test_a_traceback_on_one_replica_does_not_colour_anothers_lines():
+    tracker = TracebackTracker()
+    tracker.severity(("master-replica-0", "", "stderr"), "Traceback (most recent call last):", "stderr")
+    assert tracker.severity(("worker-replica-0", "", "stderr"), "  indented progress", "stderr") == "INFO"
+    assert tracker.severity(("master-replica-0", "", "stderr"), '  File "x.py", line 1', "stderr") == "ERROR"
 
 
 def test_lowercase_words_are_not_mistaken_for_levels():
     assert detect_severity("error rate is 0.1", "stdout") == "INFO"
     assert detect_severity("INFORMATION follows", "stdout") == "INFO"
-    assert detect_severity("INFORMATION follows", "stderr") == "ERROR"
+    assert detect_severity("INFORMATION follows", "stderr") == "INFO"
 
 
 @pytest.mark.parametrize(
