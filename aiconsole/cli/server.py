@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 # What the console's processes create (database, secret key, uploads, job and working dirs) is
@@ -93,6 +94,10 @@ def _serve(host: str, port: int, *, with_executor: bool) -> int:
                             # hundreds of viewers that is the largest single cost (bench/logs.py).
                             ws_per_message_deflate=False)
     server = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
+    # the default one would end the process before the executor and TensorBoards are stopped
+    # (docker stop, systemd). Ours turns it into an ordinary exit, as Ctrl+C is.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         server.run()
     finally:
@@ -100,6 +105,10 @@ def _serve(host: str, port: int, *, with_executor: bool) -> int:
             print("Stopping running jobs; they start again on the next 'aiconsole up'.", flush=True)
             controller.stop()
     return 0
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def cmd_token_create(args) -> int:

@@ -149,6 +149,32 @@ print("finished")
     assert marker.read_text() == "2"
 
 
+@pytest.mark.executor
+def test_sigterm_stops_the_running_trainers_before_the_console_exits(server):
+    """docker stop and systemd send SIGTERM: the console stops its trainers, as on Ctrl+C, instead
+    of dying at once and leaving them to the next start's orphan sweep."""
+    console = server()
+    token = token_for(console.data_dir)
+    package = build_package(console.data_dir / "storage" / "pkgs" / "default-project", {"trainer/task.py": """
+import os, sys, time
+open(os.path.join(sys.argv[-1], "pid"), "w").write(str(os.getpid()))
+time.sleep(600)
+"""})
+    job_dir = console.data_dir / "storage" / "out" / "default-project" / "sigterm"
+    status, job = console.api("POST", "/v1/projects/default-project/jobs", token, {"jobId": "sigterm", "trainingInput": {
+        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
+        "region": "us-central1", "jobDir": str(job_dir)}})
+    assert status == 200, job
+    wait_for(lambda: (job_dir / "pid").exists() and (job_dir / "pid").read_text(), 180,
+             message="the trainer to start")
+    trainer = int((job_dir / "pid").read_text())
+
+    console.process.send_signal(signal.SIGTERM)
+    assert console.process.wait(timeout=60) == 128 + signal.SIGTERM
+    assert "Stopping running jobs" in console.output()
+    assert not Path(f"/proc/{trainer}").exists()  # stopped by the console, not left running
+
+
 def test_secrets_given_as_variables_are_not_in_the_consoles_initial_environment(server):
     console = server(AICONSOLE_ADMIN_PASSWORD="env-given-pass-8273", AICONSOLE_SECRET_KEY="env-given-key-5531")
     environ = Path(f"/proc/{console.process.pid}/environ").read_bytes()  # what a trainer could read
