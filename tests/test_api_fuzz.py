@@ -1,17 +1,23 @@
 """Fuzz the REST API against its own OpenAPI description (schemathesis).
 
 Every generated request, valid or not, must get an answer the description allows: never a 5xx,
-a documented status code, JSON of the documented shape.
+a documented status code, JSON of the documented shape. The requests go over HTTP to the ASGI
+application ``aiconsole up`` serves (uvicorn, in a thread of this process), fronts included: the
+jobs.list and :predict fast paths are fuzzed too, not only Django's views.
 """
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import schemathesis
-from django.core.wsgi import get_wsgi_application
+import uvicorn
 from hypothesis import HealthCheck, settings
 
 from aiconsole.openapi import build_document
+from jobs.executor.replicas import free_port
+from tests.conftest import wait_for
 
 schema = schemathesis.openapi.from_dict(build_document())
 CHECKS = [
@@ -29,12 +35,28 @@ def token(admin):
     return create_token(admin)[1]
 
 
+@pytest.fixture(scope="module")
+def served():
+    """The console's ASGI application (aiconsole.asgi) behind uvicorn, as ``aiconsole up`` runs it."""
+    from aiconsole.asgi import application
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off",
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True, name="fuzzed-console")
+    thread.start()
+    wait_for(lambda: server.started, 60, message="uvicorn to listen")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(30)
+
+
 @pytest.mark.django_db(transaction=True)
 @schema.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-def test_api_answers_every_request_as_documented(case, token, project):
+def test_api_answers_every_request_as_documented(case, token, project, served):
     if "projectsId" in (case.path_parameters or {}):
         case.path_parameters["projectsId"] = project.project_id
     case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
-    response = case.call(app=get_wsgi_application())
+    response = case.call(base_url=served, headers={"Host": "127.0.0.1"})
     case.validate_response(response, checks=CHECKS)
