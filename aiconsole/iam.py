@@ -269,3 +269,15 @@ def grant(user, role: str, resource) -> RoleBinding:
         project=project, resource_type=resource_type, resource_id=pk, role=role, user=user
     )
     return binding
+
+
+def denial_help(permission: str, resource_name: str) -> dict:
+    """What a "Permission denied" page tells: the roles that grant ``permission`` and whom to ask
+    (the admins of the project ``resource_name`` lies in, from its bindings)."""
+    roles = [ROLES[name].title + f" ({name})" for name in roles_granting(permission) if name in ROLES]
+    project_id = resource_name.split("/")[1] if resource_name.startswith("projects/") else ""
+    admins = sorted(set(RoleBinding.objects.filter(
+        project__project_id=project_id, resource_type=RoleBinding.ResourceType.PROJECT, role=ADMIN_ROLE,
+        user__is_active=True).values_list("user__username", flat=True))) if project_id else []
+    return {"permission": permission, "resource_name": resource_name, "granting_roles": roles,
+            "admins": admins, "project_id": project_id}

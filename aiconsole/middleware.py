@@ -82,7 +82,11 @@ class IamErrorMiddleware:
         if isinstance(exception, iam.NotFound):
             return defaults.page_not_found(request, exception)
         if isinstance(exception, iam.PermissionDenied):
-            return defaults.permission_denied(request, exception)
+            # Which role would grant it and whom to ask, not only the raw permission name.
+            from django.shortcuts import render
+
+            help_ = iam.denial_help(exception.permission, exception.resource_name)
+            return render(request, "403.html", {"exception": exception, **help_}, status=403)
         return None
 
 

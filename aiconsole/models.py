@@ -180,6 +180,17 @@ class AuditEntry(models.Model):
         raise ValueError("Audit entries are append-only.")
 
     @property
+    def created_resource(self) -> str:
+        """What a Create… call made, from its response: the original's entry names the parent in
+        resourceName (projects/P for CreateJob), which alone does not say which job it was."""
+        if ".Create" not in self.method_name or not isinstance(self.response, dict):
+            return ""
+        name = self.response.get("name") or ""
+        if not name and self.response.get("jobId"):
+            name = f"{self.resource_name}/jobs/{self.response['jobId']}"
+        return name if isinstance(name, str) and name.startswith(f"{self.resource_name}/") else ""
+
+    @property
     def is_data_access(self) -> bool:
         return self.log_type == AuditLogType.DATA_ACCESS
 

@@ -292,6 +292,11 @@ def main() -> None:
                 if "jobs" not in args.skip:
                     results["job list"] = measure(page, base, args.repeats)
                     results["job list, filtered to SUCCEEDED"] = measure(page, base + "?state=SUCCEEDED", args.repeats)
+                    # Issue 17: a search (job id or label text, a scan of the project's rows) and a
+                    # sort on a computed column, over all 10,000 jobs.
+                    results["job list, search"] = measure(page, base + "?q=bulk_0999", args.repeats)
+                    results["job list, search, by duration"] = measure(
+                        page, base + "?q=bulk&sort=-duration", args.repeats)
                 if "log" not in args.skip:
                     results["job page, newest lines"] = measure(page, base + "big_log/", args.repeats)
                     results["job page, oldest lines"] = measure(page, base + "big_log/?after=0", args.repeats)

@@ -79,6 +79,8 @@ class JobSubmitForm(forms.Form):
                              help_text="Letters, digits and underscores; starts with a letter.")
     package_file = forms.FileField(label="Upload a trainer package", required=False,
                                    help_text="An sdist (.tar.gz) or a wheel (.whl).")
+    kept_package = forms.CharField(required=False, widget=forms.HiddenInput)  # upload_ref of an earlier try
+    remove_kept_package = forms.BooleanField(label="Remove it", required=False)
     package_uris = forms.CharField(label="Package URIs", required=False, widget=forms.Textarea(attrs={"rows": 2}),
                                    help_text="One per line: gs://bucket/trainer-0.1.tar.gz or a path in this "
                                              "server's storage.")
@@ -130,6 +132,24 @@ class JobSubmitForm(forms.Form):
             names = [f"{role}_type", f"{role}_count", f"{role}_accelerator_type", f"{role}_accelerator_count"]
             groups.append((title, [self[n] for n in names if n in self.fields]))
         return groups
+
+    def clean(self):
+        """An empty accelerator count with no accelerator means none; with one, the count is asked for."""
+        data = super().clean()
+        if data.get("scale_tier") != "CUSTOM":
+            return data
+        for role, title, *_ in ROLES:
+            accelerator = data.get(f"{role}_accelerator_type")
+            count = data.get(f"{role}_accelerator_count")
+            if accelerator and not count and f"{role}_accelerator_count" not in self.errors:
+                self.add_error(f"{role}_accelerator_count",
+                               f"{title}: say how many {accelerator} accelerators each machine gets (1 or more), "
+                               "or choose None as the accelerator.")
+            elif count and not accelerator and f"{role}_accelerator_type" not in self.errors:
+                self.add_error(f"{role}_accelerator_type",
+                               f"{title}: choose the accelerator type for the {count} per machine, "
+                               "or leave the count empty for none.")
+        return data
 
     def clean_args(self):
         try:
@@ -210,9 +230,8 @@ class JobSubmitForm(forms.Form):
                 machines[count_key] = str(count)
             accelerator = data.get(f"{role}_accelerator_type")
             accelerator_count = data.get(f"{role}_accelerator_count")
-            if accelerator or accelerator_count:
-                config = {"type": accelerator or "ACCELERATOR_TYPE_UNSPECIFIED",
-                          "count": str(accelerator_count or 0)}
+            if accelerator and accelerator_count:  # clean() refused one without the other
+                config = {"type": accelerator, "count": str(accelerator_count)}
                 machines[config_key] = {"acceleratorConfig": config}
         return machines
 

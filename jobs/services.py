@@ -7,6 +7,10 @@ API, the CLI and the executor are thin adapters around these functions.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from aiconsole import audit, events, iam, storage
@@ -118,7 +122,7 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
                 actor=actor,
                 project=project,
                 method=method,
-                resource_name=project.resource_name,
+                resource_name=project.resource_name,  # the parent, as the original's Create… entries do
                 permission="ml.jobs.create",
                 request={"parent": project.resource_name, "job": body},
                 response=job_resource(job),
@@ -347,3 +351,31 @@ def announce_state(job: Job) -> None:
     events.send_now(events.group_for_project_jobs(job.project_id), payload)
 
 
+
+
+_UPLOAD_REF = re.compile(r"[0-9a-f]{16}/[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
+
+
+def upload_ref(uri: str) -> str:
+    """How a form names a package it stored (``<token>/<file name>``), never the server path."""
+    path = Path(uri)
+    return f"{path.parent.name}/{path.name}"
+
+
+def kept_upload(project: Project, ref: str) -> dict | None:
+    """A package ``upload_package`` stored for this project, by its ``upload_ref``; None if gone."""
+    if not _UPLOAD_REF.fullmatch(ref or ""):
+        return None
+    path = Path(settings.STORAGE_DIR).resolve() / "packages" / project.project_id / ref
+    if not path.is_file() or path.is_symlink():
+        return None
+    return {"uri": str(path), "ref": ref, "name": path.name, "size": path.stat().st_size}
+
+
+def uploaded_name(uri: str, project: Project) -> str | None:
+    """The file name of a package the console stored for ``project`` (to show instead of its path)."""
+    if not isinstance(uri, str) or storage.is_gcs_uri(uri):
+        return None
+    root = Path(settings.STORAGE_DIR).resolve() / "packages" / project.project_id
+    path = Path(uri.removeprefix("file://"))
+    return path.name if path.parent.parent == root else None

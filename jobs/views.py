@@ -13,8 +13,9 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import iam
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import builtin, catalogue, charts, logstream, services, study
+from jobs import builtin, catalogue, charts, listing, logstream, naming, services, study
 from jobs.forms import JobSubmitForm, initial_from_job
+from jobs.listing import SORTS, JobListQuery
 from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
 
@@ -34,23 +35,27 @@ def home(request):
 @login_required
 def job_list(request, project_id):
     project = services.find_project(project_id, actor=request.user)
-    jobs = services.list_jobs(project, actor=request.user).order_by("-pk")
-    state = request.GET.get("state", "")
-    if state in JobState.values:
-        jobs = jobs.filter(state=state)
-    before = request.GET.get("before", "")
+    visible = services.list_jobs(project, actor=request.user)
+    query = JobListQuery.from_params(request.GET)
+    jobs = query.apply(visible).select_related("created_by")
+    before = request.GET.get("before", "")  # the keyset links of earlier releases
     if before.isdigit():
         jobs = jobs.filter(pk__lt=int(before))
-    page = list(jobs[: JOBS_PER_PAGE + 1])
+    start = (query.page - 1) * JOBS_PER_PAGE
+    page = list(jobs[start: start + JOBS_PER_PAGE + 1])
     context = {
         "project": project,
         "jobs": page[:JOBS_PER_PAGE],
-        "older": page[JOBS_PER_PAGE - 1].pk if len(page) > JOBS_PER_PAGE else None,
-        "state": state,
+        "query": query,
+        "older": query.url(page=query.page + 1) if len(page) > JOBS_PER_PAGE else None,
+        "newer": query.url(page=query.page - 1) if query.page > 1 else None,
+        "sorts": {column: query.sort_link(column) for column in SORTS},
         "states": [s for s in JobState.values if s != JobState.STATE_UNSPECIFIED],
         "any_active": any(job.state in ACTIVE_STATES for job in page),
         "can_create": iam.can(request.user, "ml.jobs.create", project),
     }
+    if not request.htmx:
+        context["creators"] = listing.creators(visible)
     template = "jobs/job_list.html#job-rows" if request.htmx else "jobs/job_list.html"
     return render(request, template, context)
 
@@ -121,7 +126,17 @@ def _status_context(request, job) -> dict:
         "active": job.state in ACTIVE_STATES,
         "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
         "position": job.job_position(),
+        "deploy_problem": _deploy_problem(job),
     }
+
+
+def _deploy_problem(job) -> str | None:
+    """Why a SUCCEEDED training job offers no "Deploy as model version" (None: it does)."""
+    if job.state != JobState.SUCCEEDED or not job.training_input:
+        return None
+    from models_registry.services import deploy_problem
+
+    return deploy_problem(job)
 
 
 def _training_summary(job) -> dict:
@@ -130,9 +145,13 @@ def _training_summary(job) -> dict:
         plans = catalogue.replica_plan(training_input)
     except Exception:  # a job stored by an older release must still render
         plans = []
+    # An uploaded package shows as the file the user gave, never as its path on this server.
+    packages = [(services.uploaded_name(uri, job.project), uri) for uri in training_input.get("packageUris") or []]
+    shown = {**training_input, "packageUris": [f"{name} (uploaded)" if name else uri for name, uri in packages]}
     return {
         "input": training_input,
-        "input_json": json.dumps(training_input, indent=2, sort_keys=True),
+        "packages": packages,
+        "input_json": json.dumps(shown if packages else training_input, indent=2, sort_keys=True),
         "plans": [(catalogue.replica_label(p.task_type, p.index), p) for p in plans],
     }
 
@@ -253,6 +272,8 @@ def job_submit(request, project_id):
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     form = JobSubmitForm(request.POST or None, request.FILES or None, initial=_initial(request, project))
+    if not form.is_bound:
+        _suggest_job_id(form, project)
     if request.method == "POST":
         if form.is_valid():
             job = _submit(request, project, form)
@@ -260,6 +281,8 @@ def job_submit(request, project_id):
                 return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
         elif request.FILES.get("package_file") and "package_file" not in form.errors:
             _keep_upload(request, form, project, request.FILES["package_file"])
+        elif not getattr(form, "kept", None):
+            _keep_upload(request, form, project, None, _kept_uri(request, project))
     context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
     return render(request, "jobs/job_submit.html", context)
 
@@ -273,6 +296,16 @@ def _initial(request, project) -> dict | None:
     return initial_from_job(job, resume=job.is_hyperparameter_job)
 
 
+def _suggest_job_id(form, project) -> None:
+    """A fresh form opens on its job id: the one it came with, else an unused ``<module>_<time>``
+    (``data-suggested``: console.js follows the module the user types while the id is untouched)."""
+    form.fields["job_id"].widget.attrs["autofocus"] = True
+    if not form.initial.get("job_id"):
+        suggested = naming.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists())
+        form.initial["job_id"] = suggested
+        form.fields["job_id"].widget.attrs["data-suggested"] = suggested
+
+
 def _store_upload(request, form, project, upload) -> str | None:
     """The REST upload's service: the package is inspected and audited, a refusal shown at the field."""
     try:
@@ -282,22 +315,30 @@ def _store_upload(request, form, project, upload) -> str | None:
         return None
 
 
+def _kept_uri(request, project) -> str | None:
+    """The upload an earlier try kept (``kept_package``), unless the user removed it."""
+    if request.POST.get("remove_kept_package"):
+        return None
+    kept = services.kept_upload(project, request.POST.get("kept_package", ""))
+    return kept["uri"] if kept else None
+
+
 def _keep_upload(request, form, project, upload, uploaded_uri: str | None = None) -> None:
-    """Put a stored upload's path in the re-rendered form, so a correction needs no re-upload."""
-    uploaded_uri = uploaded_uri or _store_upload(request, form, project, upload)
-    if uploaded_uri:
-        form.data = form.data.copy()
-        uris = [uploaded_uri] + [u for u in form.data.get("package_uris", "").splitlines() if u.strip()]
-        form.data["package_uris"] = "\n".join(uris)
+    """Keep a stored upload for the re-rendered form: shown by name and size with "remove", sent
+    back as a reference (never the server path, never added to Package URIs), used once."""
+    uploaded_uri = uploaded_uri or (_store_upload(request, form, project, upload) if upload else None)
+    form.kept = services.kept_upload(project, services.upload_ref(uploaded_uri)) if uploaded_uri else None
 
 
 def _submit(request, project, form):
     uploaded_uri = None
     upload = form.cleaned_data.get("package_file")
-    if upload:
+    if upload:  # a newly chosen file replaces a kept one
         uploaded_uri = _store_upload(request, form, project, upload)
         if uploaded_uri is None:
             return None
+    else:
+        uploaded_uri = _kept_uri(request, project)
     try:
         return services.submit_job(project, form.job_body(uploaded_uri), actor=request.user)
     except InvalidArgument as error:

@@ -13,6 +13,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -587,3 +588,92 @@ def check_prediction_input(prediction_input: dict, *, actor, project: Project) -
         audit.authorize(actor, "ml.versions.predict", version, method=method)
     else:
         audit.authorize(actor, "ml.models.predict", model, method=method)
+
+
+# --- uploaded model files -------------------------------------------------------------------------------
+
+MODEL_UPLOAD_SUFFIXES = (".joblib", ".pkl", ".bst", ".json", ".zip", ".tar.gz", ".tgz")
+UPLOAD_RULE = ("a model file (.joblib, .pkl, .bst or .json) or an archive (.zip or .tar.gz) of a folder "
+               "holding one, or a SavedModel (saved_model.pb)")
+
+
+def upload_model(model: Model, filename: str, stream, *, actor) -> dict:
+    """Store an uploaded model file or archive in the project's storage area, for a new version.
+
+    A single file becomes ``model.<ext>`` in a folder of its own; an archive is checked and
+    extracted with ``archives.safe_extract`` (no path outside the folder, no links out, bounded
+    sizes), then must hold a model. Refusals name the file, never a server path; nothing is kept.
+    Returns ``{"uri": the folder to deploy, "name", "sizeBytes", "framework"}``.
+    """
+    from aiconsole import archives
+    from models_registry import files
+
+    method = "aiconsole.ModelService.UploadModel"
+    audit.authorize(actor, "ml.versions.create", model, method=method)
+    display = Path(filename or "").name
+    suffix = next((s for s in MODEL_UPLOAD_SUFFIXES if display.lower().endswith(s)), None)
+    if suffix is None:
+        raise InvalidArgument.from_violations([FieldViolation("model_file", f"{display or 'The file'} is not {UPLOAD_RULE}.")])
+    try:
+        path = storage.save_upload(stream, display, project=model.project.project_id)
+    except storage.StorageError as error:
+        raise InvalidArgument.from_violations([FieldViolation("model_file", str(error))]) from None
+    folder = path.parent / "model"
+    try:
+        if suffix in (".zip", ".tar.gz", ".tgz"):
+            archives.safe_extract(path, folder)
+        else:
+            folder.mkdir()
+            shutil.move(str(path), folder / f"model{suffix}")
+        detected = files.detect_model(folder, "", display)
+    except (archives.ArchiveError, files.DeployError) as error:
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise InvalidArgument.from_violations([FieldViolation("model_file", str(error))]) from None
+    size = path.stat().st_size if path.exists() else (folder / f"model{suffix}").stat().st_size
+    path.unlink(missing_ok=True)  # the archive's content is kept, not the archive
+    uploaded = {"uri": str(detected.model_dir), "name": display, "sizeBytes": str(size),
+                "framework": detected.framework}
+    audit.record(actor=actor, project=model.project, method=method, resource_name=model.resource_name,
+                 permission="ml.versions.create", request={"name": display},
+                 response={"name": display, "sizeBytes": str(size), "framework": detected.framework})
+    return uploaded
+
+
+def model_folders_under(job_dir: str, project: Project) -> list[str]:
+    """Folders under a local job dir that hold a model file (the dir itself first), at most 20.
+
+    Empty when the job dir is not in ``project``'s storage area (or a shared root): the walk never
+    follows links, so everything it offers lies where the project may read."""
+    from aiconsole import walks
+    from models_registry import files
+
+    try:
+        root = storage.resolve_local_path(job_dir, project=project)
+    except storage.StorageError:
+        return []
+    names = {n for files_ in files.MODEL_FILES.values() for n in files_}
+    found: list[str] = []
+    try:
+        for path in walks.walk_files(root):  # bounded, never through a link
+            if path.name in names and str(path.parent) not in found:
+                found.append(str(path.parent))
+            if len(found) >= 20:
+                break
+    except walks.WalkLimitError:
+        pass  # offer what the bounded walk found
+    return sorted(found, key=lambda p: (p != str(root), len(p), p))
+
+
+def deploy_problem(job) -> str | None:
+    """Why a SUCCEEDED training job has nothing to deploy, or None when it has (its job dir on
+    Cloud Storage counts: the deploy page lets the user name the folder)."""
+    job_dir = (job.training_input or {}).get("jobDir", "")
+    if not job_dir:
+        return "this job has no job directory (trainingInput.jobDir), so it saved no model the console can find"
+    if storage.is_gcs_uri(job_dir):
+        return None
+    from jobs import builtin
+
+    if builtin.is_builtin_job(job) or model_folders_under(job_dir, job.project):
+        return None
+    return "no model file (model.joblib, model.pkl, model.bst, saved_model.pb) is in its job directory"

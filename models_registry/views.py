@@ -12,12 +12,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam, storage, team_views, walks
+from aiconsole import iam, storage, team_views
 from aiconsole.errors import ServiceError
 from jobs import builtin, catalogue
 from jobs import services as job_services
 from jobs.models import JobState
-from models_registry import files, services, spec
+from models_registry import services, spec
 from models_registry.models import BUSY_STATES, Model, VersionState
 from models_registry.resources import version_resource
 from models_registry.serving import supervisor
@@ -129,8 +129,12 @@ def _version_body(post) -> dict:
 @require_POST
 def version_create(request, project_id, model):
     found = _model(request, project_id, model, audited=False)
+    body = _version_body(request.POST)
     try:
-        services.create_version(found, _version_body(request.POST), actor=request.user)
+        upload = request.FILES.get("model_file")
+        if upload:  # stored, inspected and audited first; the version is made from where it lies
+            body["deploymentUri"] = services.upload_model(found, upload.name, upload, actor=request.user)["uri"]
+        services.create_version(found, body, actor=request.user)
     except ServiceError as error:
         messages.error(request, _message(error))
     else:
@@ -236,26 +240,7 @@ def version_detail(request, project_id, model, version):
 # --- deploy a job's output --------------------------------------------------------------------------------
 
 
-def _model_files_under(job_dir: str, project) -> list[str]:
-    """Folders under a local job dir that hold a model file (the dir itself first), at most 20.
-
-    None when the job dir is not in ``project``'s storage area (or a shared root): the walk never
-    follows links, so everything it offers lies where the project may read."""
-    try:
-        root = storage.resolve_local_path(job_dir, project=project)
-    except storage.StorageError:
-        return []
-    names = {n for files_ in files.MODEL_FILES.values() for n in files_}
-    found = []
-    try:
-        for path in walks.walk_files(root):  # bounded, never through a link
-            if path.name in names and str(path.parent) not in found:
-                found.append(str(path.parent))
-            if len(found) >= 20:
-                break
-    except walks.WalkLimitError:
-        pass  # offer what the bounded walk found
-    return sorted(found, key=lambda p: (p != str(root), len(p), p))
+_model_files_under = services.model_folders_under
 
 
 @login_required

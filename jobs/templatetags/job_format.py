@@ -68,3 +68,10 @@ def ml_units(value) -> str:
         return f"{number:.2f}"
     decimals = min(10, max(2, 1 - math.floor(math.log10(abs(number)))))
     return f"{number:.{decimals}f}"
+
+
+@register.filter
+def words(value) -> str:
+    """An identifier as words for a label: ``missing_features`` → ``Missing features``."""
+    text = str(value or "").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]

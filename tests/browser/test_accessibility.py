@@ -83,7 +83,7 @@ def test_keyboard_only_sign_in_and_open_a_job(page, console):
     page.wait_for_url(re.compile(r"/jobs/$"))
 
     # Tab from the top of the page to the first job's link, then open it with Enter.
-    target = page.locator("#job-rows a").first
+    target = page.locator("#job-rows tbody a").first
     name = target.inner_text()
     tab_to(page, target)
     assert focused_outline(page) == "solid"

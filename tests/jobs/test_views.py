@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -480,8 +481,8 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     page = Page(response.content.decode())
     form = response.context["form"]
     for name in form.fields:
-        if name == "scale_tier":
-            continue
+        if name in ("scale_tier", "kept_package", "remove_kept_package"):
+            continue  # the kept upload's controls show only after a form error kept an upload
         assert f"id_{name}" in page.controls, name
         assert f"id_{name}" in page.label_for, f"{name} has no label"
     radios = [i for i, c in page.controls.items() if c.get("name") == "scale_tier"]
@@ -545,17 +546,24 @@ def test_invalid_custom_config_with_an_upload_keeps_the_stored_package(client, p
     assert "workerType must be specified when workerCount > 0" in page.errors("worker_type")
     assert page.value("id_worker_count") == "2"
     assert not Job.objects.exists()
-    stored = page.value("id_package_uris")
-    assert stored, "the stored upload path was lost"
-    assert Path(stored).resolve().is_relative_to(settings.STORAGE_DIR)
-    assert Path(stored).is_file()
+    kept = _kept_upload(response)
+    assert kept, "the stored upload was lost"
+    assert not page.value("id_package_uris")  # no server path put where the user types URIs
+    assert str(settings.STORAGE_DIR) not in response.content.decode()
 
-    # Fixing the form and submitting again uses the stored package, without uploading it again.
+    # Fixing the form and submitting again uses the stored package once, without uploading it again.
     fixed = client.post(SUBMIT_URL, form_data(job_id="custom_job", scale_tier="CUSTOM",
                                               master_type="n1-standard-4", worker_type="n1-standard-4",
-                                              worker_count="2", package_uris=stored))
+                                              worker_count="2", kept_package=kept))
     assert fixed.status_code == 302
-    assert Job.objects.get(job_id="custom_job").training_input["packageUris"] == [stored]
+    (stored,) = Job.objects.get(job_id="custom_job").training_input["packageUris"]
+    assert Path(stored).resolve().is_relative_to(settings.STORAGE_DIR) and Path(stored).is_file()
+
+
+def _kept_upload(response) -> str:
+    """The reference to an upload the re-shown form keeps (never a server path)."""
+    match = re.search(r'name="kept_package" value="([^"]*)"', response.content.decode())
+    return match.group(1) if match else ""
 
 
 def test_upload_is_kept_when_another_field_fails_form_validation(client, project, admin, tmp_path):
@@ -567,8 +575,7 @@ def test_upload_is_kept_when_another_field_fails_form_validation(client, project
     assert response.status_code == 200
     page = Page(response.content.decode())
     assert "key=value" in page.errors("labels")
-    stored = page.value("id_package_uris")
-    assert stored and Path(stored).is_file(), "the uploaded package was lost; the user must upload again"
+    assert _kept_upload(response), "the uploaded package was lost; the user must upload again"
 
 
 def test_submit_without_any_package_says_so_at_the_package_field(client, project, admin):

@@ -1,0 +1,24 @@
+"""Job ids the console suggests, as gcloud users write them: ``census_20260121_160502``."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from django.utils import timezone
+
+
+def job_id_prefix(python_module: str) -> str:
+    """``trainer.task`` → ``trainer``: the module's package, made a valid start of a job id."""
+    head = re.sub(r"\W", "_", (python_module or "").strip().split(".")[0], flags=re.ASCII)
+    return head if head[:1].isalpha() else f"job{'_' + head if head else ''}"
+
+
+def suggest_job_id(taken, python_module: str = "trainer.task", now: datetime | None = None) -> str:
+    """``<module>_<YYYYMMDD_HHMMSS>`` (UTC), with ``_2``, ``_3``… if ``taken(candidate)`` says it is used."""
+    base = f"{job_id_prefix(python_module)}_{(now or timezone.now()):%Y%m%d_%H%M%S}"
+    candidate, n = base, 1
+    while taken(candidate):
+        n += 1
+        candidate = f"{base}_{n}"
+    return candidate
