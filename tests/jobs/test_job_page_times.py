@@ -102,7 +102,7 @@ def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(clie
     job = services.submit_job(project, body("later", hyperparameters=SPEC), actor=admin)
     client.force_login(admin)
     page = client.get("/projects/project-a/jobs/later/").content.decode()
-    assert "No trials have started yet." in page and 'id="trial-table" hx-get=' in page
+    assert "No trials have started yet." in page and re.search(r'id="trial-table"[^>]*hx-get=', page)
     for number in (1, 2, 3):
         Trial.objects.create(job=job, trial_id=str(number), number=number, hyperparameters={"lr": "0.01"},
                              state=JobState.SUCCEEDED, final_metric={"trainingStep": "1", "objectiveValue": number})
@@ -131,7 +131,7 @@ def test_the_job_page_shows_durations_the_time_zone_and_small_ml_units(client, p
     assert "queued 5.0 s</span> · <span>running 42 s</span> · <span>total 47 s</span>" in html
     assert '<dd title="0.0042">0.0042</dd>' in html
     listing = client.get("/projects/project-a/jobs/").content.decode()
-    assert '<th scope="col">Duration</th>' in listing
+    assert re.search(r'<th scope="col"[^>]*>(<a [^>]*>)?Duration<', listing)
     assert re.search(r'<td data-duration title="queued 5.0 s, running 42 s">47 s</td>', listing)
 
 
