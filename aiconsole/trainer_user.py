@@ -57,6 +57,11 @@ class TrainerUser:
         """subprocess.Popen's keywords that start a process as this user, with its group only."""
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
+    def environment(self, home: Path) -> dict[str, str]:
+        """What a process of this user is told about itself: its own folder is its home (the
+        console's home is not its to write)."""
+        return {"HOME": str(home), "USER": self.name, "LOGNAME": self.name}
+
     def reaper_option(self) -> list[str]:
         return ["--user", f"{self.uid}:{self.gid}"]
 
@@ -96,18 +101,7 @@ class TrainerUser:
         if marker.is_file() and marker.read_text().strip() == str(self.gid):
             return
         for entry in _tree(tree, bounded=False):
-            try:
-                info = entry.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                continue
-            mode = stat.S_IMODE(info.st_mode)
-            wanted = mode | 0o040 | (0o010 if mode & 0o100 or stat.S_ISDIR(info.st_mode) else 0)
-            if info.st_gid != self.gid:
-                os.chown(entry, -1, self.gid)
-            if wanted != mode:
-                os.chmod(entry, wanted)
+            self._let_group_read(entry)
         self.traverse(tree.parent, base=tree.parent)
         marker.write_text(f"{self.gid}\n")
 
@@ -122,15 +116,23 @@ class TrainerUser:
             folders = {folder for f in files for folder in f.parents if folder.is_relative_to(path)}
             entries += sorted(folders - {path}) + files
         for entry in entries:
+            self._let_group_read(entry)
+
+    def _let_group_read(self, entry: Path) -> None:
+        """Group-read (and group-execute on folders and executables) for this user's group, on
+        a file or folder the console owns that others may not read already; never a link."""
+        try:
             info = entry.lstat()
-            if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode):
-                continue
-            mode = stat.S_IMODE(info.st_mode)
-            wanted = mode | 0o040 | (0o010 if stat.S_ISDIR(info.st_mode) else 0)
-            if info.st_gid != self.gid and not mode & 0o004:
-                os.chown(entry, -1, self.gid)
-            if not mode & 0o004 and wanted != mode:
-                os.chmod(entry, wanted)
+        except FileNotFoundError:
+            return
+        mode = stat.S_IMODE(info.st_mode)
+        if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode) or mode & 0o004:
+            return
+        wanted = mode | 0o040 | (0o010 if mode & 0o100 or stat.S_ISDIR(info.st_mode) else 0)
+        if info.st_gid != self.gid:
+            os.chown(entry, -1, self.gid)
+        if wanted != mode:
+            os.chmod(entry, wanted)
 
     def _open(self, folder: Path) -> None:
         try:
@@ -274,13 +276,18 @@ def _account(name: str) -> TrainerUser:
     return user
 
 
+def base_of(folder: Path, bases) -> Path:
+    """The first of ``bases`` that holds ``folder`` (the folders from it down are opened to the
+    trainer user), else ``folder`` itself."""
+    return next((Path(base) for base in bases if Path(folder).is_relative_to(base)), Path(folder))
+
+
 def give_job_dir(job_dir: str) -> str:
     """A local job dir becomes the trainer user's (it may write nothing else in storage)."""
     user = current()
     if user and not job_dir.startswith("gs://"):
         path = Path(job_dir)
-        root = next((r for r in settings.STORAGE_ROOTS if path.is_relative_to(r)), path)
-        user.hand_over(path, base=root)
+        user.hand_over(path, base=base_of(path, settings.STORAGE_ROOTS))
     return job_dir
 
 
@@ -304,8 +311,7 @@ def lend_inputs(args: list[str], *, project) -> list[Path]:
             path = storage.resolve_local_path(value, project=project)
         except storage.StorageError:
             continue
-        root = next((r for r in settings.STORAGE_ROOTS if path.is_relative_to(r)), path.parent)
-        user.traverse(path.parent, base=root)
+        user.traverse(path.parent, base=base_of(path.parent, settings.STORAGE_ROOTS))
         user.share_files(path)
         lent.append(path)
     return lent

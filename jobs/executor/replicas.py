@@ -174,8 +174,7 @@ class ReplicaProcess:
             from django.conf import settings
 
             self.user.hand_over(self.cwd, base=settings.WORK_DIR)
-            # Its own working dir is its home: the console's home is not its to write.
-            env = {**env, "HOME": str(self.cwd), "USER": self.user.name, "LOGNAME": self.user.name}
+            env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
         self.popen = subprocess.Popen(
             reaped(self.command, user_option),

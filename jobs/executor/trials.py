@@ -92,7 +92,7 @@ class TrialRun:
             )
             replica_dir = work / placement.label
             (replica_dir / "tmp").mkdir(parents=True)
-            metric_file = replica_dir / "hypertune" / "output.metrics"
+            metric_file = metrics.metric_file(replica_dir)
             if plan.task_type == "master":
                 self.metric_file = metric_file
             tf_config, cluster_spec = configs[placement.label]

@@ -218,7 +218,7 @@ class Zygote:
         if self.user is not None:
             script = self._readable_script()
             self.user.hand_over(self.work_dir, base=conf.models_dir())
-            env = {**env, "HOME": str(self.work_dir), "USER": self.user.name, "LOGNAME": self.user.name}
+            env = {**env, **self.user.environment(self.work_dir)}
             as_user = self.user.popen_options()
         try:
             self.process = subprocess.Popen(

@@ -196,7 +196,7 @@ class Supervisor:
         if user is not None:  # the model's files, for a serving process that runs as the trainer user
             model_dir = Path(spec.model_dir)
             bases = [conf.models_dir(), settings.WORK_DIR, *settings.STORAGE_ROOTS]  # deployed, batch, named
-            user.traverse(model_dir, base=next((b for b in bases if model_dir.is_relative_to(b)), model_dir))
+            user.traverse(model_dir, base=trainer_user.base_of(model_dir, bases))
             user.share_files(model_dir)
         try:
             process = zygote.spawn(spec.worker_spec(), label, on_log)
