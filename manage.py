@@ -9,4 +9,8 @@ if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     from django.core.management import execute_from_command_line
 
+    from aiconsole import datadir
+
+    datadir.prepare()
+
     execute_from_command_line(sys.argv)

@@ -6,15 +6,13 @@ in-memory channel layer. Secrets can be given as ``NAME_FILE`` (a path whose con
 """
 
 import os
-import secrets
-import stat
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from aiconsole import secret_env
+from aiconsole import datadir, secret_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -74,43 +72,8 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 # --- Where things live -----------------------------------------------------------------------
 
-def _default_data_dir() -> Path:
-    """``~/.aiconsole``; as root ``/var/lib/aiconsole``, since trainers then run as another user
-    (aiconsole.trainer_user) who must reach it, and root's home is private. A root console that
-    already keeps its database in ``~/.aiconsole`` keeps using it (and says how to move it)."""
-    home = Path.home() / ".aiconsole"
-    if os.geteuid() != 0 or (home / "aiconsole.sqlite3").exists():
-        return home
-    return Path("/var/lib/aiconsole")
-
-
-DATA_DIR = Path(env_str("AICONSOLE_DATA_DIR", str(_default_data_dir()))).expanduser()
-DATA_DIR = DATA_DIR.resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _keep_private(*paths: Path) -> None:
-    """Take group and other access away from what an older console (or another umask) left
-    readable: the data dir holds the database with its sessions, and the secret key. What the
-    console creates from now on is private already (the entry points set umask 077)."""
-    for path in paths:
-        try:
-            info = path.lstat()
-        except FileNotFoundError:
-            continue
-        # Never a link, nothing of another user's, never a shared sticky folder such as /tmp.
-        if info.st_uid != os.geteuid() or stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_ISVTX:
-            continue
-        mode = stat.S_IMODE(info.st_mode)
-        if stat.S_ISDIR(info.st_mode):
-            # Group-execute only: the trainer user's group traverses to its folders, lists nothing.
-            if mode & 0o067:
-                path.chmod(mode & 0o710)
-        elif mode & 0o077:
-            path.chmod(0o600)
-
-
-_keep_private(DATA_DIR, DATA_DIR / "secret_key", *DATA_DIR.glob("*.sqlite3*"))
+# Computed only: the entry points make the data dir ready (aiconsole.datadir.prepare).
+DATA_DIR = datadir.location()
 
 # Where uploaded packages and local job dirs go by default.
 STORAGE_DIR = Path(env_str("AICONSOLE_STORAGE_DIR", str(DATA_DIR / "storage"))).resolve()
@@ -132,12 +95,8 @@ def _secret_key() -> str:
     configured = env_str("AICONSOLE_SECRET_KEY")
     if configured:
         return configured
-    # Embedded default: a random key generated once and kept in the data dir.
-    key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        with os.fdopen(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-            out.write(secrets.token_urlsafe(64))
-    return key_file.read_text().strip()
+    # Embedded default: a random key generated once (by the entry points) and kept in the data dir.
+    return datadir.secret_key(DATA_DIR)
 
 
 SECRET_KEY = _secret_key()
@@ -370,8 +329,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = DATA_DIR / datadir.STATIC_FOLDER
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

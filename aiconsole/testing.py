@@ -29,3 +29,8 @@ if "AICONSOLE_TEST_KEEP_ENV" not in os.environ:
         os.environ.setdefault("AICONSOLE_ENV_DIR", str(cache_home / "aiconsole" / "test-envs"))
     os.environ.setdefault("AICONSOLE_STOP_GRACE_SECONDS", "3")
     os.environ.setdefault("AICONSOLE_SECRET_KEY", "test-secret-key-that-trainers-must-never-see")
+
+# As the console's entry points do before Django starts (aiconsole.datadir).
+from aiconsole import datadir  # noqa: E402
+
+datadir.prepare()

@@ -36,8 +36,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from aiconsole import datadir
+
 DEFAULT_NAME = "aiconsole-trainer"
-ROOT_DATA_DIR = "/var/lib/aiconsole"  # a root console's default data dir (aiconsole.settings)
 # Where a copied interpreter goes, inside settings.ENV_DIR.
 PYTHONS_FOLDER = "pythons"
 SHARED_MARKER = ".trainer-readable"
@@ -267,11 +268,11 @@ def _account(name: str) -> TrainerUser:
         blocked = unreachable_ancestor(folder, gid=user.gid)
         if blocked:
             home = Path.home() / ".aiconsole"
-            move = (f" This is the data dir of an earlier root console: move it with `mv {home} {ROOT_DATA_DIR}` "
+            move = (f" This is the data dir of an earlier root console: move it with `mv {home} {datadir.ROOT_DATA_DIR}` "
                     "(then the default) and start again." if folder == home.resolve() else "")
             raise TrainerUserError(
                 f"Trainers run as {name}, which cannot reach {folder}: {blocked} lets only its owner in.{move} "
-                f"Otherwise choose a folder others may traverse (AICONSOLE_DATA_DIR, for example {ROOT_DATA_DIR}), "
+                f"Otherwise choose a folder others may traverse (AICONSOLE_DATA_DIR, for example {datadir.ROOT_DATA_DIR}), "
                 "or set AICONSOLE_TRAINER_USER=root to run trainers as root.")
     return user
 

@@ -75,6 +75,9 @@ def main() -> None:
 
     import django
 
+    from aiconsole import datadir
+
+    datadir.prepare()
     django.setup()
     from algorithms import analysis
     from algorithms.table import read_path

@@ -38,6 +38,7 @@ def seed(data_dir: Path, points: int) -> dict:
     code = f"""
 import json, os, time
 os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+from aiconsole import datadir; datadir.prepare()
 import django; django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)

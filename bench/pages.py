@@ -120,6 +120,9 @@ def fill_study(console, job_id: str, count: int) -> float:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     import django
 
+    from aiconsole import datadir
+
+    datadir.prepare()
     django.setup()
     from jobs.executor.trials import training_output
     from jobs.models import Job, JobState, Trial

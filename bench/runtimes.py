@@ -26,6 +26,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
 
 import django  # noqa: E402
 
+from aiconsole import datadir  # noqa: E402
+
+datadir.prepare()
 django.setup()
 
 from django.conf import settings  # noqa: E402

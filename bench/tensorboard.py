@@ -51,6 +51,7 @@ def seed(data_dir: Path, env_dir: Path, jobs: list[str], steps: int) -> float:
     code = f"""
 import json, os, time
 os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+from aiconsole import datadir; datadir.prepare()
 import django; django.setup()
 from django.conf import settings
 from django.core.management import call_command

@@ -237,6 +237,9 @@ def page(args) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     import django
 
+    from aiconsole import datadir
+
+    datadir.prepare()
     django.setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model

@@ -17,12 +17,15 @@ PRIVATE_UMASK = 0o077
 
 def setup_django(data_dir: str | None) -> None:
     """Configure Django for commands that work on the data dir directly."""
-    os.umask(PRIVATE_UMASK)  # before the settings create the data dir, on the very first start
+    os.umask(PRIVATE_UMASK)  # before the data dir is made, on the very first start
     if data_dir:
         os.environ["AICONSOLE_DATA_DIR"] = os.path.abspath(os.path.expanduser(data_dir))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     import django
 
+    from aiconsole import datadir
+
+    datadir.prepare()
     django.setup()
 
 

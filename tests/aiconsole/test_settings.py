@@ -61,3 +61,48 @@ def test_audit_retention_and_cloud_logging_defaults():
     assert console_settings.AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS == 400
     assert console_settings.AUDIT_DATA_ACCESS_RETENTION_DAYS == 30
     assert console_settings.CLOUD_LOGGING_PROJECT is None
+
+
+def _import_settings(data_dir, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+    clean.update({"AICONSOLE_DATA_DIR": str(data_dir), **env})
+    return subprocess.run([sys.executable, "-c", "import aiconsole.settings"], capture_output=True, text=True,
+                          env=clean, timeout=60)
+
+
+def test_importing_the_settings_touches_nothing_on_disk(tmp_path):
+    data_dir = tmp_path / "not-yet"
+    result = _import_settings(data_dir, AICONSOLE_SECRET_KEY="given")
+    assert result.returncode == 0, result.stderr
+    assert not data_dir.exists()
+
+    # Without a key the settings say how to get one, and still make none.
+    result = _import_settings(data_dir)
+    assert result.returncode != 0
+    assert "AICONSOLE_SECRET_KEY: not set, and" in result.stderr and "aiconsole up" in result.stderr
+    assert not data_dir.exists()
+
+
+def test_an_entry_point_makes_the_data_dir_ready_once_with_a_private_key(tmp_path):
+    data_dir = tmp_path / "data"
+    assert _manage(["check"], data_dir).returncode == 0
+    key = (data_dir / "secret_key").read_text()
+    assert len(key) >= 64
+    assert oct(os.stat(data_dir / "secret_key").st_mode & 0o777) == "0o600"
+    assert oct(os.stat(data_dir).st_mode & 0o077) == "0o0"
+    assert list(data_dir.glob(".secret_key.*")) == []  # no temporary file left behind
+
+    assert _manage(["check"], data_dir).returncode == 0
+    assert (data_dir / "secret_key").read_text() == key  # kept, not made again
+    assert _import_settings(data_dir).returncode == 0
+
+
+def test_console_processes_starting_together_agree_on_one_key(tmp_path):
+    data_dir = tmp_path / "data"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+    clean["AICONSOLE_DATA_DIR"] = str(data_dir)
+    code = "from aiconsole import datadir; datadir.prepare(); from aiconsole import settings; print(settings.SECRET_KEY)"
+    starts = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=clean)
+              for _ in range(6)]
+    keys = {start.communicate(timeout=60)[0].strip() for start in starts}
+    assert len(keys) == 1 and len(keys.pop()) >= 64
