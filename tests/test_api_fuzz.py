@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 
 from aiconsole.openapi import build_document
 from jobs.executor.replicas import free_port
-from tests.conftest import wait_for
+from tests.helpers.waiting import wait_for
 
 schema = schemathesis.openapi.from_dict(build_document())
 CHECKS = [

@@ -22,8 +22,8 @@ from django.utils import timezone
 from aiconsole import audit, iam
 from aiconsole.cli import main
 from aiconsole.models import AuditEntry, Project
-from tests.aiconsole.conftest import tamper
-from tests.conftest import submit
+from tests.helpers.identity import tamper
+from tests.helpers.jobs import submit
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 

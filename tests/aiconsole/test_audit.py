@@ -18,8 +18,8 @@ from aiconsole.models import ApiToken, AuditChain, AuditEntry
 from aiconsole.tokens import create_token, revoke_token
 from jobs import services
 from jobs.models import Job, JobState
-from tests.aiconsole.conftest import tamper
-from tests.conftest import wait_for
+from tests.helpers.identity import tamper
+from tests.helpers.waiting import wait_for
 
 PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
 USER_AGENT = "google-api-python-client/2.0 (gzip)"

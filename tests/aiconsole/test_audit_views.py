@@ -14,8 +14,8 @@ from aiconsole import audit, iam
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
 from jobs import services
-from tests.aiconsole.conftest import make_user
-from tests.conftest import submit
+from tests.helpers.identity import make_user
+from tests.helpers.jobs import submit
 
 AUDIT = "/projects/project-a/audit/"
 CREATE_JOB = "google.cloud.ml.v1.JobService.CreateJob"

@@ -2,75 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from jobs.executor.replicas import free_port
-from tests.conftest import build_package, wait_for
-
-AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
-
-
-def _env(data_dir: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-    env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": os.environ["AICONSOLE_ENV_DIR"],
-                "AICONSOLE_STOP_GRACE_SECONDS": "2", **extra})
-    return env
-
-
-class Server:
-    def __init__(self, data_dir: Path, **env):
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = data_dir.parent / f"server-{self.port}.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [AICONSOLE, "up", "--port", str(self.port), "--data-dir", str(data_dir)],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=_env(data_dir, **env),
-        )
-        wait_for(self._answers, 180, interval=0.1, message="the console to answer")
-
-    def _answers(self) -> bool:
-        assert self.process.poll() is None, self.log.read_text()
-        try:
-            return urllib.request.urlopen(self.url + "/login/", timeout=10).status == 200
-        except (urllib.error.URLError, OSError):  # refused, reset, or slow to answer: try again
-            return False
-
-    def output(self) -> str:
-        return self.log.read_text()
-
-    def api(self, method: str, path: str, token: str, body: dict | None = None):
-        request = urllib.request.Request(self.url + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Authorization": f"Bearer {token}",
-                                                  "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"{}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            self.process.wait(timeout=60)
-
-
-def token_for(data_dir: Path, username: str = "admin") -> str:
-    result = subprocess.run([AICONSOLE, "token", "create", username], capture_output=True, text=True,
-                            env=_env(data_dir), check=True, timeout=60)
-    return result.stdout.strip()
+from tests.helpers.console import AICONSOLE, Server, console_env, token_for
+from tests.helpers.jobs import build_package
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture
@@ -112,7 +55,7 @@ def test_admin_credentials_come_from_the_environment(server):
 def test_token_create_rejects_an_unknown_user(tmp_path):
     data_dir = tmp_path / "data"
     result = subprocess.run([AICONSOLE, "token", "create", "nobody"], capture_output=True, text=True,
-                            env=_env(data_dir), timeout=60)
+                            env=console_env(data_dir), timeout=60)
     assert result.returncode == 2
     assert "no active user named 'nobody'" in result.stderr
 

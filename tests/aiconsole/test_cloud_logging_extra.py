@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from aiconsole import cloud_logging
-from tests.conftest import wait_for
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from aiconsole.models import RoleBinding
 from aiconsole.tokens import create_token
 from jobs import services
 from jobs.models import Job, JobState
-from tests.conftest import PACKAGE, body, submit
+from tests.helpers.jobs import PACKAGE, body, submit
 
 
 def make_user(username: str, role: str | None = None, resource=None, **extra):

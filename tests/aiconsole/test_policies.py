@@ -12,8 +12,8 @@ from aiconsole.models import AuditEntry, RoleBinding
 from aiconsole.tokens import create_token
 from jobs import services
 from jobs.models import Job, JobState
-from tests.aiconsole.conftest import bearer, entries, make_user
-from tests.conftest import submit
+from tests.helpers.identity import bearer, entries, make_user
+from tests.helpers.jobs import submit
 
 JOB = "/v1/projects/project-a/jobs/shared_job"
 PROJECT = "/v1/projects/project-a"

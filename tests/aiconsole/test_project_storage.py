@@ -18,9 +18,9 @@ from jobs import services as job_services
 from jobs.executor import runner
 from jobs.models import Job, JobState
 from models_registry import services as model_services
-from tests.aiconsole.conftest import bearer
-from tests.conftest import body as training_body
-from tests.conftest import build_package
+from tests.helpers.identity import bearer
+from tests.helpers.jobs import body as training_body
+from tests.helpers.jobs import build_package
 
 DENIED = "Permission denied: projects/project-a cannot use"
 

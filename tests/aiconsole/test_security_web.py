@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.aiconsole.conftest import bearer, entries
-from tests.conftest import build_package, submit, wait_for
+from tests.helpers.identity import bearer, entries
+from tests.helpers.jobs import build_package, submit
+from tests.helpers.models import deploy
+from tests.helpers.waiting import wait_for
 from tests.models_registry.conftest import (  # noqa: F401 (fixtures)
     _no_prewarming,
     _serving_session,
-    deploy,
     runtime_python,
     serving,
     trained,
@@ -129,7 +130,7 @@ def test_a_first_start_makes_the_data_dir_and_database_private(tmp_path):
 
 @pytest.mark.executor
 def test_the_console_tightens_a_readable_data_dir_and_keeps_what_it_writes_later_private(tmp_path):
-    from tests.aiconsole.test_cli import Server, token_for
+    from tests.helpers.console import Server, token_for
 
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o755)

@@ -9,8 +9,8 @@ from django.test import Client
 
 from aiconsole import iam, policies
 from aiconsole.models import AuditEntry, RoleBinding
-from tests.aiconsole.conftest import entries, make_user
-from tests.conftest import submit
+from tests.helpers.identity import entries, make_user
+from tests.helpers.jobs import submit
 
 MEMBERS = "/projects/project-a/members/"
 SHARING = "/projects/project-a/jobs/shared_job/sharing/"

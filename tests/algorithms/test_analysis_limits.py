@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs import analysis_runner
-from tests.algorithms.conftest import classification_rows
+from tests.helpers.algorithms import classification_rows
 
 
 @pytest.fixture(autouse=True)

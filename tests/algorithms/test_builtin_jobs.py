@@ -11,7 +11,7 @@ from jobs import services
 from jobs.models import TERMINAL_STATES, Job, JobState
 from jobs.resources import job_resource
 from models_registry import services as model_services
-from tests.algorithms.conftest import (
+from tests.helpers.algorithms import (
     BOOSTED_TREES,
     LINEAR_LEARNER,
     builtin_body,
@@ -19,8 +19,9 @@ from tests.algorithms.conftest import (
     job_dir_for,
     regression_rows,
 )
-from tests.conftest import log_text, wait_for
-from tests.models_registry.conftest import deploy
+from tests.helpers.jobs import log_text
+from tests.helpers.models import deploy
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 

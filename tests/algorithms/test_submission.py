@@ -7,7 +7,7 @@ import pytest
 from aiconsole.errors import InvalidArgument
 from jobs import services
 from jobs.models import Job
-from tests.algorithms.conftest import (
+from tests.helpers.algorithms import (
     BOOSTED_TREES,
     LINEAR_LEARNER,
     builtin_body,

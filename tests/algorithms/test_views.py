@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from jobs import analysis_runner, services
 from jobs.models import Job, JobState
-from tests.algorithms.conftest import BOOSTED_TREES, builtin_body, classification_rows, job_dir_for
+from tests.helpers.algorithms import BOOSTED_TREES, builtin_body, classification_rows, job_dir_for
 
 
 @pytest.fixture(autouse=True)

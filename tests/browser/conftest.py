@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,10 +23,9 @@ import pytest
 
 from tests.browser import harness
 from tests.browser.trainers import start_background_jobs
+from tests.helpers.browser import PASSWORDS
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-AXE = harness.ROOT / "static" / "vendor" / "axe.min.js"
-PASSWORDS = {"admin": harness.ADMIN_PASSWORD, "dana": "dana-password-1", "vic": "vic-password-1"}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -140,30 +138,3 @@ def page(browser, console, request):
     assert not watch.foreign, f"requests to other hosts: {watch.foreign}"
 
 
-def login(page, username: str = "admin") -> None:
-    page.goto("/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORDS[username])
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"/projects/|/$"))
-
-
-def axe_violations(page, impacts=("serious", "critical")) -> list[str]:
-    """Run the vendored axe-core on the page; the serious and critical violations, described."""
-    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
-        page.add_script_tag(url="/static/vendor/axe.min.js")
-    result = page.evaluate("""async () => {
-        const r = await axe.run(document, {resultTypes: ["violations"]});
-        return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-                                       nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}));
-    }""")
-    return [f"{v['id']} ({v['impact']}): {v['help']} at {v['nodes']}" for v in result if v["impact"] in impacts]
-
-
-def wait_until(predicate, timeout: float = 60, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (result := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Timed out after {timeout}s waiting for {message}")
-        time.sleep(0.2)
-    return result

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import axe_violations, login
+from tests.helpers.browser import axe_violations, login
 
 pytestmark = pytest.mark.browser
 P = "/projects/default-project"

@@ -9,8 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import trainers
-from tests.browser.conftest import axe_violations, login
-from tests.browser.test_flows import JOBS
+from tests.helpers.browser import JOBS, axe_violations, login
 
 pytestmark = pytest.mark.browser
 

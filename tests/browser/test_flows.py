@@ -8,23 +8,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import trainers
-from tests.browser.conftest import login
+from tests.helpers.browser import JOBS, assert_not_reloaded, login, mark_page, state
 
 pytestmark = pytest.mark.browser
-JOBS = "/projects/default-project/jobs/"
-
-
-def mark_page(page) -> None:
-    """A value that lives as long as the document: if it is gone, the page was reloaded."""
-    page.evaluate("() => { window.__notReloaded = true; }")
-
-
-def assert_not_reloaded(page) -> None:
-    assert page.evaluate("() => window.__notReloaded === true"), "the page was reloaded"
-
-
-def state(page):
-    return page.locator("#job-status [data-state]").first
 
 
 def test_sign_in_lands_on_the_projects_jobs_with_switcher_and_breadcrumbs(page):
@@ -208,7 +194,7 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
     expect(state(page)).to_have_attribute("data-state", "SUCCEEDED", timeout=240_000)
     # The evaluation section follows the job (part=builtin) and ends as a fresh load draws it.
     expect(page.locator("#builtin-results")).to_have_attribute("data-evaluated", "true", timeout=15_000)
-    from tests.browser.test_job_page_panels import assert_matches_a_fresh_load
+    from tests.helpers.browser import assert_matches_a_fresh_load
 
     live = assert_matches_a_fresh_load(page, page.context.browser, console)
     assert_not_reloaded(page)

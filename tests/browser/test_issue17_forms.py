@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import trainers
-from tests.browser.conftest import login
+from tests.helpers.browser import login
 
 pytestmark = pytest.mark.browser
 PROJECT = "/projects/default-project"

@@ -10,52 +10,20 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import trainers
-from tests.browser.conftest import axe_violations, login
-from tests.browser.test_flows import JOBS, assert_not_reloaded, mark_page, state
+from tests.helpers.browser import (
+    JOBS,
+    assert_matches_a_fresh_load,
+    assert_not_reloaded,
+    axe_violations,
+    login,
+    mark_page,
+    state,
+)
 
 pytestmark = pytest.mark.browser
 
 # What a page shows of the job, panel by panel: the live page and a fresh load must agree.
-SNAPSHOT = """() => {
-  const text = (sel) => { const el = document.querySelector(sel); return el ? el.textContent.replace(/\\s+/g, " ").trim() : null; };
-  const rows = (sel) => [...document.querySelectorAll(sel)].map((tr) => tr.textContent.replace(/\\s+/g, " ").trim());
-  const table = document.querySelector("#trial-table");
-  return {
-    state: document.querySelector("#job-status [data-state]").dataset.state,
-    facts: text("#job-times"),
-    replicas: rows("#job-status tbody tr"),
-    trialSummary: text("#trial-summary"),
-    trials: rows("#trial-table tbody tr"),
-    counts: table ? [table.dataset.trials, table.dataset.completed, table.dataset.best] : null,
-    charts: [...document.querySelectorAll("#study-charts figure.chart figcaption")].map((f) => f.textContent.trim()),
-    metricCharts: document.querySelectorAll("#metrics figure.metric-chart").length,
-    builtin: text("#builtin-results"),
-    logTrials: [...document.querySelectorAll("#log-trial option")].map((o) => o.value),
-  };
-}"""
 # Every refreshing panel has had its last refresh (its hx-get is gone once the job has ended).
-SETTLED = """() => ["#job-status", "#trial-table", "#study-charts", "#metrics", "#builtin-results"]
-  .every((sel) => { const el = document.querySelector(sel); return !el || !el.hasAttribute("hx-get"); })"""
-
-
-def assert_matches_a_fresh_load(page, browser, console):
-    page.wait_for_function(SETTLED, timeout=30_000)
-    live = page.evaluate(SNAPSHOT)
-    fresh_context = browser.new_context(base_url=console.url, viewport={"width": 1280, "height": 900},
-                                        timezone_id="Europe/Berlin", locale="en-GB")
-    try:
-        fresh = fresh_context.new_page()
-        login(fresh)
-        fresh.goto(page.url.split("#")[0])
-        fresh.wait_for_function(SETTLED)
-        if live["charts"]:
-            expect(fresh.locator("#study-charts figure.chart")).to_have_count(len(live["charts"]))
-        if live["metricCharts"]:
-            expect(fresh.locator("#metrics figure.metric-chart")).to_have_count(live["metricCharts"])
-        assert live == fresh.evaluate(SNAPSHOT)
-    finally:
-        fresh_context.close()
-    return live
 
 
 def test_a_study_page_opened_while_it_runs_ends_as_a_fresh_load_shows_it(page, browser, console):

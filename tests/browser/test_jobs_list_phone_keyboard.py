@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import login
+from tests.helpers.browser import login
 
 pytestmark = pytest.mark.browser
 P = "/projects/default-project"

@@ -7,8 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import trainers
-from tests.browser.conftest import login
-from tests.browser.test_flows import JOBS, assert_not_reloaded, mark_page, state
+from tests.helpers.browser import JOBS, assert_not_reloaded, login, mark_page, state
 
 pytestmark = pytest.mark.browser
 

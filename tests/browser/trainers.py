@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import TASK_HEADER, build_package
+from tests.helpers.jobs import TASK_HEADER, build_package
 
 # Prints a line every 0.1 s for ~6 s on every replica, then the master succeeds.
 STREAMING_TASK = TASK_HEADER + """\

@@ -49,7 +49,7 @@ def _run_with_input(run_aiconsole, text, path, url):
     import os
     import subprocess
 
-    from tests.cli.conftest import AICONSOLE
+    from tests.helpers.console import AICONSOLE
 
     return subprocess.run([AICONSOLE, "auth", "login", "--url", url], input=text, capture_output=True, text=True,
                           env={**os.environ, "AICONSOLE_CONFIG": str(path)}, timeout=60)

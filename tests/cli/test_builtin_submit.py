@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.algorithms.conftest import BOOSTED_TREES, classification_rows
+from tests.helpers.algorithms import BOOSTED_TREES, classification_rows
 
 pytestmark = pytest.mark.executor
 

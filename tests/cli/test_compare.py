@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from tests.cli.conftest import AICONSOLE, write_trainer
+from tests.helpers.cli import write_trainer
+from tests.helpers.console import AICONSOLE
 
 pytestmark = pytest.mark.executor
 

@@ -9,7 +9,8 @@ from datetime import datetime
 import pytest
 import yaml
 
-from tests.cli.conftest import AICONSOLE, write_trainer
+from tests.helpers.cli import write_trainer
+from tests.helpers.console import AICONSOLE
 
 pytestmark = pytest.mark.executor
 

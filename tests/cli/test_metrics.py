@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.cli.conftest import write_trainer
+from tests.helpers.cli import write_trainer
 
 pytestmark = pytest.mark.executor
 
@@ -27,7 +27,7 @@ def reported(console, tmp_path_factory):
     import os
     import subprocess
 
-    from tests.cli.conftest import AICONSOLE
+    from tests.helpers.console import AICONSOLE
 
     folder = write_trainer(tmp_path_factory.mktemp("metrics-src"), REPORTING_TRAINER)
     env = {**os.environ, "AICONSOLE_URL": console.url, "AICONSOLE_TOKEN": console.token,

@@ -10,8 +10,9 @@ import textwrap
 import pytest
 import yaml
 
-from tests.cli.conftest import AICONSOLE, read_seen, write_trainer
-from tests.conftest import build_package
+from tests.helpers.cli import read_seen, write_trainer
+from tests.helpers.console import AICONSOLE
+from tests.helpers.jobs import build_package
 
 pytestmark = pytest.mark.executor
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.executor
 @pytest.fixture(scope="module")
 def gcs_package(gcs_emulator, tmp_path_factory):
     """A trainer sdist already in Cloud Storage, for jobs that need no upload."""
-    from tests.cli.conftest import TRAINER
+    from tests.helpers.cli import TRAINER
 
     path = build_package(tmp_path_factory.mktemp("gcs-pkg"), {"trainer/task.py": TRAINER}, name="gcstrainer")
     return gcs_emulator.upload("cli-packages", "gcstrainer-0.1.tar.gz", path.read_bytes())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.conftest import wait_for
+from tests.helpers.waiting import wait_for
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/"
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))

@@ -32,7 +32,8 @@ from tests.cluster.harness import (
     scratch_database,
     service_up,
 )
-from tests.conftest import build_package, wait_for
+from tests.helpers.jobs import build_package
+from tests.helpers.waiting import wait_for
 
 psycopg = pytest.importorskip("psycopg")
 redis = pytest.importorskip("redis")

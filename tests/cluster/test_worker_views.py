@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.conftest import submit
+from tests.helpers.jobs import submit
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from aiconsole.tokens import create_token
 from jobs.models import Job
 from models_registry.models import Operation
-from tests.conftest import build_package, submit
+from tests.helpers.jobs import build_package, submit
 
 
 @pytest.fixture

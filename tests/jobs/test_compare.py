@@ -9,8 +9,8 @@ import pytest
 from aiconsole import iam
 from jobs import compare, services
 from jobs.models import Job, JobState, MetricPoint, Trial
-from tests.conftest import body, log_text
-from tests.jobs.test_metrics import HYPERTUNE_TASK, job_dir_for, store_points
+from tests.helpers.jobs import body, log_text
+from tests.helpers.metrics import HYPERTUNE_TASK, job_dir_for, store_points
 
 # --- pure pieces -------------------------------------------------------------------------------------
 

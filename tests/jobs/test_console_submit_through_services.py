@@ -11,7 +11,7 @@ from django.urls import reverse
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
 from jobs.models import Job
-from tests.conftest import PACKAGE, body, build_package
+from tests.helpers.jobs import PACKAGE, body, build_package
 
 SUBMIT_URL = "/projects/project-a/jobs/new/"
 CREATE_JOB = "google.cloud.ml.v1.JobService.CreateJob"

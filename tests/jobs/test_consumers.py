@@ -15,8 +15,8 @@ from jobs import consumers, logstream
 from jobs.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.executor.logs import LogSink
 from jobs.models import LogLine
-from tests.conftest import submit
-from tests.jobs.conftest import socket_path, store, until_true
+from tests.helpers.jobs import submit
+from tests.helpers.logs import socket_path, store, until_true
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,8 @@ from django.conf import settings
 
 from jobs import services
 from jobs.models import Job, JobState, Replica, ReplicaState
-from tests.conftest import log_text, wait_for
+from tests.helpers.jobs import log_text
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 

@@ -14,7 +14,7 @@ from googleapiclient.errors import HttpError
 
 from aiconsole.tokens import create_token
 from jobs.models import Job, JobState
-from tests.conftest import PACKAGE, submit
+from tests.helpers.jobs import PACKAGE, submit
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from aiconsole.models import AuditEntry
 from jobs import services
 from jobs.forms import JobSubmitForm
 from jobs.models import Job, JobState
-from tests.conftest import submit
+from tests.helpers.jobs import submit
 
 SUBMIT = "/projects/project-a/jobs/new/"
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs import services
 from jobs.models import Job, JobState, LogLine, Replica, Trial
 from jobs.templatetags.job_format import duration, ml_units, significant
-from tests.conftest import body
+from tests.helpers.jobs import body
 
 SPEC = {"goal": "MINIMIZE", "maxTrials": 3, "hyperparameterMetricTag": "loss",
         "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1}]}

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import submit
+from tests.helpers.jobs import submit
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the front reads on its own connections
 

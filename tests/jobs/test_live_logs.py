@@ -12,8 +12,8 @@ from channels.db import database_sync_to_async
 from jobs import services
 from jobs.executor.logs import LineSplitter, LogSink
 from jobs.models import LogLine
-from tests.conftest import submit
-from tests.jobs.conftest import socket_path, store
+from tests.helpers.jobs import submit
+from tests.helpers.logs import socket_path, store
 
 
 def entries(frames: list[dict]) -> list[dict]:

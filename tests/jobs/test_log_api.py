@@ -15,8 +15,8 @@ from aiconsole.tokens import create_token
 from jobs import log_api
 from jobs.executor.logs import LogSink
 from jobs.models import Job, JobState
-from tests.conftest import submit
-from tests.jobs.conftest import store
+from tests.helpers.jobs import submit
+from tests.helpers.logs import store
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

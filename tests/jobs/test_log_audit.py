@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from aiconsole.asgi import application
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
-from tests.conftest import submit
+from tests.helpers.jobs import submit
 
 READ = "google.logging.v2.LoggingServiceV2.ListLogEntries"
 

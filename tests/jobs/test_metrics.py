@@ -11,19 +11,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from aiconsole import iam
 from aiconsole.tokens import create_token
 from jobs import charts, metrics, services
-from jobs.models import Job, JobState, MetricPoint
-from tests.conftest import log_text, submit, wait_for
+from jobs.models import Job, JobState
+from tests.helpers.jobs import log_text, submit
+from tests.helpers.metrics import HYPERTUNE_TASK, job_dir_for, store_points
+from tests.helpers.waiting import wait_for
 
 RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$"
-
-
-def job_dir_for(name: str) -> str:
-    return str(settings.STORAGE_DIR / "job-dirs" / "project-a" / name)
 
 
 @pytest.fixture
@@ -48,12 +45,6 @@ def every_point(get, job, user, **params) -> list[dict]:
         token = answer.json().get("nextPageToken")
         if not token:
             return points
-
-
-def store_points(job, count: int, *, tag: str = "loss", run: str = "train", trial_id: str = "") -> None:
-    MetricPoint.objects.bulk_create(
-        MetricPoint(job=job, trial_id=trial_id, source="tfevents", run=run, tag=tag, step=step,
-                    value=1.0 / (step + 1), wall_time=1_700_000_000.0 + step) for step in range(count))
 
 
 # --- pure pieces -------------------------------------------------------------------------------------
@@ -183,20 +174,6 @@ def test_finished_job_panel_stops_refreshing(client, project, admin):
 
 
 # --- real trainers -----------------------------------------------------------------------------------------
-
-HYPERTUNE_TASK = """
-    import hypertune
-
-    job_dir = sys.argv[sys.argv.index("--job-dir") + 1]
-    reporter = hypertune.HyperTune()
-    reporter.report_hyperparameter_tuning_metric("accuracy", 0.5, global_step=1)
-    reporter.report_hyperparameter_tuning_metric("loss", 2.0, global_step=1)
-    deadline = time.time() + 60
-    while not os.path.exists(os.path.join(job_dir, "go")) and time.time() < deadline:
-        time.sleep(0.05)
-    for step in (2, 3):
-        reporter.report_hyperparameter_tuning_metric("accuracy", 0.5 + step / 10, global_step=step)
-"""
 
 
 @pytest.mark.executor

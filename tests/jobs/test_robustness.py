@@ -22,8 +22,9 @@ from jobs import services
 from jobs.executor.runner import JobRunner
 from jobs.models import ACTIVE_STATES, Job, JobState
 from models_registry import files
-from tests.aiconsole.conftest import bearer, tamper
-from tests.conftest import log_text, submit, wait_for
+from tests.helpers.identity import bearer, tamper
+from tests.helpers.jobs import log_text, submit
+from tests.helpers.waiting import wait_for
 
 JOBS = "/v1/projects/project-a/jobs"
 MODELS = "/v1/projects/project-a/models"

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 
 from jobs.models import JobState, ReplicaState
-from tests.conftest import log_text
+from tests.helpers.jobs import log_text
 
 pytestmark = pytest.mark.executor
 

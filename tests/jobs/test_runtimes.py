@@ -14,7 +14,7 @@ from aiconsole import archives
 from aiconsole.cli import gcloud
 from aiconsole.errors import InvalidArgument
 from jobs import catalogue, runtimes, services, tuning
-from tests.conftest import body, build_package
+from tests.helpers.jobs import body, build_package
 
 ORIGINAL = [name for name in runtimes.RUNTIMES if name != runtimes.CURRENT]
 

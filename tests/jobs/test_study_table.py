@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs import services, study
 from jobs.models import JobState, Trial
-from tests.conftest import body
+from tests.helpers.jobs import body
 
 SPEC = {"goal": "MINIMIZE", "maxTrials": 5, "hyperparameterMetricTag": "loss",
         "params": [{"parameterName": "depth", "type": "INTEGER", "minValue": 1, "maxValue": 9}]}

@@ -22,7 +22,8 @@ from aiconsole import trainer_user
 from jobs import services
 from jobs.tensorboard import proxy
 from jobs.tensorboard.boards import BOARDS
-from tests.conftest import body, wait_for
+from tests.helpers.jobs import body
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

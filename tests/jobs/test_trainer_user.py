@@ -19,7 +19,7 @@ from django.conf import settings
 
 from aiconsole import storage, trainer_user
 from jobs.models import JobState
-from tests.conftest import log_text
+from tests.helpers.jobs import log_text
 
 pytestmark = [
     pytest.mark.executor,

@@ -8,7 +8,7 @@ import re
 from django.utils import timezone
 
 from jobs.models import JobState, Trial
-from tests.conftest import body
+from tests.helpers.jobs import body
 
 
 def test_job_page_lists_trials_with_their_outcome(client, project, admin):

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.models import Job, JobState, LogLine, Replica
-from tests.conftest import PACKAGE, build_package, submit
+from tests.helpers.jobs import PACKAGE, build_package, submit
 
 
 def add_lines(job: Job, *lines: tuple[str, str, str]) -> list[LogLine]:

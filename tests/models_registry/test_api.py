@@ -9,7 +9,7 @@ from django.test import Client
 
 from models_registry import services
 from models_registry.models import Operation, Version
-from tests.aiconsole.conftest import bearer, make_user
+from tests.helpers.identity import bearer, make_user
 
 BASE = "/v1/projects/project-a"
 

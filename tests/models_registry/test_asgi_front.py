@@ -12,7 +12,7 @@ from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
 from models_registry import services
 from models_registry.asgi import PredictFront
-from tests.models_registry.conftest import deploy
+from tests.helpers.models import deploy
 
 
 async def _passed_through(scope, receive, send):

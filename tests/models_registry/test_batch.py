@@ -14,9 +14,10 @@ from jobs import services as job_services
 from jobs.models import Job, JobState
 from jobs.resources import job_resource
 from models_registry import batch, services
-from tests.aiconsole.conftest import make_user
-from tests.conftest import log_text, wait_for
-from tests.models_registry.conftest import deploy
+from tests.helpers.identity import make_user
+from tests.helpers.jobs import log_text
+from tests.helpers.models import deploy
+from tests.helpers.waiting import wait_for
 
 
 def inputs(name: str, lines: list[str]) -> str:

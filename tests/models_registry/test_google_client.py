@@ -69,7 +69,7 @@ def test_models_versions_and_predictions_through_the_google_client(ml, project, 
 
 def test_prediction_errors_reach_the_google_client_as_http_errors(ml, project, admin, trained):
     from models_registry import services
-    from tests.models_registry.conftest import deploy
+    from tests.helpers.models import deploy
 
     deploy(services.create_model(project, {"name": "census"}, actor=admin), "v1", trained["linear"], admin)
     with pytest.raises(HttpError) as failed:
@@ -81,7 +81,7 @@ def test_prediction_errors_reach_the_google_client_as_http_errors(ml, project, a
 
 
 def test_model_iam_policies_through_the_google_client(ml, project, admin, trained):
-    from tests.aiconsole.conftest import make_user
+    from tests.helpers.identity import make_user
 
     models = ml.projects().models()
     models.create(parent="projects/project-a", body={"name": "shared"}).execute()

@@ -12,7 +12,7 @@ from aiconsole import iam
 from aiconsole.tokens import create_token, revoke_token, user_for_token
 from models_registry import hotpath, services
 from models_registry.models import Version
-from tests.aiconsole.conftest import make_user
+from tests.helpers.identity import make_user
 
 PERMISSIONS = ["ml.models.predict", "ml.versions.predict", "ml.models.get", "ml.versions.delete",
                "ml.models.setIamPolicy", "ml.jobs.create"]

@@ -11,7 +11,7 @@ from aiconsole.models import AuditEntry, RoleBinding
 from models_registry import operations, services
 from models_registry.models import Model, Operation, Version, VersionState
 from models_registry.resources import model_resource, version_resource
-from tests.aiconsole.conftest import entries, make_user
+from tests.helpers.identity import entries, make_user
 
 URI = "gs://models-bucket/census/"
 

@@ -17,8 +17,8 @@ from aiconsole.tokens import create_token, revoke_token
 from models_registry import deploy as deployer
 from models_registry import services
 from models_registry.models import Operation, PredictionLog, Version, VersionState
-from tests.conftest import wait_for
-from tests.models_registry.conftest import deploy, wait_version
+from tests.helpers.models import deploy, wait_version
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from models_registry import services
-from tests.models_registry.conftest import deploy
+from tests.helpers.models import deploy
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a console running as root can switch users")
 

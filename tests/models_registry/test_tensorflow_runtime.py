@@ -12,8 +12,8 @@ from django.conf import settings
 from jobs.models import JobState
 from models_registry import services
 from models_registry.models import VersionState
-from tests.conftest import log_text
-from tests.models_registry.conftest import deploy
+from tests.helpers.jobs import log_text
+from tests.helpers.models import deploy
 
 pytestmark = pytest.mark.executor
 

@@ -15,9 +15,9 @@ from aiconsole import iam
 from jobs.models import Job, JobState
 from models_registry import services
 from models_registry.models import Model, Version, VersionState
-from tests.aiconsole.conftest import make_user
-from tests.conftest import body as training_body
-from tests.models_registry.conftest import deploy
+from tests.helpers.identity import make_user
+from tests.helpers.jobs import body as training_body
+from tests.helpers.models import deploy
 
 
 def signed_in(user) -> Client:
