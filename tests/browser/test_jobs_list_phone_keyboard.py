@@ -52,7 +52,8 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
     page.set_viewport_size(PHONE)
     found = {}
     for path in (f"{P}/jobs/", f"{P}/jobs/train_model/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/models/",
-                 f"{P}/audit/", f"{P}/members/"):
+                 f"{P}/audit/", f"{P}/members/", f"{P}/jobs/new/builtin/", f"{P}/data/analysis/",
+                 f"{P}/compare/?jobs=train_model,study_1/1,study_1/2", "/profile/", "/runtimes/", "/workers/"):
         page.goto(path)
         page.wait_for_load_state("load")
         for scheme in ("light", "dark"):
