@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from aiconsole import profile_views
+from aiconsole import profile_views, user_views
 from aiconsole.openapi import openapi_document
 from jobs import api as job_api
 from jobs import views as job_views
@@ -16,6 +16,15 @@ urlpatterns = [
     path("runtimes/", worker_views.runtime_versions, name="runtimes"),
     path("profile/tokens/", profile_views.token_create, name="token_create"),
     path("profile/tokens/<int:token_id>/revoke/", profile_views.token_revoke, name="token_revoke"),
+    path("profile/password/", profile_views.password_change, name="password_change"),
+    path("users/", user_views.users, name="users"),
+    path("users/<str:username>/", user_views.user_detail, name="user_detail"),
+    path("users/<str:username>/password/", user_views.user_password, name="user_password"),
+    path("users/<str:username>/link/", user_views.user_link, name="user_link"),
+    path("users/<str:username>/deactivate/", user_views.user_deactivate, name="user_deactivate"),
+    path("users/<str:username>/reactivate/", user_views.user_reactivate, name="user_reactivate"),
+    path("users/<str:username>/admin/", user_views.user_admin, name="user_admin"),
+    path("set-password/<str:uid>/<str:token>/", user_views.password_link, name="password_link"),
     path("v1/", include("aiconsole.api_urls")),
     path("v1/", include("jobs.api_urls")),
     path("v1/", include("models_registry.api_urls")),

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 P = "/projects/default-project"
 MAIN_PAGES = [f"{P}/jobs/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/jobs/train_model/", f"{P}/members/",
               f"{P}/audit/", f"{P}/models/", "/profile/", f"{P}/jobs/new/builtin/", f"{P}/data/analysis/",
-              "/workers/", "/runtimes/"]
+              "/workers/", "/runtimes/", "/users/", "/users/admin/"]
 
 
 def analysis_page(console) -> str:
