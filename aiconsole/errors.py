@@ -7,8 +7,26 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FieldViolation:
+    """One google.rpc.BadRequest field violation: a proto field path and what is wrong with it."""
+
     field: str
     description: str
+
+
+class Violations(list):
+    """The field violations found while checking a body: every rule adds, then one raise."""
+
+    def add(self, field: str, description: str) -> None:
+        self.append(FieldViolation(field, description))
+
+    @property
+    def violations(self) -> Violations:
+        """The list itself, for callers that read ``problems.violations``."""
+        return self
+
+    def raise_if_any(self) -> None:
+        if self:
+            raise InvalidArgument.from_violations(self)
 
 
 class ServiceError(Exception):

@@ -2,16 +2,22 @@
 
 It describes the wire shapes of the original ``ml.googleapis.com/v1`` methods this server answers,
 plus our extensions (package upload, log streaming, job metrics). CI fuzzes the server against it.
+
+The v1 messages (Job and its parts, Model, Version, operations, locations, IAM policies and the
+list responses) are not written here: they come from ``aiconsole.v1schema``, the one source the
+validators read as well. What is here is the error envelope, online prediction's bodies and our
+extensions.
 """
 
 from __future__ import annotations
 
 from django.http import JsonResponse
 
+from aiconsole import v1schema
+
 STRING = {"type": "string"}
-INT64 = {"type": "string", "pattern": r"^-?\d+$", "description": "int64, as a JSON string"}
+INT64 = v1schema.INT64_SCHEMA
 TIMESTAMP = {"type": "string", "format": "date-time"}
-STATES = ["STATE_UNSPECIFIED", "QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"]
 LABELS = {"type": "object", "additionalProperties": STRING}
 
 
@@ -57,47 +63,12 @@ PAGING = [
     _query("pageToken", STRING, "nextPageToken of the previous page."),
 ]
 
-ACCELERATOR = {"type": "object", "additionalProperties": False,
-               "properties": {"count": INT64, "type": STRING}}
-REPLICA_CONFIG = {"type": "object", "additionalProperties": False, "properties": {
-    "acceleratorConfig": ACCELERATOR, "imageUri": STRING, "tpuTfVersion": STRING,
-    "containerCommand": {"type": "array", "items": STRING}, "containerArgs": {"type": "array", "items": STRING},
-    "diskConfig": {"type": "object", "additionalProperties": False,
-                   "properties": {"bootDiskSizeGb": {"type": "integer"}, "bootDiskType": STRING}}}}
-
 SCHEMAS = {
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["code", "message", "status"],
         "properties": {"code": {"type": "integer"}, "message": STRING, "status": STRING,
                        "details": {"type": "array", "items": {"type": "object"}}}}}},
     "Empty": {"type": "object", "additionalProperties": False},
-    "TrainingInput": {"type": "object", "additionalProperties": False, "properties": {
-        "scaleTier": {"type": "string", "enum": ["BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU",
-                                                 "CUSTOM"]},
-        "masterType": STRING, "masterConfig": REPLICA_CONFIG,
-        "workerType": STRING, "workerCount": INT64, "workerConfig": REPLICA_CONFIG,
-        "parameterServerType": STRING, "parameterServerCount": INT64, "parameterServerConfig": REPLICA_CONFIG,
-        "evaluatorType": STRING, "evaluatorCount": INT64, "evaluatorConfig": REPLICA_CONFIG,
-        "packageUris": {"type": "array", "items": STRING}, "pythonModule": STRING,
-        "args": {"type": "array", "items": STRING}, "hyperparameters": {"type": "object"},
-        "region": STRING, "jobDir": STRING, "runtimeVersion": STRING, "pythonVersion": STRING,
-        "scheduling": {"type": "object", "additionalProperties": False, "properties": {
-            "maxRunningTime": STRING, "maxWaitTime": STRING, "priority": {"type": "integer"}}},
-        "network": STRING, "serviceAccount": STRING, "enableWebAccess": {"type": "boolean"},
-        "useChiefInTfConfig": {"type": "boolean"},
-        "encryptionConfig": {"type": "object", "properties": {"kmsKeyName": STRING}}}},
-    "Job": {"type": "object", "properties": {
-        "jobId": STRING, "trainingInput": _ref("TrainingInput"), "predictionInput": {"type": "object"},
-        "trainingOutput": {"type": "object"}, "predictionOutput": {"type": "object"},
-        "state": {"type": "string", "enum": STATES}, "errorMessage": STRING, "labels": LABELS, "etag": STRING,
-        "createTime": TIMESTAMP, "startTime": TIMESTAMP, "endTime": TIMESTAMP, "jobPosition": INT64}},
-    "ListJobsResponse": {"type": "object", "additionalProperties": False, "properties": {
-        "jobs": {"type": "array", "items": _ref("Job")}, "nextPageToken": STRING}},
-    "GetConfigResponse": {"type": "object", "properties": {
-        "serviceAccount": STRING, "serviceAccountProject": INT64,
-        "config": {"type": "object", "properties": {"tpuServiceAccount": STRING}}}},
-    "Location": {"type": "object", "properties": {"name": STRING, "capabilities": {"type": "array", "items": {
-        "type": "object", "properties": {"type": STRING, "availableAccelerators": {"type": "array", "items": STRING}}}}}},
     "ListRuntimeVersionsResponse": {"type": "object", "additionalProperties": False, "properties": {
         "runtimeVersions": {"type": "array", "items": {"type": "object", "properties": {
             "runtimeVersion": STRING, "tensorflowVersion": STRING, "extension": {"type": "boolean"},
@@ -105,23 +76,6 @@ SCHEMAS = {
             "frameworks": LABELS, "notes": {"type": "array", "items": STRING},
             "pythonVersions": {"type": "array", "items": {"type": "object", "properties": {
                 "pythonVersion": STRING, "available": {"type": "boolean"}, "reason": STRING}}}}}}}},
-    "ListLocationsResponse": {"type": "object", "additionalProperties": False, "properties": {
-        "locations": {"type": "array", "items": _ref("Location")}, "nextPageToken": STRING}},
-    "Operation": {"type": "object", "required": ["name"], "properties": {
-        "name": STRING, "metadata": {"type": "object"}, "done": {"type": "boolean"},
-        "error": {"type": "object"}, "response": {"type": "object"}}},
-    "ListOperationsResponse": {"type": "object", "additionalProperties": False, "properties": {
-        "operations": {"type": "array", "items": _ref("Operation")}, "nextPageToken": STRING}},
-    "Policy": {"type": "object", "properties": {
-        "version": {"type": "integer"}, "etag": STRING,
-        "bindings": {"type": "array", "items": {"type": "object", "properties": {
-            "role": STRING, "members": {"type": "array", "items": STRING}, "condition": {"type": "object"}}}},
-        "auditConfigs": {"type": "array", "items": {"type": "object"}}}},
-    "SetIamPolicyRequest": {"type": "object", "properties": {"policy": _ref("Policy"), "updateMask": STRING}},
-    "TestIamPermissionsRequest": {"type": "object", "properties": {
-        "permissions": {"type": "array", "items": STRING}}},
-    "TestIamPermissionsResponse": {"type": "object", "properties": {
-        "permissions": {"type": "array", "items": STRING}}},
     "MetricPoint": {"type": "object", "required": ["tag", "step", "value", "time", "trialId", "source", "run"],
                     "additionalProperties": False, "properties": {
         "tag": STRING, "step": INT64, "value": {"type": "number"}, "time": TIMESTAMP,
@@ -135,6 +89,7 @@ SCHEMAS = {
     "UploadResponse": {"type": "object", "required": ["uri", "name", "sizeBytes", "sha256"], "properties": {
         "uri": STRING, "name": STRING, "sizeBytes": INT64, "sha256": STRING, "kind": STRING,
         "modules": {"type": "array", "items": STRING}}},
+    **v1schema.openapi_schemas(),
 }
 
 JOB_PATH = "/v1/projects/{projectsId}/jobs/{jobsId}"
@@ -241,27 +196,7 @@ PATHS.update(_iam_paths("/v1/projects/{projectsId}", _path_params("projectsId"),
 
 # --- models, versions and online prediction (models_registry) ----------------------------------------
 
-VERSION_STATES = ["UNKNOWN", "READY", "CREATING", "FAILED", "DELETING", "UPDATING"]
 SCHEMAS.update({
-    "Version": {"type": "object", "properties": {
-        "name": STRING, "description": STRING, "deploymentUri": STRING, "runtimeVersion": STRING,
-        "pythonVersion": STRING, "framework": STRING, "machineType": STRING,
-        "autoScaling": {"type": "object", "properties": {"minNodes": {"type": "integer"},
-                                                         "maxNodes": {"type": "integer"}}},
-        "manualScaling": {"type": "object", "properties": {"nodes": {"type": "integer"}}},
-        "requestLoggingConfig": {"type": "object", "properties": {"samplingPercentage": {"type": "number"},
-                                                                  "bigqueryTableName": STRING}},
-        "state": {"type": "string", "enum": VERSION_STATES}, "errorMessage": STRING,
-        "isDefault": {"type": "boolean"}, "labels": LABELS, "etag": STRING,
-        "createTime": TIMESTAMP, "lastUseTime": TIMESTAMP}},
-    "Model": {"type": "object", "properties": {
-        "name": STRING, "description": STRING, "regions": {"type": "array", "items": STRING},
-        "onlinePredictionLogging": {"type": "boolean"}, "onlinePredictionConsoleLogging": {"type": "boolean"},
-        "labels": LABELS, "etag": STRING, "defaultVersion": _ref("Version")}},
-    "ListModelsResponse": {"type": "object", "additionalProperties": False, "properties": {
-        "models": {"type": "array", "items": _ref("Model")}, "nextPageToken": STRING}},
-    "ListVersionsResponse": {"type": "object", "additionalProperties": False, "properties": {
-        "versions": {"type": "array", "items": _ref("Version")}, "nextPageToken": STRING}},
     "PredictRequest": {"type": "object", "required": ["instances"], "properties": {
         "instances": {"type": "array", "items": {}}, "signature_name": STRING}},
     "PredictResponse": {"type": "object", "required": ["predictions"], "properties": {

@@ -5,6 +5,9 @@ schema (unknown names, wrong JSON types, bad enum values), and if that fails not
 checked, because the real front end rejects such a payload before the service sees it. Then the
 service rules run and every violation is collected, not just the first.
 
+The schema itself (field names, types, enum values, length limits) is `aiconsole.v1schema`,
+the one source the OpenAPI document and the Model/Version checks are derived from too.
+
 Field paths are proto snake_case paths prefixed with `job.`, as in real error details;
 descriptions name fields by their JSON (camelCase) names, as users write them.
 
@@ -18,10 +21,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 
+from aiconsole import v1schema
+from aiconsole.errors import FieldViolation, Violations
+from aiconsole.v1schema import Field
 from jobs.catalogue import (
-    ACCELERATOR_TYPE_VALUES,
     ACCELERATORS,
     CLOUD_TPU,
     COMPUTE_ENGINE,
@@ -33,15 +37,6 @@ from jobs.catalogue import (
     SCALE_TIERS,
     TPU,
 )
-
-
-@dataclass(frozen=True)
-class FieldViolation:
-    """One google.rpc.BadRequest field violation."""
-
-    field: str
-    description: str
-
 
 # Parse errors come from the JSON front end, which reports the description alone.
 _VERBATIM_PREFIXES = ("Invalid JSON payload received.", "Invalid value at ")
@@ -66,142 +61,34 @@ def _render(violation: FieldViolation) -> str:
     return f"Field: {violation.field} Error: {violation.description}"
 
 
-class _Errors(list):
-    """A list of FieldViolation with a short way to add one."""
-
-    def add(self, field: str, description: str) -> None:
-        self.append(FieldViolation(field, description))
-
+_Errors = Violations  # the one collector (aiconsole.errors), under the name the rules below use
 
 # ---------------------------------------------------------------------------------------------
-# The proto schema, as far as the JSON parser needs it
+# Reading JSON against the schema (aiconsole.v1schema)
 # ---------------------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class _Field:
-    kind: str  # string, bool, int32, int64, double, duration, enum, message, map, output
-    ref: str = ""  # enum or message name
-    repeated: bool = False
-
-
-_S, _B, _I32, _I64, _D = _Field("string"), _Field("bool"), _Field("int32"), _Field("int64"), \
-    _Field("double")
-_STRINGS, _OUT, _DURATION = _Field("string", repeated=True), _Field("output"), _Field("duration")
-
-
-def _enum(name: str) -> _Field:
-    return _Field("enum", name)
-
-
-def _msg(name: str, repeated: bool = False) -> _Field:
-    return _Field("message", name, repeated)
-
-
-_ENUMS = {
-    "TrainingInput.ScaleTier": tuple(SCALE_TIERS),
-    "AcceleratorType": ACCELERATOR_TYPE_VALUES,
-    "HyperparameterSpec.GoalType": ("GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE"),
-    "HyperparameterSpec.Algorithm": ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"),
-    "ParameterSpec.ParameterType": ("PARAMETER_TYPE_UNSPECIFIED", "DOUBLE", "INTEGER",
-                                    "CATEGORICAL", "DISCRETE"),
-    "ParameterSpec.ScaleType": ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE",
-                                "UNIT_REVERSE_LOG_SCALE"),
-    "PredictionInput.DataFormat": ("DATA_FORMAT_UNSPECIFIED", "JSON", "TEXT", "TF_RECORD",
-                                   "TF_RECORD_GZIP", "CSV"),
-}
-
-_MESSAGES: dict[str, dict[str, _Field]] = {
-    "Job": {
-        "jobId": _S, "labels": _Field("map"), "trainingInput": _msg("TrainingInput"),
-        "predictionInput": _msg("PredictionInput"), "state": _OUT, "errorMessage": _OUT,
-        "createTime": _OUT, "startTime": _OUT, "endTime": _OUT, "trainingOutput": _OUT,
-        "predictionOutput": _OUT, "etag": _OUT, "jobPosition": _OUT,
-    },
-    "TrainingInput": {
-        "scaleTier": _enum("TrainingInput.ScaleTier"), "masterType": _S,
-        "masterConfig": _msg("ReplicaConfig"), "workerType": _S,
-        "workerConfig": _msg("ReplicaConfig"), "parameterServerType": _S,
-        "parameterServerConfig": _msg("ReplicaConfig"), "evaluatorType": _S,
-        "evaluatorConfig": _msg("ReplicaConfig"), "workerCount": _I64,
-        "parameterServerCount": _I64, "evaluatorCount": _I64, "packageUris": _STRINGS,
-        "pythonModule": _S, "args": _STRINGS, "hyperparameters": _msg("HyperparameterSpec"),
-        "region": _S, "jobDir": _S, "runtimeVersion": _S, "pythonVersion": _S,
-        "scheduling": _msg("Scheduling"), "network": _S, "serviceAccount": _S,
-        "encryptionConfig": _msg("EncryptionConfig"), "enableWebAccess": _B,
-        "useChiefInTfConfig": _B,
-    },
-    "ReplicaConfig": {
-        "acceleratorConfig": _msg("AcceleratorConfig"), "imageUri": _S,
-        "containerCommand": _STRINGS, "containerArgs": _STRINGS, "tpuTfVersion": _S,
-        "diskConfig": _msg("DiskConfig"),
-    },
-    "AcceleratorConfig": {"count": _I64, "type": _enum("AcceleratorType")},
-    "DiskConfig": {"bootDiskSizeGb": _I32, "bootDiskType": _S},
-    "Scheduling": {"maxRunningTime": _DURATION, "maxWaitTime": _DURATION, "priority": _I32},
-    "EncryptionConfig": {"kmsKeyName": _S},
-    "HyperparameterSpec": {
-        "goal": _enum("HyperparameterSpec.GoalType"), "params": _msg("ParameterSpec", True),
-        "maxTrials": _I32, "maxParallelTrials": _I32, "maxFailedTrials": _I32,
-        "hyperparameterMetricTag": _S, "enableTrialEarlyStopping": _B,
-        "resumePreviousJobId": _S, "algorithm": _enum("HyperparameterSpec.Algorithm"),
-    },
-    "ParameterSpec": {
-        "parameterName": _S, "type": _enum("ParameterSpec.ParameterType"), "minValue": _D,
-        "maxValue": _D, "categoricalValues": _STRINGS,
-        "discreteValues": _Field("double", repeated=True),
-        "scaleType": _enum("ParameterSpec.ScaleType"),
-    },
-    "PredictionInput": {
-        "modelName": _S, "versionName": _S, "uri": _S,
-        "dataFormat": _enum("PredictionInput.DataFormat"),
-        "outputDataFormat": _enum("PredictionInput.DataFormat"), "inputPaths": _STRINGS,
-        "outputPath": _S, "maxWorkerCount": _I64, "region": _S, "runtimeVersion": _S,
-        "batchSize": _I64, "signatureName": _S,
-    },
-}
-
-# Longest string each field may hold and most items each list may hold. Longer values are refused
-# by field path while the body is read, before any rule (or message) looks at them. A string not
-# listed may hold _MAX_CHARS. packageUris (100) and discreteValues (1000) keep their counts in the
-# service rules below, with the original's wording.
-_MAX_CHARS = 1024
-_URI_CHARS = 2048  # a gs:// object name is at most 1024 bytes; a local path at most 4096
-_ARG_CHARS = 4096
-_FIELD_CHARS = {
-    "TrainingInput.packageUris": _URI_CHARS, "TrainingInput.jobDir": _URI_CHARS,
-    "TrainingInput.pythonModule": 256, "TrainingInput.args": _ARG_CHARS,
-    "ReplicaConfig.imageUri": _URI_CHARS, "ReplicaConfig.containerCommand": _ARG_CHARS,
-    "ReplicaConfig.containerArgs": _ARG_CHARS, "HyperparameterSpec.hyperparameterMetricTag": 256,
-    "ParameterSpec.parameterName": 256, "ParameterSpec.categoricalValues": 256,
-    "PredictionInput.uri": _URI_CHARS, "PredictionInput.inputPaths": _URI_CHARS,
-    "PredictionInput.outputPath": _URI_CHARS,
-}
-_FIELD_ITEMS = {
-    "TrainingInput.args": 256, "ReplicaConfig.containerCommand": 256,
-    "ReplicaConfig.containerArgs": 256, "HyperparameterSpec.params": 100,
-    "ParameterSpec.categoricalValues": 1000, "PredictionInput.inputPaths": 100,
-}
+_S = v1schema.S
 _SHOWN_CHARS = 200  # the most of a refused value a message repeats
 
 _SCALAR_TYPE_NAMES = {
-    "string": "TYPE_STRING", "bool": "TYPE_BOOL", "int32": "TYPE_INT32", "int64": "TYPE_INT64",
-    "double": "TYPE_DOUBLE", "duration": "type.googleapis.com/google.protobuf.Duration",
-    "map": "map<string, string>",
+    "string": "TYPE_STRING", "bytes": "TYPE_BYTES", "bool": "TYPE_BOOL", "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64", "double": "TYPE_DOUBLE",
+    "duration": "type.googleapis.com/google.protobuf.Duration",
+    "timestamp": "type.googleapis.com/google.protobuf.Timestamp", "map": "map<string, string>",
 }
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _DURATION_RE = re.compile(r"^\d+(\.\d{1,9})?s$")
 _SKIP = object()  # a value that failed to parse
 
-
-def _snake(name: str) -> str:
-    return re.sub(r"([A-Z])", r"_\1", name).lower()
+_snake = v1schema.snake
 
 
-def _type_name(spec: _Field) -> str:
-    if spec.kind in ("enum", "message"):
+def _type_name(spec: Field) -> str:
+    if spec.type == "enum":
         return f"type.googleapis.com/google.cloud.ml.v1.{spec.ref}"
-    return _SCALAR_TYPE_NAMES[spec.kind]
+    if spec.type == "message":
+        return f"type.googleapis.com/google.cloud.ml.v1.{v1schema.proto_name(spec.ref)}"
+    return _SCALAR_TYPE_NAMES[spec.type]
 
 
 def _shown(value: object) -> str:
@@ -210,21 +97,21 @@ def _shown(value: object) -> str:
     return shown if len(shown) <= _SHOWN_CHARS else shown[:_SHOWN_CHARS] + "…"
 
 
-def _invalid_value(errors: _Errors, path: str, spec: _Field, value: object) -> object:
+def _invalid_value(errors: _Errors, path: str, spec: Field, value: object) -> object:
     errors.add(path, f"Invalid value at '{path}' ({_type_name(spec)}), {_shown(value)}")
     return _SKIP
 
 
-def _check_size(value: object, key: str, name: str, path: str, errors: _Errors) -> bool:
+def _check_size(value: object, spec: Field, name: str, path: str, errors: _Errors) -> bool:
     """Whether a parsed field is within its length limits; each one it is not is a violation."""
     fits = True
-    most_items = _FIELD_ITEMS.get(key)
+    most_items = spec.max_items
     if isinstance(value, list) and most_items is not None and len(value) > most_items:
         errors.add(path, f"{name} can list at most {most_items} values; got {len(value)}.")
         fits = False
-    most_chars = _FIELD_CHARS.get(key, _MAX_CHARS)
+    most_chars = spec.max_chars
     for i, item in enumerate(value if isinstance(value, list) else [value]):
-        if isinstance(item, str) and len(item) > most_chars:
+        if isinstance(item, str) and most_chars is not None and len(item) > most_chars:
             where = f"{path}[{i}]" if isinstance(value, list) else path
             errors.add(where, f"{name} is too long: at most {most_chars} characters; got "
                               f"{len(item)}.")
@@ -235,9 +122,9 @@ def _check_size(value: object, key: str, name: str, path: str, errors: _Errors) 
 def _parse_message(value: object, message: str, path: str, errors: _Errors) -> dict:
     """Read one JSON object against a proto message; unknown names and bad values are errors."""
     if not isinstance(value, dict):
-        _invalid_value(errors, path, _msg(message), value)
+        _invalid_value(errors, path, Field("message", v1schema.PREFIX + message), value)
         return {}
-    fields = _MESSAGES[message]
+    fields = v1schema.message(message).fields
     # Like any proto3 JSON parser, accept the proto field name as well as the JSON name.
     by_proto_name = {_snake(name): name for name in fields}
     out: dict = {}
@@ -254,12 +141,11 @@ def _parse_message(value: object, message: str, path: str, errors: _Errors) -> d
             continue
         seen.add(name)
         spec = fields[name]
-        if raw is None or spec.kind == "output":
+        if raw is None or spec.output_only:
             continue  # null means unset; output-only fields are ignored on input
         field_path = f"{path}.{_snake(name)}"
         parsed = _parse_field(raw, spec, field_path, errors)
-        if parsed is not _SKIP and not _check_size(parsed, f"{message}.{name}", name, field_path,
-                                                   errors):
+        if parsed is not _SKIP and not _check_size(parsed, spec, name, field_path, errors):
             continue
         # An empty string is the proto3 default, the same as leaving the field out.
         if parsed is not _SKIP and parsed != "":
@@ -267,7 +153,7 @@ def _parse_message(value: object, message: str, path: str, errors: _Errors) -> d
     return {name: out[name] for name in fields if name in out}
 
 
-def _parse_field(value: object, spec: _Field, path: str, errors: _Errors) -> object:
+def _parse_field(value: object, spec: Field, path: str, errors: _Errors) -> object:
     if not spec.repeated:
         return _parse_single(value, spec, path, errors)
     if not isinstance(value, list):
@@ -276,18 +162,18 @@ def _parse_field(value: object, spec: _Field, path: str, errors: _Errors) -> obj
     return [item for item in items if item is not _SKIP]
 
 
-def _parse_single(value: object, spec: _Field, path: str, errors: _Errors) -> object:
-    kind = spec.kind
+def _parse_single(value: object, spec: Field, path: str, errors: _Errors) -> object:
+    kind = spec.type
     if kind == "message":
-        return _parse_message(value, spec.ref, path, errors)
+        return _parse_message(value, v1schema.proto_name(spec.ref), path, errors)
     if kind == "map":
         return _parse_map(value, path, errors)
-    if kind in ("string", "duration", "enum"):
+    if kind in ("string", "bytes", "timestamp", "duration", "enum"):
         if not isinstance(value, str):
             return _invalid_value(errors, path, spec, value)
         if kind == "duration" and not _DURATION_RE.match(value):
             return _invalid_value(errors, path, spec, value)
-        if kind == "enum" and value not in _ENUMS[spec.ref]:
+        if kind == "enum" and value not in v1schema.ENUMS[spec.ref]:
             return _invalid_value(errors, path, spec, value)
         return value
     if kind == "bool":
@@ -306,7 +192,7 @@ def _parse_single(value: object, spec: _Field, path: str, errors: _Errors) -> ob
 
 def _parse_map(value: object, path: str, errors: _Errors) -> object:
     if not isinstance(value, dict):
-        return _invalid_value(errors, path, _Field("map"), value)
+        return _invalid_value(errors, path, v1schema.LABELS, value)
     out = {}
     for i, (key, item) in enumerate(value.items()):
         if isinstance(item, str):
@@ -314,7 +200,6 @@ def _parse_map(value: object, path: str, errors: _Errors) -> object:
         else:
             _invalid_value(errors, f"{path}[{i}].value", _S, item)
     return out
-
 
 def _as_bool(value: object) -> bool | None:
     if isinstance(value, bool):

@@ -8,9 +8,10 @@ bounds) come after, all reported together as ``google.rpc.BadRequest`` field vio
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from aiconsole.errors import FieldViolation, InvalidArgument
+from aiconsole import v1schema
+from aiconsole.errors import FieldViolation, InvalidArgument, Violations
+from aiconsole.v1schema import Field
 from jobs import catalogue, runtimes
 from jobs import spec as job_spec
 from models_registry import conf
@@ -23,58 +24,34 @@ MACHINE_TYPES = (
     "mls1-c1-m2", "mls1-c4-m2",
     *(f"n1-{kind}-{cpus}" for kind in ("standard", "highmem", "highcpu") for cpus in (2, 4, 8, 16, 32)),
 )
-FRAMEWORKS = ("FRAMEWORK_UNSPECIFIED", "TENSORFLOW", "SCIKIT_LEARN", "XGBOOST")
+FRAMEWORKS = v1schema.ENUMS["Version.Framework"]
+METRIC_NAMES = v1schema.ENUMS["MetricSpec.MetricName"][1:]  # a metric must be named
 
-MODEL_FIELDS = {
-    "name": "string", "description": "string", "regions": "strings", "onlinePredictionLogging": "bool",
-    "onlinePredictionConsoleLogging": "bool", "labels": "map", "etag": "string", "defaultVersion": "object",
-}
-VERSION_FIELDS = {
-    "name": "string", "description": "string", "labels": "map", "etag": "string", "deploymentUri": "string",
-    "runtimeVersion": "string", "pythonVersion": "string", "framework": "string", "machineType": "string",
-    "acceleratorConfig": "object", "autoScaling": "object", "manualScaling": "object", "packageUris": "strings",
-    "predictionClass": "string", "container": "object", "routes": "object", "serviceAccount": "string",
-    "explanationConfig": "object", "requestLoggingConfig": "object",
-    # output only: accepted and ignored, as the original did
-    "state": "string", "errorMessage": "string", "isDefault": "bool", "createTime": "string",
-    "lastUseTime": "string", "lastMigrationModelId": "string", "lastMigrationTime": "string",
-}
-# Longest string a field may hold (others: MAX_CHARS) and most items a list may hold; longer
-# values are refused by field path before any rule (or message) looks at them.
-MAX_CHARS = 1024
-FIELD_CHARS = {"description": 8192, "deploymentUri": 2048}
-MAX_ITEMS = 100
+# The fields of each body, from the one schema (aiconsole.v1schema): name -> Field.
+MODEL_FIELDS = v1schema.message("Model").fields
+VERSION_FIELDS = v1schema.message("Version").fields
 # Parts of the Version schema this server does not run: refused with a reason, never ignored.
-UNSUPPORTED_VERSION_FIELDS = {
-    "acceleratorConfig": "Accelerators are not available for online prediction on this server.",
-    "packageUris": "Custom prediction routines (packageUris, predictionClass) are not supported on this "
-                   "server; deploy a scikit-learn, XGBoost or TensorFlow model.",
-    "predictionClass": "Custom prediction routines (packageUris, predictionClass) are not supported on this "
-                       "server; deploy a scikit-learn, XGBoost or TensorFlow model.",
-    "container": "Custom containers are not supported on this server.",
-    "routes": "Custom containers (and their routes) are not supported on this server.",
-    "explanationConfig": "Explanations are not supported on this server.",
-}
+UNSUPPORTED_VERSION_FIELDS = {key: spec.unsupported for key, spec in VERSION_FIELDS.items() if spec.unsupported}
 
-
-@dataclass(frozen=True)
-class Problems:
-    violations: list[FieldViolation]
-
-    def add(self, field: str, description: str) -> None:
-        self.violations.append(FieldViolation(field, description))
-
-    def raise_if_any(self) -> None:
-        if self.violations:
-            raise InvalidArgument.from_violations(self.violations)
+Problems = Violations  # the one collector (aiconsole.errors)
 
 
 def _problems() -> Problems:
-    return Problems([])
+    return Violations()
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"([A-Z])", r"_\1", name).lower()
+_snake = v1schema.snake
+_STRINGISH = ("string", "bytes", "timestamp", "duration", "enum", "int64")
+
+
+def _json_kind(spec: Field) -> str:
+    """The JSON type this parser checks a field's value against, as its messages name it."""
+    if spec.repeated:
+        assert spec.type == "string", spec
+        return "strings"
+    if spec.type in _STRINGISH:
+        return "string"
+    return {"bool": "bool", "map": "map", "message": "object"}[spec.type]
 
 
 def _type_ok(value, kind: str) -> bool:
@@ -89,7 +66,7 @@ def _type_ok(value, kind: str) -> bool:
     return True
 
 
-def check_types(body, fields: dict[str, str], prefix: str) -> Problems:
+def check_types(body, fields: dict[str, Field], prefix: str) -> Problems:
     """Unknown names and wrong JSON types, worded like the original's parser."""
     problems = _problems()
     if not isinstance(body, dict):
@@ -99,22 +76,24 @@ def check_types(body, fields: dict[str, str], prefix: str) -> Problems:
         if key not in fields:
             problems.add(prefix, f'Invalid JSON payload received. Unknown name "{key}" at \'{prefix}\': '
                                  "Cannot find field.")
-        elif value is not None and not _type_ok(value, fields[key]):
+            continue
+        kind = _json_kind(fields[key])
+        if value is not None and not _type_ok(value, kind):
             problems.add(f"{prefix}.{_snake(key)}", f"Invalid value at '{prefix}.{_snake(key)}': expected "
-                                                    f"{fields[key].replace('strings', 'a list of strings')}.")
-        elif fields[key] in ("string", "strings") and key != "errorMessage":  # output only, ignored
-            check_length(value, key, f"{prefix}.{_snake(key)}", problems)
+                                                    f"{kind.replace('strings', 'a list of strings')}.")
+        elif kind in ("string", "strings"):
+            check_length(value, key, f"{prefix}.{_snake(key)}", problems, fields[key])
     return problems
 
 
-def check_length(value, key: str, field: str, problems: Problems) -> None:
-    """A string (or each string of a list) within its field's limit, a list within MAX_ITEMS."""
-    most_chars = FIELD_CHARS.get(key, MAX_CHARS)
-    if isinstance(value, list) and len(value) > MAX_ITEMS:
-        problems.add(field, f"{key} can list at most {MAX_ITEMS} values; got {len(value)}.")
+def check_length(value, key: str, field: str, problems: Problems, spec: Field = v1schema.S) -> None:
+    """A string (or each string of a list) within its field's limit, a list within its item limit."""
+    most_items, most_chars = spec.max_items, spec.max_chars
+    if isinstance(value, list) and most_items is not None and len(value) > most_items:
+        problems.add(field, f"{key} can list at most {most_items} values; got {len(value)}.")
         return
     for i, item in enumerate(value if isinstance(value, list) else [value]):
-        if isinstance(item, str) and len(item) > most_chars:
+        if isinstance(item, str) and most_chars is not None and len(item) > most_chars:
             where = f"{field}[{i}]" if isinstance(value, list) else field
             problems.add(where, f"{key} is too long: at most {most_chars} characters; got "
                                 f"{len(item)}.")
@@ -172,7 +151,7 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
         problems.add(f"{prefix}.manual_scaling", "Only one of autoScaling and manualScaling may be set.")
         return None, None
     if manual is not None:
-        unknown = [k for k in manual if k != "nodes"]
+        unknown = [k for k in manual if k not in v1schema.message("ManualScaling").fields]
         if unknown:
             problems.add(f"{prefix}.manual_scaling", f"Unknown field {unknown[0]!r}; manualScaling has nodes.")
         nodes = _integer(manual.get("nodes", 1), f"{prefix}.manual_scaling.nodes", problems, minimum=1)
@@ -182,7 +161,7 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
         return None, {"nodes": nodes} if nodes is not None else None
     if auto is None:
         return None, None
-    unknown = [k for k in auto if k not in ("minNodes", "maxNodes", "metrics")]
+    unknown = [k for k in auto if k not in v1schema.message("AutoScaling").fields]
     if unknown:
         problems.add(f"{prefix}.auto_scaling", f"Unknown field {unknown[0]!r}; autoScaling has minNodes, "
                                                "maxNodes and metrics.")
@@ -202,7 +181,7 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
     metrics = auto.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, list) or not all(
-                isinstance(m, dict) and m.get("name") in ("CPU_USAGE", "GPU_DUTY_CYCLE") for m in metrics):
+                isinstance(m, dict) and m.get("name") in METRIC_NAMES for m in metrics):
             problems.add(f"{prefix}.auto_scaling.metrics", "Each metric needs a name: CPU_USAGE or "
                                                            "GPU_DUTY_CYCLE, and a target.")
         else:
@@ -210,11 +189,14 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
     return result, None
 
 
+_LOGGING_FIELDS = v1schema.message("RequestLoggingConfig").fields
+
+
 def check_request_logging(config, problems: Problems, prefix: str = "version") -> dict | None:
     if config is None:
         return None
     field = f"{prefix}.request_logging_config"
-    unknown = [k for k in config if k not in ("samplingPercentage", "bigqueryTableName")]
+    unknown = [k for k in config if k not in _LOGGING_FIELDS]
     if unknown:
         problems.add(field, f"Unknown field {unknown[0]!r}; requestLoggingConfig has samplingPercentage and "
                             "bigqueryTableName.")
@@ -229,8 +211,9 @@ def check_request_logging(config, problems: Problems, prefix: str = "version") -
     if table is not None:
         if not isinstance(table, str):
             problems.add(f"{field}.bigquery_table_name", "Must be a string.")
-        elif len(table) > MAX_CHARS:
-            check_length(table, "bigqueryTableName", f"{field}.bigquery_table_name", problems)
+        elif len(table) > _LOGGING_FIELDS["bigqueryTableName"].max_chars:
+            check_length(table, "bigqueryTableName", f"{field}.bigquery_table_name", problems,
+                         _LOGGING_FIELDS["bigqueryTableName"])
         elif table:
             result["bigqueryTableName"] = table
     return result
