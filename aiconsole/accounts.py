@@ -60,6 +60,15 @@ def _require_platform_admin(actor, permission: str, resource_name: str, method: 
     raise iam.PermissionDenied(permission, resource_name)
 
 
+def find_project(project_id: str, *, actor) -> Project:
+    """The project, or NOT_FOUND for someone with no role in it: the same answer as for a missing
+    one, so project ids are not revealed (IAM decides 404 versus 403 this way everywhere)."""
+    project = Project.objects.filter(project_id=project_id).first()
+    if project is None or not iam.can_see_project(actor, project):
+        raise iam.NotFound(f"projects/{project_id}")
+    return project
+
+
 def create_project(project_id: str, *, actor, display_name: str = "") -> Project:
     """A new, empty project. A platform admin who is a real user becomes its first admin."""
     name = f"projects/{project_id}"

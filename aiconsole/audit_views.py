@@ -16,9 +16,8 @@ from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from aiconsole import audit, cloud_logging
+from aiconsole import accounts, audit, cloud_logging
 from aiconsole.models import AuditEntry
-from aiconsole.team_views import find_project
 
 PAGE_SIZE = 50
 EXPORT_CHUNK = 1000
@@ -64,7 +63,7 @@ class AuditFilterForm(forms.Form):
 
 
 def _scope(request, project_id):
-    project = find_project(request, project_id) if project_id else None
+    project = accounts.find_project(project_id, actor=request.user) if project_id else None
     return project, audit.entries_for(project, actor=request.user)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from aiconsole import iam, policies
+from aiconsole import accounts, policies
 from aiconsole.errors import FieldViolation, InvalidArgument
 from aiconsole.models import Project
 
@@ -60,21 +60,14 @@ def held_permissions(request, kind: str, resource) -> Response:
 # --- projects (our extension) -----------------------------------------------------------------
 
 
-def _project(request, project_id: str) -> Project:
-    project = Project.objects.filter(project_id=project_id).first()
-    if project is None or not iam.can_see_project(request.user, project):
-        raise iam.NotFound(f"projects/{project_id}")
-    return project
-
-
 @api_view(["GET", "POST"])
 def project_get_iam_policy(request, project_id):
-    return get_iam_policy(request, _project(request, project_id))
+    return get_iam_policy(request, accounts.find_project(project_id, actor=request.user))
 
 
 @api_view(["POST"])
 def project_set_iam_policy(request, project_id):
-    return set_iam_policy(request, _project(request, project_id))
+    return set_iam_policy(request, accounts.find_project(project_id, actor=request.user))
 
 
 @api_view(["POST"])
@@ -88,7 +81,7 @@ def project_test_iam_permissions(request, project_id):
 def _job(request, project_id: str, job_id: str):
     from jobs import services
 
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     return services.find_job(project, job_id, actor=request.user)
 
 

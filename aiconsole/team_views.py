@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam, policies
+from aiconsole import accounts, iam, policies
 from aiconsole.errors import ServiceError
 from aiconsole.models import Project
 
@@ -28,14 +28,6 @@ def plain_message(error: ServiceError) -> str:
     if error.violations:
         return " ".join(v.description for v in error.violations)
     return error.message
-
-
-def find_project(request, project_id: str) -> Project:
-    """The project, or 404 for someone with no role in it (the same as a missing one)."""
-    project = Project.objects.filter(project_id=project_id).first()
-    if project is None or not iam.can_see_project(request.user, project):
-        raise iam.NotFound(f"projects/{project_id}")
-    return project
 
 
 def _user(user_id: int):
@@ -95,7 +87,7 @@ def _members_context(request, project: Project, rows, *, error=None, success=Non
 
 @login_required
 def members(request, project_id):
-    project = find_project(request, project_id)
+    project = accounts.find_project(project_id, actor=request.user)
     rows = policies.members(project, actor=request.user)
     template = "aiconsole/members.html#members" if request.htmx else "aiconsole/members.html"
     return render(request, template, _members_context(request, project, rows))
@@ -114,7 +106,7 @@ def _members_change(request, project: Project, change):
 @login_required
 @require_POST
 def member_add(request, project_id):
-    project = find_project(request, project_id)
+    project = accounts.find_project(project_id, actor=request.user)
     identifier, role = request.POST.get("member", ""), request.POST.get("role", "")
 
     def change():
@@ -127,7 +119,7 @@ def member_add(request, project_id):
 @login_required
 @require_POST
 def member_role(request, project_id, user_id):
-    project = find_project(request, project_id)
+    project = accounts.find_project(project_id, actor=request.user)
     user, role = _user(user_id), request.POST.get("role", "")
 
     def change():
@@ -140,7 +132,7 @@ def member_role(request, project_id, user_id):
 @login_required
 @require_POST
 def member_remove(request, project_id, user_id):
-    project = find_project(request, project_id)
+    project = accounts.find_project(project_id, actor=request.user)
     user = _user(user_id)
 
     def change():
@@ -153,7 +145,7 @@ def member_remove(request, project_id, user_id):
 @login_required
 @require_POST
 def data_access_logs(request, project_id):
-    project = find_project(request, project_id)
+    project = accounts.find_project(project_id, actor=request.user)
     enabled = request.POST.get("enabled") == "on"
 
     def change():
@@ -234,7 +226,7 @@ def sharing_remove(request, resource, page: SharingPage, user_id: int):
 def _job_page(request, project_id: str, job_id: str):
     from jobs import services
 
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.find_job(project, job_id, actor=request.user)
     args = (project.project_id, job.job_id)
     return job, SharingPage(

@@ -6,7 +6,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from aiconsole import audit, iam, paging
+from aiconsole import accounts, audit, iam, paging
 from aiconsole.errors import FieldViolation, InvalidArgument
 from jobs import catalogue, services
 from jobs.resources import job_resource
@@ -21,7 +21,7 @@ def _job_body(request) -> dict:
 
 @api_view(["GET", "POST"])
 def jobs_collection(request, project_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     if request.method == "POST":
         job = services.submit_job(project, _job_body(request), actor=request.user)
         return Response(job_resource(job))
@@ -39,7 +39,7 @@ def jobs_collection(request, project_id):
 
 @api_view(["GET", "PATCH"])
 def job_item(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     if request.method == "PATCH":
         job = services.find_job(project, job_id, actor=request.user)
         updated = services.update_job(job, _job_body(request), request.query_params.get("updateMask", ""),
@@ -50,7 +50,7 @@ def job_item(request, project_id, job_id):
 
 @api_view(["POST"])
 def job_cancel(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     services.cancel_job(services.find_job(project, job_id, actor=request.user), actor=request.user)
     return Response({})
 
@@ -58,7 +58,7 @@ def job_cancel(request, project_id, job_id):
 @api_view(["GET"])
 def project_config(request, project_id):
     """projects.getConfig: the service account trainers would run as."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     method = "google.cloud.ml.v1.ProjectManagementService.GetConfig"
     audit.authorize(request.user, "ml.projects.getConfig", project, method=method, data_access=True)
     audit.record(actor=request.user, project=project, method=method, resource_name=project.resource_name,
@@ -78,7 +78,7 @@ def _location(project, region: str) -> dict:
 
 @api_view(["GET"])
 def locations_collection(request, project_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.locations.list", project)
     page, next_token = paging.list_page(sorted(catalogue.REGIONS), request, "locations")
     body: dict = {"locations": [_location(project, region) for region in page]} if page else {}
@@ -90,14 +90,14 @@ def locations_collection(request, project_id):
 @api_view(["GET"])
 def runtime_versions(request, project_id):
     """Extension: the runtime catalogue and whether each runtime/Python pair can run here now."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.locations.list", project)
     return Response({"runtimeVersions": services.runtime_versions()})
 
 
 @api_view(["GET"])
 def location_item(request, project_id, location_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.locations.get", project)
     if location_id not in catalogue.REGIONS:
         raise iam.NotFound(f"{project.resource_name}/locations/{location_id}")
@@ -108,7 +108,7 @@ def location_item(request, project_id, location_id):
 def package_upload(request, project_id):
     """Our extension (the original staged packages in Cloud Storage): the raw body is one trainer
     package; the answer's ``uri`` goes into ``trainingInput.packageUris``."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     package = services.upload_package(project, request.query_params.get("name", ""), request._request,
                                       actor=request.user)
     return Response(package)

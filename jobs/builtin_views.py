@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
-from aiconsole import iam, storage
+from aiconsole import accounts, iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
 from jobs import analysis_runner, charts, services
@@ -16,7 +16,7 @@ from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm
 @login_required
 def builtin_submit(request, project_id):
     """A built-in algorithm job: a CSV and a few arguments, no trainer to write."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     if request.method == "POST":
         # The services authorize a submit, as over REST: a refusal is audited, then answered 403.
         services.authorize_submit(project, actor=request.user)
@@ -52,7 +52,7 @@ def _submit(request, project, form):
 @login_required
 def data_analysis(request, project_id):
     """Column types, missing values, distributions, outliers, correlation, label balance, warnings."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     iam.require(request.user, "ml.jobs.create", project)  # it reads any file a job could read
     form = DataAnalysisForm(request.GET if "path" in request.GET else None)
     context = {"project": project, "form": form}

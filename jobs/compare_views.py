@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
-from aiconsole import iam
+from aiconsole import accounts, iam
 from jobs import charts, compare, metrics, services
 
 # Points drawn per chart across all lines (each line thinned evenly, its last point kept): 20 jobs'
@@ -21,7 +21,7 @@ POINTS_PER_CHART = 8_000
 
 @login_required
 def compare_jobs(request, project_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     values = request.GET.getlist("jobs")
     if len(values) > 1:  # the list page's ticked boxes (jobs=a&jobs=b): the shareable form
         query = request.GET.copy()

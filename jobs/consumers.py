@@ -33,7 +33,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 
-from aiconsole import iam
+from aiconsole import accounts, iam
 from jobs import logstream, services
 from jobs.models import TERMINAL_STATES, Job
 
@@ -54,7 +54,7 @@ def _number(raw, default: int = 0, maximum: int | None = None) -> int:
 
 
 def _authorized_job(user, project_id: str, job_id: str) -> Job:
-    project = services.find_project(project_id, actor=user)
+    project = accounts.find_project(project_id, actor=user)
     return services.get_job(project, job_id, actor=user, audited=False)
 
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from aiconsole import accounts
 from aiconsole.errors import InvalidArgument
 from jobs import logstream, services
 from jobs.models import TERMINAL_STATES, Job
@@ -124,7 +125,7 @@ async def wait_for_lines(job_pk: int, query: LogsQuery) -> dict:
 
 @api_view(["GET"])
 def job_logs(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     query = parse_query(request.query_params)
     if not request.query_params.get("after"):

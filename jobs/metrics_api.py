@@ -11,12 +11,13 @@ from __future__ import annotations
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from aiconsole import accounts
 from jobs import metrics, services
 
 
 @api_view(["GET"])
 def job_metrics(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     params = request.query_params
     job = services.get_job(project, job_id, actor=request.user, audited=not params.get("pageToken"))
     points = metrics.points_for(job, tag=params.get("tag", ""), trial_id=params.get("trialId", ""))

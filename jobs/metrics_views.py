@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
+from aiconsole import accounts
 from jobs import charts, metrics, services
 from jobs.models import ACTIVE_STATES
 
@@ -16,7 +17,7 @@ REFRESH_SECONDS = 5
 def job_metrics(request, project_id, job_id):
     """The panel, loaded by the job page after it shows (htmx) and again every few seconds
     while the job runs; the page reloads nothing else."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     rows = metrics.points_for(job).order_by("pk").values_list("tag", "trial_id", "run", "source", "step", "value")
     context = {"project": project, "job": job, "metric_charts": charts.metric_charts(rows),
@@ -27,7 +28,7 @@ def job_metrics(request, project_id, job_id):
 @login_required
 def job_metrics_download(request, project_id, job_id):
     """Every point (``?tag=`` for one chart's), as CSV: the columns of the REST API's points."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user)
     tag = request.GET.get("tag", "")
     points = metrics.points_for(job, tag=tag, trial_id=request.GET.get("trial", ""))

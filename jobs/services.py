@@ -330,13 +330,6 @@ def runtime_versions() -> list[dict]:
     return answer
 
 
-def find_project(project_id: str, *, actor) -> Project:
-    project = Project.objects.filter(project_id=project_id).first()
-    if project is None or not iam.can_see_project(actor, project):
-        raise iam.NotFound(f"projects/{project_id}")
-    return project
-
-
 def _announce(job: Job) -> None:
     payload = {"type": "job.state", "job": job.pk, "state": job.state}
     events.publish(events.group_for_job(job.pk), payload)

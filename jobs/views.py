@@ -11,7 +11,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam
+from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import builtin, catalogue, charts, listing, logstream, naming, services, study
 from jobs.forms import JobSubmitForm, initial_from_job
@@ -34,7 +34,7 @@ def home(request):
 
 @login_required
 def job_list(request, project_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     visible = services.list_jobs(project, actor=request.user)
     query = JobListQuery.from_params(request.GET)
     jobs = query.apply(visible).select_related("created_by")
@@ -62,7 +62,7 @@ def job_list(request, project_id):
 
 @login_required
 def job_detail(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
     job = services.get_job(project, job_id, actor=request.user,
                            audited=part not in ("status", "trials", "charts", "builtin"))
@@ -201,7 +201,7 @@ def _log_window(request, job, summary: dict) -> dict:
 @login_required
 def job_logs(request, project_id, job_id):
     """New log lines after ``after``: the page's fallback poller when its socket cannot connect."""
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     log_filter = LogFilter.from_page(request.GET)
     after = request.GET.get("after", "")
@@ -220,7 +220,7 @@ def job_logs(request, project_id, job_id):
 
 @login_required
 def job_logs_download(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     services.record_log_read(job, actor=request.user, via="download")
     as_json = request.GET.get("format") == "json"
@@ -252,7 +252,7 @@ def job_logs_download(request, project_id, job_id):
 @login_required
 @require_POST
 def job_cancel(request, project_id, job_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     job = services.find_job(project, job_id, actor=request.user)
     try:
         services.cancel_job(job, actor=request.user)
@@ -265,7 +265,7 @@ def job_cancel(request, project_id, job_id):
 
 @login_required
 def job_submit(request, project_id):
-    project = services.find_project(project_id, actor=request.user)
+    project = accounts.find_project(project_id, actor=request.user)
     if request.method == "POST":
         # The services authorize a submit, as over REST: a refusal is audited, then answered 403.
         services.authorize_submit(project, actor=request.user)

@@ -20,9 +20,9 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from aiconsole import iam, iam_api, paging, tokens
+from aiconsole.accounts import find_project
 from aiconsole.errors import FieldViolation, InvalidArgument, ServiceError
 from aiconsole.models import ApiToken
-from jobs.services import find_project
 from models_registry import conf, hotpath, operations, services
 from models_registry.models import Model
 from models_registry.resources import model_resource, version_resource

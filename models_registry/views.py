@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from aiconsole import iam, storage, team_views
+from aiconsole import accounts, iam, storage, team_views
 from aiconsole.errors import ServiceError
 from jobs import builtin, catalogue
 from jobs import services as job_services
@@ -26,7 +26,7 @@ PREVIEW_BYTES = 20_000
 
 
 def _project(request, project_id):
-    return job_services.find_project(project_id, actor=request.user)
+    return accounts.find_project(project_id, actor=request.user)
 
 
 def _model(request, project_id, name, *, audited=True):

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt
 
+from aiconsole import accounts
 from jobs import services
 from jobs.tensorboard import proxy
 from jobs.tensorboard.boards import BOARDS, BoardError
@@ -68,7 +69,7 @@ async def _unavailable(request, job, message: str, *, status: int):
 
 
 def _job(project_id, job_id, user, *, audited: bool):
-    project = services.find_project(project_id, actor=user)
+    project = accounts.find_project(project_id, actor=user)
     return services.get_job(project, job_id, actor=user, audited=audited)
 
 
