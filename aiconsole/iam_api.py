@@ -1,8 +1,9 @@
 """REST adapters for IAM policies: ``:getIamPolicy``, ``:setIamPolicy``, ``:testIamPermissions``.
 
-Jobs as in the original (``projects.jobs.*IamPolicy``) and the project itself (our extension,
-used by ``aiconsole projects add-iam-policy-binding``). Models plug in with three more routes that
-call ``get_iam_policy``, ``set_iam_policy`` and ``held_permissions`` with their own lookup.
+The project itself (our extension, used by ``aiconsole projects add-iam-policy-binding``) here;
+jobs (as in the original, ``projects.jobs.*IamPolicy``, in ``jobs/iam_api.py``) and models plug in
+with three routes each that call ``get_iam_policy``, ``set_iam_policy`` and ``held_permissions``
+with their own lookup.
 """
 
 from __future__ import annotations
@@ -73,31 +74,3 @@ def project_set_iam_policy(request, project_id):
 @api_view(["POST"])
 def project_test_iam_permissions(request, project_id):
     return held_permissions(request, "project", Project.objects.filter(project_id=project_id).first())
-
-
-# --- jobs ----------------------------------------------------------------------------------------
-
-
-def _job(request, project_id: str, job_id: str):
-    from jobs import services
-
-    project = accounts.find_project(project_id, actor=request.user)
-    return services.find_job(project, job_id, actor=request.user)
-
-
-@api_view(["GET", "POST"])
-def job_get_iam_policy(request, project_id, job_id):
-    return get_iam_policy(request, _job(request, project_id, job_id))
-
-
-@api_view(["POST"])
-def job_set_iam_policy(request, project_id, job_id):
-    return set_iam_policy(request, _job(request, project_id, job_id))
-
-
-@api_view(["POST"])
-def job_test_iam_permissions(request, project_id, job_id):
-    from jobs.models import Job
-
-    job = Job.objects.select_related("project").filter(project__project_id=project_id, job_id=job_id).first()
-    return held_permissions(request, "job", job)

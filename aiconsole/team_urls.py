@@ -1,4 +1,4 @@
-"""Console pages of the core: project members, sharing, and the audit log."""
+"""Console pages of the core: project members and the audit log."""
 
 from django.urls import path
 
@@ -7,7 +7,6 @@ from aiconsole import audit_views, team_views
 app_name = "team"
 
 P = "projects/<str:project_id>/"
-J = P + "jobs/<str:job_id>/"
 
 urlpatterns = [
     path(P + "members/", team_views.members, name="members"),
@@ -15,9 +14,6 @@ urlpatterns = [
     path(P + "members/<int:user_id>/role/", team_views.member_role, name="member_role"),
     path(P + "members/<int:user_id>/remove/", team_views.member_remove, name="member_remove"),
     path(P + "members/data-access-logs/", team_views.data_access_logs, name="data_access_logs"),
-    path(J + "sharing/", team_views.job_sharing, name="job_sharing"),
-    path(J + "sharing/add/", team_views.job_sharing_add, name="job_sharing_add"),
-    path(J + "sharing/<int:user_id>/remove/", team_views.job_sharing_remove, name="job_sharing_remove"),
     path(P + "audit/", audit_views.audit_log, name="audit"),
     path(P + "audit/export/", audit_views.audit_export, name="audit_export"),
     path(P + "audit/<int:entry_id>/", audit_views.audit_entry, name="audit_entry"),

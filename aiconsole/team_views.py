@@ -1,9 +1,9 @@
 """Team administration pages: a project's members and roles, and per-resource sharing.
 
 Thin adapters over ``aiconsole.policies``. Project members need roles/ml.admin
-(``resourcemanager.projects.getIamPolicy``/``setIamPolicy``); sharing a job needs
-``ml.jobs.getIamPolicy`` to look and ``ml.jobs.setIamPolicy`` to change. The sharing page is
-generic: models reuse ``sharing_page`` with their own lookup and URLs.
+(``resourcemanager.projects.getIamPolicy``/``setIamPolicy``); the sharing page is
+generic: jobs (``jobs/sharing_views.py``) and models reuse ``sharing_page`` with their own lookup,
+permissions and URLs.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def data_access_logs(request, project_id):
     return _members_change(request, project, change)
 
 
-# --- sharing one resource (jobs now, models later) -------------------------------------------------
+# --- sharing one resource (a job, a model) -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -221,39 +221,3 @@ def sharing_remove(request, resource, page: SharingPage, user_id: int):
         return f"{user.get_username()} no longer has access to {page.title} through this page."
 
     return sharing_change(request, resource, page, change)
-
-
-def _job_page(request, project_id: str, job_id: str):
-    from jobs import services
-
-    project = accounts.find_project(project_id, actor=request.user)
-    job = services.find_job(project, job_id, actor=request.user)
-    args = (project.project_id, job.job_id)
-    return job, SharingPage(
-        title=f"job {job.job_id}",
-        page_url=reverse("team:job_sharing", args=args),
-        add_url=reverse("team:job_sharing_add", args=args),
-        remove_url_name="team:job_sharing_remove",
-        url_args=args,
-        back_url=reverse("jobs:detail", args=args),
-        breadcrumbs=((project.project_id, reverse("jobs:list", args=args[:1])),
-                     ("Jobs", reverse("jobs:list", args=args[:1])),
-                     (job.job_id, reverse("jobs:detail", args=args))),
-    )
-
-
-@login_required
-def job_sharing(request, project_id, job_id):
-    return sharing_page(request, *_job_page(request, project_id, job_id))
-
-
-@login_required
-@require_POST
-def job_sharing_add(request, project_id, job_id):
-    return sharing_add(request, *_job_page(request, project_id, job_id))
-
-
-@login_required
-@require_POST
-def job_sharing_remove(request, project_id, job_id, user_id):
-    return sharing_remove(request, *_job_page(request, project_id, job_id), user_id)

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from jobs import api, log_api, metrics_api
+from jobs import api, iam_api, log_api, metrics_api
 
 P = r"^projects/(?P<project_id>[^/:]+)"
 J = P + r"/jobs/(?P<job_id>[^/:]+)"
@@ -12,6 +12,9 @@ urlpatterns = [
     re_path(P + r"/locations/(?P<location_id>[^/:]+)$", api.location_item, name="api-location"),
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
     re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),
+    re_path(J + r":getIamPolicy$", iam_api.job_get_iam_policy, name="api-job-get-iam-policy"),
+    re_path(J + r":setIamPolicy$", iam_api.job_set_iam_policy, name="api-job-set-iam-policy"),
+    re_path(J + r":testIamPermissions$", iam_api.job_test_iam_permissions, name="api-job-test-iam-permissions"),
     re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+)/logs$", log_api.job_logs, name="api-job-logs"),
     re_path(J + r"/metrics$", metrics_api.job_metrics, name="api-job-metrics"),
     re_path(J + r"$", api.job_item, name="api-job"),

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from jobs import builtin_views, compare_views, metrics_views, views
+from jobs import builtin_views, compare_views, metrics_views, sharing_views, views
 from jobs.tensorboard import views as tensorboard_views
 
 app_name = "jobs"
@@ -15,6 +15,10 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/sharing/", sharing_views.job_sharing, name="sharing"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/sharing/add/", sharing_views.job_sharing_add, name="sharing_add"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/sharing/<int:user_id>/remove/", sharing_views.job_sharing_remove,
+         name="sharing_remove"),
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/", metrics_views.job_metrics, name="metrics"),
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/download/", metrics_views.job_metrics_download,
          name="metrics_download"),
