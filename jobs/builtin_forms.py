@@ -129,6 +129,32 @@ class BuiltinJobForm(forms.Form):
             self.add_error(name, violation.description)
 
 
+def initial_from_builtin_job(job, *, job_id: str, default_job_dir: str) -> dict:
+    """The form's values for a built-in algorithm job again (its "Clone"), under a new ``job_id``.
+
+    Arguments the form has a field for fill it; the rest go to "Other arguments". A job directory
+    that was the old job's default is left empty, so the new job gets its own.
+    """
+    ti = job.training_input or {}
+    algorithm = algos.for_training_input(ti)
+    known = set(COMMON_ARGS) | set(ALGORITHM_ARGS.get(algorithm.name if algorithm else "", ()))
+    initial: dict = {"job_id": job_id, "algorithm": algorithm.name if algorithm else "boosted_trees",
+                     "region": ti.get("region", "us-central1"), "master_type": ti.get("masterType", ""),
+                     "job_dir": "" if ti.get("jobDir") == default_job_dir else ti.get("jobDir", ""),
+                     "preprocess": False, "header": False}
+    extra = []
+    for arg in ti.get("args") or []:
+        name, sep, value = arg.removeprefix("--").partition("=")
+        if arg.startswith("--") and sep and name in known:
+            initial[name] = value
+        elif arg in ("--preprocess", "--header"):
+            initial[arg[2:]] = True
+        else:
+            extra.append(arg)
+    initial["extra_args"] = shlex.join(extra)
+    return initial
+
+
 class DataAnalysisForm(forms.Form):
     path = forms.CharField(label="CSV file", max_length=1000,
                            help_text="gs://… or a path in this server's storage.")

@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from aiconsole import accounts, iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
-from jobs import analysis_runner, charts, services
-from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm
+from jobs import analysis_runner, charts, naming, services
+from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm, initial_from_builtin_job
 
 
 @login_required
@@ -22,13 +22,25 @@ def builtin_submit(request, project_id):
         services.authorize_submit(project, actor=request.user)
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
-    form = BuiltinJobForm(request.POST or None, request.FILES or None,
-                          initial={"training_data_path": request.GET.get("data", "")})
+    source = services.get_job(project, request.GET["clone"], actor=request.user) if (
+        request.method == "GET" and request.GET.get("clone")) else None
+    initial = _clone_initial(project, source) if source else {"training_data_path": request.GET.get("data", "")}
+    form = BuiltinJobForm(request.POST or None, request.FILES or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         job = _submit(request, project, form)
         if job is not None:
             return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
-    return render(request, "jobs/builtin_submit.html", {"project": project, "form": form})
+    return render(request, "jobs/builtin_submit.html", {"project": project, "form": form, "cloned_from": source})
+
+
+def _clone_initial(project, job) -> dict:
+    """A built-in job's "Clone": its algorithm, data and arguments, under a new suggested id."""
+    new_id = naming.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists(), "builtin")
+    return initial_from_builtin_job(job, job_id=new_id, default_job_dir=_default_job_dir(project, job.job_id))
+
+
+def _default_job_dir(project, job_id: str) -> str:
+    return str(settings.STORAGE_DIR / "job-dirs" / project.project_id / job_id)
 
 
 def _submit(request, project, form):
@@ -40,7 +52,7 @@ def _submit(request, project, form):
         except ServiceError as error:
             form.add_error("data_file", " ".join(v.description for v in error.violations) or error.message)
             return None
-    default_job_dir = str(settings.STORAGE_DIR / "job-dirs" / project.project_id / form.cleaned_data["job_id"])
+    default_job_dir = _default_job_dir(project, form.cleaned_data["job_id"])
     try:
         return services.submit_job(project, form.job_body(training_data_path=data_path,
                                                           default_job_dir=default_job_dir), actor=request.user)

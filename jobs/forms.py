@@ -13,7 +13,7 @@ import shlex
 import yaml
 from django import forms
 
-from jobs import catalogue
+from jobs import catalogue, equivalent
 
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),
@@ -49,6 +49,11 @@ for _role, *_ in ROLES:
     VIOLATION_FIELDS[f"job.training_input.{_role}_config"] = f"{_role}_accelerator_type"
 
 
+# trainingInput fields the form has a place for (a cloned job's others are named on the page).
+FORM_KEYS = {"scaleTier", "packageUris", "pythonModule", "args", "region", "runtimeVersion", "pythonVersion",
+             "jobDir", "scheduling", "hyperparameters", *(key for role in ROLES for key in role[2:] if key)}
+
+
 def field_for_violation(path: str) -> str | None:
     best = None
     for prefix, name in VIOLATION_FIELDS.items():
@@ -65,9 +70,20 @@ def _choices(values, blank: str | None = None):
 
 
 def _machine_choices():
+    """Each machine type with its vCPUs and memory (``standard: 4 vCPUs, 15 GB``)."""
     compute = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category == "compute_engine"]
     legacy = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category in {"legacy", "tpu"}]
-    return [("", "—"), ("Compute Engine", [(n, n) for n in compute]), ("Legacy", [(n, n) for n in legacy])]
+    return [("", "—"), ("Compute Engine", [(n, catalogue.machine_summary(n)) for n in compute]),
+            ("Legacy", [(n, catalogue.machine_summary(n)) for n in legacy])]
+
+
+def machine_help(machine_type: str | None) -> str:
+    """The line under a machine type picker: vCPUs, memory and the accelerators it takes."""
+    machine = catalogue.MACHINE_TYPES.get(machine_type or "")
+    if machine is None:
+        return "Choose a type to see its vCPUs, memory and the accelerators it takes."
+    return (f"{catalogue.machine_summary(machine.name)}. Accelerators: {equivalent.accelerators_allowed(machine)}. "
+            f"{machine.units_per_hour:g} ML units per hour.")
 
 
 def _accelerator_choices():
@@ -124,6 +140,8 @@ class JobSubmitForm(forms.Form):
                 label=f"{title}: accelerator", required=False, choices=_accelerator_choices())
             self.fields[f"{role}_accelerator_count"] = forms.IntegerField(
                 label=f"{title}: accelerators per machine", required=False, min_value=0)
+            chosen = self.data.get(f"{role}_type") if self.is_bound else self.initial.get(f"{role}_type")
+            self.fields[f"{role}_type"].help_text = machine_help(chosen)
 
     def role_fields(self):
         """Bound fields grouped per role, for the CUSTOM section of the template."""
@@ -185,6 +203,18 @@ class JobSubmitForm(forms.Form):
     def job_body(self, uploaded_uri: str | None = None) -> dict:
         """The v1 Job body these fields describe."""
         data = self.cleaned_data
+        return self._body(data, uploaded_uri)
+
+    def draft_body(self, uploaded_uri: str | None = None) -> dict:
+        """The body as far as the fields can be read, for the form's live command and estimate:
+        a field with an error counts as empty (the form is validated; call after ``is_valid``)."""
+        blank = {name: ([] if name == "args" else {} if name == "labels" else None
+                        if isinstance(f, forms.IntegerField) or name == "hyperparameters" else "")
+                 for name, f in self.fields.items()}
+        blank["scale_tier"] = "BASIC"
+        return self._body({**blank, **getattr(self, "cleaned_data", {})}, uploaded_uri)
+
+    def _body(self, data: dict, uploaded_uri: str | None) -> dict:
         uris = [line.strip() for line in data["package_uris"].splitlines() if line.strip()]
         if uploaded_uri:
             uris.insert(0, uploaded_uri)
@@ -201,7 +231,7 @@ class JobSubmitForm(forms.Form):
         if data["job_dir"].strip():
             training_input["jobDir"] = data["job_dir"].strip()
         if data["scale_tier"] == "CUSTOM":
-            training_input.update(self._custom_machines())
+            training_input.update(_custom_machines(data))
         scheduling = {}
         if data["max_running_time"].strip():
             scheduling["maxRunningTime"] = data["max_running_time"].strip()
@@ -218,41 +248,44 @@ class JobSubmitForm(forms.Form):
             body["labels"] = data["labels"]
         return body
 
-    def _custom_machines(self) -> dict:
-        data = self.cleaned_data
-        machines: dict = {}
-        for role, _title, type_key, config_key, count_key in ROLES:
-            machine = data.get(f"{role}_type")
-            count = data.get(f"{role}_count")
-            if machine:
-                machines[type_key] = machine
-            if count_key and count:
-                machines[count_key] = str(count)
-            accelerator = data.get(f"{role}_accelerator_type")
-            accelerator_count = data.get(f"{role}_accelerator_count")
-            if accelerator and accelerator_count:  # clean() refused one without the other
-                config = {"type": accelerator, "count": str(accelerator_count)}
-                machines[config_key] = {"acceleratorConfig": config}
-        return machines
-
     def add_violations(self, violations) -> None:
         for violation in violations:
             name = field_for_violation(violation.field)
             self.add_error(name if name in self.fields else None, violation.description)
 
 
-def initial_from_job(job, *, resume: bool = False) -> dict:
+def _custom_machines(data: dict) -> dict:
+    machines: dict = {}
+    for role, _title, type_key, config_key, count_key in ROLES:
+        machine = data.get(f"{role}_type")
+        count = data.get(f"{role}_count")
+        if machine:
+            machines[type_key] = machine
+        if count_key and count:
+            machines[count_key] = str(count)
+        accelerator = data.get(f"{role}_accelerator_type")
+        accelerator_count = data.get(f"{role}_accelerator_count")
+        if accelerator and accelerator_count:  # clean() refused one without the other
+            config = {"type": accelerator, "count": str(accelerator_count)}
+            machines[config_key] = {"acceleratorConfig": config}
+    return machines
+
+
+def initial_from_job(job, *, resume: bool = False, job_id: str | None = None,
+                     kept_uris: tuple[str, ...] = ()) -> dict:
     """Form values that describe ``job`` again, to edit before submitting a new job.
 
     With ``resume`` (a tuning job's "Resume as new job"), its HyperparameterSpec names the job
-    in resumePreviousJobId, so the new study starts from that job's trials.
+    in resumePreviousJobId, so the new study starts from that job's trials. ``job_id`` is the
+    id to suggest; ``kept_uris`` are packages the form shows as its kept upload instead of
+    listing them in Package URIs (the console's own uploads, whose paths are not shown).
     """
     ti = job.training_input or {}
     scheduling = ti.get("scheduling") or {}
     initial = {
-        "job_id": f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy",
+        "job_id": job_id or (f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy"),
         "labels": "\n".join(f"{k}={v}" for k, v in (job.labels or {}).items()),
-        "package_uris": "\n".join(ti.get("packageUris") or []),
+        "package_uris": "\n".join(u for u in ti.get("packageUris") or [] if u not in kept_uris),
         "python_module": ti.get("pythonModule", ""),
         "args": shlex.join(ti.get("args") or []),
         "job_dir": ti.get("jobDir", ""),

@@ -8,6 +8,7 @@ app_name = "jobs"
 urlpatterns = [
     path("projects/<str:project_id>/jobs/", views.job_list, name="list"),
     path("projects/<str:project_id>/jobs/new/", views.job_submit, name="submit"),
+    path("projects/<str:project_id>/jobs/new/preview/", views.job_submit_preview, name="submit_preview"),
     path("projects/<str:project_id>/jobs/new/builtin/", builtin_views.builtin_submit, name="submit_builtin"),
     path("projects/<str:project_id>/compare/", compare_views.compare_jobs, name="compare"),
     path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import builtin, catalogue, charts, listing, logstream, naming, services, study
-from jobs.forms import JobSubmitForm, initial_from_job
+from jobs import builtin, catalogue, charts, equivalent, listing, logstream, naming, services, study
+from jobs.forms import FORM_KEYS, JobSubmitForm, initial_from_job
 from jobs.listing import SORTS, JobListQuery
 from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
@@ -79,6 +79,10 @@ def job_detail(request, project_id, job_id):
                       {"project": project, "job": job, **_study_charts(job, request.GET)})
     summary = _training_summary(job)
     context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
+    if job.training_input:
+        uploads = {uri: name for name, uri in summary["packages"] if name}
+        context["preview"] = equivalent.build(project.project_id, job.job_id, job.training_input, job.labels,
+                                              uploads)
     if job.is_hyperparameter_job:
         # The charts follow the page (htmx, ``part=charts``): built while the browser shows the
         # rest. ``?charts=inline`` puts them in the page, for a browser without JavaScript.
@@ -127,6 +131,8 @@ def _status_context(request, job) -> dict:
         "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
         "position": job.job_position(),
         "deploy_problem": _deploy_problem(job),
+        "can_clone": bool(job.training_input) and iam.can(request.user, "ml.jobs.create", job.project),
+        "builtin_clone": bool(job.training_input) and builtin.is_builtin_job(job),
     }
 
 
@@ -271,9 +277,12 @@ def job_submit(request, project_id):
         services.authorize_submit(project, actor=request.user)
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
-    form = JobSubmitForm(request.POST or None, request.FILES or None, initial=_initial(request, project))
+    initial, source = _initial(request, project)
+    form = JobSubmitForm(request.POST or None, request.FILES or None, initial=initial)
     if not form.is_bound:
         _suggest_job_id(form, project)
+        if source is not None and request.GET.get("clone"):
+            form.kept = _clone_upload(project, source)
     if request.method == "POST":
         if form.is_valid():
             job = _submit(request, project, form)
@@ -283,17 +292,101 @@ def job_submit(request, project_id):
             _keep_upload(request, form, project, request.FILES["package_file"])
         elif not getattr(form, "kept", None):
             _keep_upload(request, form, project, None, _kept_uri(request, project))
-    context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS}
+    context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS,
+               "machines": equivalent.machine_descriptions(), **_source_context(request, project, form, source),
+               **_form_preview(project, form)}
     return render(request, "jobs/job_submit.html", context)
 
 
-def _initial(request, project) -> dict | None:
-    """``?resume=JOB``: the form prefilled from that tuning job, resuming its study."""
-    previous = request.GET.get("resume")
+def _source_context(request, project, form, source) -> dict:
+    """What the page says about the job it was cloned (or resumed) from."""
+    if source is None or form.is_bound:
+        return {}
+    left = _uploads_left_behind(project, source, getattr(form, "kept", None)) if request.GET.get("clone") else []
+    return {"cloned_from": source, "not_carried": _not_carried(source), "uploads_left": left}
+
+
+@login_required
+@require_POST
+def job_submit_preview(request, project_id):
+    """The form's live help (ML units per hour, the equivalent command and REST body) for what it
+    holds now: the same builders the job page uses. Nothing is stored or submitted."""
+    project = accounts.find_project(project_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.create", project)
+    form = JobSubmitForm(request.POST)
+    form.is_valid()
+    return render(request, "jobs/_form_preview.html", {"project": project, **_form_preview(project, form)})
+
+
+def _form_preview(project, form) -> dict:
+    """What the form's fields describe so far (on a fresh form: its initial values)."""
+    kept = getattr(form, "kept", None)
+    if not form.is_bound:
+        form = JobSubmitForm(_initial_data(form, kept), initial=form.initial)
+    form.is_valid()
+    data = form.data
+    if kept is None and not data.get("remove_kept_package"):
+        kept = services.kept_upload(project, data.get("kept_package", ""))
+    chosen = (data.get("package_file_name") or "").replace("\\", "/").rsplit("/", 1)[-1].strip()
+    uploads = {f"upload:{chosen}": chosen} if chosen else {kept["uri"]: kept["name"]} if kept else {}
+    body = form.draft_body(next(iter(uploads), None))
+    ti = body["trainingInput"]
+    spec = form.cleaned_data.get("hyperparameters")
+    return {"preview": equivalent.build(project.project_id, body["jobId"] or "JOB_ID", ti, body.get("labels"),
+                                        uploads),
+            "units_per_hour": equivalent.units_per_hour(ti),
+            "tuning_parsed": {"spec": spec, "error": " ".join(form.errors.get("hyperparameters", []))}}
+
+
+def _initial_data(form, kept) -> dict:
+    """A fresh form's initial values as the data a browser would post."""
+    data = {}
+    for name, field in form.fields.items():
+        value = form.get_initial_for_field(field, name)
+        if value not in (None, ""):
+            data[name] = str(value)
+    if kept:
+        data["kept_package"] = kept["ref"]
+    return data
+
+
+def _initial(request, project) -> tuple[dict | None, object]:
+    """``?resume=JOB``: the form prefilled from that tuning job, resuming its study.
+    ``?clone=JOB``: prefilled from any training job, with a new suggested id and its package."""
+    previous = request.GET.get("resume") or request.GET.get("clone")
     if request.method != "GET" or not previous:
-        return None
+        return None, None
     job = services.get_job(project, previous, actor=request.user)
-    return initial_from_job(job, resume=job.is_hyperparameter_job)
+    if request.GET.get("resume"):
+        return initial_from_job(job, resume=job.is_hyperparameter_job), job
+    module = (job.training_input or {}).get("pythonModule") or "trainer.task"
+    new_id = naming.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists(), module)
+    # The console's own uploads never go in Package URIs (their paths are not shown): the first
+    # is the kept upload, any other is named on the page as one to upload again.
+    return initial_from_job(job, job_id=new_id, kept_uris=tuple(_uploads_of(project, job))), job
+
+
+def _uploads_of(project, job) -> dict[str, str]:
+    """The job's packages the console stored from an upload: uri → file name."""
+    uris = (job.training_input or {}).get("packageUris") or []
+    return {uri: name for uri in uris if (name := services.uploaded_name(uri, project))}
+
+
+def _clone_upload(project, job) -> dict | None:
+    """The source job's first uploaded package, kept by reference (None if it is gone)."""
+    for uri in _uploads_of(project, job):
+        return services.kept_upload(project, services.upload_ref(uri))
+    return None
+
+
+def _uploads_left_behind(project, job, kept) -> list[str]:
+    """Uploaded packages of a cloned job the form does not keep (gone, or past the first)."""
+    return [name for uri, name in _uploads_of(project, job).items() if not kept or uri != kept["uri"]]
+
+
+def _not_carried(job) -> list[str]:
+    """trainingInput fields of a cloned job that the form has no place for (said on the page)."""
+    return sorted(key for key in (job.training_input or {}) if key not in FORM_KEYS)
 
 
 def _suggest_job_id(form, project) -> None:
