@@ -1,6 +1,39 @@
 from django.apps import AppConfig
+from django.conf import settings
+
+
+def _training_replicas(job) -> int:
+    """A training job's replicas; a tuning job holds a set per parallel trial, capped at what fits."""
+    # deferred: tuning loads Optuna, wanted only where jobs run
+    from jobs import catalogue, tuning
+
+    per_trial = len(catalogue.replica_plan(job.training_input))
+    spec = job.training_input.get("hyperparameters")
+    if not spec:
+        return per_trial
+    return per_trial * tuning.parallel_trials(spec, per_trial, settings.MAX_REPLICAS)
+
+
+def _job_runner() -> type:
+    # deferred: the executor loads only in the process that runs jobs
+    from jobs.executor.runner import JobRunner
+
+    return JobRunner
 
 
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Training jobs"
+
+    def ready(self):
+        # The training kinds (jobs.kinds); batch prediction is registered by models_registry.
+        # deferred: they import models, loaded once the apps are
+        from jobs import builtin, kinds, services
+
+        def training(name: str, matches) -> kinds.JobKind:
+            return kinds.JobKind(name=name, matches=matches, check=services.check_training_input,
+                                 replicas=_training_replicas, runner=_job_runner)
+
+        kinds.register(training("built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti)))
+        kinds.register(training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters"))))
+        kinds.register(training("training", lambda ti, pi: ti is not None))

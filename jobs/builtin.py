@@ -256,8 +256,12 @@ def check_data_file(path: Path, key: str, values: dict, model_type: str | None, 
 # --- outputs ------------------------------------------------------------------------------------------
 
 
+def is_builtin_input(training_input: dict) -> bool:
+    return algos.for_training_input(training_input) is not None
+
+
 def is_builtin_job(job) -> bool:
-    return algos.for_training_input(job.training_input) is not None
+    return is_builtin_input(job.training_input)
 
 
 def model_dir(job) -> str | None:

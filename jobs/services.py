@@ -22,7 +22,7 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import catalogue, dispatch, filters, runtimes, spec
+from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -36,6 +36,13 @@ def _validate(body: dict) -> dict:
         return spec.validate_job(body)
     except spec.SpecError as error:
         raise InvalidArgument(error.message, error.violations) from None
+
+
+def check_training_input(training_input: dict, *, project: Project, actor) -> None:
+    """What submitting a training job checks beyond the v1 schema (every training kind's ``check``)."""
+    _check_local_paths(training_input, project)
+    _check_runtime_available(training_input)
+    _check_builtin_algorithm(training_input, project)
 
 
 def _check_local_paths(training_input: dict, project: Project) -> None:
@@ -97,15 +104,8 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
     job_body = _validate(body)
     training_input = job_body.get("trainingInput")
     prediction_input = job_body.get("predictionInput")
-    if training_input is not None:
-        _check_local_paths(training_input, project)
-        _check_runtime_available(training_input)
-        _check_builtin_algorithm(training_input, project)
-    if prediction_input is not None:
-        # Batch prediction (models_registry): its paths, and the predict permission on its model.
-        from models_registry.services import check_prediction_input
-
-        check_prediction_input(prediction_input, actor=actor, project=project)
+    kind = kinds.of(training_input, prediction_input)
+    kind.check(job_body[kind.input_field], project=project, actor=actor)
     try:
         with transaction.atomic():
             job = Job.objects.create(

@@ -13,7 +13,18 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import builtin, catalogue, charts, equivalent, listing, logstream, naming, services, study
+from jobs import (
+    builtin,
+    catalogue,
+    charts,
+    equivalent,
+    kinds,
+    listing,
+    logstream,
+    naming,
+    services,
+    study,
+)
 from jobs.forms import FORM_KEYS, JobSubmitForm, initial_from_job
 from jobs.listing import SORTS, JobListQuery
 from jobs.logstream import LogFilter
@@ -140,9 +151,7 @@ def _deploy_problem(job) -> str | None:
     """Why a SUCCEEDED training job offers no "Deploy as model version" (None: it does)."""
     if job.state != JobState.SUCCEEDED or not job.training_input:
         return None
-    from models_registry.services import deploy_problem
-
-    return deploy_problem(job)
+    return kinds.deploy_problem(job)
 
 
 def _training_summary(job) -> dict:

@@ -1,6 +1,50 @@
 from django.apps import AppConfig
 
 
+def _batch_replicas(job) -> int:
+    # deferred: the batch runner loads the executor, wanted only where jobs run
+    from models_registry import batch
+
+    return batch.replicas_needed(job.prediction_input)
+
+
+def _batch_runner() -> type:
+    # deferred: as above
+    from models_registry import batch
+
+    return batch.BatchPredictionRunner
+
+
+def _serving_start() -> None:
+    """Resume version deployments a stopped console left unfinished; warm minNodes processes."""
+    # deferred: serving runs only in the process that runs jobs
+    from models_registry import deploy
+    from models_registry.serving import supervisor  # deferred: as above
+
+    deploy.resume()
+    supervisor.start()
+
+
+def _serving_stop() -> None:
+    # deferred: as above
+    from models_registry.serving import supervisor
+
+    supervisor.stop()
+
+
 class ModelsRegistryConfig(AppConfig):
     name = "models_registry"
     verbose_name = "Model registry"
+
+    def ready(self):
+        # Batch prediction is a kind of job, and model serving runs beside the jobs (jobs.kinds).
+        from jobs import kinds
+
+        # deferred: it imports models, loaded once the apps are
+        from models_registry import services
+
+        kinds.register(kinds.JobKind(
+            name="batch prediction", input_field="predictionInput", matches=lambda ti, pi: pi is not None,
+            check=services.check_prediction_input, replicas=_batch_replicas, runner=_batch_runner))
+        kinds.register_service(kinds.BackgroundService("model serving", start=_serving_start, stop=_serving_stop))
+        kinds.register_deploy_problem(services.deploy_problem)
