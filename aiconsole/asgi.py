@@ -11,7 +11,7 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
 
-from aiconsole.routing import websocket_urlpatterns  # noqa: E402
+from console.routing import websocket_urlpatterns  # noqa: E402
 from jobs.asgi import JobsListFront  # noqa: E402
 from models_registry.asgi import PredictFront  # noqa: E402
 

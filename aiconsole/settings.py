@@ -148,7 +148,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "aiconsole.urls"
+ROOT_URLCONF = "console.urls"
 ASGI_APPLICATION = "aiconsole.asgi.application"
 WSGI_APPLICATION = None
 

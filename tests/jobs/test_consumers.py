@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 
 from aiconsole import iam
 from aiconsole.events import group_for_job
-from aiconsole.routing import same_origin
+from console.routing import same_origin
 from jobs import consumers, logstream
 from jobs.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.executor.logs import LogSink
