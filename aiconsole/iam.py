@@ -8,10 +8,14 @@ see a resource but lacks the permission gets PermissionDenied (403).
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
+from django.db.models.signals import post_delete, post_save
 
+from aiconsole import reads
 from aiconsole.models import Project, RoleBinding
 
 _JOBS = {f"ml.jobs.{verb}" for verb in ("cancel", "create", "get", "getIamPolicy", "list", "setIamPolicy", "update")}
@@ -175,18 +179,71 @@ def is_platform_admin(user) -> bool:
     return _is_platform_admin(user)
 
 
+# --- the decision, with a per-request cache -------------------------------------------------------
+#
+# Every request (Django's ``RequestIdMiddleware``, the ASGI fronts) runs inside ``request_cache``:
+# the role bindings read for one (user, resource) are kept until the request ends, so a view that
+# checks several permissions on one resource reads them once. Nothing outlives the request: a
+# grant or a revocation takes effect on the next one (and within the same request too: any
+# RoleBinding saved or deleted empties the cache).
+
+_request_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("aiconsole_iam_cache", default=None)
+_sql: dict[str, str] = {}
+
+
+@contextmanager
+def request_cache():
+    """The scope of one request's cached decisions."""
+    token = _request_cache.set({})
+    try:
+        yield
+    finally:
+        _request_cache.reset(token)
+
+
+def _forget(**kwargs) -> None:
+    cache = _request_cache.get()
+    if cache:
+        cache.clear()
+
+
+post_save.connect(_forget, sender=RoleBinding, dispatch_uid="aiconsole-iam-cache-save")
+post_delete.connect(_forget, sender=RoleBinding, dispatch_uid="aiconsole-iam-cache-delete")
+
+
+def _bound_roles(user_pk, project_pk, resource_type: str, pk) -> frozenset[str]:
+    """Roles bound to the user on the project, and on the resource when ``pk`` is given."""
+    cache = _request_cache.get()
+    key = (user_pk, project_pk, resource_type, pk)
+    if cache is not None and key in cache:
+        return cache[key]
+    if "roles" not in _sql:
+        c = reads.attnames(RoleBinding)
+        _sql["roles"] = (f"SELECT {c['role'].column} FROM {RoleBinding._meta.db_table} "
+                         f"WHERE {c['user_id'].column} = %s AND {c['project_id'].column} = %s AND "
+                         f"({c['resource_type'].column} = %s OR "
+                         f"({c['resource_type'].column} = %s AND {c['resource_id'].column} = %s))")
+    with reads.cursor() as cursor:
+        cursor.execute(_sql["roles"], [user_pk, project_pk, RoleBinding.ResourceType.PROJECT, resource_type, pk])
+        roles = frozenset(role for (role,) in cursor.fetchall())
+    if cache is not None:
+        cache[key] = roles
+    return roles
+
+
 def roles_of(user, resource) -> set[str]:
     """Roles the user holds on the resource: project-level ones plus those bound on it."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return set()
     if user is SYSTEM:
         return {ADMIN_ROLE}
-    project, resource_type, pk = _target(resource)
+    holder = policy_holder(resource)
+    if isinstance(holder, Project):
+        where = (holder.pk, RoleBinding.ResourceType.PROJECT, None)
+    else:  # the project's id, without loading the project
+        where = (holder.project_id, holder.iam_resource_type, holder.pk)
     roles = {ADMIN_ROLE} if _is_platform_admin(user) else set()
-    where = Q(resource_type=RoleBinding.ResourceType.PROJECT)
-    if pk is not None:
-        where |= Q(resource_type=resource_type, resource_id=pk)
-    roles.update(RoleBinding.objects.filter(where, user=user, project=project).values_list("role", flat=True))
+    roles.update(_bound_roles(user.pk, *where))
     return roles
 
 

@@ -2,7 +2,10 @@
 Django's middleware does to a request, for the ASGI fronts that answer before Django."""
 
 import contextvars
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -43,6 +46,20 @@ def scope_context(scope) -> RequestContext:
     )
 
 
+@contextmanager
+def request_scope(context: RequestContext):
+    """What lives exactly as long as one request, on every path (Django's middleware below, the
+    ASGI fronts' ``front_call``): the audit log's request context and IAM's cached decisions."""
+    from aiconsole import iam
+
+    token = current_request.set(context)
+    try:
+        with iam.request_cache():
+            yield
+    finally:
+        current_request.reset(token)
+
+
 class RequestIdMiddleware:
     """Sets the request context that audit entries read, and echoes the id in a header."""
 
@@ -51,11 +68,8 @@ class RequestIdMiddleware:
 
     def __call__(self, request):
         context = request_context(request)
-        token = current_request.set(context)
-        try:
+        with request_scope(context):
             response = self.get_response(request)
-        finally:
-            current_request.reset(token)
         response["X-Request-Id"] = context.request_id
         return response
 
@@ -91,8 +105,43 @@ class IamErrorMiddleware:
 
 
 # --- the ASGI fronts ---------------------------------------------------------------------------
+#
+# ``jobs/asgi.py`` and ``models_registry/asgi.py`` answer their hot cases before Django's
+# per-request machinery, with the same code the views call. What Django's middleware does around
+# a view is done for them here, once: the Host check and the security headers (``front_headers``,
+# Django's own middleware deciding), and the request's scope (``front_call``: request context,
+# IAM cache, a thread of one pool shared by both fronts, connections tidied as after a request).
 
 _front_state: dict = {}
+FRONT_THREADS = 8
+_executor: list[ThreadPoolExecutor] = []
+_executor_lock = threading.Lock()
+
+
+def _front_executor() -> ThreadPoolExecutor:
+    if not _executor:
+        with _executor_lock:
+            if not _executor:
+                _executor.append(ThreadPoolExecutor(max_workers=FRONT_THREADS, thread_name_prefix="front"))
+    return _executor[0]
+
+
+def _in_request(context: RequestContext, work, args):
+    from django.db import close_old_connections
+
+    try:
+        with request_scope(context):
+            return work(*args)
+    finally:
+        close_old_connections()  # a write (audit, last_used) used Django's connection: as after a request
+
+
+async def front_call(context: RequestContext, work, *args):
+    """``work(*args)`` in a thread of the fronts' pool, inside the request's scope."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_front_executor(), _in_request, context, work, args)
 
 
 def front_headers(scope) -> list[tuple[bytes, bytes]] | None:

@@ -5,11 +5,15 @@ Audit method names: ``aiconsole.TokenService.CreateToken`` and ``aiconsole.Token
 ``users/USERNAME/tokens/ID``; the raw key is never recorded, only its first characters.
 """
 
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from aiconsole import audit, iam
+from aiconsole import audit, iam, reads
 from aiconsole.models import ApiToken, hash_token
 
 TOKEN_SERVICE = "aiconsole.TokenService"
@@ -60,15 +64,42 @@ def revoke_token(token: ApiToken, *, actor=iam.SYSTEM) -> None:
     token.refresh_from_db(fields=["revoked"])
 
 
-def user_for_token(raw: str):
-    token = ApiToken.objects.active().select_related("user").filter(key_hash=hash_token(raw)).first()
-    if token is None or not token.user.is_active:
+TOUCH_SECONDS = 60
+_sql: dict[str, str] = {}
+
+
+def authenticate_bearer(raw: str):
+    """The active user an unrevoked API token belongs to, or None: the one bearer authentication
+    (DRF's ``BearerTokenAuthentication``, the prediction view and both ASGI fronts call it).
+
+    One read on ``reads``' connections (the user with all their fields). ``last_used`` is
+    touched at most once a minute per token, decided on the stored value, so a busy script does
+    not turn its reads into writes, whichever process or thread answers it.
+    """
+    raw = raw.strip()
+    if not raw:
         return None
+    user_model = get_user_model()
+    names = tuple(reads.attnames(user_model))
+    if "token" not in _sql:
+        token_table, user_table = ApiToken._meta.db_table, user_model._meta.db_table
+        _sql["token"] = (f"SELECT t.id, t.last_used, {reads.columns(user_model, names, 'u')} FROM {token_table} t "
+                         f"JOIN {user_table} u ON u.{user_model._meta.pk.column} = t.user_id "
+                         "WHERE t.key_hash = %s AND t.revoked IS NULL")
+    with reads.cursor() as cursor:
+        cursor.execute(_sql["token"], [hash_token(raw)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    user = reads.instance(user_model, names, row[2:])
+    if not user.is_active:
+        return None
+    token = reads.instance(ApiToken, ("id", "last_used"), row[:2])
     now = timezone.now()
-    # Touch last_used at most once a minute: a busy script must not turn reads into writes.
-    if token.last_used is None or (now - token.last_used).total_seconds() > 60:
-        ApiToken.objects.filter(pk=token.pk).update(last_used=now)
-    return token.user
+    if token.last_used is None or (now - token.last_used).total_seconds() >= TOUCH_SECONDS:
+        stale = Q(last_used=None) | Q(last_used__lt=now - timedelta(seconds=TOUCH_SECONDS))
+        ApiToken.objects.filter(stale, pk=token.pk).update(last_used=now)
+    return user
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -82,7 +113,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if not raw:
             raise exceptions.AuthenticationFailed("Request had invalid authentication credentials.")
-        user = user_for_token(raw)
+        user = authenticate_bearer(raw)
         if user is None:
             raise exceptions.AuthenticationFailed(
                 "Request had invalid authentication credentials. Expected OAuth 2 access token, "
@@ -92,3 +123,4 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return 'Bearer realm="aiconsole"'
+

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
+# Seeding imports the settings before any ``aiconsole`` command has made the data dir ready.
+SECRET_KEY = os.urandom(24).hex()
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -51,7 +53,8 @@ for i in range({count}):
         Job.objects.bulk_create(batch); batch = []
 Job.objects.bulk_create(batch)
 """
-    env = {**os.environ, "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"}
+    env = {**os.environ, "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+           "AICONSOLE_SECRET_KEY": SECRET_KEY}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT)
 
 
@@ -61,7 +64,8 @@ class Server:
 
     def __init__(self, data_dir: Path, port: int, django_only: bool = False):
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
+        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+                         "AICONSOLE_SECRET_KEY": SECRET_KEY})
         self.port = port
         command = [AICONSOLE, "up", "--port", str(port)]
         if django_only:

@@ -193,6 +193,7 @@ def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) ->
     the web stack, authentication and the permission check)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     os.environ.setdefault("AICONSOLE_DATA_DIR", str(scratch / "serving-alone"))
+    os.environ.setdefault("AICONSOLE_SECRET_KEY", os.urandom(24).hex())  # no ``aiconsole`` command made this data dir
     import django
 
     django.setup()
@@ -284,6 +285,7 @@ def main() -> None:
     results: dict = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}, load average "
                                 f"{os.getloadavg()[0]:.2f} at start"}
     with tempfile.TemporaryDirectory(prefix="aiconsole-bench-") as scratch:
+        os.chmod(scratch, 0o755)  # run as root, the console's trainer user must traverse the data dirs
         models = train(env_dir, Path(scratch) / "trained")
         variants = (("as_shipped", False), ("with_predict_front", True))
         for label, front in [v for v in variants if args.only in (None, v[0])]:

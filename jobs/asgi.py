@@ -2,9 +2,10 @@
 
 Scripts and dashboards poll jobs.list; through Django's request machinery (a thread hop per
 middleware, a database connection and four ORM queries compiled per request) one page costs
-several milliseconds of the console's CPU. This front answers the plain case itself, with the
-reads of ``models_registry.hotpath`` (raw SQL on long-lived connections, the same RoleBinding
-rows and ``iam.ROLES`` table) and the same ``job_resource`` and page tokens as the view:
+several milliseconds of the console's CPU. This front answers the plain case itself, earlier but
+with the same code: ``tokens.authenticate_bearer``, ``iam.can``, the reads of ``jobs.readpath``
+(on ``aiconsole.reads``' connections) and the same ``job_resource`` and page tokens as the view;
+Django's Host check and security headers come from ``aiconsole.middleware.front_headers``:
 
 - a bearer token of an active user, a project where the caller's *project-level* roles grant
   ``ml.jobs.list`` and ``ml.jobs.get`` (or a platform admin),
@@ -20,33 +21,34 @@ so nothing is consumed, and every refusal keeps its one wording and audit path.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qsl
 
-from aiconsole.middleware import (
-    RequestContext,
-    current_request,
-    front_headers,
-    scope_context,
-    scope_header,
-)
+from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
 
 LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
-THREADS = 4
 ALLOWED_PARAMS = {"pageSize", "pageToken", "alt", "prettyPrint", "filter"}
-# What the view's answer carries besides the middleware's headers (``front_headers``).
-HEADERS = [(b"content-type", b"application/json"), (b"vary", b"Accept, Cookie"),
-           (b"allow", b"GET, POST, OPTIONS")]
+LIST_PERMISSIONS = ("ml.jobs.list", "ml.jobs.get")
+_view_headers: list = []
 
+
+def view_headers() -> list[tuple[bytes, bytes]]:
+    """What the view itself puts on its answer beside the middleware's headers (``front_headers``):
+    its content type and DRF's ``Allow``, read off the view the URL resolves to (never copied: the
+    order of ``Allow`` even changes from process to process)."""
+    if not _view_headers:
+        from django.urls import resolve
+
+        view = resolve("/v1/projects/p/jobs").func
+        allowed = view.cls(**view.initkwargs).allowed_methods
+        _view_headers.extend([(b"content-type", b"application/json"), (b"allow", ", ".join(allowed).encode())])
+    return _view_headers
 
 
 class JobsListFront:
-    def __init__(self, app, threads: int = THREADS):
+    def __init__(self, app):
         self.app = app
-        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jobs-list")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "GET":
@@ -58,12 +60,10 @@ class JobsListFront:
             if django_headers is not None:
                 params = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
                 context = scope_context(scope)
-                loop = asyncio.get_running_loop()
-                body = await loop.run_in_executor(self.executor, _list, authorization[7:], match.group(1),
-                                                  params, context)
+                body = await front_call(context, _list, authorization[7:], match.group(1), params)
                 if body is not None:
                     length = (b"content-length", str(len(body)).encode())
-                    headers = [*HEADERS, *django_headers, length,
+                    headers = [*view_headers(), *django_headers, length,
                                (b"x-request-id", context.request_id.encode())]
                     await send({"type": "http.response.start", "status": 200, "headers": headers})
                     await send({"type": "http.response.body", "body": body})
@@ -71,7 +71,7 @@ class JobsListFront:
         return await self.app(scope, receive, send)
 
 
-def _list(token: str, project_id: str, params: list[tuple[str, str]], context: RequestContext) -> bytes | None:
+def _list(token: str, project_id: str, params: list[tuple[str, str]]) -> bytes | None:
     """The page as the view would answer it, or None: "let Django answer this one"."""
     from aiconsole import paging
     from aiconsole.errors import InvalidArgument
@@ -88,29 +88,23 @@ def _list(token: str, project_id: str, params: list[tuple[str, str]], context: R
         return None
     if after is not None and not after.isdigit():
         return None
-    from django.db import close_old_connections
-
-    reset = current_request.set(context)
-    try:
-        return _page(token, project_id, size, int(after) if after is not None else None)
-    finally:
-        current_request.reset(reset)
-        close_old_connections()  # a queued job's position is read through Django's connection
+    return _page(token, project_id, size, int(after) if after is not None else None)
 
 
 def _page(token: str, project_id: str, size: int, after: int | None) -> bytes | None:
-    from aiconsole import paging
+    from aiconsole import iam, paging
+    from aiconsole.tokens import authenticate_bearer
     from jobs import readpath
     from jobs.resources import job_resource
-    from models_registry import api
 
-    user = api.bearer_user(token)
+    user = authenticate_bearer(token)
     if user is None:
         return None
     project = readpath.project(project_id)
     if project is None or project.data_access_logs:
         return None
-    if not readpath.sees_every_job(user, project):
+    # Project-level grants of both: the view's ``list_jobs`` then scopes nothing away.
+    if not all(iam.can(user, permission, project) for permission in LIST_PERMISSIONS):
         return None
     page = readpath.jobs_page(project, size + 1, after)
     next_token = paging.encode_token("jobs", page[size - 1].pk) if len(page) > size else None

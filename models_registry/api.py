@@ -9,12 +9,10 @@ session authentication itself with the same rules as the rest of the API.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 
 from django.http import HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
@@ -22,8 +20,7 @@ from rest_framework.response import Response
 from aiconsole import iam, iam_api, paging, tokens
 from aiconsole.accounts import find_project
 from aiconsole.errors import FieldViolation, InvalidArgument, ServiceError
-from aiconsole.models import ApiToken
-from models_registry import conf, hotpath, operations, services
+from models_registry import conf, operations, services
 from models_registry.models import Model
 from models_registry.resources import model_resource, version_resource
 
@@ -161,34 +158,12 @@ BAD_TOKEN = ("Request had invalid authentication credentials. Expected OAuth 2 a
              "other valid authentication credential.")
 
 
-_token_touched: dict[int, float] = {}
-TOUCH_SECONDS = 60.0
-
-
-def bearer_user(raw: str):
-    """``tokens.user_for_token`` on the hot path (``hotpath.bearer_user``); ``last_used`` is still
-    touched, at most once a minute per token and process."""
-    raw = raw.strip()
-    if not raw:
-        return None
-    if not hotpath.reads_users():
-        return tokens.user_for_token(raw)
-    user, token_id = hotpath.bearer_user(raw)
-    if user is None:
-        return None
-    now = time.monotonic()
-    if now - _token_touched.get(token_id, -TOUCH_SECONDS) >= TOUCH_SECONDS:
-        _token_touched[token_id] = now
-        ApiToken.objects.filter(pk=token_id).update(last_used=timezone.now())
-    return user
-
-
 def _caller(request):
     """(user, refusal): a bearer token as the API takes it, else the signed-in session with CSRF."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() == "bearer":
-        user = bearer_user(raw)
+        user = tokens.authenticate_bearer(raw)
         return (user, None) if user is not None else (None, error_answer(401, "UNAUTHENTICATED", BAD_TOKEN))
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:

@@ -3,47 +3,29 @@ Django's request machinery; every other request goes to the wrapped application 
 
 Why: under ASGI, Django spends more on each request's machinery (a thread per request, the
 middleware chain, a database connection) than a prediction of a small model costs, and a client
-sending hundreds of one-instance requests a second pays that every time. This front does exactly
-what the ``predict`` view does for a bearer-token call: the same authentication, the same
-services (permission check, Data Access audit entry, request logging), the same answers and
-error envelopes, the same body limit; it sets the audit log's request context (request id,
-caller IP, user agent) as the middleware does, and answers with ``X-Request-Id`` and the headers
-Django's security middleware adds. Calls with a session cookie (the console's own prediction
-panel), a Host outside ALLOWED_HOSTS and anything unusual go to Django.
+sending hundreds of one-instance requests a second pays that every time. This front calls, earlier,
+the same code the ``predict`` view calls for a bearer-token call: ``tokens.authenticate_bearer``,
+then ``api.prediction_answer`` (the services: ``iam`` permission check, Data Access audit entry,
+request logging; the same answers and error envelopes), with the same body limit. The request's
+scope (audit context, IAM cache) and Django's Host check and security headers come from
+``aiconsole.middleware`` (``front_call``, ``front_headers``), as for the jobs.list front. A Host
+outside ALLOWED_HOSTS and anything unusual go to Django.
 
 Mounted in ``aiconsole/asgi.py``: ``"http": PredictFront(django_application)``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import re
-from concurrent.futures import ThreadPoolExecutor
 
-from django.db import close_old_connections
-
-from aiconsole.middleware import (
-    RequestContext,
-    current_request,
-    front_headers,
-    scope_context,
-    scope_header,
-)
+from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
 
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
-THREADS = 8
-
 
 
 class PredictFront:
-    def __init__(self, app, threads: int = THREADS):
+    def __init__(self, app):
         self.app = app
-        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="predict")
-        # Everything loaded so far (Django, the apps, the libraries) lives as long as the process:
-        # leaving it out of the collector's full passes keeps them from pausing requests for
-        # tens of milliseconds at a time.
-        gc.freeze()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST":
@@ -75,8 +57,7 @@ class PredictFront:
                 break
         context = scope_context(scope)
         if fits:
-            loop = asyncio.get_running_loop()
-            answer = await loop.run_in_executor(self.executor, _answer, token, b"".join(body), names, context)
+            answer = await front_call(context, _answer, token, b"".join(body), names)
         else:
             answer = api.too_large()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer.body)).encode()),
@@ -86,13 +67,13 @@ class PredictFront:
         await send({"type": "http.response.body", "body": answer.body})
 
 
-def _answer(token: str, body: bytes, names: tuple, context: RequestContext):
-    """The view's work for one call, in a thread of the front's pool (sync: database, sockets)."""
+def _answer(token: str, body: bytes, names: tuple):
+    """The view's work for one call, in a thread of the fronts' pool (sync: database, sockets)."""
+    from aiconsole.tokens import authenticate_bearer
     from models_registry import api
 
-    reset = current_request.set(context)
     try:
-        user = api.bearer_user(token)
+        user = authenticate_bearer(token)
         if user is None:
             return api.error_answer(401, "UNAUTHENTICATED", api.BAD_TOKEN)
         project_id, model, version = names
@@ -102,9 +83,6 @@ def _answer(token: str, body: bytes, names: tuple, context: RequestContext):
 
         logging.getLogger("aiconsole.models").exception("Online prediction failed")
         return api.error_answer(500, "INTERNAL", "Internal error while predicting.")
-    finally:
-        current_request.reset(reset)
-        close_old_connections()  # a refusal or an audit entry used Django's connection: as after a request
 
 
 def application():

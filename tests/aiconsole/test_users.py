@@ -15,7 +15,7 @@ from aiconsole import accounts, iam
 from aiconsole.errors import FailedPrecondition, InvalidArgument
 from aiconsole.iam import PermissionDenied
 from aiconsole.models import ApiToken, AuditEntry
-from aiconsole.tokens import create_token, user_for_token
+from aiconsole.tokens import authenticate_bearer, create_token
 from tests.helpers.identity import entries, make_user
 
 GOOD = "correct-horse-battery-9"
@@ -117,7 +117,7 @@ def test_deactivation_ends_sessions_and_revokes_tokens_and_reactivation_allows_s
     token, raw = create_token(user)
     client.force_login(user)
     accounts.deactivate_user(user, actor=root)
-    assert _sessions_of(user) == 0 and user_for_token(raw) is None
+    assert _sessions_of(user) == 0 and authenticate_bearer(raw) is None
     assert not ApiToken.objects.active().filter(user=user).exists()
     assert client.get("/profile/").status_code == 302
     entry = entries(accounts.DEACTIVATE_USER)[-1]

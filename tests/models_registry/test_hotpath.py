@@ -1,5 +1,6 @@
-"""The prediction hot path's reads agree with the ordinary ones: the same grants as iam.can, the
-same users as the token authentication, the same model and version."""
+"""The prediction's reads: the one bearer authentication (``tokens.authenticate_bearer``) and the
+one permission decision (``iam.can``) on the pooled connections agree with the ORM's view of the
+same rows, and the target read finds the same model and version."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import itertools
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from aiconsole import iam
-from aiconsole.tokens import create_token, revoke_token, user_for_token
+from aiconsole.models import RoleBinding
+from aiconsole.tokens import authenticate_bearer, create_token, revoke_token
 from models_registry import hotpath, services
 from models_registry.models import Version
 from tests.helpers.identity import make_user
@@ -34,24 +37,38 @@ def world(transactional_db, project, other_project, admin, developer, viewer, ou
     return users, [census, other, foreign]
 
 
-def test_grants_match_the_permission_layer_for_every_persona(world):
+def _orm_can(user, permission: str, model) -> bool:
+    """The decision written with the ORM, independently of ``iam``'s pooled read."""
+    if not user.is_active:
+        return False
+    bound = Q(resource_type=RoleBinding.ResourceType.PROJECT) | Q(resource_type=model.iam_resource_type,
+                                                                   resource_id=model.pk)
+    roles = set(RoleBinding.objects.filter(bound, user=user, project_id=model.project_id).values_list("role", flat=True))
+    if user.is_superuser:
+        roles.add(iam.ADMIN_ROLE)
+    return any(permission in iam.ROLES[role].permissions for role in roles if role in iam.ROLES)
+
+
+def test_grants_match_the_bindings_for_every_persona(world):
     users, models = world
     for (name, user), model, permission in itertools.product(users.items(), models, PERMISSIONS):
         fresh = get_user_model().objects.get(pk=user.pk)
-        assert hotpath.can(fresh, permission, model) == iam.can(fresh, permission, model), (name, model, permission)
+        assert iam.can(fresh, permission, model) == _orm_can(fresh, permission, model), (name, model, permission)
 
 
-def test_the_token_user_matches_the_ordinary_authentication(world):
+def test_the_token_user_is_the_tokens_active_owner(world):
     users, _ = world
     token, raw = create_token(users["developer"])
-    user, token_id = hotpath.bearer_user(raw)
-    assert token_id == token.pk and user.pk == user_for_token(raw).pk and user.email == "dave_dev@example.com"
-    assert hotpath.can(user, "ml.models.predict", world[1][0])
+    user = authenticate_bearer(raw)
+    assert user.pk == users["developer"].pk and user.email == "dave_dev@example.com"
+    assert user.get_username() == "dave_dev" and user.is_active and not user.is_superuser
+    assert iam.can(user, "ml.models.predict", world[1][0])
+    assert authenticate_bearer(f"  {raw} ").pk == user.pk  # as the header's value may come
     revoke_token(token)
-    assert hotpath.bearer_user(raw) == (None, None) and user_for_token(raw) is None
+    assert authenticate_bearer(raw) is None
     _, inactive_raw = create_token(users["inactive"])
-    assert hotpath.bearer_user(inactive_raw) == (None, None) and user_for_token(inactive_raw) is None
-    assert hotpath.bearer_user("aic_nonsense") == (None, None)
+    assert authenticate_bearer(inactive_raw) is None
+    assert authenticate_bearer("aic_nonsense") is None and authenticate_bearer("") is None
 
 
 def test_the_target_read_finds_models_versions_and_defaults(world, admin):
@@ -70,7 +87,10 @@ def test_the_target_read_finds_models_versions_and_defaults(world, admin):
     assert hotpath.target("project-a", "other", None)[0].default_version is None
 
 
-def test_inside_a_transaction_it_defers_to_the_ordinary_path(db, project, admin):
-    census = services.create_model(project, {"name": "census"}, actor=admin)
-    assert not hotpath.can(admin, "ml.models.predict", census)  # then audit.authorize decides
-    assert hotpath.target("project-a", "census", None)[0].pk == census.pk  # Django's own connection
+def test_inside_a_transaction_the_reads_see_its_rows(db, project, admin, developer):
+    census = services.create_model(project, {"name": "census"}, actor=admin)  # not committed
+    raw = create_token(developer)[1]
+    assert authenticate_bearer(raw).pk == developer.pk  # Django's own connection
+    assert authenticate_bearer(raw).pk == developer.pk  # last_used now set: read back as a date
+    assert iam.can(developer, "ml.models.predict", census)
+    assert hotpath.target("project-a", "census", None)[0].pk == census.pk
