@@ -1,10 +1,21 @@
-"""Publishing typed events to Channels groups, always after the transaction commits."""
+"""Publishing typed events to Channels groups, always after the transaction commits.
+
+In ``aiconsole up`` the executor runs in a worker process and the viewers in the web process,
+with no Redis between them: the worker forwards its messages to the web process over a Unix
+socket (``forward_to`` and ``receive_forwarded``), which publishes them to its in-memory layer.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import queue
+import socket
+import struct
 import threading
+import time
 import weakref
 
 from channels.layers import get_channel_layer
@@ -67,6 +78,10 @@ def _report_failure(future) -> None:
 
 def send_to_group(group: str, message: dict) -> None:
     """Publish from any thread without waiting; never raises into the caller."""
+    forwarder = _forwarder
+    if forwarder is not None:
+        forwarder.put(group, message)
+        return
     if get_channel_layer() is None:
         return
     try:
@@ -84,3 +99,111 @@ def send_now(group: str, payload: dict) -> None:
 def publish(group: str, payload: dict) -> None:
     """Send after commit, so listeners never see a change that was rolled back."""
     transaction.on_commit(lambda: send_now(group, payload))
+
+
+# --- between the processes of 'aiconsole up' -------------------------------------------------
+# The worker process's messages travel to the web process as frames on a Unix stream socket:
+# the group's length and the body's (struct "!HI"), the group, the body as JSON. One socket, one
+# sending thread: the web process gets them in the order they were published. Nothing waits on
+# the web process: while it is away (restarting) or slow, log messages are dropped, which live
+# viewers notice (each batch names the previous batch's last id) and read back from the
+# database; viewers reconnect to a restarted web process and resume from their cursor anyway.
+
+RELAY_VARIABLE = "AICONSOLE_RELAY_DIR"  # set by 'aiconsole up' for its web and worker processes
+RELAY_SOCKET = "events.sock"
+RELAY_QUEUE = 10_000  # messages waiting for the web process, at most
+_FRAME_HEAD = struct.Struct("!HI")
+_RECONNECT_SECONDS = 0.2
+
+_forwarder: _Forwarder | None = None
+
+
+def relay_path(name: str) -> str | None:
+    """A socket in the private folder 'aiconsole up' made for its processes; None outside it."""
+    folder = os.environ.get(RELAY_VARIABLE)
+    return os.path.join(folder, name) if folder else None
+
+
+class _Forwarder:
+    def __init__(self, path: str):
+        self.path = path
+        self.queue: queue.Queue = queue.Queue(RELAY_QUEUE)
+        self.dropped = 0
+        self._socket: socket.socket | None = None
+        self._next_try = 0.0
+        threading.Thread(target=self._run, name="event-forwarder", daemon=True).start()
+
+    def put(self, group: str, message: dict) -> None:
+        try:
+            if str(message.get("type", "")).startswith("log."):
+                self.queue.put_nowait((group, message))  # a gap viewers read back
+            else:
+                self.queue.put((group, message), timeout=1.0)  # job states: worth a short wait
+        except queue.Full:
+            self.dropped += 1
+
+    def _connected(self) -> socket.socket | None:
+        if self._socket is None and time.monotonic() >= self._next_try:
+            candidate = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                candidate.connect(self.path)
+                self._socket = candidate
+            except OSError:
+                candidate.close()
+                self._next_try = time.monotonic() + _RECONNECT_SECONDS
+        return self._socket
+
+    def _run(self) -> None:
+        while True:
+            group, message = self.queue.get()
+            connection = self._connected()
+            if connection is None:
+                continue  # the web process is not listening (yet, or again): nobody is watching there
+            name, body = group.encode(), json.dumps(message, separators=(",", ":")).encode()
+            try:
+                connection.sendall(_FRAME_HEAD.pack(len(name), len(body)) + name + body)
+            except OSError:
+                connection.close()
+                self._socket = None
+
+
+def forward_to(path: str) -> None:
+    """From now on this process's messages go to the web process listening at ``path``."""
+    global _forwarder
+    _forwarder = _Forwarder(path)
+
+
+def _has_listeners(group: str) -> bool:
+    groups = getattr(get_channel_layer(), "groups", None)  # the in-memory layer's members
+    return groups is None or bool(groups.get(group))
+
+
+def _receive_from(connection: socket.socket) -> None:
+    with connection, connection.makefile("rb") as stream:
+        while True:
+            head = stream.read(_FRAME_HEAD.size)
+            if len(head) < _FRAME_HEAD.size:
+                return
+            name_length, body_length = _FRAME_HEAD.unpack(head)
+            group = stream.read(name_length).decode()
+            body = stream.read(body_length)
+            if len(body) < body_length:
+                return
+            if _has_listeners(group):  # nobody here watches: not even decoded
+                send_to_group(group, json.loads(body))
+
+
+def receive_forwarded(path: str) -> None:
+    """Listen at ``path`` for the worker process's messages and publish them here."""
+    if os.path.exists(path):
+        os.unlink(path)  # left by a web process that was killed
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+
+    def accept() -> None:
+        while True:
+            connection, _ = listener.accept()
+            threading.Thread(target=_receive_from, args=(connection,), name="event-receiver", daemon=True).start()
+
+    threading.Thread(target=accept, name="event-listener", daemon=True).start()

@@ -442,6 +442,7 @@ def main() -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="aiconsole-bench-logs-") as scratch:
+        os.chmod(scratch, 0o755)  # trainers run as another user and must reach the data dir
         data_dir = Path(scratch) / "data"
         console = Console(data_dir, cache)
         try:

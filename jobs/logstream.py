@@ -7,7 +7,9 @@ reads on ``(job, id)``: the newest page of a ten-million-line log costs what the
 Live publishing crosses threads: the log writer runs in executor threads, the consumers in the
 server's event loop. Channels' in-memory layer is not thread-safe, so messages are handed to the
 loop the listeners run on (``listen_here``); with no listener in this process (or with Redis) a
-private loop thread sends them. Messages leave in the order they were published.
+private loop thread sends them. Messages leave in the order they were published. In
+``aiconsole up`` the log writer runs in the worker process: its messages are forwarded to the
+web process and published there (``aiconsole.events.forward_to``), in the same order.
 
 Live reading goes through one ``JobFeed`` per job per process, the only subscriber of the job's
 group there; WebSocket consumers and long-polls read from it.

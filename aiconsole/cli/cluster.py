@@ -47,7 +47,7 @@ def cmd_web(args) -> int:
     coordinator.start("web")
     _model_serving_start()  # online prediction is served by the web process, as in embedded mode
     try:
-        return _serve(args.host, args.port, with_executor=False)
+        return _serve(args.host, args.port)
     finally:
         _model_serving_stop()
         coordinator.stop()

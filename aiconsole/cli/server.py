@@ -6,9 +6,15 @@ They use the data dir (``AICONSOLE_DATA_DIR`` or ``--data-dir``) directly, not t
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 # What the console's processes create (database, secret key, uploads, job and working dirs) is
 # readable by their user only; trainers run as that user and so can still use their dirs.
@@ -53,6 +59,13 @@ def migrate() -> None:
 
 def cmd_up(args) -> int:
     setup_django(args.data_dir)
+    if args.process:  # one of the processes the command below starts
+        from aiconsole.events import RELAY_VARIABLE
+
+        if not os.environ.get(RELAY_VARIABLE):
+            print(f"aiconsole up: --process {args.process} is started by 'aiconsole up' itself", file=sys.stderr)
+            return 2
+        return _run_worker() if args.process == "worker" else _run_web(args.host, args.port)
     migrate()
     from django.conf import settings
 
@@ -68,7 +81,9 @@ def cmd_up(args) -> int:
     if settings.EXECUTOR == "inprocess" and not announce_trainer_user("aiconsole up"):
         return 2
     print(f"AI Console is running at {url}  (Ctrl+C to stop)", flush=True)
-    return _serve(args.host, args.port, with_executor=settings.EXECUTOR == "inprocess")
+    if settings.EXECUTOR != "inprocess":
+        return _serve(args.host, args.port)
+    return Supervisor(args.host, args.port).run()
 
 
 def announce_trainer_user(command: str) -> bool:
@@ -84,13 +99,10 @@ def announce_trainer_user(command: str) -> bool:
     return True
 
 
-def _serve(host: str, port: int, *, with_executor: bool) -> int:
+def _serve(host: str, port: int) -> int:
+    """Serve the ASGI application until Ctrl+C or SIGTERM (the web process; 'aiconsole web')."""
     import uvicorn
 
-    from jobs.executor import controller
-
-    if with_executor:
-        controller.start()
     config = uvicorn.Config("aiconsole.asgi:application", host=host, port=port, lifespan="off",
                             log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
                             # Each viewer's copy of a log batch would be compressed separately: at
@@ -98,20 +110,190 @@ def _serve(host: str, port: int, *, with_executor: bool) -> int:
                             ws_per_message_deflate=False)
     server = uvicorn.Server(config)
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
-    # the default one would end the process before the executor and TensorBoards are stopped
-    # (docker stop, systemd). Ours turns it into an ordinary exit, as Ctrl+C is.
+    # the default one would end the process before online prediction and TensorBoards are
+    # stopped (docker stop, systemd). Ours turns it into an ordinary exit, as Ctrl+C is.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        server.run()
-    finally:
-        if with_executor:
-            print("Stopping running jobs; they start again on the next 'aiconsole up'.", flush=True)
-            controller.stop()
+    server.run()
     return 0
 
 
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
+
+
+# --- the processes of 'aiconsole up' ---------------------------------------------------------------
+# A web process serves HTTP and WebSockets (and online prediction, as 'aiconsole web' does); a
+# worker process runs the executor: the controller, the replicas and their log ingestion. The
+# parent only starts them, starts again one that dies, and stops both. The worker forwards live
+# log lines and state changes to the web process, and the web process wakes the worker when a job
+# is submitted or cancelled, through Unix sockets in a folder only the console's user can open
+# (aiconsole.events, jobs.executor.controller).
+
+_PR_SET_PDEATHSIG = 1
+CHILD_ENTRY = "import sys; from aiconsole.cli import main; sys.exit(main(sys.argv[1:]))"
+RESTART_DELAYS = (0.5, 1, 2, 5, 10, 30)  # seconds before starting a process that died, again and again
+STEADY_SECONDS = 30.0  # a process that ran this long before dying starts over at the shortest delay
+STOP_SECONDS = 90.0  # a process not gone this long after SIGTERM is killed
+# The worker and its trainers yield the CPU to the web process when both want it: a trainer
+# printing flat out on a 2-core machine would otherwise take the time the console needs to answer
+# (bench/flood.py). On an idle core the niceness changes nothing.
+WORKER_NICE = 10
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when 'aiconsole up' itself is gone (even killed)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _ending(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+class ChildFailed(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+class Child:
+    """One process of 'aiconsole up', started again with a growing delay when it dies."""
+
+    def __init__(self, role: str, command: list[str], env: dict[str, str]):
+        self.role, self.command, self.env = role, command, env
+        self.process: subprocess.Popen | None = None
+        self.started = 0.0
+        self.deaths = 0
+        self.due = 0.0  # when to start it again, once it died
+
+    def start(self) -> None:
+        from aiconsole import secret_env
+
+        env, fds = dict(self.env), ()
+        secrets = {name: secret_env.lookup(name) for name in secret_env.SECRET_VARIABLES}
+        secrets = {name: value for name, value in secrets.items() if value}
+        if secrets:  # handed over as the parent got them: never in an environment
+            read_end, write_end = os.pipe()
+            os.write(write_end, json.dumps(secrets).encode())
+            os.close(write_end)
+            env[secret_env.FD_VARIABLE], fds = str(read_end), (read_end,)
+        try:
+            self.process = subprocess.Popen(self.command, env=env, pass_fds=fds, preexec_fn=_die_with_parent)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.started = time.monotonic()
+
+    def check(self, now: float) -> None:
+        """Start it again when due; notice (and say) that it died."""
+        if self.process is None:
+            if now >= self.due:
+                self.start()
+                print(f"aiconsole up: the {self.role} process is running again (pid {self.process.pid}).",
+                      file=sys.stderr, flush=True)
+            return
+        code = self.process.poll()
+        if code is None:
+            return
+        if 0 < code < 128 and not self.deaths and now - self.started < STEADY_SECONDS:
+            # It never got going (a port in use, a broken setup): starting it again would not help.
+            raise ChildFailed(f"aiconsole up: the {self.role} process could not start ({_ending(code)}).", code)
+        self.deaths = 1 if now - self.started >= STEADY_SECONDS else self.deaths + 1
+        delay = RESTART_DELAYS[min(self.deaths, len(RESTART_DELAYS)) - 1]
+        print(f"aiconsole up: the {self.role} process {_ending(code)}; starting it again in {delay:g} s.",
+              file=sys.stderr, flush=True)
+        self.process, self.due = None, now + delay
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> None:
+        if self.process is None:
+            return
+        try:
+            self.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"aiconsole up: the {self.role} process did not stop; killing it.", file=sys.stderr, flush=True)
+            self.process.kill()
+            self.process.wait()
+
+
+class Supervisor:
+    """The parent of 'aiconsole up': a worker and a web process; Ctrl+C or SIGTERM stops both."""
+
+    def __init__(self, host: str, port: int):
+        self.folder = tempfile.mkdtemp(prefix="aiconsole-up-")  # mode 0700: the console's user only
+        from aiconsole.events import RELAY_VARIABLE
+
+        env = {**os.environ, RELAY_VARIABLE: self.folder}
+        base = [sys.executable, "-c", CHILD_ENTRY, "up", "--host", host, "--port", str(port), "--process"]
+        self.children = [Child("worker", [*base, "worker"], env), Child("web", [*base, "web"], env)]
+        self.signals: list[int] = []
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signals.append(signum)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            for child in self.children:
+                child.start()
+            while not self.signals:
+                for child in self.children:
+                    child.check(time.monotonic())
+                time.sleep(0.1)
+        except ChildFailed as failure:
+            print(failure, file=sys.stderr, flush=True)
+            return failure.code
+        finally:
+            for child in reversed(self.children):  # the web process first: nothing new is submitted
+                child.stop()
+            deadline = time.monotonic() + STOP_SECONDS
+            for child in reversed(self.children):
+                child.wait(deadline)
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return 128 + signal.SIGTERM if signal.SIGTERM in self.signals else 0
+
+
+def _stop_on(signals) -> list[int]:
+    """SIGTERM and SIGINT end the wait below (a terminal's Ctrl+C reaches every process)."""
+    received: list[int] = []
+    for signum in signals:
+        signal.signal(signum, lambda number, frame: received.append(number))
+    return received
+
+
+def _run_worker() -> int:
+    """The worker process: the executor, its log ingestion, forwarding to the web process."""
+    from aiconsole import events
+    from jobs.executor import controller
+
+    received = _stop_on((signal.SIGTERM, signal.SIGINT))
+    os.nice(WORKER_NICE)  # trainers inherit it
+    events.forward_to(events.relay_path(events.RELAY_SOCKET))
+    controller.start(serving=False)
+    controller.listen_for_wakeups(events.relay_path(controller.WAKE_SOCKET))
+    while not received:
+        time.sleep(0.2)
+    print("Stopping running jobs; they start again on the next 'aiconsole up'.", flush=True)
+    controller.stop()
+    return 0
+
+
+def _run_web(host: str, port: int) -> int:
+    """The web process: HTTP and WebSockets, live logs the worker forwards, online prediction."""
+    from aiconsole import events
+    from jobs.executor.controller import _model_serving_start, _model_serving_stop
+
+    events.receive_forwarded(events.relay_path(events.RELAY_SOCKET))
+    _model_serving_start()
+    try:
+        return _serve(host, port)
+    finally:
+        _model_serving_stop()
 
 
 def cmd_token_create(args) -> int:
@@ -143,6 +325,7 @@ def register(commands) -> None:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8000)
     up.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    up.add_argument("--process", choices=["web", "worker"], help=argparse.SUPPRESS)  # what 'up' starts
     up.set_defaults(func=cmd_up)
 
     token = commands.add_parser("token", help="API tokens")

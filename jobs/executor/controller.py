@@ -21,6 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from aiconsole import audit
+from aiconsole.events import relay_path
 from jobs import catalogue
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import stop_orphan
@@ -45,11 +46,15 @@ class Controller:
         self._thread = threading.Thread(target=self._loop, name="executor-controller", daemon=True)
         self._runners_lock = threading.Lock()
         self._last_purge: float | None = None
+        self.serving = True
 
-    def start(self) -> None:
+    def start(self, *, serving: bool = True) -> None:
+        """``serving``: also online prediction (in 'aiconsole up' the web process runs it)."""
+        self.serving = serving
         self.reconcile_orphans()
         self._thread.start()
-        _model_serving_start()
+        if serving:
+            _model_serving_start()
 
     def wake(self) -> None:
         self._wake.set()
@@ -65,7 +70,8 @@ class Controller:
             runner.abandon()
         for runner in runners:
             runner.thread.join(timeout)
-        _model_serving_stop()
+        if self.serving:
+            _model_serving_stop()
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -180,13 +186,13 @@ class Controller:
                 job.requeue()
 
 
-def start() -> Controller:
+def start(*, serving: bool = True) -> Controller:
     """Start the process-wide controller (embedded mode)."""
     global _controller
     with _lock:
         if _controller is None:
             _controller = Controller()
-            _controller.start()
+            _controller.start(serving=serving)
         return _controller
 
 
@@ -198,10 +204,38 @@ def stop() -> None:
         controller.stop()
 
 
+WAKE_SOCKET = "wake.sock"  # in 'aiconsole up': the worker process's, in its private folder
+
+
 def wake() -> None:
+    """Look at the queue now: here, or in the worker process of 'aiconsole up' (a datagram;
+    lost only when that process is away, and it looks every second anyway)."""
     controller = _controller
     if controller is not None:
         controller.wake()
+        return
+    path = relay_path(WAKE_SOCKET)
+    if path:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            try:
+                sender.sendto(b"w", path)
+            except OSError:
+                pass
+
+
+def listen_for_wakeups(path: str) -> None:
+    """In the worker process: a datagram at ``path`` wakes the controller."""
+    if os.path.exists(path):
+        os.unlink(path)  # left by a worker process that was killed
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(path)
+
+    def listen() -> None:
+        while True:
+            listener.recv(64)
+            wake()
+
+    threading.Thread(target=listen, name="executor-wakeups", daemon=True).start()
 
 
 # --- batch prediction jobs and online serving (models_registry) ---------------------------------
