@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from aiconsole import iam
+from aiconsole import cloud_logging, iam
 from aiconsole.middleware import current_request
 from aiconsole.models import AuditChain, AuditEntry, AuditLogType, Project
 
@@ -150,8 +150,6 @@ def record(
         chain.seal = chain.compute_seal()
         chain.save(update_fields=["head_seq", "head_hash", "seal"])
     if settings.CLOUD_LOGGING_PROJECT:
-        from aiconsole import cloud_logging
-
         transaction.on_commit(lambda: cloud_logging.export_audit_entry(entry))
     return entry
 

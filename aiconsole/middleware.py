@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from aiconsole import iam
+
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -50,7 +52,6 @@ def scope_context(scope) -> RequestContext:
 def request_scope(context: RequestContext):
     """What lives exactly as long as one request, on every path (Django's middleware below, the
     ASGI fronts' ``front_call``): the audit log's request context and IAM's cached decisions."""
-    from aiconsole import iam
 
     token = current_request.set(context)
     try:
@@ -89,7 +90,6 @@ class IamErrorMiddleware:
     def process_exception(self, request, exception):
         from django.views import defaults
 
-        from aiconsole import iam
 
         if request.path.startswith("/v1/"):
             return None

@@ -149,7 +149,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "console.urls"
-ASGI_APPLICATION = "aiconsole.asgi.application"
+ASGI_APPLICATION = "console.asgi.application"
 WSGI_APPLICATION = None
 
 TEMPLATES = [

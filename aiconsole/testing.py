@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-# As the console's entry points do (aiconsole.cli.server): what the suite's console writes is
+# As the console's entry points do (console.cli.server): what the suite's console writes is
 # private to it, so tests see the permissions a real console gives its files.
 os.umask(0o077)
 

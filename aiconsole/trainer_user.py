@@ -5,7 +5,6 @@ the process environment (``/proc/<pid>/environ``), the database file with its se
 key. When the console runs as root, every trainer replica therefore runs as
 ``AICONSOLE_TRAINER_USER`` (default ``aiconsole-trainer``, a system account created on first use),
 with that account's own group and no other:
-
 - it owns its replica's working directory and its job dir, and nothing else;
 - it may traverse (not list) the data dir, the work dir and the storage dir, which carry its group
   with the group-execute bit only, and read the Python environments (group read);
@@ -37,6 +36,7 @@ from pathlib import Path
 from django.conf import settings
 
 from aiconsole import datadir
+from aiconsole.walks import WalkLimitError, walk_files
 
 DEFAULT_NAME = "aiconsole-trainer"
 # Where a copied interpreter goes, inside settings.ENV_DIR.
@@ -109,7 +109,6 @@ class TrainerUser:
     def share_files(self, path: Path) -> None:
         """Group-read on a file, or on a folder and what it holds (bounded; links are not
         followed), for files and folders the console owns."""
-        from aiconsole.walks import walk_files
 
         entries = [path]
         if path.is_dir() and not path.is_symlink():
@@ -187,7 +186,6 @@ def _tree(root: Path, *, bounded: bool = True):
     """``root`` and everything below it, folders before their contents, never through a link;
     ``bounded``: at most ``settings.WALK_MAX_ENTRIES`` entries (a job dir is the user's to fill;
     an environment is the console's own)."""
-    from aiconsole.walks import WalkLimitError
 
     yield root
     seen = 0

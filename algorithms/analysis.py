@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from algorithms.table import Table, as_number, is_missing
+from algorithms.table import DataError, Table, as_number, decode, is_missing, read_text
 
 ROW_MISSING_LIMIT = 0.10  # rows with more than 10% of their values missing are dropped
 ROW_ID_MIN_ROWS = 20  # below this, all-distinct values say nothing about a column being an id
@@ -397,8 +397,6 @@ def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None
     """``report`` of a CSV's first ``max_rows`` rows and ``max_columns`` columns (the target first).
 
     Every row is still checked to have the file's full width, so a ragged file reads as one."""
-    from algorithms.table import decode, read_text
-
     table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows)
     table.truncated = table.truncated or cut
     width = table.width
@@ -418,9 +416,6 @@ def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None
 def send_report(connection, arguments: dict) -> None:
     """A child process's whole life: compute ``report_csv`` at low priority and send it back."""
     import os
-
-    from algorithms.table import DataError
-
     try:
         os.nice(10)  # the console's own requests come first
     except OSError:

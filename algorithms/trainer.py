@@ -32,7 +32,7 @@ from algorithms.catalogue import (
     parse_args,
     primary_metric,
 )
-from algorithms.table import DataError, decode, read_text
+from algorithms.table import DataError, check_target, decode, read_text
 
 MEMORY_SHARE = 5  # a CSV may use at most a fifth of the machine's memory
 
@@ -133,8 +133,6 @@ def _read(uri: str, header: bool, width: int | None = None):
 
 
 def _read_tables(run: Run):
-    from algorithms.table import check_target
-
     header = bool(run.values["header"])
     train = _read(run.values["training_data_path"], header)
     check_target(train, run.model_type)

@@ -69,7 +69,7 @@ class Server:
         self.port = port
         command = [AICONSOLE, "up", "--port", str(port)]
         if django_only:
-            command = [sys.executable, "-m", "uvicorn", "aiconsole.asgi:django_application", "--port", str(port),
+            command = [sys.executable, "-m", "uvicorn", "console.asgi:django_application", "--port", str(port),
                        "--log-level", "warning", "--lifespan", "off"]
         self.process = subprocess.Popen(command, env=self.env, cwd=ROOT,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

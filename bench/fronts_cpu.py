@@ -1,7 +1,7 @@
 """CPU time per request of the two ASGI fronts, in-process: no HTTP, no client.
 
 ``time.process_time()`` around 1,000 calls of ``PredictFront(JobsListFront(...))`` (as
-``aiconsole/asgi.py`` mounts them): jobs.list page 1 of 20 over 20,000 jobs, and a bearer-token
+``console/asgi.py`` mounts them): jobs.list page 1 of 20 over 20,000 jobs, and a bearer-token
 predict of a model with no version (authentication, the target read, the IAM check and the
 FAILED_PRECONDITION answer; no serving process). A loaded machine disturbs this less than
 wall-clock latency, so it compares two versions of the code fairly.

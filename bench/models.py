@@ -222,11 +222,11 @@ def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) ->
 
 
 def serve_front(port: int) -> None:
-    """``aiconsole up`` with ``models_registry.asgi.PredictFront`` mounted on its HTTP application
-    (what one line in aiconsole/asgi.py does)."""
+    """The console's ASGI application (the predict front mounted, as in ``aiconsole up``) in one
+    process with the executor, as ``aiconsole up`` ran before the web and worker processes split."""
     import uvicorn
 
-    from aiconsole.cli.server import migrate, setup_django
+    from console.cli.server import migrate, setup_django
 
     setup_django(None)
     migrate()
@@ -236,7 +236,7 @@ def serve_front(port: int) -> None:
     ensure_admin_and_project()
     controller.start()
     try:
-        uvicorn.run("models_registry.asgi:application", factory=True, host="127.0.0.1", port=port,
+        uvicorn.run("console.asgi:application", host="127.0.0.1", port=port,
                     lifespan="off", log_level="warning")
     finally:
         controller.stop()

@@ -2,16 +2,16 @@ from django.apps import AppConfig
 from django.conf import settings
 
 
-def _training_replicas(job) -> int:
+def _training_plans(job) -> list:
     """A training job's replicas; a tuning job holds a set per parallel trial, capped at what fits."""
     # deferred: tuning loads Optuna, wanted only where jobs run
     from jobs import catalogue, tuning
 
-    per_trial = len(catalogue.replica_plan(job.training_input))
+    per_trial = catalogue.replica_plan(job.training_input)
     spec = job.training_input.get("hyperparameters")
     if not spec:
         return per_trial
-    return per_trial * tuning.parallel_trials(spec, per_trial, settings.MAX_REPLICAS)
+    return per_trial * tuning.parallel_trials(spec, len(per_trial), settings.MAX_REPLICAS)
 
 
 def _job_runner() -> type:
@@ -32,7 +32,7 @@ class JobsConfig(AppConfig):
 
         def training(name: str, matches) -> kinds.JobKind:
             return kinds.JobKind(name=name, matches=matches, check=services.check_training_input,
-                                 replicas=_training_replicas, runner=_job_runner)
+                                 plans=_training_plans, runner=_job_runner)
 
         kinds.register(training("built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti)))
         kinds.register(training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters"))))

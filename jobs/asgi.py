@@ -25,7 +25,12 @@ import json
 import re
 from urllib.parse import parse_qsl
 
+from aiconsole import iam, paging
+from aiconsole.errors import InvalidArgument
 from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
+from aiconsole.tokens import authenticate_bearer
+from jobs import readpath
+from jobs.resources import job_resource
 
 LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
 ALLOWED_PARAMS = {"pageSize", "pageToken", "alt", "prettyPrint", "filter"}
@@ -73,8 +78,6 @@ class JobsListFront:
 
 def _list(token: str, project_id: str, params: list[tuple[str, str]]) -> bytes | None:
     """The page as the view would answer it, or None: "let Django answer this one"."""
-    from aiconsole import paging
-    from aiconsole.errors import InvalidArgument
 
     values = dict(params)
     if len(values) != len(params) or not set(values) <= ALLOWED_PARAMS or values.get("filter"):
@@ -92,11 +95,6 @@ def _list(token: str, project_id: str, params: list[tuple[str, str]]) -> bytes |
 
 
 def _page(token: str, project_id: str, size: int, after: int | None) -> bytes | None:
-    from aiconsole import iam, paging
-    from aiconsole.tokens import authenticate_bearer
-    from jobs import readpath
-    from jobs.resources import job_resource
-
     user = authenticate_bearer(token)
     if user is None:
         return None

@@ -20,8 +20,10 @@ from pathlib import Path
 from django.conf import settings
 
 import algorithms
+from aiconsole import storage
+from algorithms import analysis
 from algorithms import catalogue as algos
-from algorithms.table import DataError, decode, read_text
+from algorithms.table import DataError, check_target, decode, read_text
 from jobs import runtimes
 from jobs.catalogue import MACHINE_TYPES, SCALE_TIERS, TPU
 from jobs.spec import FieldViolation
@@ -194,7 +196,6 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
 def check_submission(training_input: dict, *, project=None) -> list[FieldViolation]:
     """Custom containers are refused; a built-in algorithm's local data files are checked now
     (with ``project``, they must lie in its storage area or a shared root)."""
-    from aiconsole import storage
 
     image = (training_input.get("masterConfig") or {}).get("imageUri")
     algorithm = algos.by_image(image)
@@ -247,7 +248,6 @@ def check_data_file(path: Path, key: str, values: dict, model_type: str | None, 
     if len(data) == SCAN_BYTES and b"\n" in data:
         data = data[: data.rindex(b"\n") + 1]  # whole lines only
     table = read_text(decode(data, str(path)), source=str(path), header=bool(values.get("header")), width=width)
-    from algorithms.table import check_target
 
     check_target(table, model_type)
     return table.width
@@ -298,8 +298,6 @@ def training_output(job) -> dict:
 
 
 def _read_json(uri: str, project=None) -> dict | None:
-    from aiconsole import storage
-
     try:
         return json.loads(storage.read_bytes(uri, max_bytes=16 << 20, project=project))
     except (storage.StorageError, ValueError):
@@ -362,7 +360,6 @@ def read_table(uri: str, *, header: bool, width: int | None = None):
 
 def read_csv_bytes(uri: str) -> tuple[bytes, bool]:
     """Up to ANALYSIS_MAX_BYTES of a CSV in storage, cut at a line end, and whether it was cut."""
-    from aiconsole import storage
 
     if storage.is_gcs_uri(uri):
         data = storage.read_bytes(uri, max_bytes=ANALYSIS_MAX_BYTES)
@@ -381,7 +378,6 @@ def read_csv_bytes(uri: str) -> tuple[bytes, bool]:
 
 def analyse(uri: str, *, header: bool = False, model_type: str | None = None, compare: str | None = None) -> dict:
     """The data analysis page's report of a CSV (and drift against a second one, if given)."""
-    from algorithms import analysis
 
     table = read_table(uri, header=header)
     other = read_table(compare, header=header, width=table.width) if compare else None

@@ -8,8 +8,11 @@ submit service and the scaled-mode coordinator ask this registry what a job need
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+logger = logging.getLogger("aiconsole.jobs")
 
 
 @dataclass(frozen=True)
@@ -19,8 +22,9 @@ class JobKind:
     matches: Callable[[dict | None, dict | None], bool]
     # What submitting checks beyond the v1 schema: ``check(input, project=, actor=)``, raising a ServiceError.
     check: Callable[..., None]
-    # Replicas the job holds at once, whole on one host (a tuning job: a set per parallel trial).
-    replicas: Callable[[object], int]
+    # The replicas the job holds at once (``catalogue.ReplicaPlan``s; a tuning job: a set per
+    # parallel trial, batch prediction: its serving processes), what admission counts.
+    plans: Callable[[object], list]
     # The runner class the executor runs the job with; imported the first time it is needed.
     runner: Callable[[], type]
     # The input the kind reads: "trainingInput" or "predictionInput".
@@ -29,7 +33,8 @@ class JobKind:
 
 @dataclass
 class BackgroundService:
-    """Work the executor's process hosts beside the jobs (model serving): started with it, stopped with it."""
+    """Long-running work an app adds to a console process (model serving, in the process that
+    answers predictions): started and stopped with it by ``start_services``/``stop_services``."""
 
     name: str
     start: Callable[[], None]
@@ -74,8 +79,21 @@ def of_job(job) -> JobKind:
     return of(job.training_input, job.prediction_input)
 
 
-def services() -> list[BackgroundService]:
-    return list(_registry.services)
+def start_services() -> None:
+    """Start every registered background service; one that fails is logged, the rest still start."""
+    for service in _registry.services:
+        try:
+            service.start()
+        except Exception:
+            logger.exception("%s did not start", service.name.capitalize())
+
+
+def stop_services() -> None:
+    for service in reversed(_registry.services):
+        try:
+            service.stop()
+        except Exception:
+            logger.exception("%s did not stop cleanly", service.name.capitalize())
 
 
 def deploy_problem(job) -> str | None:

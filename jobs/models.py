@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from aiconsole import iam
 from aiconsole.models import Project
 
 
@@ -53,8 +54,6 @@ class JobQuerySet(models.QuerySet):
         return self.filter(state=JobState.QUEUED).order_by("-priority", "create_time", "pk")
 
     def visible_to(self, user, permission: str = "ml.jobs.list"):
-        from aiconsole import iam
-
         return iam.scope(self, user, permission)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from jobs import builtin
 from jobs.models import Job, JobState
 
 
@@ -29,10 +30,6 @@ def job_resource(job: Job) -> dict:
     if job.error_message:
         resource["errorMessage"] = job.error_message
     if job.training_input is not None:
-        from jobs import (
-            builtin,  # isBuiltInAlgorithmJob and builtInAlgorithmOutput, for built-in algorithms
-        )
-
         resource["trainingOutput"] = builtin.training_output(job)
     elif job.prediction_input is not None:
         # Batch prediction jobs keep their PredictionOutput in the same output column.

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from aiconsole import audit, events, iam, storage
+from aiconsole import archives, audit, events, iam, storage
 from aiconsole.errors import (
     Aborted,
     AlreadyExists,
@@ -22,7 +22,8 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
+from jobs import builtin, catalogue, dispatch, filters, kinds, runtimes, spec
+from jobs.executor.environments import file_digest
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -81,7 +82,6 @@ def _check_runtime_available(training_input: dict) -> None:
 
 def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
     """A built-in algorithm's data files are checked before the job is queued (jobs.builtin)."""
-    from jobs import builtin
 
     violations = builtin.check_submission(training_input, project=project)
     if violations:
@@ -142,8 +142,6 @@ def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
     The REST upload and the console's submit form both call this: the same inspection, the same
     refusals naming the file, the same audit entry.
     """
-    from aiconsole import archives
-    from jobs.executor.environments import file_digest
 
     method = "aiconsole.PackageService.UploadPackage"
     audit.authorize(actor, "ml.jobs.create", project, method=method)
@@ -167,7 +165,6 @@ def upload_data_file(project: Project, filename: str, stream, *, actor) -> dict:
     Its content is checked when the job that uses it is submitted (``jobs.builtin``), as for a
     file already in storage.
     """
-    from jobs.executor.environments import file_digest
 
     method = "aiconsole.DataService.UploadDataFile"
     audit.authorize(actor, "ml.jobs.create", project, method=method)

@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.util import tensor_util
 
-from aiconsole import walks
+from aiconsole import storage, walks
 
 try:
     from google_crc32c import value as _crc32c
@@ -218,7 +218,6 @@ class EventScanner:
 def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int]]:
     """(gs:// URI, size) of event files under a gs:// folder, listing at most ``max_entries``
     objects; a listing that fails (no credentials, no bucket) yields nothing, logged."""
-    from aiconsole import storage
 
     try:
         bucket, prefix = storage.parse_gcs_uri(root, require_object=False)

@@ -1,11 +1,15 @@
 from django.apps import AppConfig
 
+from jobs import catalogue
 
-def _batch_replicas(job) -> int:
+
+def _batch_plans(job) -> list:
+    """Its serving processes, each counted as a worker replica of a 4-vCPU machine."""
     # deferred: the batch runner loads the executor, wanted only where jobs run
     from models_registry import batch
 
-    return batch.replicas_needed(job.prediction_input)
+    return [catalogue.ReplicaPlan("worker", index, "n1-standard-4", None, 0)
+            for index in range(batch.replicas_needed(job.prediction_input))]
 
 
 def _batch_runner() -> type:
@@ -45,6 +49,6 @@ class ModelsRegistryConfig(AppConfig):
 
         kinds.register(kinds.JobKind(
             name="batch prediction", input_field="predictionInput", matches=lambda ti, pi: pi is not None,
-            check=services.check_prediction_input, replicas=_batch_replicas, runner=_batch_runner))
+            check=services.check_prediction_input, plans=_batch_plans, runner=_batch_runner))
         kinds.register_service(kinds.BackgroundService("model serving", start=_serving_start, stop=_serving_stop))
         kinds.register_deploy_problem(services.deploy_problem)

@@ -11,7 +11,7 @@ scope (audit context, IAM cache) and Django's Host check and security headers co
 ``aiconsole.middleware`` (``front_call``, ``front_headers``), as for the jobs.list front. A Host
 outside ALLOWED_HOSTS and anything unusual go to Django.
 
-Mounted in ``aiconsole/asgi.py``: ``"http": PredictFront(django_application)``.
+Mounted in ``console/asgi.py``: ``"http": PredictFront(django_application)``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 
 from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
+from aiconsole.tokens import authenticate_bearer
+from models_registry import api, conf
 
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
 
@@ -39,8 +41,6 @@ class PredictFront:
         return await self.app(scope, receive, send)
 
     async def _predict(self, scope, receive, send, names, token: str, django_headers: list) -> None:
-        from models_registry import api, conf
-
         limit = conf.max_request_bytes()
         declared = scope_header(scope, b"content-length")
         body, size = [], 0
@@ -69,8 +69,6 @@ class PredictFront:
 
 def _answer(token: str, body: bytes, names: tuple):
     """The view's work for one call, in a thread of the fronts' pool (sync: database, sockets)."""
-    from aiconsole.tokens import authenticate_bearer
-    from models_registry import api
 
     try:
         user = authenticate_bearer(token)
@@ -83,15 +81,3 @@ def _answer(token: str, body: bytes, names: tuple):
 
         logging.getLogger("aiconsole.models").exception("Online prediction failed")
         return api.error_answer(500, "INTERNAL", "Internal error while predicting.")
-
-
-def application():
-    """The console's ASGI application with this front mounted (what ``aiconsole/asgi.py`` does
-    once it wraps its HTTP application); used by the benchmark to measure the front."""
-    from aiconsole.asgi import application as console
-
-    routes = dict(console.application_mapping)
-    routes["http"] = PredictFront(routes["http"])
-    from channels.routing import ProtocolTypeRouter
-
-    return ProtocolTypeRouter(routes)

@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from models_registry import conf, files
+from models_registry import conf, files, services
 from models_registry.models import Operation, OperationType, Version, VersionState
 from models_registry.resources import version_resource
 from models_registry.serving import supervisor
@@ -118,7 +118,6 @@ def _fail(version: Version, operation: Operation | None, reason: str, code: int 
 
 def resume() -> list[threading.Thread]:
     """What an earlier console process left unfinished: deploy again, finish deletes, settle updates."""
-    from models_registry import services
 
     threads = []
     for version in Version.objects.filter(state=VersionState.CREATING):

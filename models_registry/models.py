@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from aiconsole import iam
 from aiconsole.models import Project
 
 
@@ -44,8 +45,6 @@ BUSY_STATES = frozenset({VersionState.CREATING, VersionState.UPDATING, VersionSt
 
 class ModelQuerySet(models.QuerySet):
     def visible_to(self, user, permission: str = "ml.models.get"):
-        from aiconsole import iam
-
         return iam.scope(self, user, permission)
 
 

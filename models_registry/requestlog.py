@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole import audit
+from models_registry.models import PredictionLog, Version
 
 logger = logging.getLogger("aiconsole.models")
 
@@ -91,7 +92,6 @@ def _run() -> None:
 
 def _write() -> None:
     global _dropped
-    from models_registry.models import PredictionLog, Version
 
     rows = []
     while _pending and len(rows) < 5000:

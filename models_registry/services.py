@@ -18,8 +18,9 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from aiconsole import audit, iam, storage
+from aiconsole import archives, audit, iam, storage, walks
 from aiconsole.errors import (
+    Aborted,
     AlreadyExists,
     FailedPrecondition,
     FieldViolation,
@@ -27,8 +28,8 @@ from aiconsole.errors import (
     ServiceError,
 )
 from aiconsole.models import Project, RoleBinding
-from jobs import catalogue, filters, runtimes
-from models_registry import conf, spec
+from jobs import builtin, catalogue, filters, runtimes
+from models_registry import conf, files, hotpath, requestlog, spec
 from models_registry.models import (
     Model,
     Operation,
@@ -39,6 +40,8 @@ from models_registry.models import (
     new_etag,
 )
 from models_registry.resources import model_resource, version_resource
+from models_registry.serving import supervisor
+from models_registry.serving.processes import FAILED, INVALID, OK, ServingError
 
 MODEL_SERVICE = "google.cloud.ml.v1.ModelService"
 PREDICT = "google.cloud.ml.v1.OnlinePredictionService.Predict"
@@ -120,8 +123,6 @@ def create_model(project: Project, body, *, actor) -> Model:
 
 
 def _prewarm(runtime_version: str) -> None:
-    from models_registry.serving import supervisor
-
     supervisor.get().prewarm(runtime_version)
 
 
@@ -225,8 +226,6 @@ def update_model(model: Model, body, update_mask: str, *, actor) -> Operation:
 
 
 def _stale(what: str) -> ServiceError:
-    from aiconsole.errors import Aborted
-
     return Aborted(f"The etag does not match the {what}'s current etag: it changed since it was read. "
                    "Read it again and retry.")
 
@@ -273,6 +272,7 @@ def create_version(model: Model, body, *, actor) -> Operation:
     The first version of a model becomes its default. The files are fetched and the model
     loaded in the background (``deploy``); the operation ends with the Version or the reason.
     """
+    # deferred: models_registry.deploy imports this module
     from models_registry import deploy
 
     method = f"{MODEL_SERVICE}.CreateVersion"
@@ -343,7 +343,6 @@ def _require_idle(version: Version, action: str) -> None:
 
 def update_version(version: Version, body, update_mask: str, *, actor) -> Operation:
     """projects.models.versions.patch: description, labels, request logging, node counts."""
-    from models_registry.serving import supervisor
 
     method = f"{MODEL_SERVICE}.UpdateVersion"
     audit.authorize(actor, "ml.versions.update", version, method=method)
@@ -437,8 +436,8 @@ def delete_version(version: Version, *, actor) -> Operation:
 
 def finish_delete_version(version: Version, operation: Operation | None = None) -> None:
     """Stop serving, remove the files and the row, complete the operation (also on a restart)."""
+    # deferred: models_registry.deploy imports this module
     from models_registry import deploy
-    from models_registry.serving import supervisor
 
     supervisor.get().retire(version.pk)
     shutil.rmtree(deploy.version_dir(version), ignore_errors=True)
@@ -493,7 +492,6 @@ def recent_predictions(model: Model, version: Version, *, actor, limit: int = 50
 
 def prediction_target(project_id: str, model_name: str, version_name: str | None, *, actor) -> tuple[Model, Version | None]:
     """The model (and named version) of a predict call: one read on the common path."""
-    from models_registry import hotpath
 
     found = hotpath.target(project_id, model_name, version_name)
     if found is not None:
@@ -511,9 +509,6 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
     ``ml.versions.predict`` when a version is named, ``ml.models.predict`` otherwise; audited as
     Data Access. The body goes to the version's serving process as it came, and its answer back.
     """
-    from models_registry import requestlog
-    from models_registry.serving import supervisor
-    from models_registry.serving.processes import FAILED, INVALID, OK, ServingError
 
     permission = "ml.versions.predict" if version is not None else "ml.models.predict"
     audit.authorize(actor, permission, version or model, method=PREDICT, data_access=True)
@@ -602,8 +597,6 @@ def upload_model(model: Model, filename: str, stream, *, actor) -> dict:
     sizes), then must hold a model. Refusals name the file, never a server path; nothing is kept.
     Returns ``{"uri": the folder to deploy, "name", "sizeBytes", "framework"}``.
     """
-    from aiconsole import archives
-    from models_registry import files
 
     method = "aiconsole.ModelService.UploadModel"
     audit.authorize(actor, "ml.versions.create", model, method=method)
@@ -641,8 +634,6 @@ def model_folders_under(job_dir: str, project: Project) -> list[str]:
 
     Empty when the job dir is not in ``project``'s storage area (or a shared root): the walk never
     follows links, so everything it offers lies where the project may read."""
-    from aiconsole import walks
-    from models_registry import files
 
     try:
         root = storage.resolve_local_path(job_dir, project=project)
@@ -669,7 +660,6 @@ def deploy_problem(job) -> str | None:
         return "this job has no job directory (trainingInput.jobDir), so it saved no model the console can find"
     if storage.is_gcs_uri(job_dir):
         return None
-    from jobs import builtin
 
     if builtin.is_builtin_job(job) or model_folders_under(job_dir, job.project):
         return None

@@ -37,8 +37,8 @@ def token(admin):
 
 @pytest.fixture(scope="module")
 def served():
-    """The console's ASGI application (aiconsole.asgi) behind uvicorn, as ``aiconsole up`` runs it."""
-    from aiconsole.asgi import application
+    """The console's ASGI application (console.asgi) behind uvicorn, as ``aiconsole up`` runs it."""
+    from console.asgi import application
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off",

@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from jobs import metrics
+from jobs import kinds, metrics
 from jobs.builtin import runnable_input
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -52,6 +52,7 @@ from jobs.executor.runner import (
     work_dir_for,
 )
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
+from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +182,6 @@ class Agent:
         local.sink.service(f"Started {replica.label} on worker {self.worker.name} (pid {process.pid}"
                            + (f", GPUs {replica.devices}" if replica.devices else "") + ").")
         if job.mark_running():
-            from jobs.services import announce_state
-
             announce_state(job)
 
     def _prepare(self, local: LocalReplica, replica: Replica, job: Job) -> ReplicaProcess:
@@ -347,15 +346,13 @@ class Agent:
     # --- whole jobs (tuning, batch prediction) ----------------------------------------------
 
     def run_job(self, job_pk: int) -> None:
-        from jobs.executor.controller import _runner_class
-
         close_old_connections()
         job = Job.objects.filter(pk=job_pk, state=JobState.QUEUED, worker=self.worker).first()
         if job is None:
             return  # handed elsewhere already, or cancelled
         Job.objects.filter(pk=job_pk).update(
             lease_expires=timezone.now() + timedelta(seconds=settings.WORKER_LEASE_SECONDS), etag=new_etag())
-        runner = _runner_class(job)(job_pk, self.runner_id, on_done=self._job_done)
+        runner = kinds.of_job(job).runner()(job_pk, self.runner_id, on_done=self._job_done)
         with self._lock:
             self.jobs[job_pk] = runner
         runner.start()

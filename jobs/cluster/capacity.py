@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import catalogue
+from jobs import catalogue, kinds
 from jobs.cluster import placement
 from jobs.models import ACTIVE_STATES, LIVE_REPLICA_STATES, Job, Replica, Worker
 
@@ -19,16 +19,7 @@ def live_workers():
 
 def whole_job_plans(job: Job) -> list[catalogue.ReplicaPlan]:
     """What a job run whole by one worker (tuning, batch prediction) holds while it runs."""
-    if job.prediction_input is not None:
-        from models_registry.batch import replicas_needed
-
-        return [catalogue.ReplicaPlan("worker", i, "n1-standard-4", None, 0)
-                for i in range(replicas_needed(job.prediction_input))]
-    per_trial = catalogue.replica_plan(job.training_input)
-    from jobs import tuning
-
-    parallel = tuning.parallel_trials(job.training_input["hyperparameters"], len(per_trial), settings.MAX_REPLICAS)
-    return per_trial * parallel
+    return kinds.of_job(job).plans(job)
 
 
 def runs_whole(job: Job) -> bool:

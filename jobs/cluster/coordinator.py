@@ -37,7 +37,7 @@ from django.db import close_old_connections, connection, connections, transactio
 from django.db.models import F
 from django.utils import timezone
 
-from jobs import catalogue
+from jobs import catalogue, dispatch
 from jobs.cluster import capacity, placement, tasks
 from jobs.executor.controller import Controller
 from jobs.executor.logs import LogSink
@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 LEADER_LOCK = (0x4149, 0x434F)  # pg_try_advisory_lock("AI", "CO")
 TICK_SECONDS = 0.25
-WAKE_CHANNEL = "aiconsole:coordinator:wake"
 
 
 def restart_backoff(restarts: int) -> float:
@@ -126,7 +125,7 @@ class Coordinator(Controller):
             try:
                 client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=None)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(WAKE_CHANNEL)
+                pubsub.subscribe(dispatch.WAKE_CHANNEL)
                 while not self._stopping.is_set():
                     if pubsub.get_message(timeout=1.0):
                         self._wake.set()
@@ -571,19 +570,3 @@ def stop() -> None:
         coordinator, _coordinator = _coordinator, None
     if coordinator is not None:
         coordinator.stop()
-
-
-_wake_client = None
-
-
-def wake() -> None:
-    """Tell whichever process coordinates that a job needs attention now."""
-    global _wake_client
-    import redis
-
-    try:
-        if _wake_client is None:
-            _wake_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
-        _wake_client.publish(WAKE_CHANNEL, "1")
-    except Exception:
-        logger.warning("Could not wake the coordinator; it will see the change on its next tick", exc_info=True)

@@ -26,6 +26,7 @@ app.conf.update(
 
 @app.task(name="aiconsole.start_replica")
 def start_replica(replica_pk: int, attempt: int) -> None:
+    # deferred: this module is the Celery app; the agent loads only in the worker that runs the task
     from jobs.cluster import agent
 
     agent.current().start_replica(replica_pk, attempt)
@@ -33,6 +34,7 @@ def start_replica(replica_pk: int, attempt: int) -> None:
 
 @app.task(name="aiconsole.run_job")
 def run_job(job_pk: int) -> None:
+    # deferred: this module is the Celery app; the agent loads only in the worker that runs the task
     from jobs.cluster import agent
 
     agent.current().run_job(job_pk)

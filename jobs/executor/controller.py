@@ -21,8 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from aiconsole import audit
-from aiconsole.events import relay_path
-from jobs import catalogue
+from jobs import dispatch, kinds
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import stop_orphan
 from jobs.executor.runner import JobRunner
@@ -54,7 +53,7 @@ class Controller:
         self.reconcile_orphans()
         self._thread.start()
         if serving:
-            _model_serving_start()
+            kinds.start_services()
 
     def wake(self) -> None:
         self._wake.set()
@@ -71,7 +70,7 @@ class Controller:
         for runner in runners:
             runner.thread.join(timeout)
         if self.serving:
-            _model_serving_stop()
+            kinds.stop_services()
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -138,11 +137,11 @@ class Controller:
 
     def _admit(self) -> None:
         for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
-            need = _replicas_needed(job)
+            need = len(kinds.of_job(job).plans(job))
             busy = self._busy_replicas()
             if busy and busy + need > settings.MAX_REPLICAS:
                 break  # first come first served: later jobs do not jump the line
-            runner = _runner_class(job)(job.pk, self.runner_id, on_done=self._finished)
+            runner = kinds.of_job(job).runner()(job.pk, self.runner_id, on_done=self._finished)
             runner.replica_count = need
             with self._runners_lock:
                 self.runners[job.pk] = runner
@@ -193,6 +192,7 @@ def start(*, serving: bool = True) -> Controller:
         if _controller is None:
             _controller = Controller()
             _controller.start(serving=serving)
+            dispatch.attach(_controller.wake)
         return _controller
 
 
@@ -200,27 +200,9 @@ def stop() -> None:
     global _controller
     with _lock:
         controller, _controller = _controller, None
+        dispatch.detach()
     if controller is not None:
         controller.stop()
-
-
-WAKE_SOCKET = "wake.sock"  # in 'aiconsole up': the worker process's, in its private folder
-
-
-def wake() -> None:
-    """Look at the queue now: here, or in the worker process of 'aiconsole up' (a datagram;
-    lost only when that process is away, and it looks every second anyway)."""
-    controller = _controller
-    if controller is not None:
-        controller.wake()
-        return
-    path = relay_path(WAKE_SOCKET)
-    if path:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-            try:
-                sender.sendto(b"w", path)
-            except OSError:
-                pass
 
 
 def listen_for_wakeups(path: str) -> None:
@@ -233,51 +215,6 @@ def listen_for_wakeups(path: str) -> None:
     def listen() -> None:
         while True:
             listener.recv(64)
-            wake()
+            dispatch.wake()
 
     threading.Thread(target=listen, name="executor-wakeups", daemon=True).start()
-
-
-# --- batch prediction jobs and online serving (models_registry) ---------------------------------
-
-
-def _runner_class(job: Job):
-    """Batch prediction jobs (predictionInput) run in models_registry's runner; the rest here."""
-    if job.prediction_input is not None:
-        from models_registry.batch import BatchPredictionRunner
-
-        return BatchPredictionRunner
-    return JobRunner
-
-
-def _replicas_needed(job: Job) -> int:
-    if job.prediction_input is not None:
-        from models_registry.batch import replicas_needed
-
-        return replicas_needed(job.prediction_input)
-    per_trial = len(catalogue.replica_plan(job.training_input))
-    spec = job.training_input.get("hyperparameters")
-    if spec:
-        # A tuning job holds a set of replicas per parallel trial, capped at what fits here.
-        from jobs import tuning
-
-        return per_trial * tuning.parallel_trials(spec, per_trial, settings.MAX_REPLICAS)
-    return per_trial
-
-
-def _model_serving_start() -> None:
-    """Resume version deployments a stopped console left unfinished; warm minNodes processes."""
-    from models_registry import deploy
-    from models_registry.serving import supervisor
-
-    try:
-        deploy.resume()
-        supervisor.start()
-    except Exception:
-        logger.exception("Model serving did not start")
-
-
-def _model_serving_stop() -> None:
-    from models_registry.serving import supervisor
-
-    supervisor.stop()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from aiconsole import trainer_user
+from aiconsole import archives, trainer_user
 from jobs import runtimes
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
@@ -374,7 +374,6 @@ def _reason(uv_message: str) -> str:
 
 def package_requirements(path: Path) -> list[str]:
     """The requirements a trainer package declares (Requires-Dist, or an sdist's egg-info)."""
-    from aiconsole import archives
 
     try:
         return list(archives.inspect_package(path).requires)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from aiconsole import archives, storage, trainer_user
 from aiconsole.errors import log_internal_error
 from aiconsole.walks import WalkLimitError
-from jobs import catalogue, metrics
+from jobs import builtin, catalogue, metrics
 from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -33,6 +33,7 @@ from jobs.executor.replicas import (
     trainer_environment,
 )
 from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,6 @@ def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda:
     that rule: checked again here, at run time."""
     shutil.rmtree(package_dir, ignore_errors=True)
     package_dir.mkdir(parents=True)
-    from jobs import builtin
 
     files, infos = [], []
     # A built-in algorithm's package is the console's own wheel (builtin.runnable_input), in no project's area.
@@ -281,8 +281,6 @@ class RunnerBase:
             self._announce(job)
 
     def _announce(self, job: Job) -> None:
-        from jobs.services import announce_state
-
         announce_state(job)
 
 

@@ -221,6 +221,7 @@ def downloads_allowed() -> bool:
 
 def install_python(version: str, log) -> str:
     """``uv python install VERSION`` with its progress in ``log``; the interpreter's path."""
+    # deferred: the executor's environments and the catalogue import this module
     from jobs.executor.environments import tool_env, uv_binary
 
     log(f"No Python {version} interpreter on this machine; installing one with uv (this happens once).")
@@ -249,6 +250,7 @@ def how_to_provide(version: str) -> str:
 
 def resolve_pair(runtime_version: str | None, python_version: str | None) -> tuple[Runtime, str]:
     """The Runtime and Python a job's runtimeVersion and pythonVersion mean (defaults filled in)."""
+    # deferred: the executor's environments and the catalogue import this module
     from jobs.catalogue import DEFAULT_RUNTIME_VERSION
 
     runtime = RUNTIMES[runtime_version or DEFAULT_RUNTIME_VERSION]

@@ -97,6 +97,7 @@ class Board:
                                  f"seconds (AICONSOLE_TENSORBOARD_START_SECONDS).\n{said}".strip())
 
     def _environment(self, python: Path) -> dict[str, str]:
+        # deferred: the executor's environments load only when a board starts
         from jobs.executor.runner import passthrough_env
 
         env = passthrough_env()
@@ -194,6 +195,7 @@ class Boards:
             board.stop()
 
     def _start(self, board: Board) -> None:
+        # deferred: the executor's environments load only when a board starts
         from jobs.executor.environments import EnvironmentError_
         from jobs.tensorboard.environment import tensorboard_environment
 

@@ -31,7 +31,10 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole import trainer_user
+from jobs.catalogue import DEFAULT_RUNTIME_VERSION
+from jobs.executor import environments
 from models_registry import conf
+from models_registry.models import Model, Version, VersionState
 from models_registry.serving.processes import (
     ONLINE,
     LoadFailure,
@@ -155,7 +158,6 @@ class Supervisor:
 
     def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None) -> Zygote:
         """The running zygote of a runtime version's environment on its Python (built on first use)."""
-        from jobs.executor import environments
 
         environment = environments.runtime_environment(runtime_version, log or logger.info,
                                                        python_version=python_version)
@@ -354,8 +356,6 @@ class Supervisor:
 
     def _prewarm_used_runtimes(self) -> None:
         """The runtimes this console's versions use (and the default one once any model exists)."""
-        from jobs.catalogue import DEFAULT_RUNTIME_VERSION
-        from models_registry.models import Model, Version
 
         close_old_connections()
         runtimes = set(Version.objects.values_list("runtime_version", flat=True).distinct())
@@ -409,8 +409,6 @@ class Supervisor:
                 logger.error("Could not start a serving process for %s: %s", spec.label, error)
 
     def _flush_last_use(self) -> None:
-        from models_registry.models import Version
-
         close_old_connections()
         for pool in list(self.pools.values()):
             if pool.used_since_flush:
@@ -420,7 +418,6 @@ class Supervisor:
 
     def reconcile(self) -> None:
         """Pools follow the database: gone or not-READY versions stop, READY ones keep a minimum."""
-        from models_registry.models import Version, VersionState
 
         close_old_connections()
         ready = {v.pk: v for v in Version.objects.filter(state=VersionState.READY).select_related("model__project")}
@@ -435,8 +432,6 @@ class Supervisor:
                     pool.failure = ""  # retry a failed minimum once per reconcile
 
     def _creating(self, pk: int) -> bool:
-        from models_registry.models import Version, VersionState
-
         return Version.objects.filter(pk=pk, state__in=[VersionState.CREATING, VersionState.UPDATING]).exists()
 
 

@@ -20,8 +20,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from aiconsole import audit, iam
-from aiconsole.cli import main
 from aiconsole.models import AuditEntry, Project
+from console.cli import main
 from tests.helpers.identity import tamper
 from tests.helpers.jobs import submit
 

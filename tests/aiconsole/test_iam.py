@@ -467,7 +467,7 @@ async def _open_log_socket(user, job) -> int:
     from channels.testing import WebsocketCommunicator
     from django.test import Client
 
-    from aiconsole.asgi import application
+    from console.asgi import application
 
     def cookie():
         browser = Client()

@@ -73,7 +73,7 @@ async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_bo
     from channels.db import database_sync_to_async
     from django.test import AsyncClient
 
-    from aiconsole.asgi import application
+    from console.asgi import application
     from models_registry import services
 
     @database_sync_to_async
@@ -262,7 +262,7 @@ class Recorder:
 
 
 def make_fronts() -> tuple:
-    """The fronts as ``aiconsole/asgi.py`` mounts them, and Django alone (whose middleware reads
+    """The fronts as ``console/asgi.py`` mounts them, and Django alone (whose middleware reads
     the settings when it is made: make it after changing them)."""
     from django.core.asgi import get_asgi_application
 

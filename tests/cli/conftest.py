@@ -1,6 +1,6 @@
 """A real console for the client commands: one ``aiconsole up`` per test session, on a free port.
 
-Client commands run in-process through ``aiconsole.cli.main`` (``cli`` fixture, output captured)
+Client commands run in-process through ``console.cli.main`` (``cli`` fixture, output captured)
 or as the installed ``aiconsole`` program (``run_aiconsole``), with the console's address and an
 admin token in the environment and a config file of their own, never the real home's.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aiconsole.cli import main
+from console.cli import main
 from tests.helpers.cli import Console, Result
 from tests.helpers.console import AICONSOLE, Server, token_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import stat
 
-from aiconsole.cli import config
+from console.cli import config
 
 
 def test_login_writes_a_private_config_file_that_later_commands_use(cli, console, monkeypatch, tmp_path):

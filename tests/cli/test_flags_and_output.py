@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from aiconsole.cli import logs, output, training
-from aiconsole.cli.client import ApiError, Violation
-from aiconsole.cli.jobs import summary
+from console.cli import logs, output, training
+from console.cli.client import ApiError, Violation
+from console.cli.jobs import summary
 
 
 @pytest.mark.parametrize(("text", "expected"), [

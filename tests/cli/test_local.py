@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from aiconsole.cli import main
+from console.cli import main
 
 RECORDER = """\
 import json, os, sys, time

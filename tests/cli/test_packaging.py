@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from aiconsole.cli import packaging
+from console.cli import packaging
 
 
 def _trainer(root, name="trainer"):

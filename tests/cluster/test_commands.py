@@ -33,7 +33,7 @@ def test_processes_started_together_on_a_fresh_database_migrate_one_at_a_time(tm
 
     url, admin = scratch_database()
     try:
-        code = "from aiconsole.cli.server import setup_django, migrate; setup_django(None); migrate(); print('ok')"
+        code = "from console.cli.server import setup_django, migrate; setup_django(None); migrate(); print('ok')"
         env = cluster_env(tmp_path, url, "redis://127.0.0.1:6379/15")
         processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True) for _ in range(3)]

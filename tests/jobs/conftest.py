@@ -19,7 +19,7 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 @pytest_asyncio.fixture
 async def open_socket():
     """``await open_socket(user, path)``: a connected LogSocket (or a refused one), closed after."""
-    from aiconsole.asgi import application
+    from console.asgi import application
 
     opened: list[LogSocket] = []
 

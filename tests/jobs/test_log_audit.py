@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from aiconsole.asgi import application
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
+from console.asgi import application
 from tests.helpers.jobs import submit
 
 READ = "google.logging.v2.LoggingServiceV2.ListLogEntries"

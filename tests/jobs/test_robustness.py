@@ -16,8 +16,8 @@ from django.conf import settings
 from django.test import Client
 
 from aiconsole import audit
-from aiconsole.cli import main
 from aiconsole.models import AuditEntry
+from console.cli import main
 from jobs import services
 from jobs.executor.runner import JobRunner
 from jobs.models import ACTIVE_STATES, Job, JobState

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from aiconsole import archives
-from aiconsole.cli import gcloud
 from aiconsole.errors import InvalidArgument
+from console.cli import gcloud
 from jobs import catalogue, runtimes, services, tuning
 from tests.helpers.jobs import body, build_package
 

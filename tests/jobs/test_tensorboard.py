@@ -65,7 +65,7 @@ def console(transactional_db):
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config("aiconsole.asgi:application", host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config("console.asgi:application", host="127.0.0.1", port=port,
                                            lifespan="off", log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -203,10 +203,11 @@ def _zombie(pid: int) -> bool:
 
 
 def test_tuning_job_counts_replicas_per_parallel_trial(db, project):
-    from jobs.executor.controller import _replicas_needed
+    from jobs import kinds
 
     job = Job(project=project, job_id="capacity", training_input={
         "scaleTier": "CUSTOM", "masterType": "n1-highcpu-16", "workerType": "n1-highcpu-16", "workerCount": "1",
         "hyperparameters": {"maxTrials": 9, "maxParallelTrials": 2, "params": []}})
-    assert _replicas_needed(job) == 4
-    assert os.environ.get("AICONSOLE_MAX_REPLICAS") is None or _replicas_needed(job) <= settings.MAX_REPLICAS
+    held = len(kinds.of_job(job).plans(job))
+    assert kinds.of_job(job).name == "tuning" and held == 4
+    assert os.environ.get("AICONSOLE_MAX_REPLICAS") is None or held <= settings.MAX_REPLICAS

@@ -12,15 +12,15 @@ import importlib
 import sys
 
 COMMAND_MODULES = [
-    "aiconsole.cli.server",
-    "aiconsole.cli.cluster",
-    "aiconsole.cli.admin",
-    "aiconsole.cli.auth",
-    "aiconsole.cli.jobs",
-    "aiconsole.cli.local",
-    "aiconsole.cli.models",
-    "aiconsole.cli.runtimes",
-    "aiconsole.cli.gcloud",
+    "console.cli.server",
+    "console.cli.cluster",
+    "console.cli.admin",
+    "console.cli.auth",
+    "console.cli.jobs",
+    "console.cli.local",
+    "console.cli.models",
+    "console.cli.runtimes",
+    "console.cli.gcloud",
 ]
 
 
@@ -41,6 +41,7 @@ SERVER_COMMANDS = {"up", "web", "worker"}
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if argv is None and args.command in SERVER_COMMANDS:
+        # deferred: only the server's own commands hide their secrets; a client command never loads this
         from aiconsole import secret_env
 
         secret_env.reexec_without_secrets()  # returns only when there was nothing to hide

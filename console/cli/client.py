@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import requests
 
-from aiconsole.cli.config import Resolved
+from console.cli.config import Resolved
 
 USER_AGENT = "aiconsole-cli/0.1"
 CONNECT_TIMEOUT = 10.0

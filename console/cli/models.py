@@ -17,8 +17,8 @@ from pathlib import Path
 import requests
 import yaml
 
-from aiconsole.cli import common, output, training
-from aiconsole.cli.client import Client, CliError, error_from_response
+from console.cli import common, output, training
+from console.cli.client import Client, CliError, error_from_response
 
 POLL_SECONDS = 0.5
 FRAMEWORKS = {"scikit-learn": "SCIKIT_LEARN", "xgboost": "XGBOOST", "tensorflow": "TENSORFLOW"}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import getpass
 import sys
 
-from aiconsole.cli import common, config, output
-from aiconsole.cli.client import ApiError, Client, CliError
+from console.cli import common, config, output
+from console.cli.client import ApiError, Client, CliError
 
 
 def _read_token(args) -> str:

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from aiconsole.cli.server import announce_trainer_user, migrate, setup_django
+from console.cli.server import announce_trainer_user, migrate, setup_django
 
 
 def _require_scaled() -> str | None:
@@ -34,22 +34,24 @@ def cmd_web(args) -> int:
         print(f"aiconsole web: {problem}", file=sys.stderr)
         return 2
     migrate()
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.bootstrap import ensure_admin_and_project
-    from aiconsole.cli.server import _serve
+    from console.cli.server import _serve
     from jobs.cluster import coordinator
 
     result = ensure_admin_and_project()
     if result.password:
         print(f"Created the admin account. Username: {result.username}  Password: {result.password}")
     print(f"AI Console (scaled mode) is serving http://{args.host}:{args.port}/", flush=True)
-    from jobs.executor.controller import _model_serving_start, _model_serving_stop
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from jobs import kinds
 
     coordinator.start("web")
-    _model_serving_start()  # online prediction is served by the web process, as in embedded mode
+    kinds.start_services()  # online prediction is served by the web process, as in embedded mode
     try:
         return _serve(args.host, args.port)
     finally:
-        _model_serving_stop()
+        kinds.stop_services()
         coordinator.stop()
 
 
@@ -59,6 +61,7 @@ def cmd_worker(args) -> int:
     if problem:
         print(f"aiconsole worker: {problem}", file=sys.stderr)
         return 2
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from jobs import catalogue
     from jobs.cluster import placement
 
@@ -80,6 +83,7 @@ def cmd_worker(args) -> int:
         return 2
     from django.conf import settings
 
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from jobs.cluster import agent, coordinator, tasks
 
     # Without --capacity the worker runs every tier's jobs, as embedded mode does: a 2-core host
@@ -124,6 +128,7 @@ def cmd_workers(args) -> int:
     setup_django(getattr(args, "data_dir", None))
     from django.utils import timezone
 
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from jobs.cluster.capacity import summaries
 
     rows = [("NAME", "REGION", "STATE", "CAPACITY", "RUNNING", "LAST_HEARTBEAT")]

@@ -13,8 +13,8 @@ import functools
 import sys
 import uuid
 
-from aiconsole.cli.server import migrate, setup_django
 from aiconsole.middleware import RequestContext, current_request
+from console.cli.server import migrate, setup_django
 
 USER_AGENT = "aiconsole-cli"
 
@@ -51,6 +51,7 @@ def _refused(error) -> int:
 
 
 def _project(project_id: str):
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.models import Project
 
     return Project.objects.filter(project_id=project_id).first()
@@ -68,6 +69,7 @@ def _print_policy(policy: dict) -> None:
 @_as_cli_call
 def cmd_projects_create(args) -> int:
     _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import accounts, iam
     from aiconsole.errors import ServiceError
 
@@ -83,6 +85,7 @@ def cmd_projects_create(args) -> int:
 
 def _change_binding(args, *, add: bool) -> int:
     _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import iam, policies
     from aiconsole.errors import ServiceError
 
@@ -122,6 +125,7 @@ def cmd_users_create(args) -> int:
         if not password:
             return _fail("--password-stdin: no password on standard input.", 2)
     _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import accounts, iam
     from aiconsole.errors import ServiceError
 
@@ -143,6 +147,7 @@ def cmd_users_create(args) -> int:
 @_as_cli_call
 def cmd_audit_verify(args) -> int:
     _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import audit
 
     breaks = audit.verify_chain()
@@ -160,6 +165,7 @@ def cmd_audit_verify(args) -> int:
 @_as_cli_call
 def cmd_audit_purge(args) -> int:
     _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import audit
 
     try:

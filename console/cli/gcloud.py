@@ -76,7 +76,8 @@ def real_gcloud() -> str | None:
 def run(argv: list[str]) -> int:
     translated = translate(argv)
     if translated is not None:
-        from aiconsole.cli import main
+        # deferred: console.cli imports this module (its gcloud-compatible entry)
+        from console.cli import main
 
         return main(translated)
     real = real_gcloud()
@@ -98,7 +99,7 @@ def write_wrapper(folder: Path) -> Path:
         "# Written by `aiconsole gcloud-wrapper`: `gcloud ai-platform|ml-engine …` goes to AI Console,\n"
         "# any other gcloud command to Google's gcloud further along PATH.\n"
         f"{WRAPPER_DIR_VARIABLE}={shlex.quote(str(folder))} exec {shlex.quote(sys.executable)} "
-        "-m aiconsole.cli.gcloud \"$@\"\n"
+        "-m console.cli.gcloud \"$@\"\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

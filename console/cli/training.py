@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from aiconsole.cli import output, packaging
-from aiconsole.cli.client import Client, CliError
+from console.cli import output, packaging
+from console.cli.client import Client, CliError
 from jobs import catalogue
 
 SCALE_TIER_CHOICES = {name.lower().replace("_", "-"): name for name in catalogue.SCALE_TIERS}
@@ -287,6 +287,7 @@ def _job_dir(value: str | None) -> str | None:
 
 def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
     """What the submission cannot do without; checked before building or uploading anything."""
+    # deferred: the client commands run without Django; only this command needs it
     from jobs import spec
 
     training_input = body["trainingInput"]
@@ -375,6 +376,7 @@ def upload_to_console(client: Client, package: packaging.Package) -> str:
 def upload_to_gcs(package: packaging.Package, base: str) -> str:
     from google.api_core import exceptions as google_errors
 
+    # deferred: the client commands run without Django; only this command needs it
     from aiconsole import storage
 
     uri = f"{base}/packages/{package.sha256}/{package.path.name}"

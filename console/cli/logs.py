@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from aiconsole.cli import output
-from aiconsole.cli.client import ApiError, Client, CliError
+from console.cli import output
+from console.cli.client import ApiError, Client, CliError
 
 PAGE_SIZE = 500
 WAIT_SECONDS = 20

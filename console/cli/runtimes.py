@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from aiconsole.cli.server import setup_django
+from console.cli.server import setup_django
 
 
 def cmd_list(args) -> int:
     setup_django(args.data_dir)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from jobs.executor.environments import inventory
 
     rows = inventory(with_sizes=True)
@@ -41,6 +42,7 @@ def _size(size: int | None) -> str:
 
 def cmd_build(args) -> int:
     setup_django(args.data_dir)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from jobs import runtimes
     from jobs.executor import environments
 

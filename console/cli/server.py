@@ -29,6 +29,7 @@ def setup_django(data_dir: str | None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     import django
 
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import datadir
 
     datadir.prepare()
@@ -60,6 +61,7 @@ def migrate() -> None:
 def cmd_up(args) -> int:
     setup_django(args.data_dir)
     if args.process:  # one of the processes the command below starts
+        # deferred: Django is configured by setup_django() first; the client commands never load it
         from aiconsole.events import RELAY_VARIABLE
 
         if not os.environ.get(RELAY_VARIABLE):
@@ -69,6 +71,7 @@ def cmd_up(args) -> int:
     migrate()
     from django.conf import settings
 
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.bootstrap import ensure_admin_and_project
 
     result = ensure_admin_and_project()
@@ -89,6 +92,7 @@ def cmd_up(args) -> int:
 def announce_trainer_user(command: str) -> bool:
     """Say whom trainers run as (creating the trainer user when the console is root); False,
     with the reason on stderr, when that user cannot be used."""
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import trainer_user
 
     try:
@@ -103,7 +107,7 @@ def _serve(host: str, port: int) -> int:
     """Serve the ASGI application until Ctrl+C or SIGTERM (the web process; 'aiconsole web')."""
     import uvicorn
 
-    config = uvicorn.Config("aiconsole.asgi:application", host=host, port=port, lifespan="off",
+    config = uvicorn.Config("console.asgi:application", host=host, port=port, lifespan="off",
                             log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
                             # Each viewer's copy of a log batch would be compressed separately: at
                             # hundreds of viewers that is the largest single cost (bench/logs.py).
@@ -130,7 +134,7 @@ def _exit_on_sigterm(signum, frame) -> None:
 # (aiconsole.events, jobs.executor.controller).
 
 _PR_SET_PDEATHSIG = 1
-CHILD_ENTRY = "import sys; from aiconsole.cli import main; sys.exit(main(sys.argv[1:]))"
+CHILD_ENTRY = "import sys; from console.cli import main; sys.exit(main(sys.argv[1:]))"
 RESTART_DELAYS = (0.5, 1, 2, 5, 10, 30)  # seconds before starting a process that died, again and again
 STEADY_SECONDS = 30.0  # a process that ran this long before dying starts over at the shortest delay
 STOP_SECONDS = 90.0  # a process not gone this long after SIGTERM is killed
@@ -168,6 +172,7 @@ class Child:
         self.due = 0.0  # when to start it again, once it died
 
     def start(self) -> None:
+        # deferred: Django is configured by setup_django() first; the client commands never load it
         from aiconsole import secret_env
 
         env, fds = dict(self.env), ()
@@ -225,6 +230,7 @@ class Supervisor:
 
     def __init__(self, host: str, port: int):
         self.folder = tempfile.mkdtemp(prefix="aiconsole-up-")  # mode 0700: the console's user only
+        # deferred: Django is configured by setup_django() first; the client commands never load it
         from aiconsole.events import RELAY_VARIABLE
 
         env = {**os.environ, RELAY_VARIABLE: self.folder}
@@ -268,14 +274,16 @@ def _stop_on(signals) -> list[int]:
 
 def _run_worker() -> int:
     """The worker process: the executor, its log ingestion, forwarding to the web process."""
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import events
+    from jobs import dispatch
     from jobs.executor import controller
 
     received = _stop_on((signal.SIGTERM, signal.SIGINT))
     os.nice(WORKER_NICE)  # trainers inherit it
     events.forward_to(events.relay_path(events.RELAY_SOCKET))
     controller.start(serving=False)
-    controller.listen_for_wakeups(events.relay_path(controller.WAKE_SOCKET))
+    controller.listen_for_wakeups(events.relay_path(dispatch.WAKE_SOCKET))
     while not received:
         time.sleep(0.2)
     print("Stopping running jobs; they start again on the next 'aiconsole up'.", flush=True)
@@ -285,15 +293,16 @@ def _run_worker() -> int:
 
 def _run_web(host: str, port: int) -> int:
     """The web process: HTTP and WebSockets, live logs the worker forwards, online prediction."""
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import events
-    from jobs.executor.controller import _model_serving_start, _model_serving_stop
+    from jobs import kinds
 
     events.receive_forwarded(events.relay_path(events.RELAY_SOCKET))
-    _model_serving_start()
+    kinds.start_services()
     try:
         return _serve(host, port)
     finally:
-        _model_serving_stop()
+        kinds.stop_services()
 
 
 def cmd_token_create(args) -> int:
@@ -301,6 +310,7 @@ def cmd_token_create(args) -> int:
     migrate()
     from django.contrib.auth import get_user_model
 
+    # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.tokens import create_token
 
     user = get_user_model().objects.filter(username=args.username, is_active=True).first()

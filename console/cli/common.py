@@ -7,8 +7,8 @@ import functools
 import sys
 from collections.abc import Callable
 
-from aiconsole.cli import config, output
-from aiconsole.cli.client import Client, CliError
+from console.cli import config, output
+from console.cli.client import Client, CliError
 
 
 class Parser(argparse.ArgumentParser):

@@ -30,8 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from aiconsole.cli import common, output, training
-from aiconsole.cli.client import CliError
+from console.cli import common, output, training
+from console.cli.client import CliError
 from jobs import catalogue
 from jobs.executor import replicas
 

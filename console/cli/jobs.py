@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from aiconsole.cli import common, logs, output, training
-from aiconsole.cli.client import ApiError, Client, CliError
+from console.cli import common, logs, output, training
+from console.cli.client import ApiError, Client, CliError
 
 # --- submit training ---------------------------------------------------------------------------
 
@@ -357,6 +357,7 @@ def cmd_metrics(args) -> int:
 
 def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
     """(label, job, trial or None) for ``JOB`` or ``JOB/TRIAL``; a tuning job alone is its best trial."""
+    # deferred: the client commands run without Django; only this command needs it
     from jobs.compare import Entry
 
     job = client.get(client.job_path(entry.job_id))
@@ -380,6 +381,7 @@ def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
 
 @common.command("jobs.compare")
 def cmd_compare(args) -> int:
+    # deferred: the client commands run without Django; only this command needs it
     from jobs import compare
 
     entries, malformed = compare.parse_entries(args.jobs)
