@@ -8,8 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from aiconsole import iam
-
 
 @dataclass(frozen=True)
 class RequestContext:
@@ -52,6 +50,8 @@ def scope_context(scope) -> RequestContext:
 def request_scope(context: RequestContext):
     """What lives exactly as long as one request, on every path (Django's middleware below, the
     ASGI fronts' ``front_call``): the audit log's request context and IAM's cached decisions."""
+    # deferred: the CLI imports this module for RequestContext before Django is set up, and IAM loads the models
+    from aiconsole import iam
 
     token = current_request.set(context)
     try:
@@ -90,6 +90,8 @@ class IamErrorMiddleware:
     def process_exception(self, request, exception):
         from django.views import defaults
 
+        # deferred: as in request_scope
+        from aiconsole import iam
 
         if request.path.startswith("/v1/"):
             return None
