@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("aiconsole", "jobs", "models_registry", "algorithms")
+PACKAGES = ("aiconsole", "console", "jobs", "models_registry", "algorithms")
 
 
 def test_every_aiconsole_variable_the_code_reads_is_documented():

@@ -243,6 +243,7 @@ class LogSink:
 
     def progress(self, task_name: str, stream: str, message: str, *, trial_id: str = "") -> None:
         """The latest state of a progress bar being redrawn: published, not stored."""
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.logstream import timestamp
 
         item = {"taskName": task_name, "trialId": trial_id, "stream": stream, "message": message,
@@ -282,6 +283,7 @@ class LogSink:
         """Continue numbering after lines an earlier run of the same job stored."""
         from django.db.models import Max
 
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.logstream import last_id
         from jobs.models import LogLine
 
@@ -329,6 +331,7 @@ class LogSink:
         return True
 
     def _as_rows(self, ids, batch: list[tuple]) -> list:
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.models import LogLine
 
         return [LogLine(pk=pk, job_id=self.job_pk, task_name=line[_TASK], trial_id=line[_TRIAL], seq=line[_SEQ],
@@ -362,6 +365,7 @@ class LogSink:
         """
         from django.db import transaction
 
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.models import LogLine
 
         with transaction.atomic(), connection.cursor() as cursor:
@@ -390,6 +394,7 @@ class LogSink:
     def _publish_rows(self, ids, batch: list[tuple]) -> None:
         """One message for the batch, its entries already JSON (jobs.logstream.entry's form):
         encoded once here rather than once per viewer."""
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.logstream import publish_lines, timestamp
 
         texts: dict = {}  # task names, trials and times repeat within a batch: encode each once
@@ -408,6 +413,7 @@ class LogSink:
         self._last_id = ids[-1]
 
     def _publish_progress(self) -> None:
+        # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.logstream import publish_progress
 
         with self._lock:

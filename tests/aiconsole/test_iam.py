@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from aiconsole import iam
 from aiconsole.models import RoleBinding
 from aiconsole.tokens import create_token
 from jobs import services
 from jobs.models import Job, JobState
+from tests.helpers.identity import make_user
 from tests.helpers.jobs import PACKAGE, body, submit
-
-
-def make_user(username: str, role: str | None = None, resource=None, **extra):
-    user = get_user_model().objects.create_user(username=username, email=f"{username}@example.com",
-                                                password="pw", **extra)
-    if role:
-        iam.grant(user, role, resource)
-    return user
-
 
 # --- the role table, checked against the reference (api-facts §7.1) ----------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -11,6 +12,7 @@ import pytest
 import pytest_asyncio
 from channels.db import database_sync_to_async
 
+from aiconsole.tokens import create_token
 from tests.helpers.logs import LogSocket, session_cookie
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -81,3 +83,19 @@ def redis_layer(settings):
         "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": f"aiconsole-test-{uuid.uuid4().hex}"},
     }}
     yield
+
+
+@pytest.fixture
+def api(client, admin):
+    """Call the REST API as the admin with a bearer token: ``status, body = api("GET", path)``."""
+    _, raw = create_token(admin)
+
+    def call(method: str, path: str, body=None, **extra):
+        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {raw}", **extra}
+        if body is not None:
+            kwargs.update(data=json.dumps(body) if not isinstance(body, bytes) else body,
+                          content_type=extra.pop("content_type", "application/json"))
+        response = getattr(client, method.lower())(path, **kwargs)
+        return response.status_code, (response.json() if response.content else None)
+
+    return call

@@ -2,28 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from aiconsole.tokens import create_token
 from models_registry.models import Operation
 from tests.helpers.jobs import build_package
 
-
-@pytest.fixture
-def api(client, admin):
-    _, raw = create_token(admin)
-
-    def call(method: str, path: str, body=None, **extra):
-        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {raw}", **extra}
-        if body is not None:
-            kwargs.update(data=json.dumps(body) if not isinstance(body, bytes) else body,
-                          content_type=extra.pop("content_type", "application/json"))
-        response = getattr(client, method.lower())(path, **kwargs)
-        return response.status_code, (response.json() if response.content else None)
-
-    return call
 
 def test_get_config_names_the_service_account(api, project):
     status, body = api("GET", "/v1/projects/project-a:getConfig")
