@@ -88,6 +88,26 @@ def sweep(grace):
     _reap_available()
 
 
+def yield_as_asked():
+    """Make the niceness the reaper inherited hold for the trainer ('aiconsole up' runs its worker,
+    and so its trainers, at nice 10 so that they yield the CPU to the web process).
+
+    The reaper's new session is a new scheduler autogroup where the kernel has them (Linux's
+    CONFIG_SCHED_AUTOGROUP, on in most distributions), and niceness only weighs against processes
+    of the same group: a trainer at nice 10 in its own group still took as much CPU as the whole
+    web process. The group gets the niceness too. (The idle scheduling class would yield even
+    more, but it starves a trainer whenever anything else on the machine is busy.)
+    """
+    niceness = os.nice(0)
+    if niceness <= 0:
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as handle:
+            handle.write(str(niceness))
+    except OSError:  # no autogroups here
+        pass
+
+
 def main(argv):
     user = {}
     if len(argv) > 3 and argv[2] == "--user":
@@ -101,6 +121,7 @@ def main(argv):
         return 2
     grace = float(argv[1])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    yield_as_asked()
     # The trainer gets its own process group (its children share it), and dies with the reaper
     # (set after the user switch, which would clear it).
     trainer = subprocess.Popen(argv[3:], process_group=0, **user,

@@ -142,6 +142,24 @@ def test_a_killed_web_process_leaves_the_running_trainer_alone_and_comes_back(co
              message="the job to succeed")
 
 
+def test_trainers_yield_the_cpu_to_the_web_process(console, tmp_path):
+    """The worker's trainers run at nice 10, their own session (a scheduler autogroup) niced too,
+    while the web process keeps nice 0: a trainer printing flat out leaves the console its CPU
+    (bench/flood.py)."""
+    token = token_for(console.data_dir)
+    package = build_package(console.data_dir / "storage" / "pkgs" / PROJECT, {"trainer/task.py": CHATTY_TASK})
+    job_dir = _submit(console, token, "yielding", package)
+    wait_for(lambda: (job_dir / "pid").exists() and (job_dir / "pid").read_text(), 180, message="the trainer")
+    trainer, web = int((job_dir / "pid").read_text()), _children(console)["web"]
+    assert (os.sched_getscheduler(trainer), os.getpriority(os.PRIO_PROCESS, trainer)) == (os.SCHED_OTHER, 10)
+    if Path(f"/proc/{trainer}/autogroup").exists():
+        assert Path(f"/proc/{trainer}/autogroup").read_text().split()[-1] == "10"
+    assert (os.sched_getscheduler(web), os.getpriority(os.PRIO_PROCESS, web)) == (os.SCHED_OTHER, 0)
+    (job_dir / "finish").write_text("")
+    wait_for(lambda: _state(console, token, "yielding") == "SUCCEEDED", 60, interval=0.2,
+             message="the job to succeed")
+
+
 def test_a_web_process_that_cannot_start_ends_the_command_instead_of_restarting_forever(tmp_path):
     """A port already taken: 'aiconsole up' says so and exits, as it did as one process."""
     with socket.socket() as taken:
