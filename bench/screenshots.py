@@ -2,7 +2,7 @@
 
 It starts its own ``aiconsole up`` with a throw-away data dir, runs a tuning study and a
 model-training job for real, deploys the model, and photographs each main page in Debian's
-Chromium (light, and a few in dark mode, which follows the system setting).
+Chromium (light, and a few in dark mode, which follows the system setting; two at a 390 px phone's width).
 
 Run: ``.venv/bin/python bench/screenshots.py`` (about a minute with the runtime environment cached).
 """
@@ -31,7 +31,11 @@ PAGES = [
     ("model", f"{P}/models/census/", "light"),
     ("members", f"{P}/members/", "light"),
     ("audit-log", f"{P}/audit/", "light"),
+    ("users", "/users/", "light"),
+    ("jobs-phone", f"{P}/jobs/", "light", "phone"),
+    ("tuning-study-phone-dark", f"{P}/jobs/study_1/", "dark", "phone"),
 ]
+VIEWPORTS = {"desktop": {"width": 1280, "height": 860}, "phone": {"width": 390, "height": 844}}
 
 
 def prepare(console: harness.LiveConsole) -> None:
@@ -58,6 +62,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     env_dir = os.environ.get("AICONSOLE_ENV_DIR")
     with tempfile.TemporaryDirectory(prefix="aiconsole-screenshots-") as scratch:
+        os.chmod(scratch, 0o711)  # as root, trainers run as another user, who must reach the data dir
         console = harness.LiveConsole(Path(scratch) / "data", Path(env_dir) if env_dir else None)
         try:
             prepare(console)
@@ -70,14 +75,15 @@ def main() -> None:
                 page.get_by_label("Password").fill(harness.ADMIN_PASSWORD)
                 page.get_by_role("button", name="Sign in").click()
                 page.wait_for_url("**/jobs/")
-                for name, path, scheme in PAGES:
+                for name, path, scheme, *viewport in PAGES:
+                    page.set_viewport_size(VIEWPORTS[viewport[0] if viewport else "desktop"])
                     page.emulate_media(color_scheme=scheme)
                     page.goto(path, wait_until="load")
                     if name == "model":
                         page.locator("tr[data-version=v1] [data-state=READY]").wait_for(timeout=120_000)
                         page.reload()
                     page.wait_for_timeout(300)  # charts finish drawing
-                    page.screenshot(path=str(OUT / f"{name}.png"), full_page=name.startswith("tuning"))
+                    page.screenshot(path=str(OUT / f"{name}.png"), full_page=name.startswith("tuning") and not viewport)
                     print(f"docs/screenshots/{name}.png  {path} ({scheme})")
                 browser.close()
         finally:

@@ -62,6 +62,11 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
             if width["document"] > width["viewport"] or width["loose"]:
                 found[path] = width
     assert not found, found
+    # The status line wraps instead of squeezing: the state and the Clone button stay one line each.
+    page.goto(f"{P}/jobs/study_1/")
+    for item in (page.locator("#job-status [data-state]").first, page.locator("#job-status [data-clone]")):
+        box = item.bounding_box()
+        assert box["width"] > box["height"] and box["height"] < 48, box
     # The log's message column has the width: its metadata stacks above it.
     page.goto(f"{P}/jobs/train_model/#logs")
     message = page.locator("#log-lines td.msg").first
