@@ -12,7 +12,7 @@ from django.conf import settings
 from tests.helpers.jobs import TASK_HEADER, build_package
 from tests.helpers.waiting import wait_for
 
-pytest_plugins = ["tests.gcs_emulator"]
+pytest_plugins = ["tests.gcs_emulator", "tests.fixtures.serving"]
 
 
 @pytest.fixture(scope="session", autouse=True)

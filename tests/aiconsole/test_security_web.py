@@ -20,13 +20,6 @@ from tests.helpers.identity import bearer, entries
 from tests.helpers.jobs import build_package, submit
 from tests.helpers.models import deploy
 from tests.helpers.waiting import wait_for
-from tests.models_registry.conftest import (  # noqa: F401 (fixtures)
-    _no_prewarming,
-    _serving_session,
-    runtime_python,
-    serving,
-    trained,
-)
 
 # --- deeply nested JSON ---------------------------------------------------------------------------
 

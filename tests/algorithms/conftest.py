@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.models_registry.conftest import _serving_session, serving  # noqa: F401  (model serving fixtures)
-
 
 @pytest.fixture
 def csv_file(tmp_path):

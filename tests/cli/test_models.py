@@ -9,8 +9,6 @@ import shutil
 import pytest
 import yaml
 
-from tests.cli.conftest import cli, client_env, console  # noqa: F401 (fixtures shared with the CLI suite)
-
 pytestmark = pytest.mark.executor
 
 
