@@ -1,4 +1,5 @@
-"""What tests share: plain functions and constants, imported by name (fixtures stay in conftest.py).
+"""What tests share: plain functions and constants, imported by name (fixtures live in conftest.py
+files, and in tests/fixtures/ when several folders use them).
 
 - ``algorithms``: Built-in algorithm job bodies and the tabular data they train on.
 - ``browser``: Driving the console in Chromium: signing in, axe checks, waiting on the page, and page states.
