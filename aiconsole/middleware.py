@@ -112,20 +112,28 @@ class IamErrorMiddleware:
 # per-request machinery, with the same code the views call. What Django's middleware does around
 # a view is done for them here, once: the Host check and the security headers (``front_headers``,
 # Django's own middleware deciding), and the request's scope (``front_call``: request context,
-# IAM cache, a thread of one pool shared by both fronts, connections tidied as after a request).
+# IAM cache, a thread of the front's own pool, connections tidied as after a request).
 
 _front_state: dict = {}
-FRONT_THREADS = 8
-_executor: list[ThreadPoolExecutor] = []
-_executor_lock = threading.Lock()
 
 
-def _front_executor() -> ThreadPoolExecutor:
-    if not _executor:
-        with _executor_lock:
-            if not _executor:
-                _executor.append(ThreadPoolExecutor(max_workers=FRONT_THREADS, thread_name_prefix="front"))
-    return _executor[0]
+class FrontPool:
+    """A front's threads, made on its first request. Each front sizes its own: a jobs.list page is
+    CPU work under the GIL, where threads beyond a few only contend (8 threads instead of 4 cost
+    a fifth of the front's throughput on 2 cores, bench/api_list.py), while a prediction mostly
+    waits on its serving process, so more of them overlap."""
+
+    def __init__(self, name: str, threads: int):
+        self.name, self.threads = name, threads
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.name)
+        return self._executor
 
 
 def _in_request(context: RequestContext, work, args):
@@ -138,12 +146,12 @@ def _in_request(context: RequestContext, work, args):
         close_old_connections()  # a write (audit, last_used) used Django's connection: as after a request
 
 
-async def front_call(context: RequestContext, work, *args):
-    """``work(*args)`` in a thread of the fronts' pool, inside the request's scope."""
+async def front_call(pool: FrontPool, context: RequestContext, work, *args):
+    """``work(*args)`` in a thread of the front's pool, inside the request's scope."""
     import asyncio
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_front_executor(), _in_request, context, work, args)
+    return await loop.run_in_executor(pool.executor(), _in_request, context, work, args)
 
 
 def front_headers(scope) -> list[tuple[bytes, bytes]] | None:

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 
 from aiconsole import iam, paging
 from aiconsole.errors import InvalidArgument
-from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
+from aiconsole.middleware import FrontPool, front_call, front_headers, scope_context, scope_header
 from aiconsole.tokens import authenticate_bearer
 from jobs import readpath
 from jobs.resources import job_resource
@@ -35,6 +35,7 @@ from jobs.resources import job_resource
 LIST_PATH = re.compile(r"^/v1/projects/([^/:]+)/jobs$")
 ALLOWED_PARAMS = {"pageSize", "pageToken", "alt", "prettyPrint", "filter"}
 LIST_PERMISSIONS = ("ml.jobs.list", "ml.jobs.get")
+POOL = FrontPool("jobs-list", threads=4)
 _view_headers: list = []
 
 
@@ -65,7 +66,7 @@ class JobsListFront:
             if django_headers is not None:
                 params = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
                 context = scope_context(scope)
-                body = await front_call(context, _list, authorization[7:], match.group(1), params)
+                body = await front_call(POOL, context, _list, authorization[7:], match.group(1), params)
                 if body is not None:
                     length = (b"content-length", str(len(body)).encode())
                     headers = [*view_headers(), *django_headers, length,

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 
-from aiconsole.middleware import front_call, front_headers, scope_context, scope_header
+from aiconsole.middleware import FrontPool, front_call, front_headers, scope_context, scope_header
 from aiconsole.tokens import authenticate_bearer
 from models_registry import api, conf
 
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
+POOL = FrontPool("predict", threads=8)  # mostly waiting on a serving process
 
 
 class PredictFront:
@@ -57,7 +58,7 @@ class PredictFront:
                 break
         context = scope_context(scope)
         if fits:
-            answer = await front_call(context, _answer, token, b"".join(body), names)
+            answer = await front_call(POOL, context, _answer, token, b"".join(body), names)
         else:
             answer = api.too_large()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer.body)).encode()),
@@ -68,7 +69,7 @@ class PredictFront:
 
 
 def _answer(token: str, body: bytes, names: tuple):
-    """The view's work for one call, in a thread of the fronts' pool (sync: database, sockets)."""
+    """The view's work for one call, in a thread of this front's pool (sync: database, sockets)."""
 
     try:
         user = authenticate_bearer(token)
