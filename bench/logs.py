@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run import PROJECT, Console, percentile  # noqa: E402
-from tests.conftest import build_package  # noqa: E402
+from tests.helpers.jobs import build_package  # noqa: E402
 
 FIRST_LINE_TASK = """\
 import time; print("first line", time.time(), flush=True)

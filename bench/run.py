@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import build_package  # noqa: E402
+from tests.helpers.jobs import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 PROJECT = "default-project"

@@ -46,7 +46,8 @@ from tests.cluster.harness import (  # noqa: E402
     drop_database,
     scratch_database,
 )
-from tests.conftest import build_package, wait_for  # noqa: E402
+from tests.helpers.jobs import build_package  # noqa: E402
+from tests.helpers.waiting import wait_for  # noqa: E402
 
 WORKER_ARGS = ["--region", "us-central1", "--capacity", "cpus=16,memory=64"]
 
