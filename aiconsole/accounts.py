@@ -175,6 +175,26 @@ def end_sessions(user, *, keep: str | None = None) -> int:
     return ended
 
 
+class _SessionOnly:
+    """What ``django.contrib.auth.get_user`` reads of a request: its session."""
+
+    def __init__(self, session):
+        self.session = session
+
+
+def session_user(session_key: str | None):
+    """The user a session still signs in, decided as for every HTTP request (Django's
+    ``auth.get_user``: the session exists and has not expired, the user is active, the password
+    has not changed since); None otherwise. For connections that outlive the request that opened
+    them (the live log WebSocket), which ask again while they stay open."""
+    from django.contrib.auth import get_user
+
+    if not session_key:
+        return None
+    user = get_user(_SessionOnly(import_module(settings.SESSION_ENGINE).SessionStore(session_key)))
+    return user if user.is_authenticated else None
+
+
 def _unlock_sign_in(user) -> None:
     """A new password or link also lifts a sign-in lockout for the user's name (django-axes)."""
     from axes.utils import reset

@@ -237,6 +237,11 @@ TENSORBOARD_MAX = env_int("AICONSOLE_TENSORBOARD_MAX", 4, minimum=1)
 TENSORBOARD_START_SECONDS = env_float("AICONSOLE_TENSORBOARD_START_SECONDS", 60.0)
 # Longest stored log line; longer ones are cut with a marker.
 LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=256)
+# An open live-log WebSocket asks again this often whether its viewer may still watch: a signed-out
+# or deactivated user, a changed password or a removed role closes it (jobs/consumers.py).
+STREAM_RECHECK_SECONDS = env_float("AICONSOLE_STREAM_RECHECK_SECONDS", 10.0)
+if STREAM_RECHECK_SECONDS <= 0:
+    raise ImproperlyConfigured(f"AICONSOLE_STREAM_RECHECK_SECONDS must be more than 0, got {STREAM_RECHECK_SECONDS}")
 # Environment variables a trainer inherits from the console's environment (never secrets).
 TRAINER_ENV_PASSTHROUGH = env_list(
     "AICONSOLE_TRAINER_ENV_PASSTHROUGH",

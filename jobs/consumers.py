@@ -21,6 +21,11 @@ backlog, live messages wait in its channel until the backlog is sent, and lines 
 cursor (the highest id examined) are dropped. Each batch names the previous batch's last id; a
 batch that does not follow on from the cursor means one went missing (a full channel, a new
 writer), and the gap is read back from the database.
+
+A socket stays open long after the request that admitted it, so every
+``AICONSOLE_STREAM_RECHECK_SECONDS`` it is admitted again as a new request would be: a session
+that ended (signed out, the user deactivated, a password changed) closes it with 4401, a job the
+viewer may no longer see with 4403 or 4404, and no line is sent after that answer.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.http import QueryDict
 
 from aiconsole import accounts, iam
@@ -56,6 +62,21 @@ def _number(raw, default: int = 0, maximum: int | None = None) -> int:
 def _authorized_job(user, project_id: str, job_id: str) -> Job:
     project = accounts.find_project(project_id, actor=user)
     return services.get_job(project, job_id, actor=user, audited=False)
+
+
+def _still_admitted(session_key: str | None, user_pk: int, project_id: str, job_id: str) -> int | None:
+    """None while the viewer may go on watching; otherwise the close code: the session ended (signed
+    out, deactivated, password changed), or the job is no longer theirs to see."""
+    user = accounts.session_user(session_key)
+    if user is None or user.pk != user_pk:
+        return CLOSE_UNAUTHENTICATED
+    try:
+        _authorized_job(user, project_id, job_id)
+    except iam.NotFound:
+        return CLOSE_NOT_FOUND
+    except iam.PermissionDenied:
+        return CLOSE_FORBIDDEN
+    return None
 
 
 def _state(job_pk: int) -> dict:
@@ -92,6 +113,7 @@ class JobLogConsumer(AsyncWebsocketConsumer):
 
     feed = None
     follower = None
+    guard = None
 
     async def connect(self):
         query = QueryDict(self.scope.get("query_string", b""))
@@ -106,6 +128,7 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         await self._send_backlog(_number(query.get("after")), _number(query.get("tail"), DEFAULT_TAIL, MAX_TAIL))
         self.follower = asyncio.create_task(self._follow())
         self.follower.add_done_callback(self._follower_ended)
+        self.guard = asyncio.create_task(self._recheck())
 
     async def _admit(self) -> int | None:
         """Authenticate, authorize (404 and 403 as everywhere) and join the job's live feed."""
@@ -133,9 +156,26 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         self.stored = await database_sync_to_async(logstream.stored_count)(self.job.pk, upto=edge)
         await self.send_json({"type": "count", "stored": self.stored})
 
+    async def _recheck(self) -> None:
+        """The socket outlives the request that admitted it: ask again, now and then, as a new
+        request would be asked, and close it once the answer is no."""
+        session = self.scope.get("session")
+        session_key = session.session_key if session is not None else None
+        route = self.scope["url_route"]["kwargs"]
+        while True:
+            await asyncio.sleep(settings.STREAM_RECHECK_SECONDS)
+            refusal = await database_sync_to_async(_still_admitted)(
+                session_key, self.scope["user"].pk, route["project_id"], route["job_id"])
+            if refusal:
+                if self.follower is not None:
+                    self.follower.cancel()  # not one more line after the answer was no
+                await self.close(code=refusal)
+                return
+
     async def disconnect(self, code):
-        if self.follower is not None:
-            self.follower.cancel()
+        for task in (self.follower, self.guard):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         if self.feed is not None:
             logstream.leave_feed(self.feed)
             self.feed = None

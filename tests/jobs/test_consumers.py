@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -319,3 +320,62 @@ async def test_origin_listed_in_csrf_trusted_origins_is_accepted_behind_a_proxy(
     scope = {"headers": [(b"origin", b"https://console.example.com"), (b"host", b"10.0.0.7:8000")]}
     assert same_origin(scope)
     assert not same_origin({"headers": [(b"origin", b"https://other.example.com"), (b"host", b"10.0.0.7:8000")]})
+
+
+# --- an open socket is asked again ----------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_recheck(settings):
+    settings.STREAM_RECHECK_SECONDS = 0.1
+
+
+@pytest.fixture
+def platform_admin(django_user_model):
+    return django_user_model.objects.create_superuser("pat_platform", password="pw-pat-platform-1")
+
+
+async def _opened(sock) -> None:
+    assert (await sock.next())["type"] == "backlog"
+    assert (await sock.next())["type"] == "count"
+
+
+async def test_deactivating_a_viewer_closes_their_open_log(open_socket, job, viewer, platform_admin,
+                                                           quick_recheck):
+    from aiconsole import accounts
+
+    sock = await open_socket(viewer, socket_path(job))
+    await _opened(sock)
+    await database_sync_to_async(accounts.deactivate_user)(viewer, actor=platform_admin)
+    assert await _closed_with(sock) == CLOSE_UNAUTHENTICATED
+
+
+async def test_a_new_password_set_by_an_admin_closes_the_users_open_log(open_socket, job, viewer, platform_admin,
+                                                                         quick_recheck):
+    from aiconsole import accounts
+
+    sock = await open_socket(viewer, socket_path(job))
+    await _opened(sock)
+    await database_sync_to_async(accounts.set_password)(viewer, "a-new-Passw0rd-for-vera", actor=platform_admin)
+    assert await _closed_with(sock) == CLOSE_UNAUTHENTICATED
+
+
+async def test_removing_a_viewers_role_closes_their_open_log_and_sends_no_more_lines(open_socket, job, viewer,
+                                                                                    quick_recheck):
+    from aiconsole.models import RoleBinding
+
+    sock = await open_socket(viewer, socket_path(job))
+    await _opened(sock)
+    await database_sync_to_async(lambda: RoleBinding.objects.filter(user=viewer).delete())()
+    # The project is not theirs any more: not found, as a new request would be told.
+    assert await _closed_with(sock) == CLOSE_NOT_FOUND
+
+
+async def test_a_viewer_who_may_still_watch_keeps_getting_lines_across_rechecks(open_socket, job, viewer,
+                                                                                quick_recheck):
+    sock = await open_socket(viewer, socket_path(job))
+    await _opened(sock)
+    for n in range(3):
+        await asyncio.sleep(0.3)  # several rechecks pass between the lines
+        await database_sync_to_async(write_live)(job, f"still here {n}")
+        await sock.until(has_message(f"still here {n}"), timeout=10)
