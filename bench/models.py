@@ -76,8 +76,23 @@ def summary(samples: list[float]) -> dict:
             "p99_ms": percentile(samples, 0.99), "max_ms": max(samples)}
 
 
+def runtime_python(env_dir: Path) -> Path:
+    """The runtime 2.11 environment's interpreter, built into ``env_dir`` first on a new machine
+    (as the console builds it for a first job), in a child process that sets Django up."""
+    built = sorted(env_dir.glob("runtime-2.11-*/bin/python"))
+    if built:
+        return built[0]
+    code = ("import django; django.setup(); from jobs.executor import environments; "
+            "environments.runtime_environment('2.11', print)")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "aiconsole.settings", "AICONSOLE_ENV_DIR": str(env_dir),
+           "AICONSOLE_DATA_DIR": str(env_dir / "build-data"), "AICONSOLE_SECRET_KEY": os.urandom(24).hex()}
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).resolve().parent.parent, check=True,
+                   timeout=1800)
+    return sorted(env_dir.glob("runtime-2.11-*/bin/python"))[0]
+
+
 def train(env_dir: Path, storage: Path) -> Path:
-    python = next(env_dir.glob("runtime-2.11-*/bin/python"))
+    python = runtime_python(env_dir)
     root = storage / "models"
     script = storage / "train.py"
     root.mkdir(parents=True)
@@ -199,7 +214,7 @@ def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) ->
     django.setup()
     from models_registry.serving.processes import ONLINE, Zygote
 
-    python = next(env_dir.glob("runtime-2.11-*/bin/python"))
+    python = runtime_python(env_dir)
     zygote = Zygote(python, scratch / "zygote", "bench")
     zygote.start(180)
     try:
