@@ -30,8 +30,9 @@ from django.utils.encoding import force_bytes
 from django.utils.http import base36_to_int, urlsafe_base64_decode, urlsafe_base64_encode
 
 from aiconsole import audit, iam
-from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
+from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument, ResourceExhausted
 from aiconsole.models import PROJECT_ID_VALIDATOR, ApiToken, Project
+from aiconsole.signin import cooloff_minutes
 
 CREATE_PROJECT = "google.cloudresourcemanager.v1.Projects.CreateProject"
 USER_SERVICE = "aiconsole.UserService"
@@ -48,6 +49,7 @@ LIST_USERS = f"{USER_SERVICE}.ListUsers"
 PASSWORD_LINK_HOURS = 72
 CODE_INVALID_ARGUMENT = 3
 CODE_FAILED_PRECONDITION = 9
+CODE_RESOURCE_EXHAUSTED = 8
 
 
 def _require_platform_admin(actor, permission: str, resource_name: str, method: str, *,
@@ -289,13 +291,39 @@ def use_password_link(uid: str, token: str, password: str):
     return user
 
 
+def _wrong_current_passwords(user) -> int:
+    """Wrong current passwords given on the profile page within the sign-in cool-off, since the
+    password last changed: counted from the audit log, so every web process sees the same count."""
+    from aiconsole.models import AuditEntry
+
+    name = user_name(user)
+    since = timezone.now() - settings.AXES_COOLOFF_TIME
+    changed = (AuditEntry.objects.filter(method_name__in=[CHANGE_PASSWORD, SET_PASSWORD, USE_PASSWORD_LINK],
+                                         resource_name=name, status_code=0, timestamp__gte=since)
+               .order_by("-timestamp").values_list("timestamp", flat=True).first())
+    return AuditEntry.objects.filter(method_name=CHANGE_PASSWORD, resource_name=name, granted=False,
+                                     status_code=CODE_INVALID_ARGUMENT, timestamp__gte=changed or since).count()
+
+
 def change_password(user, current: str, new: str, *, keep_session: str | None = None) -> None:
     """A signed-in user changes their own password; their other sessions end (``keep_session``,
-    the current one, stays: the view refreshes its hash). A wrong current password is audited."""
+    the current one, stays: the view refreshes its hash). A wrong current password is audited,
+    and after as many as a sign-in may get wrong (``AXES_FAILURE_LIMIT``) the current password is
+    not checked again for the cool-off: a borrowed session cannot be used to guess it."""
+    locked = (f"Too many wrong current passwords. Try again in {cooloff_minutes()} minutes, or ask a "
+              f"platform admin to set a new password.")
+    if _wrong_current_passwords(user) >= settings.AXES_FAILURE_LIMIT:
+        raise ResourceExhausted(locked)  # refused unchecked, and not recorded again (as at sign-in)
     if not user.check_password(current):
         audit.record(actor=user, project=None, method=CHANGE_PASSWORD, resource_name=user_name(user),
                      permission="", granted=False, status_code=CODE_INVALID_ARGUMENT,
                      status_message="The current password was wrong.")
+        if _wrong_current_passwords(user) >= settings.AXES_FAILURE_LIMIT:
+            audit.record(actor=user, project=None, method=CHANGE_PASSWORD, resource_name=user_name(user),
+                         permission="", granted=False, status_code=CODE_RESOURCE_EXHAUSTED,
+                         status_message=f"Locked for {cooloff_minutes()} minutes after "
+                                        f"{settings.AXES_FAILURE_LIMIT} wrong current passwords.")
+            raise ResourceExhausted(locked)
         raise InvalidArgument.from_violations([FieldViolation("current_password", "The current password is wrong.")])
     violations = _password_violations(new, user, "new_password")
     if not violations and new == current:

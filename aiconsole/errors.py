@@ -71,6 +71,11 @@ class FailedPrecondition(ServiceError):
     status = "FAILED_PRECONDITION"
 
 
+class ResourceExhausted(ServiceError):
+    http_status = 429
+    status = "RESOURCE_EXHAUSTED"
+
+
 class Aborted(ServiceError):
     http_status = 409
     status = "ABORTED"

@@ -10,9 +10,10 @@ from unittest import mock
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
+from django.utils import timezone
 
 from aiconsole import accounts, iam
-from aiconsole.errors import FailedPrecondition, InvalidArgument
+from aiconsole.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from aiconsole.iam import PermissionDenied
 from aiconsole.models import ApiToken, AuditEntry
 from aiconsole.tokens import authenticate_bearer, create_token
@@ -169,6 +170,34 @@ def test_changing_your_password_needs_the_current_one_and_keeps_only_this_sessio
     assert developer.check_password(GOOD)
     assert entries(accounts.CHANGE_PASSWORD, granted=True)[-1].response == {"endedSessions": 1}
     _no_secret_in_audit(GOOD, "pw-dave_dev")
+
+
+def test_wrong_current_passwords_lock_the_change_for_the_cooloff_until_an_admin_sets_one(settings, developer, root):
+    settings.AXES_FAILURE_LIMIT = 3
+    for _ in range(2):
+        with pytest.raises(InvalidArgument):
+            accounts.change_password(developer, "guess", GOOD)
+    with pytest.raises(ResourceExhausted) as locked:
+        accounts.change_password(developer, "guess", GOOD)  # the third wrong one locks
+    assert "Too many wrong current passwords. Try again in 15 minutes" in locked.value.message
+    assert entries(accounts.CHANGE_PASSWORD, status_code=accounts.CODE_RESOURCE_EXHAUSTED)[-1].status_message == (
+        "Locked for 15 minutes after 3 wrong current passwords.")
+    recorded = AuditEntry.objects.count()
+    with pytest.raises(ResourceExhausted):  # even the right one is not checked now
+        accounts.change_password(developer, "pw-dave_dev", GOOD)
+    developer.refresh_from_db()
+    assert developer.check_password("pw-dave_dev")
+    assert AuditEntry.objects.count() == recorded  # refused unchecked, not recorded again
+
+    # A platform admin's new password lifts the lock; so does the cool-off running out.
+    accounts.set_password(developer, "set-by-the-admin-7", actor=root)
+    accounts.change_password(developer, "set-by-the-admin-7", GOOD)
+    for _ in range(3):
+        with pytest.raises((InvalidArgument, ResourceExhausted)):
+            accounts.change_password(developer, "guess", "another-horse-battery-8")
+    later = timezone.now() + timedelta(minutes=16)
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        accounts.change_password(developer, GOOD, "another-horse-battery-8")
 
 
 # --- pages --------------------------------------------------------------------------------------
