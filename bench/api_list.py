@@ -6,7 +6,9 @@
    previous ones do), p50/p99.
 
 Uses ``wrk`` when installed (it costs the 2-core machine least); otherwise a Python client.
-Run: ``.venv/bin/python bench/api_list.py [--jobs 200000] [--seconds 10]``.
+Run: ``.venv/bin/python bench/api_list.py [--jobs 200000] [--seconds 10]``. With
+``--baseline OTHER/.venv/bin/aiconsole`` it compares another version instead (before and after
+a change): both serve one seeded data dir at once, and wrk rounds alternate between them.
 """
 
 from __future__ import annotations
@@ -62,16 +64,17 @@ class Server:
     """``aiconsole up`` as shipped, or (``django_only``) the same Django application served by
     uvicorn without the ASGI fronts: what jobs.list cost before ``jobs/asgi.py``."""
 
-    def __init__(self, data_dir: Path, port: int, django_only: bool = False):
+    def __init__(self, data_dir: Path, port: int, django_only: bool = False, aiconsole: str = AICONSOLE,
+                 cwd: Path = ROOT):
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
         self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
                          "AICONSOLE_SECRET_KEY": SECRET_KEY})
         self.port = port
-        command = [AICONSOLE, "up", "--port", str(port)]
+        command = [aiconsole, "up", "--port", str(port)]
         if django_only:
             command = [sys.executable, "-m", "uvicorn", "console.asgi:django_application", "--port", str(port),
                        "--log-level", "warning", "--lifespan", "off"]
-        self.process = subprocess.Popen(command, env=self.env, cwd=ROOT,
+        self.process = subprocess.Popen(command, env=self.env, cwd=cwd,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -82,7 +85,7 @@ class Server:
                     break
             except OSError:
                 time.sleep(0.1)
-        self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
+        self.token = subprocess.run([aiconsole, "token", "create", "admin"], env=self.env, check=True,
                                     capture_output=True, text=True).stdout.strip()
 
     def stop(self) -> None:
@@ -204,7 +207,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--baseline", metavar="AICONSOLE",
+                        help="another version's aiconsole command (say, an older checkout's .venv/bin/aiconsole): "
+                             "both serve one seeded data dir side by side, and wrk rounds alternate between them")
+    parser.add_argument("--rounds", type=int, default=4, help="with --baseline: rounds for each")
     args = parser.parse_args()
+    if args.baseline:
+        compare(args)
+        return
     with tempfile.TemporaryDirectory(prefix="aiconsole-bench-list-") as scratch:
         data_dir = Path(scratch)
         started = time.monotonic()
@@ -231,6 +241,38 @@ def main() -> None:
     (shipped, _), (alone, _) = results.values()
     print(f"  throughput ratio, as shipped / Django alone: "
           f"{shipped['requests_per_second'] / alone['requests_per_second']:.2f}")
+
+
+def compare(args) -> None:
+    """As shipped against ``--baseline``, up at the same time on one data dir, throughput rounds
+    alternating (A B, B A, ...) so that the machine's drift falls on both alike."""
+    if not shutil.which("wrk"):
+        raise SystemExit("--baseline measures with wrk: install it (Debian: apt install wrk)")
+    baseline = str(Path(args.baseline).resolve())
+    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-list-") as scratch:
+        data_dir = Path(scratch)
+        seed(data_dir, args.jobs)
+        servers = {"as shipped": Server(data_dir, free_port()),
+                   # Not run from this checkout: ``python -c`` children would import its packages.
+                   "baseline": Server(data_dir, free_port(), aiconsole=baseline, cwd=data_dir)}
+        try:
+            paths = request_paths(servers["as shipped"])
+            results: dict[str, list[float]] = {name: [] for name in servers}
+            for round_ in range(args.rounds):
+                for name in (list(servers) if round_ % 2 == 0 else list(servers)[::-1]):
+                    rate = wrk_closed_loop(servers[name], paths, args.seconds, args.connections)
+                    results[name].append(rate["requests_per_second"])
+            latency = {name: fixed_rate(server, paths, args.seconds, 100) for name, server in servers.items()}
+        finally:
+            for server in servers.values():
+                server.stop()
+    print(f"jobs.list, {args.jobs} jobs, pages 1/50/500 in turn, bearer auth; baseline: {baseline}")
+    for name, rates in results.items():
+        print(f"  {name}: throughput (wrk, {args.connections} connections) per round "
+              f"{', '.join(f'{r:.0f}' for r in rates)} req/s, median {statistics.median(rates):.0f}; "
+              f"at 100 req/s p50 {latency[name]['p50_ms']:.1f} ms, p99 {latency[name]['p99_ms']:.1f} ms")
+    ratio = statistics.median(results["as shipped"]) / statistics.median(results["baseline"])
+    print(f"  throughput ratio, as shipped / baseline (medians): {ratio:.2f}")
 
 
 if __name__ == "__main__":
