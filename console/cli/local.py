@@ -126,7 +126,8 @@ def run_distributed(args, command: list[str], cwd: Path, module: str, user_args:
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"}
         process = replicas.ReplicaProcess(replica_id=number, label=placement.label,
                                           task_type=placement.plan.task_type, command=command, env=env,
-                                          cwd=cwd, sink=sink, max_line_bytes=MAX_LINE_BYTES)
+                                          cwd=cwd, sink=sink, max_line_bytes=MAX_LINE_BYTES,
+                                          stop_grace=STOP_GRACE_SECONDS)
         process.start()
         processes.append(process)
     tasks = ", ".join(p.label for p in processes)

@@ -216,7 +216,7 @@ class Agent:
                                     cluster_spec=launch["clusterSpec"], job_id=job.job_id, replica_id=replica.pk,
                                     extra=extra),
             cwd=replica_dir, sink=local.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            preexec=_die_with_agent, user=trainer_account(),
+            preexec=_die_with_agent, user=trainer_account(), stop_grace=settings.STOP_GRACE_SECONDS,
         )
 
     def _spawner_loop(self) -> None:

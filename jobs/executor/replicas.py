@@ -162,6 +162,7 @@ class ReplicaProcess:
     trial_id: str = ""
     preexec: Callable[[], None] | None = None  # scaled mode: die with the worker (PR_SET_PDEATHSIG)
     user: TrainerUser | None = None  # run as this user (aiconsole.trainer_user), owning only its folders
+    stop_grace: float = 10.0  # SIGTERM → SIGKILL, for its reaper too (settings.STOP_GRACE_SECONDS)
     popen: subprocess.Popen | None = None
     started: float = 0.0
     stopped_by_platform: bool = False
@@ -177,7 +178,7 @@ class ReplicaProcess:
             env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
         self.popen = subprocess.Popen(
-            reaped(self.command, user_option),
+            reaped(self.command, self.stop_grace, user_option),
             cwd=self.cwd,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -249,12 +250,11 @@ REAPER = Path(__file__).with_name("reaper.py")
 REAPER_MARGIN_SECONDS = 5.0
 
 
-def reaped(command: list[str], user_option: list[str] = ()) -> list[str]:
-    """``command`` under the reaper (jobs/executor/reaper.py), with the stop grace period: no
-    descendant of the trainer outlives it, even one that left its process group or session.
-    ``user_option`` (``--user UID:GID``) makes the reaper start the trainer as that user."""
-    grace = os.environ.get("AICONSOLE_STOP_GRACE_SECONDS") or "10"
-    return [sys.executable, "-I", "-S", str(REAPER), grace, *user_option, "--", *command]
+def reaped(command: list[str], grace: float, user_option: list[str] = ()) -> list[str]:
+    """``command`` under the reaper (jobs/executor/reaper.py), with the stop grace period in
+    seconds: no descendant of the trainer outlives it, even one that left its process group or
+    session. ``user_option`` (``--user UID:GID``) makes the reaper start the trainer as that user."""
+    return [sys.executable, "-I", "-S", str(REAPER), repr(float(grace)), *user_option, "--", *command]
 
 
 def _kill_group(pgid: int | None, sig: int) -> None:

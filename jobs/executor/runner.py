@@ -389,6 +389,7 @@ class JobRunner(RunnerBase):
                 sink=self.sink,
                 max_line_bytes=settings.LOG_LINE_MAX_BYTES,
                 user=trainer_account(),
+                stop_grace=settings.STOP_GRACE_SECONDS,
             )
             self.processes.append(process)
         for process in self.processes:

@@ -107,7 +107,7 @@ class TrialRun:
                            "CLOUD_ML_HP_METRIC_TAG": loop.tag},
                 ),
                 cwd=replica_dir, sink=loop.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                user=trainer_user.current(),
+                user=trainer_user.current(), stop_grace=settings.STOP_GRACE_SECONDS,
             ))
         self.collector = metrics.Collector(loop.job.pk, trial_id=self.trial_id, job_dir=job_dir,
                                            metric_file=self.metric_file)
