@@ -52,6 +52,21 @@ for _role, *_ in ROLES:
 # trainingInput fields the form has a place for (a cloned job's others are named on the page).
 FORM_KEYS = {"scaleTier", "packageUris", "pythonModule", "args", "region", "runtimeVersion", "pythonVersion",
              "jobDir", "scheduling", "hyperparameters", *(key for role in ROLES for key in role[2:] if key)}
+# Of the objects above, the parts the form holds: a replica config's accelerator (not its custom
+# container's imageUri, containerCommand or diskConfig), three scheduling fields.
+FORM_NESTED_KEYS = {**{role[3]: {"acceleratorConfig"} for role in ROLES},
+                    "scheduling": {"maxRunningTime", "maxWaitTime", "priority"}}
+
+
+def not_carried(training_input: dict) -> list[str]:
+    """The trainingInput fields (``masterConfig.imageUri`` for nested ones) a form made from a job
+    would leave out: a clone or a resumed study names them instead of dropping them unsaid."""
+    left = [key for key in training_input if key not in FORM_KEYS]
+    for key, kept in FORM_NESTED_KEYS.items():
+        value = training_input.get(key)
+        if isinstance(value, dict):
+            left += [f"{key}.{inner}" for inner in value if inner not in kept]
+    return sorted(left)
 
 
 def field_for_violation(path: str) -> str | None:

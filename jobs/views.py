@@ -25,7 +25,7 @@ from jobs import (
     services,
     study,
 )
-from jobs.forms import FORM_KEYS, JobSubmitForm, initial_from_job
+from jobs.forms import JobSubmitForm, initial_from_job, not_carried
 from jobs.listing import SORTS, JobListQuery
 from jobs.logstream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity
@@ -312,7 +312,7 @@ def _source_context(request, project, form, source) -> dict:
     if source is None or form.is_bound:
         return {}
     left = _uploads_left_behind(project, source, getattr(form, "kept", None)) if request.GET.get("clone") else []
-    return {"cloned_from": source, "not_carried": _not_carried(source), "uploads_left": left}
+    return {"cloned_from": source, "not_carried": not_carried(source.training_input or {}), "uploads_left": left}
 
 
 @login_required
@@ -391,11 +391,6 @@ def _clone_upload(project, job) -> dict | None:
 def _uploads_left_behind(project, job, kept) -> list[str]:
     """Uploaded packages of a cloned job the form does not keep (gone, or past the first)."""
     return [name for uri, name in _uploads_of(project, job).items() if not kept or uri != kept["uri"]]
-
-
-def _not_carried(job) -> list[str]:
-    """trainingInput fields of a cloned job that the form has no place for (said on the page)."""
-    return sorted(key for key in (job.training_input or {}) if key not in FORM_KEYS)
 
 
 def _suggest_job_id(form, project) -> None:

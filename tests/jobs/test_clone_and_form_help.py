@@ -217,3 +217,14 @@ def test_a_cloned_upload_that_is_gone_is_named_never_shown_by_path(project, deve
     assert uploaded not in html
     assert response.context["form"].initial["package_uris"] == PACKAGE
     assert f"Upload again: {sdist.name}" in html
+
+
+def test_clone_names_the_nested_fields_the_form_cannot_hold(project, developer):
+    boot_disk = {**CUSTOM_INPUT, "masterConfig": {"diskConfig": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 200},
+                                                  "acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+                 "workerConfig": {"diskConfig": {"bootDiskSizeGb": 100}}}
+    source = services.submit_job(project, {"jobId": "disks_1", "trainingInput": boot_disk}, actor=developer)
+    response = signed_in(developer).get(SUBMIT, {"clone": source.job_id})
+    assert response.context["form"].initial["master_accelerator_type"] == "NVIDIA_TESLA_T4"  # carried
+    assert ("Not carried over (the form has no place for them): masterConfig.diskConfig, "
+            "workerConfig.diskConfig.") in page_text(response)
