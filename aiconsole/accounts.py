@@ -30,8 +30,14 @@ from django.utils.encoding import force_bytes
 from django.utils.http import base36_to_int, urlsafe_base64_decode, urlsafe_base64_encode
 
 from aiconsole import audit, iam
-from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument, ResourceExhausted
-from aiconsole.models import PROJECT_ID_VALIDATOR, ApiToken, Project
+from aiconsole.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    ResourceExhausted,
+)
+from aiconsole.models import PROJECT_ID_VALIDATOR, ApiToken, AuditEntry, Project
 from aiconsole.signin import cooloff_minutes
 
 CREATE_PROJECT = "google.cloudresourcemanager.v1.Projects.CreateProject"
@@ -294,8 +300,6 @@ def use_password_link(uid: str, token: str, password: str):
 def _wrong_current_passwords(user) -> int:
     """Wrong current passwords given on the profile page within the sign-in cool-off, since the
     password last changed: counted from the audit log, so every web process sees the same count."""
-    from aiconsole.models import AuditEntry
-
     name = user_name(user)
     since = timezone.now() - settings.AXES_COOLOFF_TIME
     changed = (AuditEntry.objects.filter(method_name__in=[CHANGE_PASSWORD, SET_PASSWORD, USE_PASSWORD_LINK],
