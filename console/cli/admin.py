@@ -1,7 +1,8 @@
 """Administration commands that run on the server's own machine.
 
-``projects create|add-iam-policy-binding|remove-iam-policy-binding``, ``users create`` and
-``audit verify|purge`` work on the data dir directly (like ``token create``), through the same
+``projects create|add-iam-policy-binding|remove-iam-policy-binding``,
+``users create|list|set-password|deactivate|reactivate`` and ``audit verify|purge`` work on the
+data dir directly (like ``token create``), through the same
 services as the console. They act as the ``system`` principal: whoever can run them already holds
 the data dir. Their audit entries carry the user agent ``aiconsole-cli``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import secrets
 import sys
 import uuid
 
@@ -141,6 +143,84 @@ def cmd_users_create(args) -> int:
     return 0
 
 
+def _user(username: str):
+    from django.contrib.auth import get_user_model  # Django is set up by now (_start)
+
+    return get_user_model().objects.filter(username=username).first()
+
+
+@_as_cli_call
+def cmd_users_list(args) -> int:
+    _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from aiconsole import accounts, iam
+
+    print(f"{'USERNAME':<24} {'EMAIL':<32} {'PLATFORM ADMIN':<15} ACTIVE")
+    for user in accounts.list_users(actor=iam.SYSTEM):
+        print(f"{user.get_username():<24} {user.email or '-':<32} {'yes' if user.is_superuser else 'no':<15} "
+              f"{'yes' if user.is_active else 'no'}")
+    return 0
+
+
+@_as_cli_call
+def cmd_users_set_password(args) -> int:
+    """For a user locked out (the only admin included): a new password, their sessions ended."""
+    password = None
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            return _fail("--password-stdin: no password on standard input.", 2)
+    _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from aiconsole import accounts, iam
+    from aiconsole.errors import ServiceError
+
+    user = _user(args.username)
+    if user is None:
+        return _fail(f"No user named {args.username!r}.", 2)
+    chosen = password or secrets.token_urlsafe(12)
+    try:
+        accounts.set_password(user, chosen, actor=iam.SYSTEM)
+    except ServiceError as error:
+        return _refused(error)
+    print(f"Set a new password for [{user.get_username()}]; their sessions were signed out.")
+    if password is None:
+        print(f"Password: {chosen}")
+        print("This password is shown once.")
+    if not user.is_active:
+        print(f"[{user.get_username()}] is deactivated: 'aiconsole users reactivate {user.get_username()}' "
+              "lets them sign in.")
+    return 0
+
+
+def _activation(active: bool):
+    @_as_cli_call
+    def run(args) -> int:
+        _start(args)
+        # deferred: Django is configured by setup_django() first; the client commands never load it
+        from aiconsole import accounts, iam
+        from aiconsole.errors import ServiceError
+
+        user = _user(args.username)
+        if user is None:
+            return _fail(f"No user named {args.username!r}.", 2)
+        try:
+            (accounts.reactivate_user if active else accounts.deactivate_user)(user, actor=iam.SYSTEM)
+        except ServiceError as error:
+            return _refused(error)
+        if active:
+            print(f"Reactivated [{user.get_username()}]: they can sign in again (their old API tokens stay revoked).")
+        else:
+            print(f"Deactivated [{user.get_username()}]: their sessions ended and their API tokens were revoked.")
+        return 0
+
+    return run
+
+
+cmd_users_deactivate = _activation(False)
+cmd_users_reactivate = _activation(True)
+
+
 # --- audit ----------------------------------------------------------------------------------------
 
 
@@ -205,6 +285,18 @@ def register(commands) -> None:
     user_create.add_argument("--email")
     user_create.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     user_create.set_defaults(func=cmd_users_create)
+    data_dir(user_commands.add_parser("list", help="every account")).set_defaults(func=cmd_users_list)
+    set_password = data_dir(user_commands.add_parser(
+        "set-password", help="give a user a new password (prints a generated one); their sessions end"))
+    set_password.add_argument("username")
+    set_password.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    set_password.set_defaults(func=cmd_users_set_password)
+    for verb, func, help_text in (
+            ("deactivate", cmd_users_deactivate, "stop a user signing in; ends their sessions, revokes their tokens"),
+            ("reactivate", cmd_users_reactivate, "let a deactivated user sign in again")):
+        parser = data_dir(user_commands.add_parser(verb, help=help_text))
+        parser.add_argument("username")
+        parser.set_defaults(func=func)
 
     audit = commands.add_parser("audit", help="the audit log (on the server)")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)

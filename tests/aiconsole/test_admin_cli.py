@@ -235,3 +235,47 @@ def test_a_fresh_server_set_up_from_the_command_line(tmp_path):
     verified = aiconsole("audit", "verify")
     assert verified.returncode == 0, verified.stderr
     assert "Audit log intact: 3 Admin Activity" in verified.stdout
+
+
+def test_users_set_password_recovers_a_locked_out_admin_and_ends_their_sessions(run, client):
+    alice = get_user_model().objects.create_superuser("alice_only_admin", password="forgotten-long-ago-1")
+    client.force_login(alice)
+    status, out, _ = run("users", "set-password", "alice_only_admin")
+
+    assert status == 0
+    password = out.split("Password: ")[1].split()[0]
+    alice.refresh_from_db()
+    assert alice.check_password(password)
+    assert client.get("/profile/").status_code == 302  # the old session ended
+    entry = AuditEntry.objects.get(method_name="aiconsole.UserService.SetPassword")
+    assert (entry.principal, entry.user_agent) == ("system", "aiconsole-cli")
+    assert password not in str(entry.request) + str(entry.response)
+
+
+def test_users_set_password_from_stdin_names_the_rule_it_breaks(run, admin):
+    status, _, err = run("users", "set-password", admin.username, "--password-stdin", stdin="short\n")
+    assert status == 1 and "This password is too short" in err
+    status, out, _ = run("users", "set-password", admin.username, "--password-stdin", stdin="a-long-enough-pass-7\n")
+    assert status == 0 and "Password:" not in out
+    admin.refresh_from_db()
+    assert admin.check_password("a-long-enough-pass-7")
+    status, _, err = run("users", "set-password", "nobody_here")
+    assert status == 2 and "No user named 'nobody_here'" in err
+
+
+def test_users_deactivate_revokes_tokens_and_keeps_the_last_platform_admin(run, admin):
+    from aiconsole.tokens import authenticate_bearer, create_token
+
+    _, raw = create_token(admin)
+    status, out, _ = run("users", "deactivate", admin.username)
+    assert status == 0 and "API tokens were revoked" in out
+    assert authenticate_bearer(raw) is None
+    status, out, _ = run("users", "list")
+    assert [line.split()[-1] for line in out.splitlines() if line.startswith(admin.username)] == ["no"]
+    status, _, _ = run("users", "reactivate", admin.username)
+    admin.refresh_from_db()
+    assert status == 0 and admin.is_active and authenticate_bearer(raw) is None  # tokens stay revoked
+
+    only = get_user_model().objects.create_superuser("the_only_root", password="pw-the-only-root-1")
+    status, _, err = run("users", "deactivate", only.username)
+    assert status == 1 and "is the last active platform admin" in err
