@@ -83,7 +83,8 @@ class Board:
                    "--window_title", f"TensorBoard: {self.key}"]
         listening = threading.Event()
         self.popen = subprocess.Popen(
-            reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []), cwd=self.home, env=self._environment(python),
+            reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []),
+            cwd=self.home, env=self._environment(python),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True)  # its own session: stopping it signals nothing else
         threading.Thread(target=self._read_output, args=(listening,), daemon=True,
