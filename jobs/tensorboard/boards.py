@@ -5,6 +5,10 @@ no request has reached it for ``settings.TENSORBOARD_IDLE_SECONDS``. At most
 ``settings.TENSORBOARD_MAX`` run at once: a new one stops the board idle the longest, or, when every
 board is serving a request at that moment, is refused with :class:`Busy` (the page says so, 503).
 
+Boards die with the console process: each reaper is started from one long-lived spawner thread
+with ``PR_SET_PDEATHSIG`` (which fires when the *thread* that forked it ends, hence not from a
+request's thread), so a console killed with SIGKILL leaves no TensorBoard behind.
+
 TensorBoard runs under the executor's reaper (``jobs/executor/reaper.py``), in its own session, as
 the trainer user when trainers run as one (it reads the event files trainers wrote), with the
 trainers' environment: the ``TRAINER_ENV_PASSTHROUGH`` variables, so ``gs://`` job dirs are read
@@ -16,6 +20,7 @@ set to the URL the console serves it under, so its own links work through the pr
 from __future__ import annotations
 
 import atexit
+import ctypes
 import logging
 import os
 import re
@@ -25,6 +30,7 @@ import subprocess
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +44,16 @@ logger = logging.getLogger(__name__)
 LISTENING = re.compile(r"TensorBoard \S+ at http://127\.0\.0\.1:(\d+)/")
 LOST_REQUEST_SECONDS = 600.0
 MARKER = "AICONSOLE_TENSORBOARD"  # in the process's environment: which board it serves
+_PR_SET_PDEATHSIG = 1
+# One thread forks every board's reaper, and never ends while the process runs: the death signal
+# is tied to the forking thread, and a request's thread may come and go.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tensorboard-spawner")
+
+
+def _die_with_console() -> None:
+    """In the reaper before exec: SIGKILL when the console process is gone; the reaper's own
+    child, TensorBoard, dies with the reaper in turn."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class BoardError(Exception):
@@ -82,11 +98,12 @@ class Board:
                    "--port", "0", "--path_prefix", self.prefix, "--load_fast", "false",
                    "--window_title", f"TensorBoard: {self.key}"]
         listening = threading.Event()
-        self.popen = subprocess.Popen(
-            reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []),
+        self.popen = _SPAWNER.submit(
+            subprocess.Popen, reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []),
             cwd=self.home, env=self._environment(python),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)  # its own session: stopping it signals nothing else
+            start_new_session=True,  # its own session: stopping it signals nothing else
+            preexec_fn=_die_with_console).result()
         threading.Thread(target=self._read_output, args=(listening,), daemon=True,
                          name=f"tensorboard-{self.key}").start()
         deadline = time.monotonic() + settings.TENSORBOARD_START_SECONDS

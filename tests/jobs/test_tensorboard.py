@@ -11,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -273,3 +274,54 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
     assert sent["accept"] == "application/json" and "secret" not in json.dumps(sent)
     returned = {name.lower() for name, _ in answer.headers}
     assert answer.status == 200 and "set-cookie" not in returned and "transfer-encoding" not in returned
+
+
+DIES_WITH_CONSOLE = """
+import os, sys, threading, time
+from pathlib import Path
+import django
+django.setup()
+from jobs.tensorboard.boards import Board
+from jobs.tensorboard.environment import tensorboard_environment
+
+board = Board(key="orphan-check", logdir=sys.argv[1], prefix="/tb/orphan-check")
+# Started from a thread that ends at once, as a request's thread may: the board must outlive it.
+starter = threading.Thread(target=board.start, args=(tensorboard_environment().python,))
+starter.start()
+starter.join()
+assert board.alive, list(board.output)
+children = Path(f"/proc/{board.popen.pid}/task/{board.popen.pid}/children").read_text().split()
+print(board.popen.pid, *children, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_console_killed_with_sigkill_leaves_no_tensorboard_behind(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "aiconsole.settings", "AICONSOLE_DATA_DIR": str(tmp_path / "data"),
+                "AICONSOLE_ENV_DIR": str(settings.ENV_DIR),
+                "AICONSOLE_SECRET_KEY": "orphan-check-key-orphan-check-key", "AICONSOLE_TENSORBOARD_START_SECONDS": "120"})
+    (tmp_path / "logs").mkdir()
+    os.chmod(tmp_path, 0o755)
+    console = subprocess.Popen([sys.executable, "-c", DIES_WITH_CONSOLE, str(tmp_path / "logs")], env=env,
+                               stdout=subprocess.PIPE, text=True, cwd=settings.BASE_DIR)
+    try:
+        pids = [int(pid) for pid in console.stdout.readline().split()]
+        assert len(pids) == 2, "the reaper and TensorBoard under it"
+        assert all(os.path.exists(f"/proc/{pid}") for pid in pids)  # the starting thread ended; they run on
+    finally:
+        console.send_signal(signal.SIGKILL)
+        console.wait()
+
+    def gone(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"  # a zombie is gone too
+        except OSError:
+            return True
+
+    wait_for(lambda: all(gone(pid) for pid in pids), 30, message="the reaper and TensorBoard to die with the console")
