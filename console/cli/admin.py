@@ -119,13 +119,16 @@ def cmd_remove_binding(args) -> int:
 # --- users ----------------------------------------------------------------------------------------
 
 
+def _stdin_password(args) -> str | None:
+    """With ``--password-stdin`` its first line ("" when there is none); otherwise None."""
+    return sys.stdin.readline().rstrip("\r\n") if args.password_stdin else None
+
+
 @_as_cli_call
 def cmd_users_create(args) -> int:
-    password = None
-    if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-        if not password:
-            return _fail("--password-stdin: no password on standard input.", 2)
+    password = _stdin_password(args)
+    if password == "":
+        return _fail("--password-stdin: no password on standard input.", 2)
     _start(args)
     # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import accounts, iam
@@ -165,11 +168,9 @@ def cmd_users_list(args) -> int:
 @_as_cli_call
 def cmd_users_set_password(args) -> int:
     """For a user locked out (the only admin included): a new password, their sessions ended."""
-    password = None
-    if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-        if not password:
-            return _fail("--password-stdin: no password on standard input.", 2)
+    password = _stdin_password(args)
+    if password == "":
+        return _fail("--password-stdin: no password on standard input.", 2)
     _start(args)
     # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import accounts, iam
