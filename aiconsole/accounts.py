@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from importlib import import_module
 
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY, get_user_model, password_validation
+from django.contrib.auth import SESSION_KEY, get_user, get_user_model, password_validation
 from django.contrib.auth.tokens import PasswordResetTokenGenerator
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -38,7 +38,7 @@ from aiconsole.errors import (
     ResourceExhausted,
 )
 from aiconsole.models import PROJECT_ID_VALIDATOR, ApiToken, AuditEntry, Project
-from aiconsole.signin import cooloff_minutes
+from aiconsole.signin import CODE_RESOURCE_EXHAUSTED, cooloff_minutes
 
 CREATE_PROJECT = "google.cloudresourcemanager.v1.Projects.CreateProject"
 USER_SERVICE = "aiconsole.UserService"
@@ -55,7 +55,6 @@ LIST_USERS = f"{USER_SERVICE}.ListUsers"
 PASSWORD_LINK_HOURS = 72
 CODE_INVALID_ARGUMENT = 3
 CODE_FAILED_PRECONDITION = 9
-CODE_RESOURCE_EXHAUSTED = 8
 
 
 def _require_platform_admin(actor, permission: str, resource_name: str, method: str, *,
@@ -195,8 +194,6 @@ def session_user(session_key: str | None):
     ``auth.get_user``: the session exists and has not expired, the user is active, the password
     has not changed since); None otherwise. For connections that outlive the request that opened
     them (the live log WebSocket), which ask again while they stay open."""
-    from django.contrib.auth import get_user
-
     if not session_key:
         return None
     user = get_user(_SessionOnly(import_module(settings.SESSION_ENGINE).SessionStore(session_key)))
