@@ -67,6 +67,13 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
     for item in (page.locator("#job-status [data-state]").first, page.locator("#job-status [data-clone]")):
         box = item.bounding_box()
         assert box["width"] > box["height"] and box["height"] < 48, box
+    # A sideways-scrolling table keeps each column heading on one line (the replicas table did not).
+    lines = page.evaluate("""() => [...document.querySelectorAll('.table-scroll[role=region] th')].map((th) => {
+      const range = document.createRange(); range.selectNodeContents(th);
+      const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+      return [th.textContent.trim(), tops.size];
+    }).filter(([, count]) => count > 0)""")
+    assert lines and all(count == 1 for _, count in lines), lines
     # The log's message column has the width: its metadata stacks above it.
     page.goto(f"{P}/jobs/train_model/#logs")
     message = page.locator("#log-lines td.msg").first
