@@ -13,6 +13,7 @@ import shlex
 import yaml
 from django import forms
 
+from aiconsole import yamlsafe
 from jobs import catalogue, equivalent
 
 ROLES = (
@@ -195,7 +196,9 @@ class JobSubmitForm(forms.Form):
         if not text:
             return None
         try:
-            spec = yaml.safe_load(text)
+            spec = yamlsafe.load(text)
+        except yamlsafe.YamlLimitError as error:
+            raise forms.ValidationError(f"Hyperparameter tuning is refused: {error}.") from None
         except yaml.YAMLError as error:
             raise forms.ValidationError(f"The spec cannot be parsed: {error}.") from None
         if isinstance(spec, dict) and isinstance(spec.get("trainingInput"), dict):

@@ -17,6 +17,7 @@ from pathlib import Path
 import requests
 import yaml
 
+from aiconsole import yamlsafe
 from console.cli import common, output, training
 from console.cli.client import Client, CliError, error_from_response
 
@@ -119,7 +120,9 @@ def _version_body(args) -> dict:
     body: dict = {}
     if args.config:
         try:
-            loaded = yaml.safe_load(Path(args.config).expanduser().read_text())
+            loaded = yamlsafe.load(yamlsafe.read_file(args.config))
+        except yamlsafe.YamlLimitError as error:
+            raise CliError(f"--config {args.config} is refused: {error}", exit_code=2) from None
         except (OSError, yaml.YAMLError) as error:
             raise CliError(f"--config {args.config}: {error}", exit_code=2) from None
         if not isinstance(loaded, dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from aiconsole import yamlsafe
 from console.cli import output, packaging
 from console.cli.client import Client, CliError
 from jobs import catalogue
@@ -177,11 +178,12 @@ def _plain(value: object) -> object:
 def load_config(path: str) -> dict:
     """The Job in a ``--config`` file, with a message naming the file for every problem."""
     try:
-        text = Path(path).expanduser().read_text()
+        text = yamlsafe.read_file(path)
+        data = yamlsafe.load(text)
     except OSError as error:
         raise CliError(f"--config {path}: cannot read it ({error.strerror or error})", exit_code=2) from None
-    try:
-        data = yaml.safe_load(text)
+    except yamlsafe.YamlLimitError as error:
+        raise CliError(f"--config {path} is refused: {error}", exit_code=2) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -11,4 +11,5 @@ files, and in tests/fixtures/ when several folders use them).
 - ``metrics``: Trainers that report metrics, and stored metric points.
 - ``models``: Saved model files and deployed versions for the prediction tests.
 - ``waiting``: Waiting on a condition with a timeout, never sleeping and hoping.
+- ``yaml_bombs``: YAML documents that must be refused before anything expands them, and a config that must not.
 """
