@@ -52,9 +52,16 @@ _ERROR_LINE = re.compile(
     r"^(?:[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)|[Ee]rror:|\S+: error: "
     r"|During handling of the above exception|The above exception was the direct cause)"
 )
-# Python's warnings ("train.py:12: UserWarning: …") and "Warning: …" lines.
-_WARNING_LINE = re.compile(r"^(?:\S.*?:\d+: \w*Warning: |[Ww]arning: )")
+# Python's warnings ("/…/site-packages/x.py:12: UserWarning: …", found wherever the path ends; the
+# line starts with its file name, not a space) and "Warning: …" lines.
+_PYTHON_WARNING = re.compile(r":\d+: \w*Warning: ")
 TRACEBACK_START = "Traceback (most recent call last)"
+# A logging prefix (a level word, absl's "W1126 …") sits at the start: its first characters decide.
+# What a line says about itself (a Python warning, an exception) may come after a long path: a
+# runtime environment's site-packages alone is 100+ characters. Both reads are bounded, so a long
+# line costs no more than a short one that says the same.
+PREFIX_CHARS = 120
+SAYS_CHARS = 4096
 
 
 def detect_severity(text: str, stream: str, *, in_traceback: bool = False) -> str:
@@ -64,7 +71,7 @@ def detect_severity(text: str, stream: str, *, in_traceback: bool = False) -> st
     The stream alone decides nothing: tqdm bars, warnings and most libraries' chatter go to
     stderr, and are not errors (the stored ``stream`` still says where a line came from).
     """
-    head = text[:120]
+    head = text[:PREFIX_CHARS]
     if head and head[0] in "DIWEF0123456789":
         match = _GLOG.match(head)
         if match:
@@ -75,9 +82,11 @@ def detect_severity(text: str, stream: str, *, in_traceback: bool = False) -> st
             return _LEVELS[match.group(1)]
     if in_traceback or head.startswith(TRACEBACK_START):
         return "ERROR"
-    if ("rror" in head or "xception" in head) and _ERROR_LINE.match(head):
+    says = text[:SAYS_CHARS]  # the same string, not a copy, for any line shorter than that
+    if ("rror" in says or "xception" in says) and _ERROR_LINE.match(says):
         return "ERROR"
-    if "arning" in head and _WARNING_LINE.match(head):
+    if "arning: " in says and (says.startswith(("Warning: ", "warning: "))
+                               or (not says[0].isspace() and _PYTHON_WARNING.search(says, 1))):
         return "WARNING"
     return "INFO"
 

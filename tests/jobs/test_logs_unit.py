@@ -184,6 +184,39 @@ def test_a_stderr_line_is_an_error_only_when_it_says_so(text, expected):
     assert detect_severity(text, "stderr") == expected
 
 
+# A runtime environment's site-packages, as a root console's trainers see it: the path alone is
+# longer than the first 120 characters that decided a line's severity before.
+SITE_PACKAGES = ("/var/cache/aiconsole/envs/runtime-2.11-cpu-py3.7-3f9a1c2b7d4e5f60/job-layer-8c1d2e3f4a5b6c7d"
+                 "/lib/python3.7/site-packages")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"{SITE_PACKAGES}/tensorflow/python/framework/dtypes.py:516: FutureWarning: Passing (type, 1) or "
+         "'1type' as a synonym of type is deprecated", "WARNING"),
+        (f"{SITE_PACKAGES}/sklearn/utils/deprecation.py:87: DeprecationWarning: Function load_boston is "
+         "deprecated", "WARNING"),
+        (f"{SITE_PACKAGES}/xgboost/core.py:617: UserWarning: Use subset (sliced data) of np.ndarray", "WARNING"),
+        (f"{SITE_PACKAGES}/{'deep/' * 700}x.py:12: RuntimeWarning: invalid value", "WARNING"),
+        (f"WARNING:tensorflow:From {SITE_PACKAGES}/tensorflow/x.py:12: The name tf.Session is deprecated",
+         "WARNING"),
+        ("W1126 10:04:41.123456 140000000 " + "x" * 200 + ".py:12] slow", "WARNING"),
+        (f"{SITE_PACKAGES}/sklearn/linear_model/_logistic.py:814: ConvergenceWarning lbfgs failed", "INFO"),
+        ("  warnings.warn(" + "x" * 300 + ": UserWarning: indented source line", "INFO"),
+        (f"{SITE_PACKAGES}/x.py:12 is where the data lives", "INFO"),
+    ],
+)
+def test_a_python_warning_is_a_warning_however_long_the_path_before_it(text, expected):
+    assert len(text) > 120
+    assert detect_severity(text, "stderr") == expected
+
+
+def test_what_a_line_says_is_read_from_its_first_4_kb_only():
+    far = "x" * 5000 + "/x.py:12: UserWarning: too far to read"
+    assert detect_severity(far, "stderr") == "INFO"
+
+
 def test_every_line_of_a_traceback_is_an_error_and_it_ends_at_the_exception():
     tracker = TracebackTracker()
     lines = ["100%|██████████| 10/10", "Traceback (most recent call last):",
