@@ -25,7 +25,7 @@ from pathlib import Path
 
 from django.db import connection, transaction
 
-from aiconsole import paging, storage
+from aiconsole import csvsafe, paging, storage
 from aiconsole.errors import FieldViolation, InvalidArgument
 from jobs import tfevents
 from jobs.models import MetricPoint, MetricSource
@@ -244,7 +244,7 @@ def csv_lines(rows: Iterable[tuple]) -> Iterator[str]:
     writer.writerow(CSV_COLUMNS)
     for row in rows:
         point = wire(row)
-        writer.writerow([point[column] for column in CSV_COLUMNS])
+        writer.writerow(csvsafe.row(point[column] for column in CSV_COLUMNS))  # tags and runs are the trainer's
         if buffer.tell() > 64_000:
             yield buffer.getvalue()
             buffer.seek(0)

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from aiconsole import csvsafe
 from console.cli import common, logs, output, training
 from console.cli.client import ApiError, Client, CliError
 
@@ -346,7 +347,7 @@ def cmd_metrics(args) -> int:
         return 0
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(METRIC_COLUMNS)
-    writer.writerows([point.get(column, "") for column in METRIC_COLUMNS] for point in points)
+    writer.writerows(csvsafe.row(point.get(column, "") for column in METRIC_COLUMNS) for point in points)
     if not points:
         output.status(f"Job [{args.job}] has no metrics{' tagged ' + repr(args.tag) if args.tag else ''} yet.")
     return 0
