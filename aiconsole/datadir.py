@@ -75,9 +75,9 @@ def keep_private(*paths: Path) -> None:
             continue
         mode = stat.S_IMODE(info.st_mode)
         if stat.S_ISDIR(info.st_mode):
-            # Group-execute only: the trainer user's group traverses to its folders, lists nothing.
-            if mode & 0o067:
-                path.chmod(mode & 0o710)
+            # Execute only: the projects' accounts traverse to their folders and list nothing.
+            if mode & 0o076:
+                path.chmod(mode & 0o701)
         elif mode & 0o077:
             path.chmod(0o600)
 

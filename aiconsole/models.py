@@ -1,4 +1,4 @@
-"""Cross-cutting rows: projects, IAM role bindings, API tokens and the audit log."""
+"""Cross-cutting rows: projects and their trainer accounts, IAM role bindings, API tokens and the audit log."""
 
 import hashlib
 import json
@@ -39,6 +39,19 @@ class Project(models.Model):
     @property
     def resource_name(self) -> str:
         return f"projects/{self.project_id}"
+
+
+class TrainerAccount(models.Model):
+    """The host account (user and group, one number) a project's code runs as when the console
+    runs as root: its trainers, TensorBoards and serving processes (aiconsole.trainer_user). The
+    number is kept here so every worker host gives a project the same one."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="trainer_account")
+    uid = models.PositiveIntegerField(unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.project_id}: {self.uid}"
 
 
 class RoleBinding(models.Model):

@@ -6,6 +6,7 @@ in-memory channel layer. Secrets can be given as ``NAME_FILE`` (a path whose con
 """
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -267,9 +268,30 @@ MODEL_MAX_BYTES = env_int("AICONSOLE_MODEL_MAX_BYTES", 2 * 1024**3, minimum=1024
 BATCH_MAX_WORKERS = env_int("AICONSOLE_BATCH_MAX_WORKERS", 2, minimum=1)
 MODEL_PREWARM = env_bool("AICONSOLE_MODEL_PREWARM", True)
 
-# The account trainers run as when the console runs as root (aiconsole.trainer_user): created on
-# first use; "root" runs them as root. A console that is not root runs them as its own user.
-TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "aiconsole-trainer") or "aiconsole-trainer"
+# Whom trainers, TensorBoards and serving processes run as when the console runs as root
+# (aiconsole.trainer_user): unset, an account of their project's own, with a user and group id
+# from AICONSOLE_TRAINER_UIDS, created on first use; "root" runs them as root. A console that is
+# not root runs them as its own user. ("aiconsole-trainer", the one shared account of earlier
+# versions, means the same as unset.)
+TRAINER_USER = env_str("AICONSOLE_TRAINER_USER", "") or ""
+if TRAINER_USER not in ("", "root", "aiconsole-trainer"):
+    raise ImproperlyConfigured(
+        f"AICONSOLE_TRAINER_USER={TRAINER_USER}: trainers run as an account of their own project (ids from "
+        "AICONSOLE_TRAINER_UIDS), so one named account is no longer used; unset it, or set it to root to run "
+        "them as root.")
+
+
+def _id_range(name: str, default: str) -> range:
+    text = env_str(name, default) or default
+    match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
+    if not match or not 1000 <= int(match[1]) < int(match[2]) < 2**31 - 1:
+        raise ImproperlyConfigured(f"{name} must be a range of user ids FIRST-LAST with 1000 <= FIRST < LAST "
+                                   f"< 2147483647, for example {default}; got {text!r}")
+    return range(int(match[1]), int(match[2]) + 1)
+
+
+# The user and group ids the projects' accounts get, one each, the same on every worker host.
+TRAINER_UIDS = _id_range("AICONSOLE_TRAINER_UIDS", "70000-79999")
 # Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
 # up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""

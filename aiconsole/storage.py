@@ -12,12 +12,17 @@ the layout the console itself writes (``packages/<project>/``, ``job-dirs/<proje
 it, only the shared roots an admin lists in ``AICONSOLE_STORAGE_ROOTS``, which every project may
 use. So one project can neither read nor write another project's files.
 
+A checked path is used from its storage root down, one component at a time, never through a link
+(``aiconsole.beneath``): trainers own folders in these areas, and one that swapped a folder for a
+link after the check would otherwise have the console read or write wherever the link leads.
+
 Defaults come from ``django.conf.settings`` and are read inside each function, so callers (and
 tests) that pass every parameter explicitly do not need Django configured.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -36,6 +41,8 @@ from google.auth import exceptions as auth_exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
 from google.cloud.storage import exceptions as gcs_exceptions
+
+from aiconsole import beneath
 
 GCS_SCHEME = "gs://"
 CHUNK_BYTES = 1024 * 1024
@@ -204,6 +211,69 @@ def resolve_local_path(
     if must_exist and not resolved.exists():
         raise StorageError(f"{uri} does not exist")
     return resolved
+
+
+def base_of(path: Path, roots: list[Path] | None = None) -> Path:
+    """The storage root a resolved ``path`` lies in (the innermost): where using it safely starts."""
+    candidates = [root for root in _storage_roots(roots) if path.is_relative_to(root)]
+    if not candidates:
+        raise StorageError(f"{path} is not inside a storage root this server serves")
+    return max(candidates, key=lambda root: len(root.parts))
+
+
+def _unsafe(uri: str, exc: OSError) -> StorageError:
+    """What an operation that met a link (or a folder that became one) on its way says."""
+    if isinstance(exc, beneath.Refused):
+        return StorageError(f"{uri}: {exc}")
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a link where a folder or the file was when checked
+        return StorageError(f"{uri}: a link lies on its path (or a folder on it was replaced by one while it "
+                            "was used); the console follows no link there")
+    return StorageError(f"{uri}: cannot use it ({exc.strerror or exc})")
+
+
+def open_local(uri: str, *, roots: list[Path] | None = None, project: Any = None) -> IO[bytes]:
+    """A local file inside a storage root (with ``project``, in its area), opened for reading
+    from its root down without following a link; the caller closes it."""
+    path = resolve_local_path(uri, roots=roots, project=project)
+    try:
+        descriptor = beneath.open_file(base_of(path, roots), path)
+    except beneath.Refused as exc:
+        raise StorageError(f"{uri} is not a file" if "regular file" in str(exc) else f"{uri}: {exc}") from exc
+    except IsADirectoryError as exc:
+        raise StorageError(f"{uri} is not a file") from exc
+    except OSError as exc:
+        raise _unsafe(uri, exc) from exc
+    return os.fdopen(descriptor, "rb")
+
+
+def open_trainer_file(path: Path) -> IO[bytes]:
+    """A file the console reads in a folder trainers write (a replica's working dir, a job dir),
+    opened from the work dir or the storage root it lies in, never through a link. OSError when it
+    cannot be (a link on its way included)."""
+    from django.conf import settings
+
+    path = Path(path)
+    bases = [Path(settings.WORK_DIR), *_storage_roots(None)]
+    base = max((b for b in bases if path.is_relative_to(b)), key=lambda b: len(b.parts), default=None)
+    if base is None:
+        raise beneath.Refused(f"{path} is in none of the folders the console reads trainers' files from")
+    return os.fdopen(beneath.open_file(base, path), "rb")
+
+
+def make_local_dir(uri: str, *, roots: list[Path] | None = None, project: Any = None) -> Path:
+    """Create a local folder inside a storage root (with ``project``, in its area) with its parents,
+    from the root down without following a link; return its resolved path."""
+    path = resolve_local_path(uri, roots=roots, must_exist=False, project=project)
+    try:
+        with beneath.folder(base_of(path, roots), path, create=True):
+            pass
+    except FileExistsError as exc:
+        raise StorageError(f"{uri} exists and is not a directory") from exc
+    except NotADirectoryError as exc:
+        raise StorageError(f"{uri} exists and is not a directory") from exc
+    except OSError as exc:
+        raise _unsafe(uri, exc) from exc
+    return path
 
 
 # --- Google Cloud Storage client -------------------------------------------------------------
@@ -386,14 +456,11 @@ def fetch(
             raise StorageError(f"{uri}: cannot write to {dest} ({exc.strerror or exc})") from exc
         return dest
 
-    source = resolve_local_path(uri, roots=roots, project=project)
-    if not source.is_file():
-        raise StorageError(f"{uri} is not a file")
     dest = _destination(uri, _local_path_from_uri(uri).name, dest_dir)
     try:
-        if source.stat().st_size > limit:
-            raise _too_large(uri, limit)
-        with source.open("rb") as src:
+        with open_local(uri, roots=roots, project=project) as src:
+            if os.fstat(src.fileno()).st_size > limit:
+                raise _too_large(uri, limit)
             _write_atomically(
                 dest,
                 lambda handle: _copy_limited(_read_chunks(src), _LimitedWriter(handle, limit, uri)),
@@ -478,14 +545,7 @@ def prepare_job_dir(uri: str, *, roots: list[Path] | None = None, project: Any =
     if is_gcs_uri(uri):
         parse_gcs_uri(uri, require_object=False)
         return uri
-    path = resolve_local_path(uri, roots=roots, must_exist=False, project=project)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:
-        raise StorageError(f"{uri} exists and is not a directory") from exc
-    except OSError as exc:
-        raise StorageError(f"{uri}: cannot create directory ({exc.strerror or exc})") from exc
-    return str(path)
+    return str(make_local_dir(uri, roots=roots, project=project))
 
 
 def write_text(uri: str, text: str, *, roots: list[Path] | None = None, project: Any = None) -> None:
@@ -499,11 +559,11 @@ def write_text(uri: str, text: str, *, roots: list[Path] | None = None, project:
             blob.upload_from_string(data, content_type="text/plain; charset=utf-8")
         return
     path = resolve_local_path(uri, roots=roots, must_exist=False, project=project)
+    make_local_dir(str(path.parent), roots=roots, project=project)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        beneath.write_file(base_of(path, roots), path, data)
     except OSError as exc:
-        raise StorageError(f"{uri}: cannot write ({exc.strerror or exc})") from exc
+        raise _unsafe(uri, exc) from exc
 
 
 def read_bytes(
@@ -523,14 +583,11 @@ def read_bytes(
                 raise _too_large(uri, limit)
             blob.download_to_file(_LimitedWriter(buffer, limit, uri))
         return buffer.getvalue()
-    path = resolve_local_path(uri, roots=roots, project=project)
-    try:
-        with path.open("rb") as handle:
+    with open_local(uri, roots=roots, project=project) as handle:
+        try:
             data = handle.read(limit + 1)
-    except IsADirectoryError as exc:
-        raise StorageError(f"{uri} is not a file") from exc
-    except OSError as exc:
-        raise StorageError(f"{uri}: cannot read ({exc.strerror or exc})") from exc
+        except OSError as exc:
+            raise StorageError(f"{uri}: cannot read ({exc.strerror or exc})") from exc
     if len(data) > limit:
         raise _too_large(uri, limit)
     return data

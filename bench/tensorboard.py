@@ -74,7 +74,7 @@ for job_id in {jobs!r}:
             writer.add_event(event_pb2.Event(step=step, wall_time=1.7e9 + step,
                                              summary=summary_pb2.Summary(value=values)))
         writer.close()
-    trainer_user.give_job_dir(str(job_dir))
+    trainer_user.give_job_dir(str(job_dir), project)
     Job.objects.create(project=project, job_id=job_id, state=JobState.SUCCEEDED, training_input={{"jobDir": str(job_dir)}})
 started = time.perf_counter()
 tensorboard_environment()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -66,10 +67,11 @@ _pool: ThreadPoolExecutor | None = None
 stats = Stats()
 
 
-def analyse(uri: str, *, header: bool, model_type: str | None, compare: str | None) -> Analysis:
-    """The analysis of ``uri`` (paths already checked by the caller), waiting a bounded time for it."""
+def analyse(uri: str, *, header: bool, model_type: str | None, compare: str | None, project) -> Analysis:
+    """The analysis of ``uri`` (and ``compare``), files of ``project``'s area, waiting a bounded time for it."""
     limits = {"max_columns": settings.ANALYSIS_MAX_COLUMNS, "max_rows": settings.ANALYSIS_MAX_ROWS}
-    key = (_version(uri), _version(compare) if compare else None, header, model_type or "", *limits.values())
+    key = (project.project_id, _version(uri, project), _version(compare, project) if compare else None, header,
+           model_type or "", *limits.values())
     with _lock:
         entry = _cache.get(key)
         if entry is not None:
@@ -80,7 +82,7 @@ def analyse(uri: str, *, header: bool, model_type: str | None, compare: str | No
             entry = _cache[key] = Analysis()
             while len(_cache) > settings.ANALYSIS_CACHE_ENTRIES:
                 _cache.popitem(last=False)
-            _executor().submit(_run, key, entry, uri, compare, header, model_type or None, limits)
+            _executor().submit(_run, key, entry, uri, compare, header, model_type or None, limits, project)
     entry.done.wait(settings.ANALYSIS_WAIT_SECONDS)
     return entry
 
@@ -96,7 +98,7 @@ def reset() -> None:
         _pool = None
 
 
-def _version(uri: str) -> tuple:
+def _version(uri: str, project) -> tuple:
     if storage.is_gcs_uri(uri):
         bucket, name = storage.parse_gcs_uri(uri)
         with storage._gcs_errors(uri):
@@ -104,12 +106,12 @@ def _version(uri: str) -> tuple:
         if blob is None:
             raise storage.StorageError(f"{uri} does not exist")
         return uri, blob.generation, blob.size
-    path = storage.resolve_local_path(uri)
     try:
-        status = path.stat()
-    except OSError:
-        raise DataError(f"{uri} is not a file.") from None
-    return str(path), status.st_size, status.st_mtime_ns
+        with storage.open_local(uri, project=project) as handle:
+            status = os.fstat(handle.fileno())
+    except storage.StorageError as error:
+        raise DataError(f"{uri} is not a file." if str(error).endswith("is not a file") else str(error)) from None
+    return str(storage.resolve_local_path(uri, project=project)), status.st_size, status.st_mtime_ns
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -120,7 +122,7 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _run(key: tuple, entry: Analysis, uri: str, compare: str | None, header: bool, model_type: str | None,
-         limits: dict) -> None:
+         limits: dict, project) -> None:
     with _lock:
         if _cache.get(key) is not entry:  # evicted while it waited for a slot: nobody will look
             entry.finish(FAILED, message="The analysis was dropped; reload the page to start it again.")
@@ -128,8 +130,8 @@ def _run(key: tuple, entry: Analysis, uri: str, compare: str | None, header: boo
     entry.started_at = time.monotonic()
     deadline = entry.started_at + settings.ANALYSIS_SECONDS
     try:
-        data, cut = builtin.read_csv_bytes(uri)
-        other, other_cut = builtin.read_csv_bytes(compare) if compare else (None, False)
+        data, cut = builtin.read_csv_bytes(uri, project=project)
+        other, other_cut = builtin.read_csv_bytes(compare, project=project) if compare else (None, False)
         arguments = {"data": data, "source": uri, "cut": cut, "compare": other, "compare_source": compare or "",
                      "compare_cut": other_cut, "header": header, "model_type": model_type, **limits}
         ok, value = _in_child(arguments, deadline)

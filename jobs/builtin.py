@@ -217,8 +217,8 @@ def check_submission(training_input: dict, *, project=None) -> list[FieldViolati
         if not uri or storage.is_gcs_uri(uri):
             continue  # gs:// data is checked by the algorithm's first step
         try:
-            local = storage.resolve_local_path(uri, project=project)
-            width = check_data_file(local, key, values, algos.model_type_of(algorithm, values), memory, width)
+            with storage.open_local(uri, project=project) as handle:
+                width = check_data_file(handle, uri, values, algos.model_type_of(algorithm, values), memory, width)
         except (storage.StorageError, DataError) as error:
             violations.append(FieldViolation("job.training_input.args", f"--{key}: {error}"))
     return violations
@@ -231,23 +231,21 @@ def _memory_gb(training_input: dict) -> float | None:
     return machine.memory_gb if machine else None
 
 
-def check_data_file(path: Path, key: str, values: dict, model_type: str | None, memory_gb: float | None,
+def check_data_file(handle, path: str, values: dict, model_type: str | None, memory_gb: float | None,
                     width: int | None = None) -> int:
-    """Check a local CSV's size and its first megabyte; return its column count."""
-    if not path.is_file():
-        raise DataError(f"{path} is not a file.")
-    size = path.stat().st_size
+    """Check a local CSV's size and its first megabyte (``handle``, opened for ``path``); return its
+    column count."""
+    size = os.fstat(handle.fileno()).st_size
     if size == 0:
         raise DataError(f"{path} is empty: a CSV with at least one row is required.")
     if memory_gb and size * MEMORY_SHARE > memory_gb * 1e9:
         raise DataError(f"{path} is {size / 1e9:.2f} GB, too large for the master's {memory_gb:g} GB of memory: a "
                         f"built-in algorithm takes CSV files of at most {memory_gb / MEMORY_SHARE:.2f} GB (a fifth of "
                         "the machine's memory). Choose a machine type with more memory.")
-    with open(path, "rb") as handle:
-        data = handle.read(SCAN_BYTES)
+    data = handle.read(SCAN_BYTES)
     if len(data) == SCAN_BYTES and b"\n" in data:
         data = data[: data.rindex(b"\n") + 1]  # whole lines only
-    table = read_text(decode(data, str(path)), source=str(path), header=bool(values.get("header")), width=width)
+    table = read_text(decode(data, path), source=path, header=bool(values.get("header")), width=width)
 
     check_target(table, model_type)
     return table.width
@@ -350,26 +348,28 @@ def best_trial(job) -> str:
 ANALYSIS_MAX_BYTES = 64 << 20  # the part of a file the page reads; the rest is left out, and it says so
 
 
-def read_table(uri: str, *, header: bool, width: int | None = None):
+def read_table(uri: str, *, header: bool, width: int | None = None, project=None):
     """Read up to ANALYSIS_MAX_BYTES of a CSV in storage (local or gs://) as a Table."""
-    data, cut = read_csv_bytes(uri)
+    data, cut = read_csv_bytes(uri, project=project)
     table = read_text(decode(data, uri), source=uri, header=header, width=width)
     table.truncated = table.truncated or cut
     return table
 
 
-def read_csv_bytes(uri: str) -> tuple[bytes, bool]:
-    """Up to ANALYSIS_MAX_BYTES of a CSV in storage, cut at a line end, and whether it was cut."""
+def read_csv_bytes(uri: str, *, project=None) -> tuple[bytes, bool]:
+    """Up to ANALYSIS_MAX_BYTES of a CSV in storage (with ``project``, in its area), cut at a line
+    end, and whether it was cut. A local file is opened from its storage root down, never through
+    a link, so what was checked is what is read."""
 
     if storage.is_gcs_uri(uri):
         data = storage.read_bytes(uri, max_bytes=ANALYSIS_MAX_BYTES)
         cut = False
     else:
-        path = storage.resolve_local_path(uri)
-        if not path.is_file():
-            raise DataError(f"{uri} is not a file.")
-        with open(path, "rb") as handle:
-            data = handle.read(ANALYSIS_MAX_BYTES + 1)
+        try:
+            with storage.open_local(uri, project=project) as handle:
+                data = handle.read(ANALYSIS_MAX_BYTES + 1)
+        except storage.StorageError as error:
+            raise DataError(f"{uri} is not a file." if str(error).endswith("is not a file") else str(error)) from None
         cut = len(data) > ANALYSIS_MAX_BYTES
         if cut:
             data = data[: data.rindex(b"\n", 0, ANALYSIS_MAX_BYTES) + 1] if b"\n" in data else data

@@ -70,12 +70,9 @@ def data_analysis(request, project_id):
     context = {"project": project, "form": form}
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
-        try:
-            for uri in (data["path"], data["compare"]):  # only files of this project's storage area
-                if uri and not storage.is_gcs_uri(uri):
-                    storage.resolve_local_path(uri, project=project)
+        try:  # only files of this project's storage area, read where they were checked
             outcome = analysis_runner.analyse(data["path"], header=data["header"], model_type=data["model_type"],
-                                              compare=data["compare"] or None)
+                                              compare=data["compare"] or None, project=project)
         except (storage.StorageError, DataError) as error:
             form.add_error("path", str(error))
         else:

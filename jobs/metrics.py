@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -136,10 +137,11 @@ class Collector:
         if self.metric_file is None:
             return []
         try:
-            mtime = self.metric_file.stat().st_mtime
-            if mtime == self._metric_mtime:
-                return []
-            text = self.metric_file.read_text(errors="replace")
+            with storage.open_trainer_file(self.metric_file) as handle:  # the trainer's folder: no link followed
+                mtime = os.fstat(handle.fileno()).st_mtime
+                if mtime == self._metric_mtime:
+                    return []
+                text = handle.read().decode(errors="replace")
         except OSError:
             return []
         self._metric_mtime = mtime

@@ -186,11 +186,12 @@ class EventScanner:
 
     def _open_at(self, path: Path | str, offset: int) -> BinaryIO:
         """The file from ``offset`` on; for an object, only the bytes past it are fetched."""
+        from aiconsole import storage  # the Cloud Storage client, for gs:// job dirs
+
         if not self.gcs:
-            stream = path.open("rb")
+            stream = storage.open_trainer_file(path)  # the trainer's folder: no link followed
             stream.seek(offset)
             return stream
-        from aiconsole import storage  # the Cloud Storage client, only for gs:// job dirs
 
         bucket, name = storage.parse_gcs_uri(path)
         return io.BytesIO(storage.gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset))

@@ -79,8 +79,8 @@ def _csv_value(prediction) -> str:
 class _Shard:
     """One worker's results file and counters."""
 
-    def __init__(self, path: Path, csv: bool):
-        self.handle = open(path, "w", encoding="utf-8")
+    def __init__(self, handle, csv: bool):
+        self.handle = handle
         self.csv = csv
         self.predictions = 0
 
@@ -152,15 +152,17 @@ class BatchPredictionRunner(RunnerBase):
             runtime = runtime or catalogue.DEFAULT_RUNTIME_VERSION
             self.sink.service(f"Using the {detected.framework} model {detected.model_file} from {pi['uri']}.")
             return self._spec(pi["uri"], runtime, str(detected.model_dir), detected.model_file,
-                              detected.framework), "n1-standard-4"
+                              detected.framework, job.project), "n1-standard-4"
         version = self._version(pi)
         self.sink.service(f"Using {version.resource_name} ({version.framework}, runtime {version.runtime_version}).")
         return self._spec(version.resource_name, runtime or version.runtime_version, version.local_dir,
-                          version.model_file, version.framework), version.machine_type
+                          version.model_file, version.framework, version.model.project), version.machine_type
 
     @staticmethod
-    def _spec(label, runtime, model_dir, model_file, framework) -> supervisor.ModelSpec:
-        return supervisor.ModelSpec(0, label, runtime, model_dir, model_file, framework, 1, 1, True, False)
+    def _spec(label, runtime, model_dir, model_file, framework, project) -> supervisor.ModelSpec:
+        """Served as the account of the project the model's files belong to."""
+        return supervisor.ModelSpec(0, label, runtime, model_dir, model_file, framework, 1, 1, True, False,
+                                    project=project)
 
     def _version(self, pi: dict) -> Version:
         name = pi.get("versionName") or pi.get("modelName") or ""
@@ -230,7 +232,7 @@ class BatchPredictionRunner(RunnerBase):
         csv = pi.get("outputDataFormat") == "CSV"
         count = len(self.processes)
         names = [f"prediction.results-{i:05d}-of-{count:05d}" for i in range(count)]
-        shards = [_Shard(output.path(name), csv) for name in names]
+        shards = [_Shard(output.create(name), csv) for name in names]
         batches: queue.Queue = queue.Queue(maxsize=count * 4)
         failures: list[BaseException] = []
         threads = [threading.Thread(target=self._work, args=(process, shard, batches, failures), daemon=True,
@@ -250,7 +252,7 @@ class BatchPredictionRunner(RunnerBase):
         if failures and not self.cancel_requested.is_set():
             raise failures[0]
         stats = "prediction.errors_stats-00000-of-00001"
-        with open(output.path(stats), "w", encoding="utf-8") as handle:
+        with output.create(stats) as handle:
             for message, number in self.errors.most_common():
                 handle.write(f"({message!r}, {number})\n")
         if not self.cancel_requested.is_set():

@@ -10,14 +10,17 @@ path segment, ``**`` across them) and writes its output shards through ``OutputD
 from __future__ import annotations
 
 import fnmatch
+import io
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from aiconsole import archives, storage, walks
+from aiconsole import archives, beneath, storage, trainer_user, walks
 from models_registry import conf
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tar.xz")
@@ -90,21 +93,38 @@ def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | No
     if source.is_dir():
         _copy_local_dir(uri, source, dest, check_cancel, project=project)
     else:
-        _take_file(source, dest)
+        _take_file(uri, source, dest, project)
 
 
-def _take_file(path: Path, dest: Path) -> None:
+def _copy_file(uri: str, target: Path, *, project=None, limit: int | None = None) -> int:
+    """Copy a stored file (opened from its storage root down, never through a link) to ``target``;
+    its size. More than ``limit`` bytes is refused."""
+    try:
+        with storage.open_local(uri, project=project) as source:
+            size = os.fstat(source.fileno()).st_size
+            if limit is not None and size > limit:
+                raise DeployError(f"{uri} is larger than {limit} bytes (AICONSOLE_MODEL_MAX_BYTES).")
+            with open(target, "wb") as out:
+                shutil.copyfileobj(source, out)
+    except storage.StorageError as error:
+        raise DeployError(f"The deploymentUri cannot be used: {error}") from None
+    return size
+
+
+def _take_file(uri: str, path: Path, dest: Path, project=None) -> None:
+    _copy_file(str(path), dest / path.name, project=project, limit=conf.max_model_bytes())
     if path.name.endswith(ARCHIVE_SUFFIXES):
+        archive = dest / path.name
         try:
-            archives.safe_extract(path, dest / "extracted", max_members=conf.max_files(),
+            archives.safe_extract(archive, dest / "extracted", max_members=conf.max_files(),
                                   max_total_bytes=conf.max_model_bytes())
         except archives.ArchiveError as error:
             raise DeployError(f"The model archive cannot be used: {error}") from None
+        finally:
+            archive.unlink()
         for item in (dest / "extracted").iterdir():
             item.rename(dest / item.name)
         (dest / "extracted").rmdir()
-        return
-    shutil.copyfile(path, dest / path.name)
 
 
 def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None, *, project=None) -> None:
@@ -123,12 +143,11 @@ def _copy_local_dir(uri: str, source: Path, dest: Path, check_cancel=None, *, pr
             raise DeployError(f"The deployment folder links outside the storage roots: {error}") from None
         if not real.is_file():
             continue
-        total += real.stat().st_size
-        if total > conf.max_model_bytes():
-            raise DeployError(f"{uri} is larger than {conf.max_model_bytes()} bytes (AICONSOLE_MODEL_MAX_BYTES).")
         target = dest / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(real, target)
+        total += _copy_file(str(real), target, project=project, limit=conf.max_model_bytes() - total)
+        if total > conf.max_model_bytes():
+            raise DeployError(f"{uri} is larger than {conf.max_model_bytes()} bytes (AICONSOLE_MODEL_MAX_BYTES).")
 
 
 def _fetch_gcs(uri: str, dest: Path) -> None:
@@ -331,9 +350,13 @@ def read_lines(uri: str, scratch: Path, *, project=None) -> Iterator[str]:
             local = storage.fetch(uri, scratch)
         except storage.StorageError as error:
             raise DeployError(str(error)) from None
+        opened = open(local, "rb")
     else:
-        local = storage.resolve_local_path(uri, project=project)
-    with open(local, encoding="utf-8", errors="replace") as handle:
+        try:
+            opened = storage.open_local(uri, project=project)
+        except storage.StorageError as error:
+            raise DeployError(str(error)) from None
+    with io.TextIOWrapper(opened, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             line = line.rstrip("\r\n")
             if line.strip():
@@ -345,19 +368,40 @@ class OutputDir:
 
     def __init__(self, uri: str, scratch: Path, *, project=None):
         self.uri = uri.rstrip("/")
+        self.owner = None  # a local output in a project's area goes to the project's account
         if storage.is_gcs_uri(uri):
             storage.parse_gcs_uri(self.uri, require_object=False)
             self.local = scratch / "output"
             shutil.rmtree(self.local, ignore_errors=True)
             self.local.mkdir(parents=True)
+            self.base = self.local
         else:
             try:
                 self.local = Path(storage.prepare_job_dir(uri, project=project))
+                self.base = storage.base_of(self.local)
             except storage.StorageError as error:
                 raise DeployError(f"The output path cannot be used: {error}") from None
+            account = trainer_user.for_project(project) if project is not None else None
+            if account is not None and storage.in_project_area(self.local, project):
+                self.owner = (account.uid, account.gid)
 
     def path(self, name: str) -> Path:
         return self.local / name
+
+    def create(self, name: str) -> IO[str]:
+        """A new file ``name`` in the output folder, for writing: whatever was there (a link, a
+        hard link) is removed first, never written through, and the folder is reached from its
+        storage root without following a link."""
+        with beneath.folder(self.base, self.local) as folder:
+            try:
+                os.unlink(name, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+            descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640,
+                                 dir_fd=folder)
+        if self.owner is not None:
+            os.fchown(descriptor, *self.owner)
+        return open(descriptor, "w", encoding="utf-8")
 
     def publish(self, names: list[str]) -> None:
         if not storage.is_gcs_uri(self.uri):

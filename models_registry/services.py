@@ -118,12 +118,12 @@ def create_model(project: Project, body, *, actor) -> Model:
         raise AlreadyExists(f"Field: model.name Error: {DUPLICATE_MODEL}",
                             [FieldViolation("model.name", DUPLICATE_MODEL)]) from None
     # A version is likely to follow: have its runtime's serving environment ready.
-    transaction.on_commit(lambda: _prewarm(catalogue.DEFAULT_RUNTIME_VERSION))
+    transaction.on_commit(lambda: _prewarm(catalogue.DEFAULT_RUNTIME_VERSION, project))
     return model
 
 
-def _prewarm(runtime_version: str) -> None:
-    supervisor.get().prewarm(runtime_version)
+def _prewarm(runtime_version: str, project: Project) -> None:
+    supervisor.get().prewarm(runtime_version, project)
 
 
 def get_model(project: Project, name: str, *, actor, audited: bool = True) -> Model:

@@ -35,6 +35,17 @@ def _trainers_reach_temporary_folders(tmp_path_factory):
     tmp_path_factory.mktemp = traversable_mktemp
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _remove_trainer_accounts(tmp_path_factory):
+    """As root, each project's trainers run as an account made for it on this host: the consoles of
+    this run (on its data dir and on temporary ones) leave none behind."""
+    yield
+    if os.geteuid() == 0:
+        from aiconsole import trainer_user
+
+        trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()])
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """The default hasher costs ~0.3 s per user: far too slow for persona-heavy tests."""

@@ -198,10 +198,10 @@ class Agent:
         files = fetch_packages(training_input, replica_dir / "packages", check, project=job.project)
         lend_inputs(launch, project=job.project)
         if launch.get("jobDir"):
-            give_to_trainers(launch["jobDir"])
+            give_to_trainers(launch["jobDir"], job.project)
         environment = build_environment(training_input, files,
                                         lambda message: local.sink.service(f"{replica.label}: {message}"), check,
-                                        gpu=gpu_build(bool(replica.devices)))
+                                        gpu=gpu_build(bool(replica.devices)), account=trainer_account(job.project))
         extra = {"CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
                  **metrics.trainer_env(replica_dir)}
         if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
@@ -216,7 +216,7 @@ class Agent:
                                     cluster_spec=launch["clusterSpec"], job_id=job.job_id, replica_id=replica.pk,
                                     extra=extra),
             cwd=replica_dir, sink=local.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            preexec=_die_with_agent, user=trainer_account(), stop_grace=settings.STOP_GRACE_SECONDS,
+            preexec=_die_with_agent, user=trainer_account(job.project), stop_grace=settings.STOP_GRACE_SECONDS,
         )
 
     def _spawner_loop(self) -> None:

@@ -217,20 +217,22 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
 
 
 def for_trainers(interpreter: str, log: Log) -> str:
-    """The interpreter, or a copy the trainer user can run (aiconsole.trainer_user)."""
+    """The interpreter, or a copy the projects' accounts can run (aiconsole.trainer_user)."""
     try:
-        user = trainer_user.current()
-        return user.reachable_python(interpreter, log) if user else interpreter
+        return trainer_user.reachable_python(interpreter, log)
     except trainer_user.TrainerUserError as error:
         raise EnvironmentError_(str(error)) from None
 
 
-def shared(environment: Environment) -> Environment:
-    """The environment, readable by the trainer user when trainers run as one."""
-    user = trainer_user.current()
-    if user:
+def shared(environment: Environment, account: trainer_user.TrainerUser | None = None) -> Environment:
+    """The environment, readable by every project's account (a runtime) or by ``account``'s group
+    alone (a job's layer, which holds that project's packages), when trainers run as such."""
+    if trainer_user.switching():
         with _locked(environment.path):
-            user.share(environment.path)
+            if account is None:
+                trainer_user.open_to_all(environment.path)
+            else:
+                account.share(environment.path)
     return environment
 
 
@@ -280,15 +282,19 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Environment:
-    """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions."""
+def job_environment(runtime: Environment, packages: list[Path], log: Log,
+                    account: trainer_user.TrainerUser | None = None) -> Environment:
+    """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions.
+    With ``account`` (trainers run as their project's), the layer is that project's alone."""
     identity = [runtime.key] + [f"{p.name}:{file_digest(p)}" for p in packages]
+    if account is not None:
+        identity.append(f"account:{account.uid}")
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     path = settings.ENV_DIR / f"job-{key[:20]}"
     if _ready(path):
         log("Reusing the cached environment for these trainer packages.")
         _log_changes(Environment(path=path, key=key).info(), log)
-        return shared(Environment(path=path, key=key))
+        return shared(Environment(path=path, key=key), account)
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
 
     def build(target: Path) -> dict:
@@ -303,7 +309,10 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Env
         with tempfile.TemporaryDirectory() as scratch:
             to_install = Path(scratch) / "install.txt"
             to_install.write_text("".join(f"{line}\n" for line in install))
-            _run_uv(["pip", "install", "--quiet", "--no-deps", "--python", str(python), "-r", str(to_install)],
+            # Copies, not links into uv's cache: the layer's files get the project's group, and a
+            # file linked into two projects' layers could carry only one of them.
+            link = ["--link-mode", "copy"] if account is not None else []
+            _run_uv(["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
                     what="Installing the trainer packages")
         changes = _changes(install, frozen)
         info = {"kind": "job", "runtime": runtime.key, "installed": install, "changes": changes,
@@ -311,7 +320,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log) -> Env
         _log_changes(info, log)
         return info
 
-    environment = shared(_build(path, key, build))
+    environment = shared(_build(path, key, build), account)
     log("The job environment is ready.")
     return environment
 

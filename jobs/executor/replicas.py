@@ -161,7 +161,7 @@ class ReplicaProcess:
     max_line_bytes: int
     trial_id: str = ""
     preexec: Callable[[], None] | None = None  # scaled mode: die with the worker (PR_SET_PDEATHSIG)
-    user: TrainerUser | None = None  # run as this user (aiconsole.trainer_user), owning only its folders
+    user: TrainerUser | None = None  # run as its project's account (aiconsole.trainer_user), owning only its folders
     stop_grace: float = 10.0  # SIGTERM → SIGKILL, for its reaper too (settings.STOP_GRACE_SECONDS)
     popen: subprocess.Popen | None = None
     started: float = 0.0
@@ -172,9 +172,7 @@ class ReplicaProcess:
     def start(self) -> None:
         env, user_option = self.env, []
         if self.user is not None:
-            from django.conf import settings
-
-            self.user.hand_over(self.cwd, base=settings.WORK_DIR)
+            self.user.hand_over(self.cwd)
             env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
         self.popen = subprocess.Popen(

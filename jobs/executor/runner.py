@@ -32,7 +32,7 @@ from jobs.executor.replicas import (
     trainer_command,
     trainer_environment,
 )
-from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.models import ACTIVE_STATES, Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
@@ -106,41 +106,56 @@ def prepare_job_dir(training_input: dict, *, project) -> str | None:
     if not training_input.get("jobDir"):
         return None
     try:
-        return give_to_trainers(storage.prepare_job_dir(training_input["jobDir"], project=project))
+        return give_to_trainers(storage.prepare_job_dir(training_input["jobDir"], project=project), project)
     except storage.StorageError as error:
         raise PrepareError(f"The job directory cannot be used: {error}") from None
 
 
-def trainer_account() -> trainer_user.TrainerUser | None:
-    """The user the job's trainers run as (None: the console's own), as a PrepareError if unusable."""
+def trainer_account(project) -> trainer_user.TrainerUser | None:
+    """The account the project's trainers run as (None: the console's own), as a PrepareError if unusable."""
     try:
-        return trainer_user.current()
+        return trainer_user.for_project(project)
     except trainer_user.TrainerUserError as error:
         raise PrepareError(str(error)) from None
 
 
-def give_to_trainers(job_dir: str) -> str:
+def give_to_trainers(job_dir: str, project) -> str:
     try:
-        return trainer_user.give_job_dir(job_dir)
+        return trainer_user.give_job_dir(job_dir, project)
     except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(f"The job directory {job_dir} cannot be given to the trainer user: "
+        raise PrepareError(f"The job directory {job_dir} cannot be given to the project's trainers: "
                            f"{getattr(error, 'strerror', None) or error}") from None
 
 
 def lend_inputs(training_input: dict, *, project) -> None:
-    """The trainer user may read the local inputs the job's arguments name in its project's area."""
+    """The project's account may read the local inputs the job's arguments name in its area."""
     try:
         trainer_user.lend_inputs(training_input.get("args", []), project=project)
     except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(f"The job's inputs cannot be given to the trainer user: "
+        raise PrepareError(f"The job's inputs cannot be given to the project's trainers: "
                            f"{getattr(error, 'strerror', None) or error}") from None
 
 
+def take_back_inputs(job: Job) -> None:
+    """What the job's arguments lent its project's account is taken back once it ended, except what
+    another running job of the project names too."""
+    if not trainer_user.switching():
+        return
+    others = (Job.objects.filter(project_id=job.project_id, state__in=ACTIVE_STATES).exclude(pk=job.pk)
+              .values_list("training_input", flat=True))
+    try:
+        trainer_user.take_back_inputs((job.training_input or {}).get("args", []), project=job.project,
+                                      still_named=[(other or {}).get("args", []) for other in others])
+    except (OSError, trainer_user.TrainerUserError) as error:
+        logger.warning("Could not take back the inputs job %s was lent: %s", job.pk, error)
+
+
 def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None, *,
-                      gpu: bool = False):
+                      gpu: bool = False, account: trainer_user.TrainerUser | None = None):
     """The runtime version's cached environment plus a layer with the job's packages.
 
     ``gpu``: the GPU-capable build of the runtime (for replicas with GPUs); the CPU build otherwise.
+    ``account``: the project's, whose group alone may read the layer.
     """
     check_cancel()
     try:
@@ -148,7 +163,7 @@ def build_environment(training_input: dict, files: list[Path], log, check_cancel
             training_input.get("runtimeVersion"), log, python_version=training_input.get("pythonVersion"),
             variant="gpu" if gpu else "cpu")
         check_cancel()
-        environment = environments.job_environment(runtime, files, log)
+        environment = environments.job_environment(runtime, files, log, account)
     except environments.EnvironmentError_ as error:
         raise PrepareError(f"Failed to install the trainer packages. {error}") from None
     log(environments.describe(runtime, environment.frozen()))
@@ -224,6 +239,8 @@ class RunnerBase:
                     self._release()
                 finally:
                     self.sink.close()
+                    if not self.fenced:
+                        take_back_inputs(job)
         except Exception:
             job = None if self.fenced else record_crash(self.job_pk, f"{self.label} for job "
                                                                      f"{self.job_pk} crashed")
@@ -345,7 +362,7 @@ class JobRunner(RunnerBase):
             except ValueError as error:
                 raise PrepareError(str(error)) from None
         environment = build_environment(training_input, files, self.sink.service, self._check_cancel,
-                                        gpu=needs_gpu(training_input))
+                                        gpu=needs_gpu(training_input), account=trainer_account(job.project))
         return environment, job_dir
 
     def _placements(self, training_input: dict) -> list[Placement]:
@@ -388,7 +405,7 @@ class JobRunner(RunnerBase):
                 cwd=replica_dir,
                 sink=self.sink,
                 max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                user=trainer_account(),
+                user=trainer_account(job.project),
                 stop_grace=settings.STOP_GRACE_SECONDS,
             )
             self.processes.append(process)

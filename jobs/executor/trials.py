@@ -22,6 +22,7 @@ What a trial's replicas get, beyond what a plain job's replicas get:
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -107,7 +108,7 @@ class TrialRun:
                            "CLOUD_ML_HP_METRIC_TAG": loop.tag},
                 ),
                 cwd=replica_dir, sink=loop.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                user=trainer_user.current(), stop_grace=settings.STOP_GRACE_SECONDS,
+                user=trainer_user.for_project(loop.job.project), stop_grace=settings.STOP_GRACE_SECONDS,
             ))
         self.collector = metrics.Collector(loop.job.pk, trial_id=self.trial_id, job_dir=job_dir,
                                            metric_file=self.metric_file)
@@ -133,13 +134,14 @@ class TrialRun:
         if self.metric_file is None:
             return False
         try:
-            stat = self.metric_file.stat()
-            if stat.st_mtime == self._metric_mtime:
-                return False
-            text = self.metric_file.read_text(errors="replace")
+            with storage.open_trainer_file(self.metric_file) as handle:  # the trainer's folder: no link followed
+                mtime = os.fstat(handle.fileno()).st_mtime
+                if mtime == self._metric_mtime:
+                    return False
+                text = handle.read().decode(errors="replace")
         except OSError:
             return False
-        self._metric_mtime = stat.st_mtime
+        self._metric_mtime = mtime
         merged = tuning.merge_reports(self._hypertune, tuning.parse_metric_file(text, self.loop.tag))
         changed = len(merged) != len(self._hypertune)
         self._hypertune = merged
@@ -366,7 +368,8 @@ def trial_job_dir(job_dir: str | None, trial_id: str, *, project=None) -> str | 
     """``<jobDir>/<trialId>``: the original's job dir for a trial, created when it is local."""
     if not job_dir:
         return None
-    return trainer_user.give_job_dir(storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project))
+    return trainer_user.give_job_dir(storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project),
+                                     project)
 
 
 EVALUATION_RUNS = {"validation", "eval", "evaluation", "val", "test"}

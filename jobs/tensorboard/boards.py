@@ -71,6 +71,7 @@ class Board:
     key: str
     logdir: str
     prefix: str
+    project: object = None  # whose account it runs as (aiconsole.trainer_user); its job's project
     port: int = 0
     popen: subprocess.Popen | None = None
     error: str = ""
@@ -85,15 +86,18 @@ class Board:
 
     @property
     def home(self) -> Path:
-        return settings.WORK_DIR / "tensorboard" / re.sub(r"[^A-Za-z0-9_.-]", "_", self.key)
+        folder = re.sub(r"[^A-Za-z0-9_.-]", "_", self.key)
+        if self.project is None:
+            return settings.WORK_DIR / "tensorboard" / folder
+        return settings.WORK_DIR / self.project.project_id / ".tensorboard" / folder  # no job id starts with "."
 
     def start(self, python: Path) -> None:
         """Start TensorBoard and wait until it listens (``TENSORBOARD_START_SECONDS`` at most)."""
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True)
-        user = trainer_user.current()
+        user = trainer_user.for_project(self.project) if self.project is not None else None
         if user is not None:
-            user.hand_over(self.home, base=settings.WORK_DIR)
+            user.hand_over(self.home)
         command = [str(python), "-m", "tensorboard.main", "--logdir", self.logdir, "--host", "127.0.0.1",
                    "--port", "0", "--path_prefix", self.prefix, "--load_fast", "false",
                    "--window_title", f"TensorBoard: {self.key}"]
@@ -169,9 +173,10 @@ class Boards:
         with self._changed:
             return dict(self._boards)
 
-    def acquire(self, key: str, logdir: str, prefix: str) -> Board:
+    def acquire(self, key: str, logdir: str, prefix: str, project=None) -> Board:
         """The board for ``key``, started if needed, counted as serving a request until
-        :meth:`release`. Raises :class:`BoardError` (:class:`Busy`) when it cannot be had."""
+        :meth:`release`, run as ``project``'s account. Raises :class:`BoardError` (:class:`Busy`)
+        when it cannot be had."""
         to_stop = []
         with self._changed:
             board = self._boards.get(key)
@@ -182,7 +187,7 @@ class Boards:
             starting = board is None
             if starting:
                 to_stop += self._make_room()
-                board = self._boards[key] = Board(key=key, logdir=logdir, prefix=prefix)
+                board = self._boards[key] = Board(key=key, logdir=logdir, prefix=prefix, project=project)
             board.active += 1
             board.last_used = time.monotonic()
             self._watch()

@@ -45,8 +45,9 @@ async def job_tensorboard(request, project_id, job_id, path="", trial_id=""):
               else reverse("jobs:tensorboard", args=[project_id, job_id, ""])).rstrip("/")
     try:
         logdir = await sync_to_async(logdir_for)(job, trial_id)
+        project = await sync_to_async(lambda: job.project)()  # its account runs the board
         board = await sync_to_async(BOARDS.acquire, thread_sensitive=False)(
-            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix)
+            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix, project)
     except (NoLogdir, BoardError) as error:
         return await _unavailable(request, job, str(error), status=404 if isinstance(error, NoLogdir) else 503)
     try:

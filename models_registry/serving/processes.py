@@ -23,7 +23,6 @@ from pathlib import Path
 from django.conf import settings
 
 from aiconsole.trainer_user import TrainerUser
-from models_registry import conf
 from models_registry.serving.worker import FAILED, HEADER, INTERNAL, INVALID, OK
 
 logger = logging.getLogger("aiconsole.models")
@@ -197,8 +196,9 @@ class Zygote:
         self.python = python
         self.work_dir = work_dir
         self.label = label
-        # A model is user content (a pickle runs code as it loads): as root, serve it as the
-        # trainer user (aiconsole.trainer_user), which can read none of the console's secrets.
+        # A model is user content (a pickle runs code as it loads): as root, serve it as its
+        # project's account (aiconsole.trainer_user), which can read none of the console's secrets
+        # and nothing of another project's.
         self.user = user
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
@@ -217,7 +217,7 @@ class Zygote:
         script, env, as_user = WORKER_SCRIPT, serving_environment(self.python.parent, tmp, self.label), {}
         if self.user is not None:
             script = self._readable_script()
-            self.user.hand_over(self.work_dir, base=conf.models_dir())
+            self.user.hand_over(self.work_dir)
             env = {**env, **self.user.environment(self.work_dir)}
             as_user = self.user.popen_options()
         try:
@@ -244,16 +244,15 @@ class Zygote:
                     self.process.pid)
 
     def _readable_script(self) -> Path:
-        """worker.py where the serving user can read it (the console's own copy may lie in a
-        private home): the console's, group-readable, not writable by that user."""
+        """worker.py where the serving account can read it (the console's own copy may lie in a
+        private home): the console's, readable by the account's group, not writable by it."""
         copy = self.work_dir.parent / WORKER_SCRIPT.name
         data = WORKER_SCRIPT.read_bytes()
         if not copy.is_file() or copy.read_bytes() != data:
             scratch = copy.with_name(f".{copy.name}.{os.getpid()}.{threading.get_ident()}")
             scratch.write_bytes(data)
             scratch.replace(copy)
-        self.user.traverse(copy.parent, base=copy.parent)
-        self.user.share_files(copy)
+        self.user.lend(copy)
         return copy
 
     def _drain(self) -> None:

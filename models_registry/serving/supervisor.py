@@ -31,6 +31,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole import trainer_user
+from aiconsole.models import Project
 from jobs.catalogue import DEFAULT_RUNTIME_VERSION
 from jobs.executor import environments
 from models_registry import conf
@@ -66,6 +67,7 @@ class ModelSpec:
     fixed: bool
     console_logging: bool
     python_version: str | None = None  # None: the runtime's default Python
+    project: object = None  # whose account serves it (aiconsole.trainer_user)
 
     @classmethod
     def of(cls, version) -> ModelSpec:
@@ -73,7 +75,8 @@ class ModelSpec:
         cap = conf.max_nodes()
         return cls(version.pk, version.resource_name, version.runtime_version, version.local_dir,
                    version.model_file, version.framework, min(minimum, cap), min(maximum or cap, cap), fixed,
-                   bool(version.model.online_prediction_console_logging), version.python_version or None)
+                   bool(version.model.online_prediction_console_logging), version.python_version or None,
+                   version.model.project)
 
     @property
     def identity(self) -> tuple:
@@ -156,33 +159,41 @@ class Supervisor:
 
     # --- environments -------------------------------------------------------------------------
 
-    def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None) -> Zygote:
-        """The running zygote of a runtime version's environment on its Python (built on first use)."""
+    def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None, *,
+                   project=None) -> Zygote:
+        """The running zygote of a runtime version's environment on its Python (built on first use),
+        as ``project``'s account: one per project and runtime, so no project's model shares a
+        process, a user or a folder with another's."""
 
         environment = environments.runtime_environment(runtime_version, log or logger.info,
                                                        python_version=python_version)
-        key = str(environment.path)
+        account = trainer_user.for_project(project) if project is not None else None
+        key = f"{environment.path}|{project.project_id if project is not None else ''}"
+        if project is not None:
+            work = settings.WORK_DIR / project.project_id / ".serving" / environment.path.name  # no job id starts with "."
+        else:
+            work = conf.models_dir() / "serving" / environment.path.name
         with self._zygote_lock:
             zygote = self.zygotes.get(key)
             if zygote is not None and zygote.alive and zygote.control is not None:
                 return zygote
             if zygote is not None:
                 zygote.stop()
-            zygote = Zygote(environment.python, conf.models_dir() / "serving" / environment.path.name,
-                            f"runtime-{runtime_version}", user=trainer_user.current())
+            zygote = Zygote(environment.python, work, f"runtime-{runtime_version}", user=account)
             zygote.start(ZYGOTE_START_TIMEOUT)
             self.zygotes[key] = zygote
             return zygote
 
-    def prewarm(self, runtime_version: str) -> threading.Thread:
-        """Start a runtime's zygote in the background, so the next deploy or cold start is quick."""
+    def prewarm(self, runtime_version: str, project=None) -> threading.Thread:
+        """Start a runtime's zygote (``project``'s) in the background, so the next deploy or cold
+        start is quick."""
 
         if not conf.prewarm():
             return threading.current_thread()
 
         def warm() -> None:
             try:
-                self.zygote_for(runtime_version)
+                self.zygote_for(runtime_version, project=project)
             except Exception:
                 logger.exception("Could not prepare the serving environment of runtime %s", runtime_version)
 
@@ -193,17 +204,14 @@ class Supervisor:
     def spawn(self, spec: ModelSpec, label: str, on_log=None) -> tuple[ServingProcess, float]:
         """A new serving process with the model loaded, and how long loading took (ms)."""
         started = time.monotonic()
-        zygote = self.zygote_for(spec.runtime_version, spec.python_version)
-        user = trainer_user.current()
-        if user is not None:  # the model's files, for a serving process that runs as the trainer user
-            model_dir = Path(spec.model_dir)
-            bases = [conf.models_dir(), settings.WORK_DIR, *settings.STORAGE_ROOTS]  # deployed, batch, named
-            user.traverse(model_dir, base=trainer_user.base_of(model_dir, bases))
-            user.share_files(model_dir)
+        zygote = self.zygote_for(spec.runtime_version, spec.python_version, project=spec.project)
+        if zygote.user is not None:  # the model's files, for a serving process of the project's account
+            zygote.user.lend(Path(spec.model_dir))
         try:
             process = zygote.spawn(spec.worker_spec(), label, on_log)
         except ServingError:
-            zygote = self.zygote_for(spec.runtime_version, spec.python_version)  # it died: once more with a fresh one
+            # it died: once more with a fresh one
+            zygote = self.zygote_for(spec.runtime_version, spec.python_version, project=spec.project)
             process = zygote.spawn(spec.worker_spec(), label, on_log)
         process.wait_ready(conf.load_timeout())
         return process, (time.monotonic() - started) * 1000
@@ -355,14 +363,16 @@ class Supervisor:
         connection.close()
 
     def _prewarm_used_runtimes(self) -> None:
-        """The runtimes this console's versions use (and the default one once any model exists)."""
+        """The runtimes each project's versions use (and the default one of a project with a model
+        but no version yet)."""
 
         close_old_connections()
-        runtimes = set(Version.objects.values_list("runtime_version", flat=True).distinct())
-        if not runtimes and Model.objects.exists():
-            runtimes.add(DEFAULT_RUNTIME_VERSION)
-        for runtime_version in sorted(runtimes):
-            self.prewarm(runtime_version)
+        used = set(Version.objects.values_list("runtime_version", "model__project").distinct())
+        used |= {(DEFAULT_RUNTIME_VERSION, project) for project in Model.objects.values_list("project", flat=True)
+                 if not any(p == project for _, p in used)}
+        projects = {project.pk: project for project in Project.objects.filter(pk__in={p for _, p in used})}
+        for runtime_version, project in sorted(used):
+            self.prewarm(runtime_version, projects[project])
 
     def maintain(self) -> None:
         now = time.monotonic()

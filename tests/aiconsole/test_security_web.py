@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pwd
 import stat
 import subprocess
 import sys
@@ -96,15 +95,16 @@ async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_bo
 
 def _not_private(root: Path) -> list[str]:
     """Everything under root that its group or other users may read, write or enter, beyond what
-    a root console's trainer user needs (aiconsole.trainer_user): its group may enter, not list,
-    the console's folders on the way to its own, and what it owns (its working dirs) is its own."""
-    trainer = pwd.getpwnam(settings.TRAINER_USER) if os.geteuid() == 0 else None
+    a root console's projects' accounts need (aiconsole.trainer_user): others may enter, not list,
+    the console's folders on the way to a project's, a project's group may enter its areas, and
+    what an account owns (its working dirs) is its own."""
+    accounts = settings.TRAINER_UIDS if os.geteuid() == 0 else range(0)
     found = []
     for path in [root, *root.rglob("*")]:
         info = path.lstat()
-        if path.is_symlink() or (trainer and info.st_uid == trainer.pw_uid):
+        if path.is_symlink() or info.st_uid in accounts:
             continue
-        may_enter = 0o010 if trainer and path.is_dir() and info.st_gid == trainer.pw_gid else 0
+        may_enter = (0o001 | (0o010 if info.st_gid in accounts else 0)) if accounts and path.is_dir() else 0
         if info.st_mode & 0o077 & ~may_enter:
             found.append(f"{oct(stat.S_IMODE(info.st_mode))} {path}")
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import threading
 import urllib.error
@@ -20,6 +21,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from aiconsole import trainer_user
+from aiconsole.models import TrainerAccount
 from jobs import services
 from jobs.tensorboard import proxy
 from jobs.tensorboard.boards import BOARDS
@@ -44,13 +46,13 @@ KERAS_RUNS = {"train": ("epoch_loss", [1.0, 0.5, 0.25]), "validation": ("epoch_l
 
 def job_with_events(project, job_id: str, actor, runs: dict | None = KERAS_RUNS):
     """A submitted job whose job dir holds event files (``runs``: folder → tag and values), owned
-    as a trainer's files are (the trainer user's, when the console is root)."""
+    as a trainer's files are (its project's account's, when the console is root)."""
     job_dir = settings.STORAGE_DIR / "jobs" / project.project_id / job_id
     job = services.submit_job(project, body(job_id, jobDir=str(job_dir)), actor=actor)
     for folder, (tag, values) in (runs or {}).items():
         write_scalars(job_dir / folder, tag, values)
     job_dir.mkdir(parents=True, exist_ok=True)
-    trainer_user.give_job_dir(str(job_dir))
+    trainer_user.give_job_dir(str(job_dir), project)
     return job
 
 
@@ -119,6 +121,18 @@ def loaded(browser: Browser, path: str):
     return wait_for(answer, 60, interval=0.2, message=f"TensorBoard to read the event files ({path})")
 
 
+def _children(pid: int) -> list[Path]:
+    """/proc entries of the processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(entry)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def tensorboard_path(job, rest: str = "") -> str:
     return f"/projects/{job.project.project_id}/jobs/{job.job_id}/tensorboard/{rest}"
 
@@ -137,6 +151,11 @@ def test_a_project_member_gets_the_jobs_scalars_through_the_console(console, pro
     assert tags["train"]["epoch_loss"]["displayName"] == "epoch_loss"
     status, _, points = browser.request(tensorboard_path(job, "data/plugin/scalars/scalars?run=validation&tag=epoch_loss"))
     assert [round(p[2], 3) for p in json.loads(points)] == [1.1, 0.7, 0.4]
+    board = BOARDS.running()[f"{project.project_id}/keras_run"]
+    assert board.home.is_relative_to(settings.WORK_DIR / project.project_id)
+    if os.geteuid() == 0:  # as the project's account, as its trainers run
+        account = TrainerAccount.objects.get(project=project).uid
+        assert {path.stat().st_uid for path in _children(board.popen.pid)} == {account}
 
     # TensorBoard fetches some data with POST, from the console's own pages only.
     form = urllib.parse.urlencode([("tag", "epoch_loss"), ("runs", "train")]).encode()

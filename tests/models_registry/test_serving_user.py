@@ -1,17 +1,26 @@
-"""A root console serves models as the trainer user: loading a model runs its code (a pickle is
-code), which must reach none of the console's secrets (aiconsole.trainer_user)."""
+"""A root console serves each model as its project's account: loading a model runs its code (a
+pickle is code), which must reach none of the console's secrets, and no other project's code may
+read, signal or debug the process that serves it (aiconsole.trainer_user)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import pwd
+import re
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from aiconsole.models import TrainerAccount
+from jobs import services as jobs_services
+from jobs.models import TERMINAL_STATES, Job
 from models_registry import services
+from tests.helpers.jobs import build_package, log_text
 from tests.helpers.models import deploy
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a console running as root can switch users")
 
@@ -44,7 +53,7 @@ class _Hostile:
         return (exec, (self.code,))
 
 
-def test_a_deployed_model_loads_as_the_trainer_user_and_reaches_no_secret(serving, census, admin):
+def test_a_deployed_model_loads_as_its_projects_account_and_reaches_no_secret(serving, census, admin, project):
     secret_key = settings.DATA_DIR / "secret_key"
     secret_key.write_text("a-key-only-the-console-may-read")
     folder = settings.STORAGE_DIR / "models" / "project-a" / "hostile"
@@ -54,6 +63,48 @@ def test_a_deployed_model_loads_as_the_trainer_user_and_reaches_no_secret(servin
 
     version, _ = deploy(census, "hostile", str(folder), admin, framework="SCIKIT_LEARN")
 
-    account = pwd.getpwnam(settings.TRAINER_USER)
+    account = pwd.getpwuid(TrainerAccount.objects.get(project=project).uid)
     assert f"uid={account.pw_uid} environ=refused-PermissionError secret=refused-PermissionError" in \
         version.error_message
+
+
+INTRUDER = """
+import ctypes, json, os, sys
+target = int(sys.argv[sys.argv.index("--pid") + 1])
+report = {}
+def attempt(name, action):
+    try:
+        action()
+        report[name] = "done"
+    except OSError as error:
+        report[name] = "refused: %s" % type(error).__name__
+def ptrace():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, target, 0, 0) != 0:  # PTRACE_ATTACH
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
+    libc.ptrace(17, target, 0, 0)
+attempt("environ", lambda: open("/proc/%d/environ" % target, "rb").read())
+attempt("mem", lambda: open("/proc/%d/mem" % target, "rb").read(1))
+attempt("signal", lambda: os.kill(target, 0))
+attempt("ptrace", ptrace)
+print("REPORT " + json.dumps(report))
+"""
+
+
+def test_another_projects_trainer_cannot_read_signal_or_debug_a_serving_process(
+        serving, executor, census, admin, project, trained, other_project, outsider, job_body):
+    version, _ = deploy(census, "v1", trained["sklearn"], admin)
+    wait_for(lambda: serving.status(version.pk)["processes"] >= 1, 30, message="a serving process")
+    target = serving.pools[version.pk].processes[0].pid
+    assert Path(f"/proc/{target}").stat().st_uid == TrainerAccount.objects.get(project=project).uid
+
+    package = build_package(settings.STORAGE_DIR / "test-packages" / "project-b" / "intruder",
+                            {"trainer/task.py": INTRUDER})
+    job = jobs_services.submit_job(other_project, job_body("intruder", package, args=["--pid", str(target)]),
+                                   actor=outsider)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, 180, message="the intruder to finish")
+    found = re.search(r"REPORT (.*)", log_text(job))
+    assert found, log_text(job)
+    refused = "refused: PermissionError"
+    assert json.loads(found.group(1)) == {"environ": refused, "mem": refused, "signal": refused, "ptrace": refused}
