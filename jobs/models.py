@@ -185,6 +185,11 @@ class Job(models.Model):
             changes["training_output"] = training_output
         return self._transition({JobState.QUEUED, JobState.PREPARING, JobState.RUNNING}, **changes)
 
+    def mark_failed_in_queue(self, message: str) -> bool:
+        """FAILED while still QUEUED: it could not be prepared ahead of its turn (jobs.executor.prebuild)."""
+        return self._transition({JobState.QUEUED}, state=JobState.FAILED, error_message=message,
+                                end_time=timezone.now(), runner="")
+
     def mark_crashed(self, message: str) -> bool:
         """The executor running the job crashed: FAILED from any state that has not ended,
         CANCELLING included, so no job waits for a runner that is gone."""

@@ -22,6 +22,7 @@ from jobs import (
     listing,
     logstream,
     naming,
+    runtimes,
     services,
     study,
 )
@@ -163,8 +164,17 @@ def _training_summary(job) -> dict:
     # An uploaded package shows as the file the user gave, never as its path on this server.
     packages = [(services.uploaded_name(uri, job.project), uri) for uri in training_input.get("packageUris") or []]
     shown = {**training_input, "packageUris": [f"{name} (uploaded)" if name else uri for name, uri in packages]}
+    try:
+        runtime, _ = runtimes.resolve_pair(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
+        python, python_note, _ = runtimes.python_choice(training_input.get("runtimeVersion"),
+                                                        training_input.get("pythonVersion"))
+    except KeyError:  # a runtime this console no longer has: show what was asked
+        runtime, python, python_note = None, training_input.get("pythonVersion") or "", ""
     return {
         "input": training_input,
+        "runtime": runtime.name if runtime else training_input.get("runtimeVersion") or "",
+        "python": python,
+        "python_note": python_note,
         "packages": packages,
         "input_json": json.dumps(shown if packages else training_input, indent=2, sort_keys=True),
         "plans": [(catalogue.replica_label(p.task_type, p.index), p) for p in plans],

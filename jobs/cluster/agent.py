@@ -199,8 +199,11 @@ class Agent:
         lend_inputs(launch, project=job.project)
         if launch.get("jobDir"):
             give_to_trainers(launch["jobDir"], job.project)
-        environment = build_environment(training_input, files,
-                                        lambda message: local.sink.service(f"{replica.label}: {message}"), check,
+
+        def log(message: str, **options) -> None:
+            local.sink.service(f"{replica.label}: {message}", **options)
+
+        environment = build_environment(training_input, files, log, check,
                                         gpu=gpu_build(bool(replica.devices)), account=trainer_account(job.project))
         extra = {"CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
                  **metrics.trainer_env(replica_dir)}

@@ -23,6 +23,7 @@ from django.utils import timezone
 from aiconsole import audit
 from jobs import dispatch, kinds
 from jobs.executor.logs import LogSink
+from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import stop_orphan
 from jobs.executor.runner import JobRunner
 from jobs.models import Job, JobState, Replica, ReplicaState
@@ -31,6 +32,7 @@ from jobs.services import announce_state
 logger = logging.getLogger(__name__)
 
 PURGE_INTERVAL_SECONDS = 24 * 3600
+PREPARED_AHEAD = 20  # queued jobs whose environments are built ahead, at most, from the front
 
 _controller: Controller | None = None
 _lock = threading.Lock()
@@ -46,6 +48,7 @@ class Controller:
         self._runners_lock = threading.Lock()
         self._last_purge: float | None = None
         self.serving = True
+        self.prebuilder = Prebuilder()  # queued jobs' environments, built while they wait
 
     def start(self, *, serving: bool = True) -> None:
         """``serving``: also online prediction (in 'aiconsole up' the web process runs it)."""
@@ -63,6 +66,7 @@ class Controller:
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout)
+        self.prebuilder.stop()
         with self._runners_lock:
             runners = list(self.runners.values())
         for runner in runners:
@@ -136,16 +140,24 @@ class Controller:
             return sum(max(r.replica_count, 1) for r in self.runners.values())
 
     def _admit(self) -> None:
+        waiting = []
         for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
             need = len(kinds.of_job(job).plans(job))
             busy = self._busy_replicas()
-            if busy and busy + need > settings.MAX_REPLICAS:
-                break  # first come first served: later jobs do not jump the line
+            if waiting or (busy and busy + need > settings.MAX_REPLICAS):
+                # First come first served: later jobs do not jump the line. Their environments
+                # are built meanwhile, so one that cannot install fails now, not at its turn.
+                if job.training_input:
+                    waiting.append(job.pk)
+                if len(waiting) >= PREPARED_AHEAD:
+                    break
+                continue
             runner = kinds.of_job(job).runner()(job.pk, self.runner_id, on_done=self._finished)
             runner.replica_count = need
             with self._runners_lock:
                 self.runners[job.pk] = runner
             runner.start()
+        self.prebuilder.take(waiting)
 
     def _finished(self, runner: JobRunner) -> None:
         with self._runners_lock:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from aiconsole import archives, storage, trainer_user
 from aiconsole.errors import log_internal_error
 from aiconsole.walks import WalkLimitError
-from jobs import builtin, catalogue, metrics
+from jobs import builtin, catalogue, metrics, runtimes
 from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -158,6 +158,8 @@ def build_environment(training_input: dict, files: list[Path], log, check_cancel
     ``account``: the project's, whose group alone may read the layer.
     """
     check_cancel()
+    _, why, differs = runtimes.python_choice(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
+    log(why, **({"severity": "WARNING"} if differs else {}))
     try:
         runtime = environments.runtime_environment(
             training_input.get("runtimeVersion"), log, python_version=training_input.get("pythonVersion"),

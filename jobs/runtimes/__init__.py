@@ -257,6 +257,21 @@ def resolve_pair(runtime_version: str | None, python_version: str | None) -> tup
     return runtime, python_version or default_python(runtime)
 
 
+def python_choice(runtime_version: str | None, python_version: str | None) -> tuple[str, str, bool]:
+    """The Python a job runs on, why, in words for its page and log, and whether that differs from
+    what the original would have run (runtime 1.15 without pythonVersion ran Python 2.7 there)."""
+    runtime, python = resolve_pair(runtime_version, python_version)
+    if python_version:
+        return python, f"Python {python}, as the job asks (pythonVersion).", False
+    original = "2.7" if "2.7" in runtime.original_pythons else None
+    if original and original not in runtime.pythons:
+        return python, (f"Python {python}: the job sets no pythonVersion, and on AI Platform runtime version "
+                        f"{runtime.name} then ran Python 2.7, which this console cannot provide (uv installs no "
+                        f"packages for Python 2.7). It runs on Python {python}, the runtime's other Python; set "
+                        f"pythonVersion to {python} to say so."), True
+    return python, f"Python {python}, runtime version {runtime.name}'s default (the job sets no pythonVersion).", False
+
+
 def unavailable_reason(runtime_version: str | None, python_version: str | None) -> str | None:
     """Why a runtime/Python pair cannot run on this machine, or None when it can (checked at submit)."""
     runtime, python = resolve_pair(runtime_version, python_version)
