@@ -478,9 +478,9 @@ def _made(command: list[str], name: str) -> bool:
     return True
 
 
-def remove_accounts(under: list[Path]) -> list[str]:
+def remove_accounts(under: list[Path]) -> list[int]:
     """Delete the accounts made by consoles whose data dir lies in one of ``under`` (a test run's
-    consoles, at its end); their names."""
+    consoles, at its end); their ids."""
     removed = []
     for entry in pwd.getpwall():
         made = re.fullmatch(r"AI Console [0-9a-f]{10} projects/\S+ (.*)", entry.pw_gecos)
@@ -489,7 +489,7 @@ def remove_accounts(under: list[Path]) -> list[str]:
         for command in (["userdel", entry.pw_name], ["groupdel", entry.pw_name]):
             if shutil.which(command[0]):
                 subprocess.run(command, capture_output=True)
-        removed.append(entry.pw_name)
+        removed.append(entry.pw_uid)
     return removed
 
 

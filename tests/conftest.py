@@ -38,12 +38,18 @@ def _trainers_reach_temporary_folders(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def _remove_trainer_accounts(tmp_path_factory):
     """As root, each project's trainers run as an account made for it on this host: the consoles of
-    this run (on its data dir and on temporary ones) leave none behind."""
+    this run (on its data dir and on temporary ones) leave none behind, nor the job environments
+    built for those accounts in the shared environment cache."""
     yield
     if os.geteuid() == 0:
+        import shutil
+
         from aiconsole import trainer_user
 
-        trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()])
+        removed = set(trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()]))
+        for layer in settings.ENV_DIR.glob("job-*"):
+            if layer.is_dir() and layer.stat().st_gid in removed:
+                shutil.rmtree(layer, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
