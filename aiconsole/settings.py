@@ -331,16 +331,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# Sign-in throttling (django-axes): after AICONSOLE_LOGIN_FAILURE_LIMIT wrong passwords for one
-# user, or from one address, sign-ins are refused for the cool-off (429). Failures and lockouts
-# are audited (aiconsole/signin.py). Bearer tokens and existing sessions are not affected.
+# Sign-in throttling (django-axes, aiconsole/signin.py): after AICONSOLE_LOGIN_FAILURE_LIMIT wrong
+# passwords for one user from one address, that user is refused from that address for the cool-off
+# (429); after AICONSOLE_LOGIN_ACCOUNT_FAILURE_LIMIT for one user from any addresses, everywhere.
+# Failures for other names never refuse a user. Failures and lockouts are audited. Bearer tokens
+# and existing sessions are not affected.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("AICONSOLE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("AICONSOLE_LOGIN_ACCOUNT_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AICONSOLE_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+# The user and address together, and the user alone (each with its own limit: SignInHandler);
+# never the address alone, which would lock out everyone behind one proxy or NAT.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username"]
+AXES_HANDLER = "aiconsole.signin.SignInHandler"
 # Retrying during a lockout neither prolongs it nor counts: the cool-off is what the page says.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "aiconsole.signin.lockout_response"

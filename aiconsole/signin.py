@@ -1,5 +1,11 @@
-"""Sign-in throttling: django-axes counts failed password sign-ins per user and per address
-(settings ``AXES_*``); this module audits them and words the lockout.
+"""Sign-in throttling: django-axes counts failed password sign-ins (settings ``AXES_*``); this
+module decides what they lock, audits them and words the lockout.
+
+Two limits, never one per address alone: ``AXES_FAILURE_LIMIT`` wrong passwords for one user from
+one address refuse that user from that address, and ``LOGIN_ACCOUNT_FAILURE_LIMIT`` for one user
+from any addresses refuse that user everywhere, for the cool-off. Failures for other names never
+refuse a user, so behind a proxy or a NAT, where everyone shares an address, nobody can lock
+everybody out; someone who knows a name can still lock that one account (SECURITY.md).
 
 Audit method names (Admin Activity, server-wide: shown to platform admins):
 ``aiconsole.LoginService.Login`` for a wrong username or password, and
@@ -11,10 +17,15 @@ sessions never call ``authenticate``, so a lockout leaves them alone.
 
 from __future__ import annotations
 
+from axes.attempts import get_cool_off_threshold
+from axes.handlers.database import AxesDatabaseHandler
+from axes.helpers import get_client_username
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.signals import user_login_failed
+from django.db.models import Sum
 from django.dispatch import receiver
 from django.shortcuts import render
 
@@ -30,9 +41,49 @@ def cooloff_minutes() -> int:
     return int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
 
 
-def lockout_message() -> str:
-    return (f"Too many failed sign-ins for this user or from this address. Try again in "
+def failures(username: str | None, address: str | None, since) -> tuple[int, int]:
+    """Failed sign-ins for ``username`` since ``since``: (from ``address``, from any address)."""
+    recent = AccessAttempt.objects.filter(username=username, attempt_time__gte=since)
+    everywhere = recent.aggregate(n=Sum("failures_since_start"))["n"] or 0
+    here = recent.filter(ip_address=address).aggregate(n=Sum("failures_since_start"))["n"] or 0
+    return here, everywhere
+
+
+def locked_scope(request, credentials=None) -> str | None:
+    """"account" when the user is locked out everywhere, "address" when only from the request's
+    address, None when not locked."""
+    here, everywhere = failures(get_client_username(request, credentials), request.axes_ip_address,
+                                get_cool_off_threshold(request))
+    if everywhere >= settings.LOGIN_ACCOUNT_FAILURE_LIMIT:
+        return "account"
+    return "address" if here >= settings.AXES_FAILURE_LIMIT else None
+
+
+class SignInHandler(AxesDatabaseHandler):
+    """``AXES_HANDLER``: axes' database handler with our two limits. Axes compares one count with
+    ``AXES_FAILURE_LIMIT``; this one answers a count that reaches it exactly when either limit is
+    reached (the failures from this address, raised to the limit once the account's are)."""
+
+    def get_failures(self, request, credentials=None) -> int:
+        here, everywhere = failures(get_client_username(request, credentials), request.axes_ip_address,
+                                    get_cool_off_threshold(request))
+        if everywhere >= settings.LOGIN_ACCOUNT_FAILURE_LIMIT:
+            return max(here, settings.AXES_FAILURE_LIMIT)
+        return here
+
+
+def lockout_message(scope: str | None = "account") -> str:
+    where = " from this address" if scope == "address" else ""
+    return (f"Too many failed sign-ins for this user{where}. Try again in "
             f"{cooloff_minutes()} minutes, or ask a platform admin to unlock it.")
+
+
+def _lockout_reason(scope: str | None) -> str:
+    if scope == "address":
+        return (f"Locked out for {cooloff_minutes()} minutes after {settings.AXES_FAILURE_LIMIT} failed sign-ins "
+                f"from this address.")
+    return (f"Locked out for {cooloff_minutes()} minutes after {settings.LOGIN_ACCOUNT_FAILURE_LIMIT} failed "
+            f"sign-ins from any address.")
 
 
 @receiver(user_login_failed, dispatch_uid="aiconsole-audit-failed-sign-in")
@@ -52,13 +103,13 @@ def audit_failed_sign_in(sender, credentials: dict, request=None, **kwargs) -> N
                  status_message="Wrong username or password.", **entry)
     if locked_out:
         audit.record(method=LOCK_OUT, status_code=CODE_RESOURCE_EXHAUSTED,
-                     status_message=f"Locked out for {cooloff_minutes()} minutes after "
-                                    f"{settings.AXES_FAILURE_LIMIT} failed sign-ins.", **entry)
+                     status_message=_lockout_reason(locked_scope(request, credentials)), **entry)
 
 
 def lockout_response(request, original_response=None, credentials=None):
     """``AXES_LOCKOUT_CALLABLE``: the sign-in page again, saying why, as 429 Too Many Requests."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
     context = {"form": AuthenticationForm(request, initial={"username": username}),
-               "locked_out": lockout_message(), "next": request.POST.get("next", "")}
+               "locked_out": lockout_message(locked_scope(request, credentials or {"username": username})),
+               "next": request.POST.get("next", "")}
     return render(request, "registration/login.html", context, status=429)

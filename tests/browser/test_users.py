@@ -3,8 +3,8 @@ set-password links, and deactivate users; everyone changes their own password on
 page; all of it shows in the audit log. Phone width without sideways scroll; axe light and dark.
 
 Each test makes its own accounts, so nothing here changes the shared ``admin``, ``dana`` or
-``vic``, and no test signs in with a wrong password (that would count towards the lockout of
-127.0.0.1 for every other browser test).
+``vic``, and no test signs in with a wrong password for them (that would count towards their
+lockout in every other browser test).
 """
 
 from __future__ import annotations
