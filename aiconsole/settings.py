@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from aiconsole import datadir, secret_env
+from aiconsole import datadir, proxies, secret_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -114,6 +114,13 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE else Non
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# Reverse proxies (addresses or networks) whose X-Forwarded-For names the client (aiconsole/proxies.py):
+# sign-in throttling and the audit log then see the client's address. Unset: the header is ignored.
+TRUSTED_PROXIES = env_list("AICONSOLE_TRUSTED_PROXIES", [])
+try:
+    proxies.parse_networks(TRUSTED_PROXIES)
+except ValueError as error:
+    raise ImproperlyConfigured(f"AICONSOLE_TRUSTED_PROXIES: {error}") from None
 
 # --- Applications -------------------------------------------------------------------------------
 

@@ -12,11 +12,13 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
 
+from aiconsole.proxies import TrustedProxyMiddleware  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
 from jobs.asgi import JobsListFront  # noqa: E402
 from models_registry.asgi import PredictFront  # noqa: E402
 
-application = ProtocolTypeRouter(
+# Behind a trusted reverse proxy, everything below sees the client's address (aiconsole/proxies.py).
+application = TrustedProxyMiddleware(ProtocolTypeRouter(
     {
         # Bearer-token :predict calls and plain jobs.list pages are answered before Django's
         # per-request machinery, with the same services and checks (models_registry/asgi.py,
@@ -24,7 +26,7 @@ application = ProtocolTypeRouter(
         "http": PredictFront(JobsListFront(django_application)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
-)
+))
 
 # Once, when the application is built (``aiconsole up`` imports this module before it serves):
 # everything loaded so far (Django, the apps, the libraries) lives as long as the process, and

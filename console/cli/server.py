@@ -111,7 +111,10 @@ def _serve(host: str, port: int) -> int:
                             log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
                             # Each viewer's copy of a log batch would be compressed separately: at
                             # hundreds of viewers that is the largest single cost (bench/logs.py).
-                            ws_per_message_deflate=False)
+                            ws_per_message_deflate=False,
+                            # X-Forwarded-For is believed only from AICONSOLE_TRUSTED_PROXIES, by the
+                            # application (aiconsole/proxies.py); uvicorn's own trusts 127.0.0.1.
+                            proxy_headers=False)
     server = uvicorn.Server(config)
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
     # the default one would end the process before online prediction and TensorBoards are

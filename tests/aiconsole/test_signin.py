@@ -1,16 +1,23 @@
 """Issue 25, item 6: sign-in throttling locks accounts, never addresses. Failures for one user from
 one address refuse that user there; failures for one user from any addresses refuse that user
 everywhere; failures for other names never refuse anyone. Both limits and the cool-off are
-settings, and the API tokens and the profile page are not locked by others' failures."""
+settings, the API tokens and the profile page are not locked by others' failures, and behind a
+trusted proxy a real ``aiconsole up`` throttles each client on its own address."""
 
 from __future__ import annotations
 
+import http.client
+import re
 from datetime import timedelta
+from http.cookies import SimpleCookie
+from urllib.parse import urlencode
 
+import pytest
 from axes.models import AccessAttempt
 from django.utils import timezone
 
 from aiconsole import signin
+from tests.helpers.console import Server
 from tests.helpers.identity import bearer, entries
 
 
@@ -61,3 +68,58 @@ def test_others_failures_leave_a_users_token_and_profile_password_change_alone(c
     developer.refresh_from_db()
     assert developer.check_password(new)
 
+
+# --- a real console behind a proxy -----------------------------------------------------------------
+
+PROXY = "127.0.0.2"  # loopback: this host's second address, the one the console trusts
+PASSWORD = "the-admins-own-pass-1"
+
+
+def _live_sign_in(server: Server, username: str, password: str, *, source: str, forwarded_for: str) -> int:
+    """One browser's sign-in over HTTP from ``source``, with the header a proxy adds."""
+
+    def call(method: str, body: str = "", cookie: str = "") -> tuple[int, str, list[str]]:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30, source_address=(source, 0))
+        headers = {"X-Forwarded-For": forwarded_for, "Cookie": cookie}
+        if body:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            connection.request(method, "/login/", body=body or None, headers=headers)
+            answer = connection.getresponse()
+            return answer.status, answer.read().decode(), answer.headers.get_all("Set-Cookie") or []
+        finally:
+            connection.close()
+
+    _, page, cookies = call("GET")
+    csrf = SimpleCookie("; ".join(cookies))["csrftoken"].value
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    form = urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token})
+    status, _, _ = call("POST", form, f"csrftoken={csrf}")
+    return status
+
+
+@pytest.fixture
+def behind_a_proxy(tmp_path):
+    server = Server(tmp_path / "data", AICONSOLE_ADMIN_PASSWORD=PASSWORD, AICONSOLE_TRUSTED_PROXIES=PROXY)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_console_behind_a_trusted_proxy_throttles_each_client_and_ignores_a_spoofed_header(behind_a_proxy):
+    server = behind_a_proxy
+    # Through the proxy: one client's failures lock the admin out of that client's address only.
+    for _ in range(4):
+        assert _live_sign_in(server, "admin", "wrong", source=PROXY, forwarded_for="203.0.113.7") == 200
+    assert _live_sign_in(server, "admin", "wrong", source=PROXY, forwarded_for="203.0.113.7") == 429
+    assert _live_sign_in(server, "admin", PASSWORD, source=PROXY, forwarded_for="203.0.113.7") == 429
+    assert _live_sign_in(server, "admin", PASSWORD, source=PROXY, forwarded_for="203.0.113.8") == 302
+
+    # Not through the proxy: a header naming a new address each time is ignored, the caller is counted.
+    for number in range(4):
+        assert _live_sign_in(server, "ghost", "wrong", source="127.0.0.1", forwarded_for=f"198.51.100.{number}") == 200
+    assert _live_sign_in(server, "ghost", "wrong", source="127.0.0.1", forwarded_for="198.51.100.50") == 429
+
+    # And the made-up name's lockout at that address refuses nobody else there.
+    assert _live_sign_in(server, "admin", PASSWORD, source="127.0.0.1", forwarded_for="198.51.100.51") == 302
