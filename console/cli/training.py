@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from aiconsole import yamlsafe
-from console.cli import output, packaging
+from console.cli import gcs, output, packaging
 from console.cli.client import Client, CliError
 from jobs import catalogue
 
@@ -376,20 +376,10 @@ def upload_to_console(client: Client, package: packaging.Package) -> str:
 
 
 def upload_to_gcs(package: packaging.Package, base: str) -> str:
-    from google.api_core import exceptions as google_errors
-
-    # deferred: the client commands run without Django; only this command needs it
-    from aiconsole import storage
-
+    """Stage a package as gcloud did, with this shell's credentials (the console's are not ours)."""
     uri = f"{base}/packages/{package.sha256}/{package.path.name}"
     progress = output.ByteProgress(f"Uploading {package.path.name} to {uri}", package.size)
-    try:
-        bucket, name = storage.parse_gcs_uri(uri)
-        storage.gcs_client().bucket(bucket).blob(name).upload_from_filename(str(package.path))
-    except storage.StorageError as error:
-        raise CliError(str(error)) from None
-    except google_errors.GoogleAPIError as error:
-        raise CliError(f"uploading to {uri} failed: {error}") from None
+    gcs.upload(package.path, uri)
     progress.finish()
     return uri
 
