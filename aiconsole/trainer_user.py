@@ -388,7 +388,7 @@ def _ours(entry: pwd.struct_passwd) -> bool:
 
 def _allocated_uid(project) -> int:
     """The project's number, from the database, or the first free one of the range, recorded."""
-    from aiconsole.models import TrainerAccount
+    from aiconsole.models import TrainerAccount  # deferred: `aiconsole local train` loads this module without Django
 
     for _ in range(10):
         row = TrainerAccount.objects.filter(project=project).first()

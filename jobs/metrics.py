@@ -91,6 +91,17 @@ def parse_hypertune(text: str) -> list[Report]:
     return reports
 
 
+def event_scanner(job_dir: str, tags: set[str] | None = None) -> tfevents.EventScanner:
+    """The reader of a job dir's event files, opening them from its storage root down."""
+    if storage.is_gcs_uri(job_dir):
+        return tfevents.EventScanner(job_dir, tags=tags)
+    try:
+        base = storage.base_of(Path(job_dir))
+    except storage.StorageError:
+        base = None
+    return tfevents.EventScanner(Path(job_dir), tags=tags, base=base)
+
+
 class Collector:
     """Reads one run's metrics (a plain job, or one trial) while it runs and stores new points.
 
@@ -104,8 +115,7 @@ class Collector:
         self.job_pk = job_pk
         self.trial_id = trial_id
         self.metric_file = metric_file
-        self.events = tfevents.EventScanner(job_dir if storage.is_gcs_uri(job_dir) else Path(job_dir)) \
-            if job_dir else None
+        self.events = event_scanner(job_dir) if job_dir else None
         self._seen: set[tuple[str, int, float]] = set()
         self._metric_mtime = 0.0
         self._polled = 0.0

@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.util import tensor_util
 
-from aiconsole import storage, walks
+from aiconsole import beneath, storage, walks
 
 try:
     from google_crc32c import value as _crc32c
@@ -153,9 +153,13 @@ class EventScanner:
         tags: set[str] | None = None,
         max_files: int = 1000,
         max_entries: int = 20000,
+        base: Path | None = None,
     ):
         self.gcs = isinstance(root, str) and root.startswith("gs://")
         self.root = root.rstrip("/") if self.gcs else Path(root)
+        # Files are opened from ``base`` (a folder no trainer can change: the job dir's storage
+        # root) down, never through a link; by default from the root itself.
+        self.base = None if self.gcs else Path(base or root)
         self.tags = frozenset(tags) if tags is not None else None
         self.max_files = max_files
         self.max_entries = max_entries
@@ -186,12 +190,11 @@ class EventScanner:
 
     def _open_at(self, path: Path | str, offset: int) -> BinaryIO:
         """The file from ``offset`` on; for an object, only the bytes past it are fetched."""
-        from aiconsole import storage  # the Cloud Storage client, for gs:// job dirs
-
         if not self.gcs:
-            stream = storage.open_trainer_file(path)  # the trainer's folder: no link followed
+            stream = os.fdopen(beneath.open_file(self.base, path), "rb")  # a trainer's folder: no link followed
             stream.seek(offset)
             return stream
+        from aiconsole import storage  # the Cloud Storage client, only for gs:// job dirs
 
         bucket, name = storage.parse_gcs_uri(path)
         return io.BytesIO(storage.gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset))

@@ -80,8 +80,7 @@ class TrialRun:
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir:
-            root = job_dir if storage.is_gcs_uri(job_dir) else Path(job_dir)
-            self.events = tfevents.EventScanner(root, tags={loop.tag})
+            self.events = metrics.event_scanner(job_dir, tags={loop.tag})
         work = loop.work / "trials" / self.trial_id
         shutil.rmtree(work, ignore_errors=True)
         for placement in placements:
