@@ -107,7 +107,7 @@ class TrainerUser:
         """Execute (not read) on every folder from the trusted base down to ``folder``: for others
         above the project's area, for this account's group from the area down."""
         folder = Path(folder)
-        base, area = self._place(folder)
+        base, area = self._place(folder, above=True)
         parts = beneath.relative_parts(base, folder)
         own_from = len(beneath.relative_parts(base, area)) if area else len(parts) + 1
 
@@ -196,9 +196,11 @@ class TrainerUser:
 
     # --- where a path lies -------------------------------------------------------------------
 
-    def _place(self, path: Path) -> tuple[Path, Path | None]:
+    def _place(self, path: Path, *, above: bool = False) -> tuple[Path, Path | None]:
         """The folder no trainer can change that ``path`` lies under, and the project's own area
-        under it (None for a shared root, which belongs to every project)."""
+        under it (None for a shared root, which belongs to every project). ``above``: ``path``
+        may also be a folder every project shares on the way to the areas (``STORAGE_DIR/<folder>``),
+        with no area of its own."""
         path = Path(path)
         storage_dir, *shared = settings.STORAGE_ROOTS
         per_project = [(storage_dir, 2), (settings.WORK_DIR, 1), (settings.MODELS_DIR, 1)]
@@ -207,6 +209,8 @@ class TrainerUser:
                 parts = path.relative_to(base).parts
                 if len(parts) >= depth and parts[depth - 1] == self.project_id:
                     return base, base.joinpath(*parts[:depth])
+                if above and len(parts) < depth:
+                    return base, None
                 if base == storage_dir and any(path.is_relative_to(root) for root in shared):
                     break  # a shared root inside the storage dir
                 raise TrainerUserError(f"{path} is not in projects/{self.project_id}'s own folders.")

@@ -397,3 +397,15 @@ def test_an_id_another_account_holds_is_refused_with_the_reason(db, project, mon
     with pytest.raises(trainer_user.TrainerUserError, match=r"belongs on this host to someone, an account this "
                                                              r"console did not make"):
         trainer_user.for_project(project)
+
+
+def test_a_job_dir_that_is_the_projects_whole_area_is_handed_over(db, project):
+    area = settings.STORAGE_DIR / "outputs" / project.project_id
+    area.mkdir(parents=True)
+    (area / "earlier.txt").write_text("left by the console")
+
+    trainer_user.give_job_dir(str(area), project)
+
+    account = TrainerAccount.objects.get(project=project).uid
+    assert (area.stat().st_uid, (area / "earlier.txt").stat().st_uid) == (account, account)
+    assert stat.S_IMODE(area.parent.stat().st_mode) & 0o001  # others traverse the folder every project shares
