@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "console.cli.jobs",
     "console.cli.local",
     "console.cli.models",
+    "console.cli.resources",
     "console.cli.runtimes",
     "console.cli.gcloud",
 ]

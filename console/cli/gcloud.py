@@ -1,5 +1,6 @@
-"""A ``gcloud`` for existing shell scripts: ``gcloud ai-platform …`` and ``gcloud ml-engine …`` reach
-the console, every other ``gcloud`` command goes to Google's own when it is installed.
+"""A ``gcloud`` for existing shell scripts: ``gcloud ai-platform …`` and ``gcloud ml-engine …`` (and
+their ``beta`` and ``alpha`` forms) reach the console, every other ``gcloud`` command goes to
+Google's own when it is installed.
 
 ``aiconsole gcloud-wrapper DIR`` writes ``DIR/gcloud``; put DIR first on ``PATH``. The wrapper
 runs this module, which rewrites the command line into ``aiconsole``'s (the same groups and
@@ -17,6 +18,8 @@ import sys
 from pathlib import Path
 
 GROUPS = {"ai-platform", "ml-engine"}
+# gcloud's release tracks: ``gcloud beta ai-platform …`` runs the same commands (their beta flags too).
+TRACKS = {"beta", "alpha"}
 WRAPPER_DIR_VARIABLE = "AICONSOLE_GCLOUD_WRAPPER_DIR"
 # gcloud's global flags: kept (aiconsole's commands take them) or dropped, and whether each takes a value.
 KEPT = {"--project": True, "--format": True, "--region": True}
@@ -30,7 +33,7 @@ def translate(argv: list[str]) -> list[str] | None:
     """The ``aiconsole`` arguments for a ``gcloud`` command line, or None when it is not ours."""
     kept: list[str] = []
     rest: list[str] = []
-    group_seen = False
+    group_seen = track_seen = False
     index = 0
     while index < len(argv):
         token = argv[index]
@@ -46,7 +49,9 @@ def translate(argv: list[str]) -> list[str] | None:
                 kept += words
             index += len(words)
             continue
-        if not group_seen and not token.startswith("-"):
+        if not group_seen and not track_seen and token in TRACKS:
+            track_seen = True
+        elif not group_seen and not token.startswith("-"):
             if token not in GROUPS:
                 return None
             group_seen = True

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from console.cli import common, output, training
+from console.cli import common, models, output, training
 from console.cli.client import CliError
 from jobs import catalogue
 from jobs.executor import replicas
@@ -180,6 +180,36 @@ def cmd_train(args) -> int:
     return run_distributed(args, command, cwd, args.module_name, args.user_args, use_chief(args, python))
 
 
+# --- local predict ---------------------------------------------------------------------------------
+
+PREDICTOR = Path(__file__).with_name("local_predictor.py")
+# The console's serving code, standalone (no console imports): a model predicts here as deployed.
+SERVING_WORKER = Path(__file__).resolve().parents[2] / "models_registry" / "serving" / "worker.py"
+
+
+@common.command("local.predict")
+def cmd_predict(args) -> int:
+    """Predict with a model folder in this machine's Python, as gcloud's local predict did."""
+    body = models.request_body(args)
+    request = {"modelDir": str(Path(args.model_dir).expanduser().resolve()), "framework": args.framework,
+               "signature": args.signature_name, "instances": body["instances"]}
+    python = interpreter()
+    try:
+        done = subprocess.run([python, str(PREDICTOR), str(SERVING_WORKER)], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise CliError(f"{python} could not run the prediction: {error}") from None
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CliError(f"{python} could not run the prediction (exit status {done.returncode}):\n"
+                       f"{done.stderr.strip()[-2000:]}") from None
+    if "error" in answer:
+        raise CliError(answer["error"])
+    output.emit(answer, args.format, models.predictions_text(answer["predictions"]))
+    return 0
+
+
 def register(commands) -> None:
     local = common.add_group(commands, "local", "run trainers on this machine (gcloud ai-platform local)")
     train = local.add_parser(
@@ -202,3 +232,18 @@ def register(commands) -> None:
     train.add_argument("--use-chief-in-tf-config", type=training.boolean, metavar="BOOL",
                        help="call the primary task chief (true) or master (false)")
     train.set_defaults(func=cmd_train)
+
+    predict = local.add_parser("predict", help="predict with a model folder in this machine's Python "
+                                               "($AICONSOLE_LOCAL_PYTHON or python), without the console")
+    predict.add_argument("--model-dir", required=True, metavar="DIR",
+                         help="the folder with saved_model.pb, model.bst or model.joblib/model.pkl")
+    inputs = predict.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line ('-' for stdin)")
+    inputs.add_argument("--json-request", metavar="FILE", help='a whole request: {"instances": [...]}')
+    inputs.add_argument("--text-instances", metavar="FILE", help="one text instance per line")
+    predict.add_argument("--framework", type=models.framework, metavar="FRAMEWORK",
+                         help="tensorflow, scikit-learn or xgboost (default: found from the model file)")
+    predict.add_argument("--signature-name", help="the SavedModel signature (TensorFlow)")
+    predict.add_argument("--format", type=output.parse_format, default=None,
+                         help="output format: json, yaml or value(FIELD,...) (default: readable text)")
+    predict.set_defaults(func=cmd_predict)

@@ -9,6 +9,8 @@ or ``--text-instances``. Long-running operations are waited for, with gcloud's m
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import sys
 import time
@@ -17,12 +19,36 @@ from pathlib import Path
 import requests
 import yaml
 
-from aiconsole import yamlsafe
-from console.cli import common, output, training
+from aiconsole import v1schema, yamlsafe
+from console.cli import common, gcs, output, resources, training
 from console.cli.client import Client, CliError, error_from_response
 
 POLL_SECONDS = 0.5
+MAX_STAGED_FILES = 1000  # as a deploymentUri may hold (AICONSOLE_MODEL_MAX_FILES' default)
 FRAMEWORKS = {"scikit-learn": "SCIKIT_LEARN", "xgboost": "XGBOOST", "tensorflow": "TENSORFLOW"}
+# gcloud's versions create flags for what this console does not serve: refused by name, with the
+# schema's reason, rather than dropped (a version that silently lost its container would mislead).
+_UNSERVED_VERSION_FLAGS = {
+    "accelerator": "acceleratorConfig", "prediction_class": "predictionClass", "package_uris": "packageUris",
+    "explanation_method": "explanationConfig", "num_integral_steps": "explanationConfig",
+    "num_paths": "explanationConfig", "image": "container", "command": "container", "args": "container",
+    "env_vars": "container", "ports": "container", "predict_route": "routes", "health_route": "routes",
+}
+
+
+def framework(text: str) -> str:
+    """``--framework``: gcloud's choices, also as the API's enum names the samples write (SCIKIT_LEARN)."""
+    key = text.strip().lower().replace("_", "-")
+    if key not in FRAMEWORKS:
+        raise argparse.ArgumentTypeError(f"invalid choice {text!r}; choose from: {', '.join(sorted(FRAMEWORKS))} "
+                                         "(or TENSORFLOW, SCIKIT_LEARN, XGBOOST)")
+    return FRAMEWORKS[key]
+
+
+def _node_count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of nodes ≥ 0, not {text!r}")
+    return int(text)
 
 
 def _model_path(client: Client, model: str, *suffix: str) -> str:
@@ -59,7 +85,8 @@ def wait_operation(client: Client, operation: dict, message: str, *, timeout: fl
 def cmd_models_create(args) -> int:
     client = common.client(args)
     body: dict = {"name": args.model}
-    region = args.region or (args.regions[0] if args.regions else None) or common.settings(args).region
+    # gcloud: --regions names the model's region (global endpoint); a regional --region creates it there.
+    region = (args.regions[0] if args.regions else None) or args.region or common.settings(args).region
     if region and region != "global":
         body["regions"] = [region]
     if args.description:
@@ -129,20 +156,51 @@ def _version_body(args) -> dict:
             raise CliError(f"--config {args.config} must hold a Version (a mapping)", exit_code=2)
         body.update(loaded)
     body["name"] = args.version
+    fields = v1schema.message("Version").fields
+    refused = [f"--{name.replace('_', '-')}: {fields[field].unsupported}"
+               for name, field in _UNSERVED_VERSION_FLAGS.items() if getattr(args, f"unserved_{name}") is not None]
+    if refused:
+        raise CliError("cannot create the version:\n" + "\n".join(f"  - {line}" for line in refused), exit_code=2)
     given = {"deploymentUri": args.origin, "runtimeVersion": args.runtime_version,
              "pythonVersion": args.python_version, "machineType": args.machine_type,
-             "description": args.description,
-             "framework": FRAMEWORKS.get(args.framework) if args.framework else None}
+             "description": args.description, "framework": args.framework,
+             "serviceAccount": args.service_account}
     body.update({key: value for key, value in given.items() if value is not None})
+    if args.min_nodes is not None or args.max_nodes is not None:
+        scaling = dict(body.get("autoScaling") or {})
+        scaling.update({key: value for key, value in (("minNodes", args.min_nodes), ("maxNodes", args.max_nodes))
+                        if value is not None})
+        body["autoScaling"] = scaling
     if args.labels:
         body["labels"] = {**(body.get("labels") or {}), **args.labels}
     if not body.get("deploymentUri"):
         raise CliError("--origin is required (or deploymentUri in --config): the folder with the model file",
                        exit_code=2)
     origin = body["deploymentUri"]
-    if "://" not in origin:
+    if args.staging_bucket and not args.staging_bucket.startswith("gs://"):
+        raise CliError(f"--staging-bucket must be a gs:// URI, not {args.staging_bucket!r}", exit_code=2)
+    if "://" not in origin and args.staging_bucket:
+        body["deploymentUri"] = _stage_origin(Path(origin).expanduser(), args.staging_bucket, args.model, args.version)
+    elif "://" not in origin:
         body["deploymentUri"] = str(Path(origin).expanduser().resolve())  # the server resolves nothing relative
     return body
+
+
+def _stage_origin(origin: Path, bucket: str, model: str, version: str) -> str:
+    """A local model folder (or file) copied to ``BUCKET/MODEL/VERSION/``, as gcloud staged one."""
+    if not origin.exists():
+        raise CliError(f"--origin {origin}: no such file or folder", exit_code=2)
+    found = [origin] if origin.is_file() else (p for p in origin.rglob("*") if p.is_file())
+    files = sorted(itertools.islice(found, MAX_STAGED_FILES + 1))  # a link loop ends at the limit too
+    if len(files) > MAX_STAGED_FILES:
+        raise CliError(f"--origin {origin} holds more than {MAX_STAGED_FILES} files; a model folder holds "
+                       "the model file and what it needs", exit_code=2)
+    base = f"{bucket.rstrip('/')}/{model}/{version}"
+    output.status(f"Uploading {len(files)} file{'s' if len(files) != 1 else ''} of {origin} to {base}/...")
+    for path in files:
+        relative = path.name if path == origin else path.relative_to(origin).as_posix()
+        gcs.upload(path, f"{base}/{relative}")
+    return base + "/"
 
 
 @common.command("versions.create")
@@ -290,8 +348,9 @@ def register(commands) -> None:
     models = common.add_group(commands, "models", "create and manage models (gcloud ai-platform models)")
     create = models.add_parser("create", help="create a model")
     create.add_argument("model", metavar="MODEL")
-    create.add_argument("--region", help="the model's region (default us-central1)")
-    create.add_argument("--regions", type=training.comma_list, metavar="REGION", help="(deprecated) same as --region")
+    common.region_flag(create)
+    create.add_argument("--regions", type=training.comma_list, metavar="REGION",
+                        help="the model's region (default: --region unless global, else us-central1)")
     create.add_argument("--description")
     create.add_argument("--enable-logging", action="store_true", help="log online prediction requests")
     create.add_argument("--enable-console-logging", action="store_true",
@@ -302,6 +361,7 @@ def register(commands) -> None:
 
     listing = models.add_parser("list", help="list models")
     listing.add_argument("--filter", help="e.g. name:census*")
+    common.region_flag(listing)
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_models_list)
 
@@ -309,6 +369,7 @@ def register(commands) -> None:
                              ("delete", cmd_models_delete, "delete a model (it must have no versions)")):
         parser = models.add_parser(name, help=text)
         parser.add_argument("model", metavar="MODEL")
+        common.region_flag(parser)
         common.connection_flags(parser)
         parser.set_defaults(func=func)
 
@@ -320,8 +381,19 @@ def register(commands) -> None:
     create.add_argument("--origin", help="folder (local path or gs://) holding the model file")
     create.add_argument("--runtime-version")
     create.add_argument("--python-version")
-    create.add_argument("--framework", choices=sorted(FRAMEWORKS))
+    create.add_argument("--framework", type=framework, metavar="FRAMEWORK",
+                        help=f"one of: {', '.join(sorted(FRAMEWORKS))} (TENSORFLOW, SCIKIT_LEARN, XGBOOST too)")
     create.add_argument("--machine-type")
+    create.add_argument("--min-nodes", type=_node_count, metavar="N", help="autoScaling.minNodes")
+    create.add_argument("--max-nodes", type=_node_count, metavar="N", help="autoScaling.maxNodes")
+    create.add_argument("--service-account", metavar="EMAIL")
+    create.add_argument("--staging-bucket", metavar="gs://BUCKET",
+                        help="upload a local --origin there first and deploy from Cloud Storage, as gcloud did")
+    common.region_flag(create)
+    unserved = create.add_argument_group("refused here, with the reason (gcloud's beta flags included)")
+    for name in _UNSERVED_VERSION_FLAGS:
+        unserved.add_argument(f"--{name.replace('_', '-')}", dest=f"unserved_{name}", metavar="VALUE",
+                              help=argparse.SUPPRESS)
     create.add_argument("--description")
     create.add_argument("--labels", type=training.labels, action=training.MergeDict, metavar="KEY=VALUE,...")
     create.add_argument("--config", metavar="FILE", help="YAML holding a Version (autoScaling, manualScaling, ...)")
@@ -332,6 +404,7 @@ def register(commands) -> None:
     listing = versions.add_parser("list", help="list a model's versions")
     listing.add_argument("--model", required=True)
     listing.add_argument("--filter", help="e.g. state=READY")
+    common.region_flag(listing)
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_versions_list)
 
@@ -341,8 +414,11 @@ def register(commands) -> None:
         parser = versions.add_parser(name, help=text)
         parser.add_argument("version", metavar="VERSION")
         parser.add_argument("--model", required=True)
+        common.region_flag(parser)
         common.connection_flags(parser)
         parser.set_defaults(func=func)
+
+    resources.register_model_commands(models, versions)
 
     predict = commands.add_parser("predict", help="online prediction (gcloud ai-platform predict)",
                                   allow_abbrev=False)
@@ -353,6 +429,6 @@ def register(commands) -> None:
     inputs.add_argument("--json-request", metavar="FILE", help='a whole request: {"instances": [...]}')
     inputs.add_argument("--text-instances", metavar="FILE", help="one text instance per line")
     predict.add_argument("--signature-name", help="the SavedModel signature (TensorFlow)")
-    predict.add_argument("--region", help="accepted for gcloud compatibility; the console serves every region")
+    common.region_flag(predict)
     common.connection_flags(predict)
     predict.set_defaults(func=cmd_predict)
