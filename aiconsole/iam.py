@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 from django.db.models.signals import post_delete, post_save
 
-from aiconsole import reads
 from aiconsole.models import Project, RoleBinding
 
 _JOBS = {f"ml.jobs.{verb}" for verb in ("cancel", "create", "get", "getIamPolicy", "list", "setIamPolicy", "update")}
@@ -188,7 +187,6 @@ def is_platform_admin(user) -> bool:
 # RoleBinding saved or deleted empties the cache).
 
 _request_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("aiconsole_iam_cache", default=None)
-_sql: dict[str, str] = {}
 
 
 @contextmanager
@@ -217,15 +215,9 @@ def _bound_roles(user_pk, project_pk, resource_type: str, pk) -> frozenset[str]:
     key = (user_pk, project_pk, resource_type, pk)
     if cache is not None and key in cache:
         return cache[key]
-    if "roles" not in _sql:
-        c = reads.attnames(RoleBinding)
-        _sql["roles"] = (f"SELECT {c['role'].column} FROM {RoleBinding._meta.db_table} "
-                         f"WHERE {c['user_id'].column} = %s AND {c['project_id'].column} = %s AND "
-                         f"({c['resource_type'].column} = %s OR "
-                         f"({c['resource_type'].column} = %s AND {c['resource_id'].column} = %s))")
-    with reads.cursor() as cursor:
-        cursor.execute(_sql["roles"], [user_pk, project_pk, RoleBinding.ResourceType.PROJECT, resource_type, pk])
-        roles = frozenset(role for (role,) in cursor.fetchall())
+    roles = frozenset(RoleBinding.objects.filter(
+        Q(resource_type=RoleBinding.ResourceType.PROJECT) | Q(resource_type=resource_type, resource_id=pk),
+        user_id=user_pk, project_id=project_pk).values_list("role", flat=True))
     if cache is not None:
         cache[key] = roles
     return roles

@@ -1,5 +1,5 @@
 """Request context for the audit log: a request id, the caller's IP and user agent; and what
-Django's middleware does to a request, for the ASGI fronts that answer before Django."""
+Django's middleware does to a request, for the ASGI front of online prediction, which answers before Django."""
 
 import contextvars
 import threading
@@ -38,7 +38,7 @@ def scope_header(scope, name: bytes) -> str:
 
 
 def scope_context(scope) -> RequestContext:
-    """``request_context`` for the ASGI fronts, which answer before Django builds a request."""
+    """``request_context`` for the ASGI front of online prediction, which answers before Django builds a request."""
     return RequestContext(
         request_id=scope_header(scope, b"x-request-id")[:40] or uuid.uuid4().hex,
         caller_ip=(scope.get("client") or ("", 0))[0] or "",
@@ -48,8 +48,8 @@ def scope_context(scope) -> RequestContext:
 
 @contextmanager
 def request_scope(context: RequestContext):
-    """What lives exactly as long as one request, on every path (Django's middleware below, the
-    ASGI fronts' ``front_call``): the audit log's request context and IAM's cached decisions."""
+    """What lives exactly as long as one request, on every path (Django's middleware below,
+    the prediction front's ``front_call``): the audit log's request context and IAM's cached decisions."""
     # deferred: the CLI imports this module for RequestContext before Django is set up, and IAM loads the models
     from aiconsole import iam
 
@@ -106,11 +106,11 @@ class IamErrorMiddleware:
         return None
 
 
-# --- the ASGI fronts ---------------------------------------------------------------------------
+# --- the ASGI front of online prediction ---------------------------------------------------------
 #
-# ``jobs/asgi.py`` and ``models_registry/asgi.py`` answer their hot cases before Django's
-# per-request machinery, with the same code the views call. What Django's middleware does around
-# a view is done for them here, once: the Host check and the security headers (``front_headers``,
+# ``models_registry/asgi.py`` answers bearer-token predictions before Django's per-request
+# machinery, with the same code the view calls. What Django's middleware does around a view is
+# done for it here, once: the Host check and the security headers (``front_headers``,
 # Django's own middleware deciding), and the request's scope (``front_call``: request context,
 # IAM cache, a thread of the front's own pool, connections tidied as after a request).
 
@@ -118,10 +118,8 @@ _front_state: dict = {}
 
 
 class FrontPool:
-    """A front's threads, made on its first request. Each front sizes its own: a jobs.list page is
-    CPU work under the GIL, where threads beyond a few only contend (8 threads instead of 4 cost
-    a fifth of the front's throughput on 2 cores, bench/api_list.py), while a prediction mostly
-    waits on its serving process, so more of them overlap."""
+    """A front's threads, made on its first request and sized for its work: a prediction mostly
+    waits on its serving process, so several of them overlap."""
 
     def __init__(self, name: str, threads: int):
         self.name, self.threads = name, threads
@@ -156,7 +154,7 @@ async def front_call(pool: FrontPool, context: RequestContext, work, *args):
 
 def front_headers(scope) -> list[tuple[bytes, bytes]] | None:
     """Django's request and response middleware for a request an ASGI front answers itself
-    (``jobs/asgi.py``, ``models_registry/asgi.py``), so that both paths answer alike.
+    (``models_registry/asgi.py``), so that both paths answer alike.
 
     None means Django would answer the request itself: a Host outside ALLOWED_HOSTS (400), plain
     HTTP under SECURE_SSL_REDIRECT (a redirect); the front then hands it on untouched. Otherwise

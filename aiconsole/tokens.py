@@ -7,13 +7,12 @@ Audit method names: ``aiconsole.TokenService.CreateToken`` and ``aiconsole.Token
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from aiconsole import audit, iam, reads
+from aiconsole import audit, iam
 from aiconsole.models import ApiToken, hash_token
 
 TOKEN_SERVICE = "aiconsole.TokenService"
@@ -65,41 +64,28 @@ def revoke_token(token: ApiToken, *, actor=iam.SYSTEM) -> None:
 
 
 TOUCH_SECONDS = 60
-_sql: dict[str, str] = {}
 
 
 def authenticate_bearer(raw: str):
     """The active user an unrevoked API token belongs to, or None: the one bearer authentication
-    (DRF's ``BearerTokenAuthentication``, the prediction view and both ASGI fronts call it).
+    (DRF's ``BearerTokenAuthentication``, the prediction view and its ASGI front call it).
 
-    One read on ``reads``' connections (the user with all their fields). ``last_used`` is
-    touched at most once a minute per token, decided on the stored value, so a busy script does
-    not turn its reads into writes, whichever process or thread answers it.
+    One query (the token with its user). ``last_used`` is touched at most once a minute per
+    token, decided on the stored value, so a busy script does not turn its reads into writes,
+    whichever process or thread answers it.
     """
     raw = raw.strip()
     if not raw:
         return None
-    user_model = get_user_model()
-    names = tuple(reads.attnames(user_model))
-    if "token" not in _sql:
-        token_table, user_table = ApiToken._meta.db_table, user_model._meta.db_table
-        _sql["token"] = (f"SELECT t.id, t.last_used, {reads.columns(user_model, names, 'u')} FROM {token_table} t "
-                         f"JOIN {user_table} u ON u.{user_model._meta.pk.column} = t.user_id "
-                         "WHERE t.key_hash = %s AND t.revoked IS NULL")
-    with reads.cursor() as cursor:
-        cursor.execute(_sql["token"], [hash_token(raw)])
-        row = cursor.fetchone()
-    if row is None:
+    token = (ApiToken.objects.select_related("user").only("id", "last_used", "user")
+             .filter(key_hash=hash_token(raw), revoked=None).first())
+    if token is None or not token.user.is_active:
         return None
-    user = reads.instance(user_model, names, row[2:])
-    if not user.is_active:
-        return None
-    token = reads.instance(ApiToken, ("id", "last_used"), row[:2])
     now = timezone.now()
     if token.last_used is None or (now - token.last_used).total_seconds() >= TOUCH_SECONDS:
         stale = Q(last_used=None) | Q(last_used__lt=now - timedelta(seconds=TOUCH_SECONDS))
         ApiToken.objects.filter(stale, pk=token.pk).update(last_used=now)
-    return user
+    return token.user
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -392,7 +392,8 @@ def _ours(entry: pwd.struct_passwd) -> bool:
 
 def _allocated_uid(project) -> int:
     """The project's number, from the database, or the first free one of the range, recorded."""
-    from aiconsole.models import TrainerAccount  # deferred: `aiconsole local train` loads this module without Django
+    # deferred: `aiconsole local train` loads this module without Django
+    from aiconsole.models import TrainerAccount
 
     for _ in range(10):
         row = TrainerAccount.objects.filter(project=project).first()

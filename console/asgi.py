@@ -14,16 +14,15 @@ django_application = get_asgi_application()
 
 from aiconsole.proxies import TrustedProxyMiddleware  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
-from jobs.asgi import JobsListFront  # noqa: E402
 from models_registry.asgi import PredictFront  # noqa: E402
 
 # Behind a trusted reverse proxy, everything below sees the client's address (aiconsole/proxies.py).
 application = TrustedProxyMiddleware(ProtocolTypeRouter(
     {
-        # Bearer-token :predict calls and plain jobs.list pages are answered before Django's
-        # per-request machinery, with the same services and checks (models_registry/asgi.py,
-        # jobs/asgi.py); everything else goes to Django.
-        "http": PredictFront(JobsListFront(django_application)),
+        # Online prediction's data plane: bearer-token :predict calls are answered before Django's
+        # per-request machinery, with the same services and checks (models_registry/asgi.py);
+        # everything else, the whole control plane, goes to Django.
+        "http": PredictFront(django_application),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 ))

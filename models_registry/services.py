@@ -29,7 +29,7 @@ from aiconsole.errors import (
 )
 from aiconsole.models import Project, RoleBinding
 from jobs import builtin, catalogue, filters, runtimes
-from models_registry import conf, files, hotpath, requestlog, spec
+from models_registry import conf, files, requestlog, spec
 from models_registry.models import (
     Model,
     Operation,
@@ -491,11 +491,16 @@ def recent_predictions(model: Model, version: Version, *, actor, limit: int = 50
 
 
 def prediction_target(project_id: str, model_name: str, version_name: str | None, *, actor) -> tuple[Model, Version | None]:
-    """The model (and named version) of a predict call: one read on the common path."""
+    """The model (with its project and default version) and the named version of a predict call."""
 
-    found = hotpath.target(project_id, model_name, version_name)
-    if found is not None:
-        return found
+    model = (Model.objects.select_related("project", "default_version")
+             .filter(project__project_id=project_id, name=model_name).first())
+    if model is not None and version_name is None:
+        return model, None
+    version = Version.objects.filter(model=model, name=version_name).first() if model is not None else None
+    if version is not None:
+        version.model = model
+        return model, version
     project = Project.objects.filter(project_id=project_id).first()
     if project is None or not iam.can_see_project(actor, project):
         raise iam.NotFound(f"projects/{project_id}")

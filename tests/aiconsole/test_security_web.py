@@ -240,7 +240,7 @@ def test_a_lockout_leaves_bearer_tokens_and_signed_in_sessions_alone(client, adm
     assert signed_in.get("/v1/projects/project-a/jobs", REMOTE_ADDR="127.0.0.1").status_code == 200
 
 
-# --- the ASGI fast paths -------------------------------------------------------------------------
+# --- the predict front (online prediction's data plane) -------------------------------------------------------------------------
 
 SECURITY_HEADERS = ("x-content-type-options", "referrer-policy", "cross-origin-opener-policy",
                     "x-frame-options", "strict-transport-security")
@@ -258,16 +258,15 @@ class Recorder:
 
 
 def make_fronts() -> tuple:
-    """The fronts as ``console/asgi.py`` mounts them, and Django alone (whose middleware reads
-    the settings when it is made: make it after changing them)."""
+    """The predict front as ``console/asgi.py`` mounts it, and Django alone (whose middleware
+    reads the settings when it is made: make it after changing them)."""
     from django.core.asgi import get_asgi_application
 
-    from jobs.asgi import JobsListFront
     from models_registry.asgi import PredictFront
 
     django_app = get_asgi_application()
     recorder = Recorder(django_app)
-    return PredictFront(JobsListFront(recorder)), recorder, django_app
+    return PredictFront(recorder), recorder, django_app
 
 
 @pytest.fixture
@@ -283,11 +282,10 @@ LIST = ("GET", "/v1/projects/project-a/jobs")
 PREDICT = ("POST", "/v1/projects/project-a/models/census:predict")
 
 
-@pytest.mark.django_db(transaction=True)  # the fronts read on their own connections
-@pytest.mark.parametrize("method, path", [LIST, PREDICT], ids=["jobs.list", "predict"])
-def test_fast_paths_refuse_a_host_outside_allowed_hosts_as_django_does(fronts, project, admin,
-                                                                       method, path):
+@pytest.mark.django_db(transaction=True)
+def test_the_predict_front_refuses_a_host_outside_allowed_hosts_as_django_does(fronts, project, admin):
     app, recorder, _ = fronts
+    method, path = PREDICT
     auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
     status, _, body = asyncio.run(asgi_call(app, method, path, b"{}", auth, host="evil.example"))
     assert (status, recorder.calls) == (400, 1), body[:200]  # handed to Django, which refuses it
@@ -297,14 +295,14 @@ def test_fast_paths_refuse_a_host_outside_allowed_hosts_as_django_does(fronts, p
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_fast_paths_send_the_security_headers_django_sends(project, admin, settings, scheme):
+def test_the_predict_front_sends_the_security_headers_django_sends(project, admin, settings, scheme):
     settings.SECURE_HSTS_SECONDS = 3600
     settings.SECURE_REFERRER_POLICY = "no-referrer"
     settings.X_FRAME_OPTIONS = "SAMEORIGIN"
     app, recorder, django_app = make_fronts()
     submit(project, "one_job", admin)
     auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
-    for method, path, body in [(*LIST, b""), (*PREDICT, b"{}")]:
+    for method, path, body in [(*PREDICT, b"{}")]:
         fast = asyncio.run(asgi_call(app, method, path, body, auth, scheme=scheme))
         slow = asyncio.run(asgi_call(django_app, method, path, body, auth, scheme=scheme))
         assert recorder.calls == 0 and fast[0] == slow[0] and fast[0] in {200, 404}
@@ -314,14 +312,14 @@ def test_fast_paths_send_the_security_headers_django_sends(project, admin, setti
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fast_paths_redirect_plain_http_as_django_does_under_ssl_redirect(project, admin, settings):
+def test_the_predict_front_redirects_plain_http_as_django_does_under_ssl_redirect(project, admin, settings):
     settings.SECURE_SSL_REDIRECT = True
     app, recorder, _ = make_fronts()
     auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
     for method, path in (LIST, PREDICT):
         status, headers, _ = asyncio.run(asgi_call(app, method, path, b"{}", auth))
         assert status == 301 and headers["location"] == f"https://testserver{path}"
-    assert recorder.calls == 2
+    assert recorder.calls == 2  # both handed to Django, which redirects
 
 
 # --- helpers --------------------------------------------------------------------------------------
