@@ -566,6 +566,16 @@ def write_text(uri: str, text: str, *, roots: list[Path] | None = None, project:
         raise _unsafe(uri, exc) from exc
 
 
+def object_version(uri: str) -> tuple[int, int]:
+    """A ``gs://`` object's generation and size: what tells one version of it from the next."""
+    bucket_name, object_name = parse_gcs_uri(uri)
+    with _gcs_errors(uri):
+        blob = _cached_client().bucket(bucket_name).get_blob(object_name)
+    if blob is None:
+        raise StorageError(f"{uri} does not exist")
+    return blob.generation, blob.size
+
+
 def read_bytes(
     uri: str, *, roots: list[Path] | None = None, max_bytes: int | None = None, project: Any = None
 ) -> bytes:

@@ -193,8 +193,8 @@ def is_builtin_image(image: str | None) -> bool:
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
-def _convert(argument: Argument, raw: str | None) -> tuple[object, str | None]:
-    """(value, problem) for one argument's text."""
+def convert(argument: Argument, raw: str | None) -> tuple[object, str | None]:
+    """(value, problem) for one argument's text (also a tuning parameter's bounds, checked at submit)."""
     flag = f"--{argument.name}"
     if argument.kind == "bool":
         if raw is None or raw.lower() in _TRUE:
@@ -263,7 +263,7 @@ def parse_args(algorithm: Algorithm, argv: list[str], *, allow_job_dir: bool = T
             known = ", ".join(f"--{a.name}" for a in algorithm.arguments)
             problems.append(f"--{name} is not an argument of the built-in {algorithm.title}. Its arguments: {known}.")
             continue
-        value, problem = _convert(argument, raw)
+        value, problem = convert(argument, raw)
         if problem:
             problems.append(problem)
         else:

@@ -100,12 +100,7 @@ def reset() -> None:
 
 def _version(uri: str, project) -> tuple:
     if storage.is_gcs_uri(uri):
-        bucket, name = storage.parse_gcs_uri(uri)
-        with storage._gcs_errors(uri):
-            blob = storage._cached_client().bucket(bucket).get_blob(name)
-        if blob is None:
-            raise storage.StorageError(f"{uri} does not exist")
-        return uri, blob.generation, blob.size
+        return (uri, *storage.object_version(uri))
     try:
         with storage.open_local(uri, project=project) as handle:
             status = os.fstat(handle.fileno())

@@ -174,7 +174,7 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
         samples = [param.get("minValue"), param.get("maxValue"), *param.get("discreteValues", []),
                    *param.get("categoricalValues", [])]
         for value in (v for v in samples if v is not None):
-            _, problem = algos._convert(argument, str(value))
+            _, problem = algos.convert(argument, str(value))
             if problem:
                 add(field, f"parameter {name}: {problem}")
                 break

@@ -18,7 +18,7 @@ from pathlib import Path
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from aiconsole import archives, audit, iam, storage, walks
+from aiconsole import archives, audit, filters, iam, storage, walks
 from aiconsole.errors import (
     Aborted,
     AlreadyExists,
@@ -28,7 +28,7 @@ from aiconsole.errors import (
     ServiceError,
 )
 from aiconsole.models import Project, RoleBinding
-from jobs import builtin, catalogue, filters, runtimes
+from jobs import builtin, catalogue, runtimes
 from models_registry import conf, files, requestlog, spec
 from models_registry.models import (
     Model,
@@ -136,40 +136,26 @@ def get_model(project: Project, name: str, *, actor, audited: bool = True) -> Mo
     return model
 
 
-class _Filter(filters._Parser):
-    """The jobs list-filter grammar over a model's or version's own fields."""
+def _term(fields: dict[str, str]):
+    """One ``field op value`` term over a model's or a version's own fields, labels and createTime."""
 
-    def __init__(self, text: str, fields: dict[str, str]):
-        super().__init__(text)
-        self.fields = fields
-
-    def primary(self) -> Q:
-        token = self.peek()
-        if token is not None and token.kind == "lparen":
-            self.take()
-            query = self.conjunction()
-            self.take("rparen")
-            return query
-        field, operator, value = self.take("word"), self.take("op"), self.take()
-        if value.kind not in {"word", "string"}:
-            raise filters.FilterError(f"Invalid filter: expected a value after {field.text}{operator.text}.")
-        text = filters._unquote(value.text) if value.kind == "string" else self._glue(value)
-        if field.text in self.fields:
-            return filters._string_match(self.fields[field.text], operator.text, text)
-        if field.text.startswith("labels.") or field.text == "createTime":
-            return filters.comparison(field.text, operator.text, text)
-        raise filters.FilterError(f"Invalid filter: unknown field {field.text!r}. Filterable fields: "
-                                  f"{', '.join(self.fields)}, createTime, labels.<key>.")
+    def term(field: str, operator: str, value: str) -> Q:
+        if field in fields:
+            return filters.text_match(fields[field], operator, value)
+        if field == "createTime":
+            return filters.time_match("create_time", operator, value)
+        labelled = filters.label_match(field, operator, value)
+        if labelled is not None:
+            return labelled
+        raise filters.FilterError(f"Invalid filter: unknown field {field!r}. Filterable fields: "
+                                  f"{', '.join(fields)}, createTime, labels.<key>.")
+    return term
 
 
 def _filtered(queryset, filter_text: str, fields: dict[str, str]):
     """``name:census*``, ``labels.team=ml``, ``state=READY`` and friends, on models or versions."""
-    if not filter_text or not filter_text.strip():
-        return queryset
     try:
-        if len(filter_text) > filters.MAX_FILTER_LENGTH:
-            raise filters.FilterError(f"Invalid filter: longer than {filters.MAX_FILTER_LENGTH} characters.")
-        return queryset.filter(_Filter(filter_text, fields).parse())
+        return queryset.filter(filters.parse(filter_text, _term(fields)))
     except filters.FilterError as error:
         raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
 

@@ -95,3 +95,47 @@ def test_a_function_local_import_of_our_own_code_says_why_it_is_deferred():
                 if not _said_why(lines, node):
                     silent.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {module} inside a function")
     assert silent == [], "\n".join(silent)
+
+
+def _module_names(tree: ast.AST) -> dict[str, str]:
+    """The names under which a file holds modules of ours (``from jobs import filters`` gives
+    ``filters``; ``import jobs.filters as f`` gives ``f``)."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] in ALLOWED:
+            for alias in node.names:
+                if _is_module(f"{node.module}.{alias.name}"):
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in ALLOWED:
+                    names[alias.asname or alias.name.split(".")[0]] = alias.name
+    return names
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """A module's underscore names are its own: whoever needs one asks for a public function."""
+    reaches = []
+    for package in ALLOWED:
+        for path in _source_files(package):
+            tree = ast.parse(path.read_text())
+            modules = _module_names(tree)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                        and node.module.split(".")[0] in ALLOWED:
+                    reaches += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{alias.name}"
+                                for alias in node.names if _private(alias.name)]
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                        and node.value.id in modules and _private(node.attr):
+                    reaches.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {modules[node.value.id]}.{node.attr}")
+    assert reaches == [], "\n".join(reaches)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()

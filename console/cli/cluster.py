@@ -36,7 +36,7 @@ def cmd_web(args) -> int:
     migrate()
     # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.bootstrap import ensure_admin_and_project
-    from console.cli.server import _serve
+    from console.cli.server import serve_web
     from jobs.cluster import coordinator
 
     result = ensure_admin_and_project()
@@ -49,7 +49,7 @@ def cmd_web(args) -> int:
     coordinator.start("web")
     kinds.start_services()  # online prediction is served by the web process, as in embedded mode
     try:
-        return _serve(args.host, args.port)
+        return serve_web(args.host, args.port)
     finally:
         kinds.stop_services()
         coordinator.stop()

@@ -85,7 +85,7 @@ def cmd_up(args) -> int:
         return 2
     print(f"AI Console is running at {url}  (Ctrl+C to stop)", flush=True)
     if settings.EXECUTOR != "inprocess":
-        return _serve(args.host, args.port)
+        return serve_web(args.host, args.port)
     return Supervisor(args.host, args.port).run()
 
 
@@ -103,7 +103,7 @@ def announce_trainer_user(command: str) -> bool:
     return True
 
 
-def _serve(host: str, port: int) -> int:
+def serve_web(host: str, port: int) -> int:
     """Serve the ASGI application until Ctrl+C or SIGTERM (the web process; 'aiconsole web')."""
     import uvicorn
 
@@ -303,7 +303,7 @@ def _run_web(host: str, port: int) -> int:
     events.receive_forwarded(events.relay_path(events.RELAY_SOCKET))
     kinds.start_services()
     try:
-        return _serve(host, port)
+        return serve_web(host, port)
     finally:
         kinds.stop_services()
 

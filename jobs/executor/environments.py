@@ -84,7 +84,7 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def _run_uv(args: list[str], *, what: str) -> str:
+def run_uv(args: list[str], *, what: str) -> str:
     result = subprocess.run([uv_binary(), *args], capture_output=True, text=True, env=tool_env())
     if result.returncode != 0:
         raise EnvironmentError_(f"{what} failed:\n{_tail((result.stderr or result.stdout).strip(), 60)}")
@@ -144,7 +144,7 @@ def _ready(path: Path) -> bool:
     return (path / COMPLETE_MARKER).is_file()
 
 
-def _build(path: Path, key: str, build: Callable[[Path], dict]) -> Environment:
+def build_once(path: Path, key: str, build: Callable[[Path], dict]) -> Environment:
     """Build an environment at ``path`` under a lock unless a complete one is there already."""
     with _locked(path):
         if not _ready(path):
@@ -195,23 +195,23 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
         f"{runtime.tensorflow}) on Python {full_version} from {lock.name}; this happens once per machine.")
 
     def build(target: Path) -> dict:
-        _run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
+        run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
         sync = ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(lock)]
         what = f"Installing runtime version {runtime.name} from {lock.name}"
         try:
-            _run_uv(sync, what=what)
+            run_uv(sync, what=what)
         except EnvironmentError_ as error:
             if "hash mismatch" not in str(error).lower():
                 raise
             # A cache entry that does not match the lock (another process wrote it mid-way, or it
             # was corrupted): fetch again once; a second mismatch is the index's, and is reported.
             log(f"uv's cache gave a file whose hash is not in {lock.name}; downloading again.")
-            _run_uv([*sync[:2], "--refresh", *sync[2:]], what=what)
+            run_uv([*sync[:2], "--refresh", *sync[2:]], what=what)
         return {"kind": "runtime", "runtimeVersion": runtime.name, "python": full_version, "variant": variant,
                 "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python"),
                 "sizeBytes": size_on_disk(target)}  # measured once: listing runtimes never walks them
 
-    environment = shared(_build(path, key, build))
+    environment = shared(build_once(path, key, build))
     log(f"Runtime version {runtime.name} environment is ready.")
     return environment
 
@@ -298,7 +298,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log,
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
 
     def build(target: Path) -> dict:
-        _run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], what="Creating the job environment")
+        run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], what="Creating the job environment")
         python = target / "bin" / "python"
         site = Environment(path=target, key=key).site_packages()
         # addsitedir, not a bare path: the runtime's own .pth files (namespace packages) apply too.
@@ -312,7 +312,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log,
             # Copies, not links into uv's cache: the layer's files get the project's group, and a
             # file linked into two projects' layers could carry only one of them.
             link = ["--link-mode", "copy"] if account is not None else []
-            _run_uv(["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
+            run_uv(["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
                     what="Installing the trainer packages")
         changes = _changes(install, frozen)
         info = {"kind": "job", "runtime": runtime.key, "installed": install, "changes": changes,
@@ -320,7 +320,7 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log,
         _log_changes(info, log)
         return info
 
-    environment = shared(_build(path, key, build), account)
+    environment = shared(build_once(path, key, build), account)
     log("The job environment is ready.")
     return environment
 
@@ -337,7 +337,7 @@ def _resolve(runtime: Environment, python: Path, packages: list[Path], frozen: d
         output = Path(scratch) / "resolved.txt"
         output.write_text("".join(f"{name}=={version}\n" for name, version in sorted(frozen.items())))
         try:
-            _run_uv(["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python", str(python),
+            run_uv(["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python", str(python),
                      str(requirements), "-o", str(output)],
                     what="Resolving the trainer packages' requirements on the runtime")
         except EnvironmentError_ as error:
@@ -357,7 +357,7 @@ def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: 
             source = Path(scratch) / "one.in"
             source.write_text(requirement + "\n")
             try:
-                _run_uv(["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)],
+                run_uv(["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)],
                         what=requirement)
             except EnvironmentError_ as error:
                 return _reason(str(error))
