@@ -34,7 +34,7 @@ SETTLED = """() => ["#job-status", "#trial-table", "#study-charts", "#metrics", 
 PASSWORDS = {"admin": harness.ADMIN_PASSWORD, "dana": "dana-password-1", "vic": "vic-password-1"}
 
 
-AXE = harness.ROOT / "static" / "vendor" / "axe.min.js"
+AXE = harness.ROOT / "tests" / "browser" / "assets" / "axe.min.js"  # test-only: never served
 
 
 def login(page, username: str = "admin") -> None:
