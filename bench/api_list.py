@@ -6,7 +6,7 @@
    previous ones do), p50/p99.
 
 Uses ``wrk`` when installed (it costs the 2-core machine least); otherwise a Python client.
-Run: ``.venv/bin/python bench/api_list.py [--jobs 200000] [--seconds 10]``. With
+Run: ``.venv/bin/python bench/api_list.py [--jobs 200000] [--seconds 10]`` (about 2 minutes). With
 ``--baseline OTHER/.venv/bin/aiconsole`` it compares another version instead (before and after
 a change): both serve one seeded data dir at once, and wrk rounds alternate between them.
 """
@@ -31,6 +31,9 @@ AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 # Seeding imports the settings before any ``aiconsole`` command has made the data dir ready.
 SECRET_KEY = os.urandom(24).hex()
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import log_tail, say, scratch, wait_until  # noqa: E402
 
 
 def seed(data_dir: Path, count: int) -> None:
@@ -57,7 +60,9 @@ Job.objects.bulk_create(batch)
 """
     env = {**os.environ, "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
            "AICONSOLE_SECRET_KEY": SECRET_KEY}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT)
+    say(f"seeding {count:,} jobs")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT, timeout=1800)
 
 
 class Server:
@@ -74,23 +79,37 @@ class Server:
         if django_only:
             command = [sys.executable, "-m", "uvicorn", "console.asgi:django_application", "--port", str(port),
                        "--log-level", "warning", "--lifespan", "off"]
-        self.process = subprocess.Popen(command, env=self.env, cwd=cwd,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                connection.request("GET", "/login/")
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        self.log = data_dir.parent / f"server-{port}.log"
+        say(f"starting {'Django alone' if django_only else Path(aiconsole).name + ' up'} on port {port}")
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command, env=self.env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: self._up() or self.process.poll() is not None, 120, f"the server on port {port}")
+        except SystemExit:
+            self.stop()
+            raise SystemExit(f"the server did not start within 120 s; its output:\n{log_tail(self.log)}") from None
+        if self.process.poll() is not None:
+            raise SystemExit(f"the server did not start (exit status {self.process.returncode}); its output:\n"
+                             f"{log_tail(self.log)}")
         self.token = subprocess.run([aiconsole, "token", "create", "admin"], env=self.env, check=True,
-                                    capture_output=True, text=True).stdout.strip()
+                                    capture_output=True, text=True, timeout=60).stdout.strip()
+
+    def _up(self) -> bool:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+            connection.request("GET", "/login/")
+            return connection.getresponse().status == 200
+        except OSError:
+            return False
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=60)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
 
 
 def free_port() -> int:
@@ -102,15 +121,21 @@ def free_port() -> int:
 
 
 def request_paths(server: Server) -> list[str]:
-    """The first page and pages 50 and 500 deep, reached with real tokens."""
+    """The first page and pages 50 and 500 deep (as deep as the list goes), reached with real tokens."""
     base = "/v1/projects/default-project/jobs?pageSize=20"
     paths, token, page = [base], None, 0
-    connection = http.client.HTTPConnection("127.0.0.1", server.port)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     while page < 500:
         page += 1
         path = base + (f"&pageToken={token}" if token else "")
         connection.request("GET", path, headers={"Authorization": f"Bearer {server.token}"})
-        token = json.loads(connection.getresponse().read())["nextPageToken"]
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        if response.status != 200:
+            raise SystemExit(f"jobs.list answered {response.status}: {answer}")
+        token = answer.get("nextPageToken")
+        if not token:
+            break
         if page in (50, 500):
             paths.append(base + f"&pageToken={token}")
     return paths
@@ -121,7 +146,7 @@ def python_closed_loop(server: Server, paths: list[str], seconds: float, connect
     lock = threading.Lock()
 
     def worker(slot: int) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", server.port)
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         headers = {"Authorization": f"Bearer {server.token}"}
         index = slot
         while time.monotonic() < stop:
@@ -157,7 +182,8 @@ def wrk_closed_loop(server: Server, paths: list[str], seconds: float, connection
         '  io.write(string.format("RESULT %d %f %d\\n", summary.requests, summary.duration / 1e6, '
         'summary.errors.status))\nend\n')
     output = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", str(script),
-                             f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, check=True).stdout
+                             f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, check=True,
+                            timeout=seconds + 60).stdout
     script.unlink()
     line = next(line for line in output.splitlines() if line.startswith("RESULT"))
     _, requests, duration, errors = line.split()
@@ -174,7 +200,7 @@ def fixed_rate(server: Server, paths: list[str], seconds: float, rate: float) ->
     next_index = [0]
 
     def worker() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", server.port)
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         headers = {"Authorization": f"Bearer {server.token}"}
         while True:
             with lock:
@@ -215,8 +241,8 @@ def main() -> None:
     if args.baseline:
         compare(args)
         return
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-list-") as scratch:
-        data_dir = Path(scratch)
+    with scratch("aiconsole-bench-list-") as folder:
+        data_dir = folder / "data"
         started = time.monotonic()
         seed(data_dir, args.jobs)
         print(f"Seeded {args.jobs} jobs in {time.monotonic() - started:.1f} s")
@@ -226,6 +252,7 @@ def main() -> None:
             try:
                 paths = request_paths(server)
                 loop = wrk_closed_loop if shutil.which("wrk") else python_closed_loop
+                say(f"{name}: {args.seconds:.0f} s closed loop, then {args.seconds:.0f} s at 100 req/s")
                 throughput = loop(server, paths, args.seconds, args.connections)
                 latency = fixed_rate(server, paths, args.seconds, 100)
             finally:
@@ -249,12 +276,12 @@ def compare(args) -> None:
     if not shutil.which("wrk"):
         raise SystemExit("--baseline measures with wrk: install it (Debian: apt install wrk)")
     baseline = str(Path(args.baseline).resolve())
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-list-") as scratch:
-        data_dir = Path(scratch)
+    with scratch("aiconsole-bench-list-") as folder:
+        data_dir = folder / "data"
         seed(data_dir, args.jobs)
         servers = {"as shipped": Server(data_dir, free_port()),
                    # Not run from this checkout: ``python -c`` children would import its packages.
-                   "baseline": Server(data_dir, free_port(), aiconsole=baseline, cwd=data_dir)}
+                   "baseline": Server(data_dir, free_port(), aiconsole=baseline, cwd=folder)}
         try:
             paths = request_paths(servers["as shipped"])
             results: dict[str, list[float]] = {name: [] for name in servers}

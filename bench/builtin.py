@@ -1,11 +1,11 @@
 """Built-in algorithms on a generated 100,000-row CSV: how long each phase takes, and peak memory.
 
-Each algorithm runs as the executor runs it (``python -m algorithms.<name>`` in the runtime
-environment of the default runtime version), directly, so the numbers are the algorithm's own;
+Each algorithm runs as the executor runs it (``python -m algorithms.<name>`` in the environment
+of the runtime built-in jobs run on, ``current``), directly, so the numbers are the algorithm's own;
 the executor's overhead around any trainer is measured by ``bench/run.py``. The data analysis
 page's report of the same file is timed in this process.
 
-Run: ``.venv/bin/python bench/builtin.py [--rows 100000] [--repeats 3]``.
+Run: ``.venv/bin/python bench/builtin.py [--rows 100000] [--repeats 3]`` (a few minutes).
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "test-envs"
-os.environ.setdefault("AICONSOLE_ENV_DIR", str(CACHE))  # reuse the tests' built runtime, if any
-os.environ.setdefault("AICONSOLE_DATA_DIR", tempfile.mkdtemp(prefix="aiconsole-bench-"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+
+from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 
 RUNS = {
     "boosted_trees": ["--preprocess", "--model_type=classification", "--num_boost_round=50", "--max_depth=6"],
@@ -57,7 +56,7 @@ def run_algorithm(python: Path, name: str, data: Path, out: Path) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result = subprocess.run([str(python), "-m", f"algorithms.{name}", f"--training_data_path={data}",
                              *RUNS[name], "--job-dir", str(out)], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tempfile.gettempdir())
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tempfile.gettempdir(), timeout=1800)
     wall = time.monotonic() - started
     if result.returncode != 0:
         sys.exit(f"{name} failed:\n{result.stderr[-3000:]}")
@@ -71,8 +70,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    add_env_dir_flag(parser)
     options = parser.parse_args()
+    with scratch("aiconsole-bench-builtin-") as work:
+        os.environ["AICONSOLE_DATA_DIR"] = str(work / "data")
+        os.environ["AICONSOLE_ENV_DIR"] = str(env_cache(options.env_dir))
+        measure(options, work)
 
+
+def measure(options, work: Path) -> None:
     import django
 
     from aiconsole import datadir
@@ -81,14 +87,18 @@ def main() -> None:
     django.setup()
     from algorithms import analysis
     from algorithms.table import read_path
+    from jobs import runtimes
     from jobs.executor import environments
 
-    python = environments.runtime_environment("2.11", print).python
-    work = Path(tempfile.mkdtemp(prefix="builtin-bench-"))
+    # Built-in jobs run on the extension runtime, on the console's Python (jobs/builtin.py).
+    say(f"runtime {runtimes.CURRENT}'s environment in {os.environ['AICONSOLE_ENV_DIR']} (a first run builds it: "
+        "minutes)")
+    python = environments.runtime_environment(runtimes.CURRENT, print).python
     data = work / "data.csv"
     write_csv(data, options.rows)
     print(f"{options.rows} rows, {data.stat().st_size / 1e6:.1f} MB, {os.cpu_count()} CPUs")
     for name in RUNS:
+        say(f"{name}, {options.repeats} runs")
         runs = [run_algorithm(python, name, data, work / f"{name}-{i}") for i in range(options.repeats)]
         med = {key: statistics.median(r[key] for r in runs) for key in ("wall", *PHASES)}
         print(f"{name}: wall {med['wall']:.2f} s (prepare {med['prepare']:.2f}, train {med['train']:.2f}, "

@@ -7,7 +7,7 @@
    again, alternating. The p99 of each flood phase against the quiet phases is the figure of
    merit (goal: at most 3×). Phases alternate because these small machines are noisy.
 
-Run: ``.venv/bin/python bench/flood.py`` (``--help`` for rates and lengths).
+Run: ``.venv/bin/python bench/flood.py`` (about 4 minutes; ``--help`` for rates and lengths).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import argparse
 import asyncio
 import http.client
 import json
-import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.logs import FIRST_LINE_TASK, Session, bench_first_line, submit  # noqa: E402
 from bench.run import PROJECT, Console, percentile  # noqa: E402
 from tests.helpers.jobs import build_package  # noqa: E402
@@ -111,6 +110,7 @@ def bench_flood(console: Console, storage: Path, target: str, rate: float, secon
     getter.run(rate, 2)  # warm connections and caches
     quiet, flood, ratios = [], [], []
     for index in range(rounds):
+        say(f"round {index + 1} of {rounds}: {seconds:.0f} s quiet, then {seconds:.0f} s of flood")
         calm = getter.run(rate, seconds)
         job_id = f"flood_{index}"
         job_dir = submit(console, job_id, package, storage)
@@ -141,15 +141,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15, help="length of each quiet and flood phase")
     parser.add_argument("--rounds", type=int, default=3, help="quiet/flood alternations")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    add_env_dir_flag(parser)
     args = parser.parse_args()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
     with open("/proc/loadavg") as handle:
         load_before = handle.read().split()[:3]
     results: dict = {"load_before": load_before}
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-flood-") as scratch:
-        os.chmod(scratch, 0o755)  # trainers run as another user and must reach the data dir
-        data_dir = Path(scratch) / "data"
-        console = Console(data_dir, cache)
+    with scratch("aiconsole-bench-flood-") as folder:
+        data_dir = folder / "data"
+        console = Console(data_dir, env_cache(args.env_dir))
         try:
             storage = data_dir / "storage"
             if args.latency_runs:

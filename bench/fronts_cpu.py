@@ -1,16 +1,19 @@
-"""CPU time per request of the two ASGI fronts, in-process: no HTTP, no client.
+"""CPU time per request of the console's HTTP application, in-process: no HTTP, no client.
 
-``time.process_time()`` around 1,000 calls of ``PredictFront(JobsListFront(...))`` (as
-``console/asgi.py`` mounts them): jobs.list page 1 of 20 over 20,000 jobs, and a bearer-token
-predict of a model with no version (authentication, the target read, the IAM check and the
-FAILED_PRECONDITION answer; no serving process). A loaded machine disturbs this less than
-wall-clock latency, so it compares two versions of the code fairly.
+``time.process_time()`` around 1,000 calls of ``console.asgi.application`` (the predict front
+before Django, as ``aiconsole up`` serves it): jobs.list page 1 of 20 over 20,000 jobs (Django and
+DRF, since the jobs.list front is gone), and a bearer-token predict of a model with no version
+(the front: authentication, the target read, the IAM check and the FAILED_PRECONDITION answer;
+no serving process). A loaded machine disturbs this less than wall-clock latency, so it compares
+two versions of the code fairly.
 
-Run: ``.venv/bin/python bench/fronts_cpu.py DATA_DIR`` (an empty folder; reused on a second run).
+Run: ``.venv/bin/python bench/fronts_cpu.py DATA_DIR`` (an empty folder; reused on a second run;
+under a minute).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -23,7 +26,7 @@ JOBS = 20_000
 REQUESTS = 1_000
 
 
-def prepare(data_dir: str) -> str:
+def prepare(data_dir: str, jobs: int = JOBS) -> str:
     """A migrated data dir with the jobs and a model without versions; a fresh admin token."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
     os.environ["AICONSOLE_DATA_DIR"] = data_dir
@@ -47,7 +50,7 @@ def prepare(data_dir: str) -> str:
                 "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7"}
         Job.objects.bulk_create([Job(project=project, job_id=f"job_{i:07d}", training_input=spec,
                                      state=JobState.SUCCEEDED, labels={"team": "t"},
-                                     training_output={"consumedMLUnits": 0.39}) for i in range(JOBS)],
+                                     training_output={"consumedMLUnits": 0.39}) for i in range(jobs)],
                                 batch_size=5000)
     if not Model.objects.filter(name="census").exists():
         Model.objects.create(project=project, name="census")  # not the service: nothing warms up behind
@@ -55,14 +58,13 @@ def prepare(data_dir: str) -> str:
 
 
 def main() -> None:
-    token = prepare(sys.argv[1])
-    from jobs.asgi import JobsListFront
-    from models_registry.asgi import PredictFront
-
-    async def handed_on(scope, receive, send):
-        raise SystemExit("a front handed the request on to Django")
-
-    app = PredictFront(JobsListFront(handed_on))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data_dir", metavar="DATA_DIR", help="an empty folder (reused, as it is, on a second run)")
+    parser.add_argument("--jobs", type=int, default=JOBS, help="jobs in the list (on a new data dir)")
+    parser.add_argument("--requests", type=int, default=REQUESTS, help="requests timed per case and round")
+    args = parser.parse_args()
+    token = prepare(args.data_dir, args.jobs)
+    from console.asgi import application as app
 
     def scope(method: str, path: str, query: bytes = b"") -> dict:
         return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
@@ -71,10 +73,12 @@ def main() -> None:
                 "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000)}
 
     async def one(request: dict, body: bytes) -> int:
-        sent = []
+        sent, pending = [], [{"type": "http.request", "body": body, "more_body": False}]
 
         async def receive():
-            return {"type": "http.request", "body": body, "more_body": False}
+            if pending:
+                return pending.pop()
+            await asyncio.Event().wait()  # the client stays connected until it has its answer
 
         async def send(message):
             sent.append(message)
@@ -86,9 +90,9 @@ def main() -> None:
         for _ in range(50):
             assert await one(request, body) == expect
         cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(REQUESTS):
+        for _ in range(args.requests):
             await one(request, body)
-        return (time.process_time() - cpu) / REQUESTS * 1000, (time.perf_counter() - wall) / REQUESTS * 1000
+        return (time.process_time() - cpu) / args.requests * 1000, (time.perf_counter() - wall) / args.requests * 1000
 
     cases = [("jobs.list page 1", scope("GET", "/v1/projects/default-project/jobs", b"pageSize=20"), b"", 200),
              ("predict, no version (auth, target, IAM; no serving)",

@@ -13,7 +13,8 @@
 4. A ten-million-line log: the newest page and the oldest page, through the REST API, the console
    page and the socket's backlog, to show keyset paging costs the same at either end.
 
-Run: ``.venv/bin/python bench/logs.py`` (``--help`` for sizes; ``--big-log-lines 0`` skips 4).
+Run: ``.venv/bin/python bench/logs.py`` (about 10 minutes; ``--help`` for sizes; ``--big-log-lines 0``
+skips 4).
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.run import PROJECT, Console, percentile  # noqa: E402
 from tests.helpers.jobs import build_package  # noqa: E402
 
@@ -117,18 +119,34 @@ def entries(frame: dict) -> list[dict]:
     return frame.get("entries", []) if frame["type"] in ("backlog", "lines") else []
 
 
-async def until_line(ws, predicate) -> dict:
-    while True:
-        for entry in entries(json.loads(await ws.recv())):
-            if predicate(entry):
-                return entry
+class Feed:
+    """A job's log socket read entry by entry: a frame holds a batch, and the entries after the one
+    a wait was for stay for the next wait (a short job's first line and its end come in one)."""
+
+    def __init__(self, ws):
+        self.ws, self.pending = ws, deque()
+
+    async def until(self, predicate, what: str, timeout: float = 300) -> dict:
+        """The next entry ``predicate`` accepts; SystemExit when the job ends otherwise than
+        SUCCEEDED first, or when none comes within ``timeout`` (a silent socket never hangs the bench)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.pending:
+                entry = self.pending.popleft()
+                if predicate(entry):
+                    return entry
+            try:
+                frame = json.loads(await asyncio.wait_for(self.ws.recv(), max(0.01, deadline - time.monotonic())))
+            except TimeoutError:
+                raise SystemExit(f"gave up after {timeout:.0f} s waiting on the log socket for {what}") from None
+            self.pending.extend(entries(frame))
+            if frame.get("jobEnded") and frame.get("jobState") != "SUCCEEDED" and not any(map(predicate, self.pending)):
+                raise SystemExit(f"the job ended {frame.get('jobState')} before {what} arrived")
 
 
 def submit(console: Console, job_id: str, package: Path, storage: Path, args: list[str] | None = None) -> Path:
     job_dir = storage / "out" / PROJECT / job_id
-    console.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task", "args": args or [],
-        "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+    console.submit(job_id, package, job_dir, args)
     return job_dir
 
 
@@ -137,17 +155,20 @@ def submit(console: Console, job_id: str, package: Path, storage: Path, args: li
 
 async def bench_first_line(console: Console, session: Session, storage: Path, runs: int) -> dict:
     package = build_package(storage / "first-pkg" / PROJECT, {"trainer/task.py": FIRST_LINE_TASK})
+    say("a first job builds the job's environment (on a new machine the runtime too: minutes)")
     submit(console, "first_warmup", package, storage)
-    console.wait("first_warmup")  # builds the job environment once
+    console.wait("first_warmup")
+    say(f"submit → first log line on a WebSocket, {runs} runs")
     samples = []
     for index in range(runs):
         job_id = f"first_{index}"
         started = time.time()
         submit(console, job_id, package, storage)
         async with session.socket(job_id) as ws:
-            await until_line(ws, lambda e: e["taskName"] == "master-replica-0")
+            feed = Feed(ws)
+            await feed.until(lambda e: e["taskName"] == "master-replica-0", f"{job_id}'s first trainer line")
             samples.append((time.time() - started) * 1000)
-            await until_line(ws, lambda e: e["message"] == "Job completed successfully.")
+            await feed.until(lambda e: e["message"] == "Job completed successfully.", f"{job_id}'s end")
     return {"runs": runs, "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
             "p99_ms": percentile(samples, 0.99), "max_ms": max(samples)}
 
@@ -187,7 +208,13 @@ async def _viewers_main(url: str, origin: str, cookie: str, count: int, lines: i
                         compression: str | None) -> None:
     ready: list = []
     tasks = [asyncio.create_task(_viewer(url, origin, cookie, ready, lines, compression)) for _ in range(count)]
+    deadline = time.monotonic() + 120
     while len(ready) < count:
+        failed = next((task for task in tasks if task.done() and task.exception()), None)
+        if failed is not None or time.monotonic() > deadline:
+            print(f"only {len(ready)} of {count} viewers connected: {failed.exception() if failed else 'timed out'}",
+                  flush=True)
+            raise SystemExit(1)
         await asyncio.sleep(0.01)
     print("ready", flush=True)
     results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=600)
@@ -220,14 +247,21 @@ def bench_fanout(console: Console, session: Session, storage: Path, viewers: int
     lines = int(1000 * seconds)
     job_dir = submit(console, job_id, package, storage, ["1000", str(seconds)])
     out = storage / f"{job_id}.json"
+    say(f"fan-out to {viewers} viewers, {lines:,} lines")
     worker = subprocess.Popen([sys.executable, __file__, "--viewers-worker", session.socket_url(job_id, tail=5000),
                                console.url, session.cookie, str(viewers), str(lines), str(out), compression],
                               stdout=subprocess.PIPE, text=True)
-    if worker.stdout.readline().strip() != "ready":
-        raise SystemExit("the viewers did not connect")
+    said = worker.stdout.readline().strip()  # "ready", or why not (the worker gives up after 120 s)
+    if said != "ready":
+        worker.kill()
+        raise SystemExit(f"the viewers did not connect: {said or 'their process ended'}")
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "go").touch()
-    worker.wait(timeout=600)
+    try:
+        worker.wait(timeout=max(120, 10 * seconds))
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        raise SystemExit(f"the viewers did not receive all {lines:,} lines within {max(120, 10 * seconds):.0f} s") from None
     console.wait(job_id)
     result = json.loads(out.read_text())
     result["stored"], result["stored_in_order"] = stored_trainer_lines(console, job_id)
@@ -282,8 +316,7 @@ def ingest_run(console: Console, storage: Path, db: Path, package: Path, job_id:
     (job_dir / "go").touch()
     submit(console, job_id, package, storage, args)
     timing_file = job_dir / "timing.json"
-    while not timing_file.exists():
-        time.sleep(0.02)
+    wait_until(timing_file.exists, 600, f"{job_id}'s trainer to finish printing", 0.02)
     time.sleep(0.05)
     timing = json.loads(timing_file.read_text())
     stored_at, dropped = _wait_stored(db, job_id, timing["lines"])
@@ -296,6 +329,7 @@ def ingest_run(console: Console, storage: Path, db: Path, package: Path, job_id:
 
 def bench_ingest(console: Console, storage: Path, db: Path, rates: list[int], seconds: float, flat_lines: int,
                  pairs: int) -> dict:
+    say(f"ingest: paced at {', '.join(f'{rate:,}' for rate in rates)} lines/s, then {pairs} pairs flat out")
     paced_pkg = build_package(storage / "ingest-paced-pkg" / PROJECT, {"trainer/task.py": PACED_TASK})
     flat_pkg = build_package(storage / "ingest-flat-pkg" / PROJECT, {"trainer/task.py": FLAT_OUT_TASK})
     paced = [{"rate": rate, **ingest_run(console, storage, db, paced_pkg, f"ingest_paced_{rate}",
@@ -346,16 +380,24 @@ def _timed(call, repeats: int = 5) -> float:
 
 async def _socket_open_ms(session: Session, job_id: str, **query) -> tuple[float, float]:
     started = time.perf_counter()
+
+    async def frame(ws) -> str:
+        try:
+            return json.loads(await asyncio.wait_for(ws.recv(), 120))["type"]
+        except TimeoutError:
+            raise SystemExit(f"{job_id}'s log socket sent nothing for 120 s") from None
+
     async with session.socket(job_id, **query) as ws:
-        while json.loads(await ws.recv())["type"] != "backlog":
+        while await frame(ws) != "backlog":
             pass
         backlog = (time.perf_counter() - started) * 1000
-        while json.loads(await ws.recv())["type"] != "count":
+        while await frame(ws) != "count":
             pass
         return backlog, (time.perf_counter() - started) * 1000
 
 
 def bench_big_log(console: Console, session: Session, storage: Path, db: Path, lines: int) -> dict:
+    say(f"a {lines:,}-line log: filling the database, then reading its pages")
     package = build_package(storage / "first-pkg" / PROJECT, {"trainer/task.py": FIRST_LINE_TASK})
     submit(console, "big_log", package, storage)
     console.wait("big_log")
@@ -433,18 +475,17 @@ def main() -> None:
                         help="what the viewers offer: deflate, as browsers do, or none (as if the server "
                              "had permessage-deflate turned off)")
     parser.add_argument("--viewers-worker", nargs=7, help=argparse.SUPPRESS)
+    add_env_dir_flag(parser)
     args = parser.parse_args()
     if args.viewers_worker:
         url, origin, cookie, count, lines, out, compression = args.viewers_worker
         asyncio.run(_viewers_main(url, origin, cookie, int(count), int(lines), Path(out),
                                   None if compression == "none" else compression))
         return
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
     results: dict = {}
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-logs-") as scratch:
-        os.chmod(scratch, 0o755)  # trainers run as another user and must reach the data dir
-        data_dir = Path(scratch) / "data"
-        console = Console(data_dir, cache)
+    with scratch("aiconsole-bench-logs-") as folder:
+        data_dir = folder / "data"
+        console = Console(data_dir, env_cache(args.env_dir))
         try:
             storage, db = data_dir / "storage", data_dir / "aiconsole.sqlite3"
             session = Session(console)

@@ -8,7 +8,7 @@
    points, the CSV download and the job page's metrics panel; and the first page against the last
    one (keyset pages: the ratio should stay near 1). Times are medians of several rounds, alternated.
 
-Run: ``.venv/bin/python bench/metrics.py [--points 100000] [--rounds 5]``.
+Run: ``.venv/bin/python bench/metrics.py [--points 100000] [--rounds 5]`` (about a minute).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.api_list import Server, free_port  # noqa: E402
+from bench.common import say, scratch  # noqa: E402
 
 JOB = "metrics_100k"
 BASE = f"/v1/projects/default-project/jobs/{JOB}/metrics"
@@ -51,7 +51,9 @@ from jobs.models import Job, JobState, MetricPoint
 
 project = ensure_admin_and_project().project
 job = Job.objects.create(project=project, job_id="{JOB}", state=JobState.SUCCEEDED, training_input={{}})
-job_dir = Path(os.environ["AICONSOLE_DATA_DIR"]) / "job-dir"
+# Where a real job's dir lies (the project's storage area): the console reads trainers' files there only.
+from django.conf import settings
+job_dir = settings.STORAGE_DIR / "jobs" / project.project_id / "{JOB}"
 steps = {points} // 4
 for run in ("train", "validation"):
     writer = EventFileWriter(str(job_dir / run))
@@ -74,8 +76,11 @@ print(json.dumps({{"points": count, "read": sorted(read)[1], "collect": sorted(c
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
-    result = subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT, capture_output=True,
-                            text=True)
+    say(f"writing {points:,} metric points as event files and collecting them")
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=1800)
+    if result.returncode != 0:
+        raise SystemExit(f"seeding the metrics failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -120,8 +125,8 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-metrics-") as scratch:
-        data_dir = Path(scratch)
+    with scratch("aiconsole-bench-metrics-") as folder:
+        data_dir = folder / "data"
         seeded = seed(data_dir, args.points)
         server = Server(data_dir, free_port())
         try:
@@ -134,6 +139,7 @@ def main() -> None:
                                                ("all, 10,000 a page", "all, 1,000 a page", "one tag, 10,000 a page",
                                                 "first page (1,000)", "last page (1,000)")}
             counts = {}
+            say(f"reading them back, {args.rounds} rounds")
             for _ in range(args.rounds):
                 for name, query in (("all, 10,000 a page", "pageSize=10000"), ("all, 1,000 a page", "pageSize=1000"),
                                     ("one tag, 10,000 a page", "pageSize=10000&tag=epoch_loss")):

@@ -20,7 +20,7 @@ request path) and against the same console with ``models_registry.asgi.PredictFr
 its HTTP application (bearer-token predictions answered before Django). Last, the serving layer
 alone: the console's socket round trip to a serving process, without HTTP.
 
-Run: ``.venv/bin/python bench/models.py [--seconds 10] [--rate 200] [--clients 2]``.
+Run: ``.venv/bin/python bench/models.py [--seconds 10] [--rate 200] [--clients 2]`` (about 5 minutes).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import urllib.request
@@ -44,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import run  # noqa: E402
+from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.run import free_port, percentile  # noqa: E402
 from tests.helpers.models import TRAIN  # noqa: E402
 
@@ -82,6 +82,7 @@ def runtime_python(env_dir: Path) -> Path:
     built = sorted(env_dir.glob("runtime-2.11-*/bin/python"))
     if built:
         return built[0]
+    say(f"building runtime 2.11 into {env_dir} (minutes, once)")
     code = ("import django; django.setup(); from jobs.executor import environments; "
             "environments.runtime_environment('2.11', print)")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "aiconsole.settings", "AICONSOLE_ENV_DIR": str(env_dir),
@@ -97,7 +98,10 @@ def train(env_dir: Path, storage: Path) -> Path:
     script = storage / "train.py"
     root.mkdir(parents=True)
     script.write_text(textwrap.dedent(TRAIN))
-    subprocess.run([str(python), "-I", str(script), str(root)], check=True, capture_output=True, timeout=600)
+    say("training the models to serve")
+    result = subprocess.run([str(python), "-I", str(script), str(root)], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise SystemExit(f"training the models failed:\n{result.stderr[-3000:]}")
     return root
 
 
@@ -108,17 +112,15 @@ def deploy(console: Console, model: str, version: str, uri: str, **fields) -> fl
                                         {"name": version, "deploymentUri": uri, **fields})
     if status != 200:
         raise SystemExit(f"versions.create: {status} {operation}")
-    while not operation.get("done"):
-        time.sleep(0.02)
-        _, operation, _ = console.call("GET", f"/v1/{operation['name']}")
+    name = operation["name"]
+    operation = wait_until(lambda: (found := console.call("GET", f"/v1/{name}")[1]).get("done") and found, 600,
+                           f"{model}/{version} to be created", 0.02)
     if "error" in operation:
         raise SystemExit(f"{model}/{version} failed: {operation['error']}")
-    while True:
-        status, body, _ = console.call("POST", f"/v1/projects/{PROJECT}/models/{model}/versions/{version}:predict",
-                                       {"instances": [INSTANCE]})
-        if status == 200:
-            return (time.perf_counter() - started) * 1000
-        time.sleep(0.01)
+    predict = f"/v1/projects/{PROJECT}/models/{model}/versions/{version}:predict"
+    wait_until(lambda: console.call("POST", predict, {"instances": [INSTANCE]})[0] == 200, 300,
+               f"{model}/{version} to answer a prediction", 0.01)
+    return (time.perf_counter() - started) * 1000
 
 
 def _connection(url: str) -> http.client.HTTPConnection:
@@ -177,7 +179,7 @@ def throughput(console: Console, path: str, clients: int, seconds: float, *, tok
                for _ in range(clients)]
     for worker in workers:
         worker.start()
-    counts = [results.get() for _ in workers]
+    counts = [results.get(timeout=seconds + 120) for _ in workers]
     for worker in workers:
         worker.join()
     requests = sum(c for c, _ in counts)
@@ -294,24 +296,27 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--only", choices=["as_shipped", "with_predict_front"], help="run one console variant")
+    add_env_dir_flag(parser)
     args = parser.parse_args()
-    env_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
+    env_dir = env_cache(args.env_dir)
     idle = 2.0
     results: dict = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}, load average "
                                 f"{os.getloadavg()[0]:.2f} at start"}
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-") as scratch:
-        os.chmod(scratch, 0o755)  # run as root, the console's trainer user must traverse the data dirs
-        models = train(env_dir, Path(scratch) / "trained")
+    with scratch("aiconsole-bench-models-") as folder:  # as root, serving processes run as another user
+        models = train(env_dir, folder / "trained")
         variants = (("as_shipped", False), ("with_predict_front", True))
         for label, front in [v for v in variants if args.only in (None, v[0])]:
-            data_dir = Path(scratch) / label
+            data_dir = folder / label
             console = Console(data_dir, env_dir, front=front, AICONSOLE_MODEL_IDLE_SECONDS=str(idle),
                               AICONSOLE_STORAGE_ROOTS=str(models))
             try:
+                say(f"{label}: deploys, {args.seconds:.0f} s at {args.rate:.0f} req/s per model, throughput, "
+                    f"{args.cold_runs} cold starts")
                 results[label] = run_suite(console, models, args, idle)
             finally:
                 console.stop()
-        results["serving_alone_linear"] = serving_alone(env_dir, models, Path(scratch), args.seconds)
+        say("the serving layer alone")
+        results["serving_alone_linear"] = serving_alone(env_dir, models, folder, args.seconds)
         results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results, indent=1))
     if args.json:

@@ -13,7 +13,7 @@ with nothing to draw), checked on every animation frame from the start of naviga
 longest main-thread task up to then (the page does not answer input while a task runs). Medians
 are printed.
 
-Run: ``.venv/bin/python bench/pages.py`` (``--help`` for sizes).
+Run: ``.venv/bin/python bench/pages.py`` (several minutes; ``--help`` for sizes).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import os
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import say, scratch  # noqa: E402
 from bench.tuning import STUDY_SPEC, study_trials  # noqa: E402  (the study bench/tuning.py's page() measures)
 from tests.browser import harness  # noqa: E402
 
@@ -262,9 +262,9 @@ def main() -> None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-pages-") as scratch:
-        Path(scratch).chmod(0o711)  # as root, trainers run as another user, who must reach the data dir
-        console = harness.LiveConsole(Path(scratch) / "data")
+    with scratch("aiconsole-bench-pages-") as folder:  # as root, trainers run as another user
+        say("starting a console and filling its database")
+        console = harness.LiveConsole(folder / "data")
         try:
             db = console.database
             # One job through the API, cancelled at once (nothing runs); its row is the template.
@@ -282,6 +282,7 @@ def main() -> None:
             if "compare" not in args.skip:
                 compare_s, compare_ids = fill_compare(db, job_pk(db, "big_log"), args.compare_jobs, args.compare_points)
             load = os.getloadavg()
+            say(f"loading the pages in Chromium, {args.repeats} times each")
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
                 page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 900})

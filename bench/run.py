@@ -7,7 +7,8 @@
    hits both alike. Reported as ratios of medians: the trainer's own measured run time
    (what the platform costs the work) and the wall time from submit to SUCCEEDED seen by a client.
 
-Run: ``.venv/bin/python bench/run.py [--latency-runs N] [--overhead-pairs N]``.
+Run: ``.venv/bin/python bench/run.py [--latency-runs N] [--overhead-pairs N]`` (about 2 minutes once
+the runtime is built; a first run builds it, minutes more). ``--help`` for the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import add_env_dir_flag, env_cache, log_tail, say, scratch, wait_until  # noqa: E402
 from tests.helpers.jobs import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
@@ -44,8 +45,9 @@ WORK_TASK = """\
 import time; STARTED = time.time()
 import os, sys, json, hashlib
 # CPU work with steady logging: hashing, and a progress line every few thousand rounds.
+steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 6_000_000
 digest = b"seed"
-for step in range(6_000_000):
+for step in range(steps):
     digest = hashlib.sha256(digest).digest()
     if step % 600 == 0:
         print(f"step {step} digest {digest.hex()[:16]}", flush=True)
@@ -63,25 +65,38 @@ def free_port() -> int:
 
 
 class Console:
-    """A real ``aiconsole up`` on a free port with its own data dir (bench/models.py's too)."""
+    """A real ``aiconsole up`` on a free port with its own data dir (bench/models.py's too). Its
+    output goes to ``console-PORT.log`` beside the data dir, quoted when it does not start."""
+
+    START_SECONDS = 120
 
     def __init__(self, data_dir: Path, env_dir: Path, command: list[str] | None = None, port: int | None = None,
                  **extra: str):
         self.data_dir = data_dir
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
         self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
                          "AICONSOLE_ADMIN_PASSWORD": "bench-password-1", **extra})
-        self.process = subprocess.Popen(command or [AICONSOLE, "up", "--port", str(self.port)], env=self.env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while not self._up():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit("the console did not start")
-            time.sleep(0.1)
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.log = data_dir.parent / f"console-{self.port}.log"
+        say(f"starting a console on port {self.port} (data dir {data_dir}, environments in {env_dir})")
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command or [AICONSOLE, "up", "--port", str(self.port)], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: self._up() or self.process.poll() is not None, self.START_SECONDS,
+                       "the console to answer")
+        except SystemExit:
+            self.stop()
+            raise SystemExit(f"the console did not start within {self.START_SECONDS} s; its output:\n"
+                             f"{log_tail(self.log)}") from None
+        if self.process.poll() is not None:
+            raise SystemExit(f"the console did not start (exit status {self.process.returncode}); its output:\n"
+                             f"{log_tail(self.log)}")
         self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
-                                    capture_output=True, text=True).stdout.strip()
+                                    capture_output=True, text=True, timeout=60).stdout.strip()
 
     def _up(self) -> bool:
         try:
@@ -96,23 +111,33 @@ class Console:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
-    def submit(self, job_id: str, package: Path, job_dir: Path) -> None:
-        self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
-            "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-            "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+    def submit(self, job_id: str, package: Path, job_dir: Path, args: list[str] | None = None) -> None:
+        """Package and job dir must lie in the project's area: ``STORAGE_DIR/<folder>/<project>/…``."""
+        try:
+            self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
+                "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
+                "args": args or [], "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+        except urllib.error.HTTPError as error:
+            answer = error.read()[:1000].decode(errors="replace")
+            raise SystemExit(f"submitting {job_id}: HTTP {error.code} {answer}") from None
 
-    def wait(self, job_id: str, poll: float = 0.05) -> dict:
-        while True:
-            job = self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}")
-            if job["state"] in {"SUCCEEDED", "FAILED", "CANCELLED"}:
-                if job["state"] != "SUCCEEDED":
-                    raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
-                return job
-            time.sleep(poll)
+    def wait(self, job_id: str, poll: float = 0.05, timeout: float = 900) -> dict:
+        """The job once SUCCEEDED (SystemExit for any other end, or none within ``timeout``: a first
+        job builds the runtime, minutes on a new machine)."""
+        job = wait_until(lambda: (found := self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}"))["state"]
+                         in {"SUCCEEDED", "FAILED", "CANCELLED"} and found, timeout, f"job {job_id} to end", poll)
+        if job["state"] != "SUCCEEDED":
+            raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
+        return job
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=60)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -122,8 +147,10 @@ def percentile(values: list[float], q: float) -> float:
 
 def bench_latency(console: Console, storage: Path, runs: int) -> dict:
     package = build_package(storage / "latency-pkg" / PROJECT, {"trainer/task.py": LATENCY_TASK})
+    say("a first job builds the job's environment (on a new machine the runtime too: minutes)")
     console.submit("latency_warmup", package, storage / "out" / PROJECT / "latency_warmup")
-    console.wait("latency_warmup")  # builds the job environment once
+    console.wait("latency_warmup")
+    say(f"submit → first trainer line, {runs} runs")
     samples = []
     for index in range(runs):
         job_id = f"latency_{index}"
@@ -136,43 +163,46 @@ def bench_latency(console: Console, storage: Path, runs: int) -> dict:
             "min_ms": min(samples), "max_ms": max(samples)}
 
 
-def run_direct(python: str, job_dir: Path, work_dir: Path) -> tuple[float, float]:
+def run_direct(python: str, job_dir: Path, work_dir: Path, steps: int) -> tuple[float, float]:
     job_dir.mkdir(parents=True, exist_ok=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    process = subprocess.Popen([python, "-m", "trainer.task", "--job-dir", str(job_dir)], cwd=work_dir,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen([python, "-m", "trainer.task", "--steps", str(steps), "--job-dir", str(job_dir)],
+                               cwd=work_dir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     for _ in process.stdout:  # read the output as a terminal or a log shipper would
         pass
-    process.wait()
+    if process.wait(timeout=600) != 0:
+        raise SystemExit(f"the trainer run directly with {python} exited with status {process.returncode}")
     wall = time.perf_counter() - started
     return wall, json.loads((job_dir / "timing.json").read_text())["trainer_seconds"]
 
 
-def run_platform(console: Console, package: Path, job_id: str, job_dir: Path) -> tuple[float, float]:
+def run_platform(console: Console, package: Path, job_id: str, job_dir: Path, steps: int) -> tuple[float, float]:
     started = time.perf_counter()
-    console.submit(job_id, package, job_dir)
+    console.submit(job_id, package, job_dir, ["--steps", str(steps)])
     console.wait(job_id)
     wall = time.perf_counter() - started
     return wall, json.loads((job_dir / "timing.json").read_text())["trainer_seconds"]
 
 
-def bench_overhead(console: Console, storage: Path, pairs: int) -> dict:
+def bench_overhead(console: Console, storage: Path, pairs: int, steps: int) -> dict:
     package = build_package(storage / "work-pkg" / PROJECT, {"trainer/task.py": WORK_TASK})
-    console.submit("work_warmup", package, storage / "out" / PROJECT / "work_warmup")
+    console.submit("work_warmup", package, storage / "out" / PROJECT / "work_warmup", ["--steps", "1000"])
     console.wait("work_warmup")
     python = json.loads((storage / "out" / PROJECT / "work_warmup" / "timing.json").read_text())["python"]
+    say(f"platform overhead, {pairs} alternated pairs of {steps:,} hashing steps")
     direct_wall, direct_trainer, platform_wall, platform_trainer = [], [], [], []
     for index in range(pairs):
         order = ("direct", "platform") if index % 2 == 0 else ("platform", "direct")
         for kind in order:
             if kind == "direct":
-                wall, own = run_direct(python, storage / "direct" / str(index), storage / "direct-cwd" / str(index))
+                wall, own = run_direct(python, storage / "direct" / str(index), storage / "direct-cwd" / str(index),
+                                       steps)
                 direct_wall.append(wall)
                 direct_trainer.append(own)
             else:
                 job_id = f"work_{index}"
-                wall, own = run_platform(console, package, job_id, storage / "out" / PROJECT / job_id)
+                wall, own = run_platform(console, package, job_id, storage / "out" / PROJECT / job_id, steps)
                 platform_wall.append(wall)
                 platform_trainer.append(own)
     med = statistics.median
@@ -189,16 +219,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--overhead-pairs", type=int, default=7)
+    parser.add_argument("--overhead-steps", type=int, default=6_000_000,
+                        help="hashing steps of the overhead trainer (about 3 s at the default)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    add_env_dir_flag(parser)
     args = parser.parse_args()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-") as scratch:
-        data_dir = Path(scratch) / "data"
-        console = Console(data_dir, cache)
+    if args.latency_runs < 1 or args.overhead_pairs < 1:
+        parser.error("--latency-runs and --overhead-pairs must be at least 1")
+    with scratch("aiconsole-bench-") as folder:
+        data_dir = folder / "data"
+        console = Console(data_dir, env_cache(args.env_dir))
         try:
             storage = data_dir / "storage"
             latency = bench_latency(console, storage, args.latency_runs)
-            overhead = bench_overhead(console, storage, args.overhead_pairs)
+            overhead = bench_overhead(console, storage, args.overhead_pairs, args.overhead_steps)
         finally:
             console.stop()
     print(f"Submit → first trainer line (environment built), {latency['runs']} runs:")

@@ -5,7 +5,8 @@ folders, side by side: cold, with an empty uv cache (every wheel downloaded), th
 the cache the cold build filled (what a second worker, a rebuild or a CI rerun sees). Both go
 through ``environments.runtime_environment``, as a job's PREPARING does.
 
-Run: ``.venv/bin/python bench/runtimes.py [--runtimes 2.11,1.15] [--warm-only]``.
+Run: ``.venv/bin/python bench/runtimes.py [--runtimes 2.11,1.15] [--warm-only]`` (a cold build of every
+runtime downloads gigabytes: allow an hour; ``--runtimes 2.11 --warm-only``, a minute).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
 import django  # noqa: E402
 
 from aiconsole import datadir  # noqa: E402
+from bench.common import say, scratch  # noqa: E402
 
 datadir.prepare()
 django.setup()
@@ -58,13 +60,15 @@ def main() -> None:
     ratios = []
     for name in args.runtimes.split(","):
         runtime = runtimes.RUNTIMES[name]
-        with tempfile.TemporaryDirectory(prefix="bench-runtime-") as scratch:
-            scratch = Path(scratch)
+        # As root, trainers run as other accounts, which must read the interpreter copied there.
+        with scratch("aiconsole-bench-runtime-") as folder:
             cold = None
             if not args.warm_only:
-                cold, _, _ = build(name, scratch / "cold", scratch / "uv-cache")
-                shutil.rmtree(scratch / "cold")
-            warm, size, frozen = build(name, scratch / "warm", scratch / "uv-cache" if cold is not None else None)
+                say(f"{name}: cold build, every wheel downloaded into an empty uv cache")
+                cold, _, _ = build(name, folder / "cold", folder / "uv-cache")
+                shutil.rmtree(folder / "cold")
+            say(f"{name}: warm build, from {'that' if cold is not None else 'the usual'} uv cache")
+            warm, size, frozen = build(name, folder / "warm", folder / "uv-cache" if cold is not None else None)
         frameworks = ", ".join(f"{label} {version}" for label, version in runtimes.framework_versions(frozen).items())
         ratio = warm / cold if cold else None
         if ratio:

@@ -15,7 +15,8 @@ Everything runs on this host against the local PostgreSQL and Redis: ``aiconsole
    (and never seen leaving one), no two live copies of a replica, no gap or repeat in any log
    sequence.
 
-Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--chaos-rounds N]``.
+Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--chaos-rounds N]`` (about
+6 minutes; it needs PostgreSQL and Redis on 127.0.0.1, as the scaled-mode tests do).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import random
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,8 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.run import LATENCY_TASK, Console, percentile  # noqa: E402
 from tests.cluster.harness import (  # noqa: E402
+    SERVER,
     TERMINAL,
     TRAINER,
     Cluster,
@@ -45,6 +47,7 @@ from tests.cluster.harness import (  # noqa: E402
     cluster_env,
     drop_database,
     scratch_database,
+    service_up,
 )
 from tests.helpers.jobs import build_package  # noqa: E402
 from tests.helpers.waiting import wait_for  # noqa: E402
@@ -87,7 +90,11 @@ def main_pid_of_group(pids: list[int]) -> list[int]:
 def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
     modules = {"trainer/__init__.py": "", "trainer/task.py": LATENCY_TASK}
     storage = {"embedded": embedded.data_dir / "storage", "scaled": cluster.data_dir / "storage"}
-    packages = {mode: build_package(folder / "latency", modules) for mode, folder in storage.items()}
+    # In the project's own storage area: a project may not name another folder's files.
+    packages = {mode: build_package(folder / "latency" / "default-project", modules)
+                for mode, folder in storage.items()}
+    say(f"submit → first trainer line, embedded and scaled alternated, {runs} runs each (the first pair builds "
+        "the job's environment)")
     results: dict[str, list[float]] = {"embedded": [], "scaled": []}
     for index in range(-1, runs):  # the first pair builds the job layer on both sides
         for mode in ("embedded", "scaled"):
@@ -114,6 +121,7 @@ def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
 
 def bench_recovery(cluster: Cluster, package: Path, kills: int) -> dict:
     seconds = []
+    say(f"{kills} worker kills, each time until the replica runs again")
     for index in range(kills):
         job_id = f"recovery_{index}"
         cluster.submit(job_id, package, args=["--mode", "count", "--steps", "60"])
@@ -161,6 +169,7 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
     trainer_killed: set[str] = set()
     targets = (list(kills) * rounds)[:rounds]  # each kind of failure, in a random order
     rng.shuffle(targets)
+    say(f"chaos: {rounds} rounds, a trainer, a worker or the web process killed in each")
     for round_number, target in enumerate(targets):
         for index in range(2):
             job_id = f"chaos_{round_number}_{index}"
@@ -218,12 +227,18 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--chaos-rounds", type=int, default=8)
     parser.add_argument("--seed", type=int, default=7)
+    add_env_dir_flag(parser)
     args = parser.parse_args()
+    missing = [f"{what} at {where} ({why})" for what, where, why in (
+        ("PostgreSQL", SERVER, service_up("127.0.0.1", 5432)), ("Redis", "redis://127.0.0.1:6379", service_up(
+            "127.0.0.1", 6379))) if why]
+    if missing:
+        raise SystemExit("scaled mode needs a local PostgreSQL and Redis; not reachable: " + "; ".join(missing))
+    with scratch("aiconsole-bench-scaled-") as work:  # as root, the workers' trainers must reach the data dirs
+        measure(args, work, env_cache(args.env_dir))
 
-    work = Path(tempfile.mkdtemp(prefix="aiconsole-bench-scaled-"))
-    work.chmod(0o711)  # as root, the workers' trainer user must reach the data dirs inside
-    # The test suite's environment cache (aiconsole/testing.py): as root, where the trainer user reaches it.
-    env_dir = (Path("/var/cache/aiconsole") if os.geteuid() == 0 else Path.home() / ".cache" / "aiconsole") / "test-envs"
+
+def measure(args, work: Path, env_dir: Path) -> None:
     database_url, admin = scratch_database()
     redis_url = "redis://127.0.0.1:6379/14"
     redis.Redis.from_url(redis_url).flushdb()
@@ -232,6 +247,7 @@ def main() -> None:
     (work / "scaled").mkdir()
     embedded = Console(work / "embedded", env_dir)
     try:
+        say("starting aiconsole web and two workers on a scratch database")
         cluster.start_web()
         cluster.token = cluster.cli("token", "create", "admin").stdout.strip()
         cluster.start_worker("a", *WORKER_ARGS)

@@ -9,14 +9,15 @@ Run: ``.venv/bin/python bench/screenshots.py`` (about a minute with the runtime 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from tests.browser import harness, trainers  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
@@ -54,23 +55,25 @@ def prepare(console: harness.LiveConsole) -> None:
         "name": "v1", "deploymentUri": str(console.storage / "out" / "default-project" / "train_model" / "model")})
 
 
-def main() -> None:
+def main(args: argparse.Namespace) -> None:
     if harness.ensure_chromium() is None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
     from playwright.sync_api import sync_playwright
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    env_dir = os.environ.get("AICONSOLE_ENV_DIR")
-    with tempfile.TemporaryDirectory(prefix="aiconsole-screenshots-") as scratch:
-        os.chmod(scratch, 0o711)  # as root, trainers run as another user, who must reach the data dir
-        console = harness.LiveConsole(Path(scratch) / "data", Path(env_dir) if env_dir else None)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = args.env_dir or (Path(os.environ["AICONSOLE_ENV_DIR"]) if os.environ.get("AICONSOLE_ENV_DIR") else None)
+    with scratch("aiconsole-screenshots-") as folder:  # as root, trainers run as another user
+        say("starting a console; a tuning study, a model's training job and a CUSTOM job run for real")
+        console = harness.LiveConsole(folder / "data", env_cache(chosen))
         try:
             prepare(console)
+            say(f"photographing {len(PAGES) + 1} pages into {out}")
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
                 page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 860})
                 page.goto("/login/")
-                page.screenshot(path=str(OUT / "sign-in.png"))
+                page.screenshot(path=str(out / "sign-in.png"))
                 page.get_by_label("Username").fill("admin")
                 page.get_by_label("Password").fill(harness.ADMIN_PASSWORD)
                 page.get_by_role("button", name="Sign in").click()
@@ -83,15 +86,15 @@ def main() -> None:
                         page.locator("tr[data-version=v1] [data-state=READY]").wait_for(timeout=120_000)
                         page.reload()
                     page.wait_for_timeout(300)  # charts finish drawing
-                    page.screenshot(path=str(OUT / f"{name}.png"), full_page=name.startswith("tuning") and not viewport)
-                    print(f"docs/screenshots/{name}.png  {path} ({scheme})")
+                    page.screenshot(path=str(out / f"{name}.png"), full_page=name.startswith("tuning") and not viewport)
+                    print(f"{out / name}.png  {path} ({scheme})", flush=True)
                 browser.close()
         finally:
             console.stop()
 
 
 if __name__ == "__main__":
-    import argparse
-
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, and nothing else
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the pictures go (default: {OUT})")
+    add_env_dir_flag(parser)
+    main(parser.parse_args())

@@ -12,7 +12,7 @@ times from the request to:
 Then the latency of a small data request to a running TensorBoard through the proxy (``data/runs``).
 Each job holds ``--steps`` steps of 2 tags × train/validation. Medians over ``--rounds`` jobs.
 
-Run: ``.venv/bin/python bench/tensorboard.py [--rounds 5] [--steps 1000]``.
+Run: ``.venv/bin/python bench/tensorboard.py [--rounds 5] [--steps 1000]`` (about a minute).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -33,16 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.run import Console  # noqa: E402
 
 PROJECT = "default-project"
-
-
-def env_cache() -> Path:
-    """A persistent environment cache the trainer user can reach when the console is root."""
-    if os.geteuid() == 0:
-        return Path("/var/cache/aiconsole/bench-envs")
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "aiconsole" / "bench-envs"
 
 
 def seed(data_dir: Path, env_dir: Path, jobs: list[str], steps: int) -> float:
@@ -83,7 +76,11 @@ print(json.dumps({{"environment": time.perf_counter() - started}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
                 "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
-    result = subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT, capture_output=True, text=True)
+    say(f"writing {len(jobs)} jobs' event files; TensorBoard's environment in {env_dir} (a first run builds it)")
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=1800)
+    if result.returncode != 0:
+        raise SystemExit(f"seeding the jobs failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])["environment"]
 
 
@@ -118,14 +115,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000)
+    add_env_dir_flag(parser)
     args = parser.parse_args()
     jobs = [f"tensorboard_{n}" for n in range(args.rounds)]
-    with tempfile.TemporaryDirectory(prefix="aiconsole-bench-tensorboard-") as scratch:
-        Path(scratch).chmod(0o711)  # a root console's TensorBoard runs as the trainer user
-        data_dir = Path(scratch) / "data"
-        environment = seed(data_dir, env_cache(), jobs, args.steps)
-        console = Console(data_dir, env_cache(), AICONSOLE_TENSORBOARD_MAX=str(args.rounds + 1))
+    with scratch("aiconsole-bench-tensorboard-") as folder:  # a root console's TensorBoard runs as another user
+        data_dir = folder / "data"
+        environment = seed(data_dir, env_cache(args.env_dir), jobs, args.steps)
+        console = Console(data_dir, env_cache(args.env_dir), AICONSOLE_TENSORBOARD_MAX=str(args.rounds + 1))
         try:
+            say(f"{args.rounds} cold starts, then 50 small requests")
             opener = signed_in(console.url)
             first, data = zip(*(cold_start(opener, console.url, job_id) for job_id in jobs), strict=True)
             runs = f"{console.url}/projects/{PROJECT}/jobs/{jobs[0]}/tensorboard/data/runs"

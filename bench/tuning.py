@@ -50,6 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import scratch  # noqa: E402
 from jobs import tuning  # noqa: E402
 
 # --- the functions ------------------------------------------------------------------------------
@@ -228,12 +229,10 @@ def study_trials(job, count: int) -> list:
     return rows
 
 
-def page(args) -> None:
+def page(args, data_dir: Path) -> None:
     """The job page of a finished study with ``--page-trials`` Trial rows (10 reports each), as
     the console renders it (Django's test client, embedded SQLite in a throw-away data dir)."""
-    import tempfile
-
-    os.environ["AICONSOLE_DATA_DIR"] = tempfile.mkdtemp(prefix="bench-tuning-")
+    os.environ["AICONSOLE_DATA_DIR"] = str(data_dir)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
     import django
 
@@ -301,7 +300,8 @@ def main() -> None:
     if "latency" not in args.skip:
         latency(args)
     if "page" not in args.skip:
-        page(args)
+        with scratch("aiconsole-bench-tuning-") as folder:
+            page(args, folder / "data")
 
 
 if __name__ == "__main__":

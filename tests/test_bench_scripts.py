@@ -1,9 +1,14 @@
-"""Every benchmark still loads: the suite does not run them (they take minutes and want a quiet
-machine), so a helper that moved would otherwise break one unnoticed until someone measures."""
+"""Every benchmark still loads, and runs on this machine as its README line says, as root too: a
+short run of each (seconds, not the minutes a measurement takes on a quiet machine) ends with its
+report, so a helper that moved or a wait that never ends breaks the suite, not the next person
+who measures."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,3 +28,84 @@ def test_every_benchmark_script_loads():
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("loaded ") == len(scripts)
+
+
+# --- a short run of each, as the README runs them -------------------------------------------------
+
+# Each benchmark at its smallest: seconds, not minutes, yet every phase and every wait is passed
+# through once. The line expected last says the run reached its report.
+SHORT_RUNS = {
+    "run.py": (["--latency-runs", "2", "--overhead-pairs", "1", "--overhead-steps", "20000"],
+               "submit → SUCCEEDED seen by a client"),
+    "flood.py": (["--latency-runs", "1", "--rate", "5", "--seconds", "1", "--rounds", "1"], "p99 flood/quiet ratio"),
+    "logs.py": (["--latency-runs", "1", "--viewers", "2", "--fanout-seconds", "1", "--ingest-rates", "1000",
+                 "--ingest-seconds", "1", "--flat-lines", "2000", "--ingest-pairs", "1", "--big-log-lines", "1000"],
+                "socket: backlog after"),
+    "api_list.py": (["--jobs", "300", "--seconds", "1"], "throughput ratio, as shipped / Django alone"),
+    "metrics.py": (["--points", "400", "--rounds", "1"], "ratio all at 1,000 a page"),
+    "fronts_cpu.py": (["{scratch}", "--jobs", "200", "--requests", "50"], "predict, no version"),
+    "models.py": (["--seconds", "1", "--rate", "20", "--clients", "1", "--cold-runs", "1", "--only", "as_shipped"],
+                  '"serving_alone_linear"'),
+    "builtin.py": (["--rows", "400", "--repeats", "1"], "data analysis report"),
+    "runtimes.py": (["--runtimes", "2.11", "--warm-only"], "TensorFlow 2.11"),
+    "tuning.py": (["--seeds", "1", "--branin-budget", "5", "--hartmann-budget", "5", "--parallel", "1",
+                   "--latency-calls", "2", "--page-trials", "10", "--page-repeats", "1"], "trial table fragment"),
+    "tensorboard.py": (["--rounds", "1", "--steps", "10"], "a small data request"),
+    "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
+    "pages.py": (["--jobs", "30", "--log-lines", "200", "--study-trials", "12", "--study-charts", "1", "--repeats",
+                  "1", "--compare-jobs", "2", "--compare-points", "20"], "study page, 12 trials"),
+    "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
+}
+# Where the environment is already built: the suite's own cache (aiconsole/testing.py), given as
+# --env-dir; what takes minutes on a new machine is the same build the suite makes first.
+NO_ENV_DIR = {"fronts_cpu.py", "runtimes.py", "tuning.py", "api_list.py", "metrics.py", "pages.py"}
+NEEDS_CHROMIUM = {"pages.py", "screenshots.py"}
+
+
+def test_every_benchmark_has_a_short_run():
+    scripts = {path.name for path in (ROOT / "bench").glob("*.py")} - {"__init__.py", "common.py"}
+    assert scripts == set(SHORT_RUNS)
+
+
+def _services_for(name: str) -> None:
+    """Skip (fail in CI) when what a benchmark needs beyond this checkout is missing, as its tests do."""
+    if name in NEEDS_CHROMIUM:
+        from tests.browser import harness
+
+        if harness.ensure_chromium() is None:
+            if harness.in_ci():
+                pytest.fail("CI runs the benchmarks: /usr/bin/chromium is missing and could not be installed")
+            pytest.skip("no /usr/bin/chromium (scripts/install-chromium needs root or sudo)")
+    if name == "scaled.py":
+        from tests.cluster.harness import service_up
+
+        for service, port in (("PostgreSQL", 5432), ("Redis", 6379)):
+            problem = service_up("127.0.0.1", port)
+            if problem is not None:
+                if os.environ.get("CI") == "true":
+                    pytest.fail(f"CI runs scaled mode: no {service} at 127.0.0.1:{port}: {problem}")
+                pytest.skip(f"no {service} at 127.0.0.1:{port}: {problem}")
+
+
+@pytest.mark.executor
+@pytest.mark.parametrize("name", sorted(SHORT_RUNS))
+def test_a_short_run_of_each_benchmark_ends_with_its_report(name, tmp_path_factory):
+    """As the README runs them, from a shell of their own (none of the suite's settings), as root
+    too: then the console they start runs trainers as another account, which must reach their data."""
+    _services_for(name)
+    scratch = tmp_path_factory.mktemp(f"bench-{name.removesuffix('.py')}")
+    argv, last_words = SHORT_RUNS[name]
+    argv = [arg.replace("{scratch}", str(scratch)) for arg in argv]
+    if name not in NO_ENV_DIR:
+        argv += ["--env-dir", os.environ["AICONSOLE_ENV_DIR"]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
+    if name == "runtimes.py":  # builds into throw-away folders from the uv cache the suite filled
+        env["AICONSOLE_ENV_DIR"] = os.environ["AICONSOLE_ENV_DIR"]
+    try:
+        # A login shell's umask, not the suite's private one (aiconsole/testing.py).
+        result = subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=400, umask=0o022)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"bench/{name} ran past 400 s; its output so far:\n{(error.stdout or b'')[-3000:]!r}")
+    assert result.returncode == 0, f"bench/{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    assert last_words in result.stdout, result.stdout[-3000:]
