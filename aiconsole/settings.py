@@ -245,6 +245,9 @@ TENSORBOARD_MAX = env_int("AICONSOLE_TENSORBOARD_MAX", 4, minimum=1)
 TENSORBOARD_START_SECONDS = env_float("AICONSOLE_TENSORBOARD_START_SECONDS", 60.0)
 # Longest stored log line; longer ones are cut with a marker.
 LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=256)
+# Most metric points one job stores (a tuning job's trials together); its log says when it has
+# more (jobs/metrics.py). The job page draws every point it stores, so this bounds that page too.
+METRIC_POINTS_MAX = env_int("AICONSOLE_METRIC_POINTS_MAX", 100_000, minimum=1)
 # An open live-log WebSocket asks again this often whether its viewer may still watch: a signed-out
 # or deactivated user, a changed password or a removed role closes it (jobs/consumers.py).
 STREAM_RECHECK_SECONDS = env_float("AICONSOLE_STREAM_RECHECK_SECONDS", 10.0)

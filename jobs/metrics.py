@@ -2,9 +2,15 @@
 
 The executor side is :class:`Collector`: one per plain job and one per tuning trial, polled from
 the runner's watch loop. It reads the master replica's hypertune file (``CLOUD_ML_HP_METRIC_FILE``,
-which :func:`trainer_env` gives every replica) and the event files under the job dir with the one
-TF event reader (:class:`jobs.tfevents.EventScanner`), and stores what is new as
-:class:`~jobs.models.MetricPoint` rows in bulk (:func:`insert`). The rows outlive the job dir.
+which :func:`trainer_env` gives every replica) with :class:`HypertuneReader` and the event files
+under the job dir with the one TF event reader (:class:`jobs.tfevents.EventScanner`), and stores
+what is new as :class:`~jobs.models.MetricPoint` rows in bulk (:func:`insert`). The rows outlive
+the job dir.
+
+Trainer code is hostile: both files are read from where the last poll stopped, a few MB per poll
+at most, so a multi-GB metric file costs the console no more memory than a small one; and a job
+stores at most ``AICONSOLE_METRIC_POINTS_MAX`` points (its trials together), which its log says
+when it is reached (the job's charts, its page and the CSV stay quick and bounded).
 
 The read side (:func:`points_for`, :func:`page`, :func:`wire`) serves
 ``GET /v1/projects/P/jobs/J/metrics``, the job page's charts and the CSV download.
@@ -18,12 +24,16 @@ import json
 import logging
 import math
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from aiconsole import csvsafe, paging, storage
@@ -36,6 +46,10 @@ logger = logging.getLogger(__name__)
 METRIC_FILE = Path("hypertune") / "output.metrics"  # under each replica's working directory
 POLL_SECONDS = 1.0  # a walk of the job dir at most this often while the job runs
 INSERT_BATCH = 5000
+HYPERTUNE_READ_BYTES = 4 * 1024 * 1024  # of a metric file per poll, at most
+HYPERTUNE_LINE_BYTES = 64 * 1024  # a longer line is no report: skipped unread
+EVENT_READ_BYTES = 4 * 1024 * 1024  # of the event files per poll, at most
+RECENT_REPORTS = 1_000  # reports remembered to tell a rewritten file's old ones from new ones
 # Keys cloudml-hypertune writes beside the metric itself; every other key is a metric tag.
 HYPERTUNE_KEYS = frozenset({"timestamp", "trial", "global_step", "checkpoint_path"})
 
@@ -91,15 +105,121 @@ def parse_hypertune(text: str) -> list[Report]:
     return reports
 
 
-def event_scanner(job_dir: str, tags: set[str] | None = None) -> tfevents.EventScanner:
+class HypertuneReader:
+    """The reports added to a cloudml-hypertune metric file since the last read, read in bounded
+    steps: a trainer may write anything there, a file of many GB included.
+
+    The library rewrites the whole file on each report, keeping its last 100, so the file either
+    grew (what lay before the last read's end is unchanged: read on from there) or was rewritten
+    (read it again from the start, leaving out the reports already returned; the last
+    ``RECENT_REPORTS`` are remembered). A read takes ``HYPERTUNE_READ_BYTES`` at most, up to the
+    last whole line; ``behind`` says the file holds more than the read took. A line longer than
+    ``HYPERTUNE_LINE_BYTES`` is skipped.
+    """
+
+    TAIL = 64  # bytes before the read position that must be unchanged for the file to have grown
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.behind = False
+        self._offset = 0
+        self._tail = b""
+        self._stamp: tuple[int, int] | None = None  # (size, mtime_ns) when last read to its end
+        self._recent: deque[tuple] = deque()
+        self._recent_keys: set[tuple] = set()
+        self._skipping = False  # inside a line too long to be a report
+
+    def read(self) -> list[Report]:
+        try:
+            with storage.open_trainer_file(self.path) as handle:  # the trainer's folder: no link followed
+                status = os.fstat(handle.fileno())
+                stamp = (status.st_size, status.st_mtime_ns)
+                if stamp == self._stamp:
+                    self.behind = False
+                    return []
+                if not self._grew(handle, status.st_size):
+                    self._offset, self._tail, self._skipping = 0, b"", False
+                handle.seek(self._offset)
+                data = handle.read(HYPERTUNE_READ_BYTES)
+        except OSError:
+            return []
+        self.behind = len(data) == HYPERTUNE_READ_BYTES
+        if not self.behind:
+            self._stamp = stamp
+        end = data.rfind(b"\n") + 1
+        if not end and not self.behind:
+            return []  # a line still being written: read again once the file changes
+        consumed = end or len(data)  # no line end in a whole read: one line too long to be a report
+        lines = data[:end].split(b"\n")[:-1] if end else []
+        if self._skipping and end:
+            lines = lines[1:]  # the end of the long line
+        self._skipping = not end
+        self._offset += consumed
+        self._tail = (self._tail + data[:consumed])[-self.TAIL:]
+        text = "\n".join(line.decode(errors="replace") for line in lines if len(line) <= HYPERTUNE_LINE_BYTES)
+        return [report for report in parse_hypertune(text) if self._new(report)]
+
+    @property
+    def position(self) -> int:
+        return self._offset
+
+    def _grew(self, handle, size: int) -> bool:
+        if size < self._offset:
+            return False
+        handle.seek(self._offset - len(self._tail))
+        return handle.read(len(self._tail)) == self._tail
+
+    def _new(self, report: Report) -> bool:
+        key = (report.tag, report.step, report.wall_time)
+        if key in self._recent_keys:
+            return False
+        self._recent.append(key)
+        self._recent_keys.add(key)
+        if len(self._recent) > RECENT_REPORTS:
+            self._recent_keys.discard(self._recent.popleft())
+        return True
+
+
+def event_scanner(job_dir: str, tags: set[str] | None = None, max_bytes: int | None = None) -> tfevents.EventScanner:
     """The reader of a job dir's event files, opening them from its storage root down."""
     if storage.is_gcs_uri(job_dir):
-        return tfevents.EventScanner(job_dir, tags=tags)
+        return tfevents.EventScanner(job_dir, tags=tags, max_bytes=max_bytes)
     try:
         base = storage.base_of(Path(job_dir))
     except storage.StorageError:
         base = None
-    return tfevents.EventScanner(Path(job_dir), tags=tags, base=base)
+    return tfevents.EventScanner(Path(job_dir), tags=tags, base=base, max_bytes=max_bytes)
+
+
+class _Budget:
+    """How many more points one job may store: shared by its collectors (a tuning job's trials)."""
+
+    def __init__(self, used: int):
+        self.used = used
+        self.said = False  # the job's log says when the limit was reached, once
+        self.lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        with self.lock:
+            granted = max(0, min(wanted, settings.METRIC_POINTS_MAX - self.used))
+            self.used += granted
+            return granted
+
+
+_budgets: weakref.WeakValueDictionary[int, _Budget] = weakref.WeakValueDictionary()
+_budgets_lock = threading.Lock()
+
+
+def _budget_for(job_pk: int, cleared: int) -> _Budget:
+    """The job's budget; ``cleared`` points of a run starting again were just deleted."""
+    with _budgets_lock:
+        budget = _budgets.get(job_pk)
+        if budget is None:
+            budget = _budgets[job_pk] = _Budget(MetricPoint.objects.filter(job_id=job_pk).count())
+        else:
+            with budget.lock:
+                budget.used = max(0, budget.used - cleared)
+        return budget
 
 
 class Collector:
@@ -107,62 +227,74 @@ class Collector:
 
     Created when the run starts: points an earlier attempt of the same run stored are dropped,
     because the event files under the job dir are read again from their start. Never raises:
-    a metric that cannot be read must not fail the job.
+    a metric that cannot be read must not fail the job. ``say`` puts a line in the job's log
+    (the executor's sink): where the job reached ``AICONSOLE_METRIC_POINTS_MAX``.
     """
 
     def __init__(self, job_pk: int, *, trial_id: str = "", job_dir: str | None = None,
-                 metric_file: Path | None = None):
+                 metric_file: Path | None = None, say: Callable[[str], None] | None = None):
         self.job_pk = job_pk
         self.trial_id = trial_id
         self.metric_file = metric_file
-        self.events = event_scanner(job_dir) if job_dir else None
-        self._seen: set[tuple[str, int, float]] = set()
-        self._metric_mtime = 0.0
+        self.hypertune = HypertuneReader(metric_file) if metric_file is not None else None
+        self.events = event_scanner(job_dir, max_bytes=EVENT_READ_BYTES) if job_dir else None
+        self.say = say
         self._polled = 0.0
         self.stored = 0
+        self.full = False  # the job stores no more points
+        cleared = 0
         try:
-            MetricPoint.objects.filter(job_id=job_pk, trial_id=trial_id).delete()
+            cleared = MetricPoint.objects.filter(job_id=job_pk, trial_id=trial_id).delete()[0]
         except Exception:
             logger.exception("Could not clear the earlier metrics of job %s", job_pk)
+        self.budget = _budget_for(job_pk, cleared)
 
     def poll(self, *, final: bool = False) -> int:
-        """Store what was reported since the last poll (at most once a second unless ``final``)."""
+        """Store what was reported since the last poll (at most once a second unless ``final``,
+        which reads on to the files' ends)."""
         now = time.monotonic()
         if not final and now - self._polled < POLL_SECONDS:
             return 0
         self._polled = now
+        stored = 0
         try:
-            points = self._hypertune_points() + self._event_points()
-            insert(points)
-            self.stored += len(points)
-            return len(points)
+            while not self.full:
+                position = self._position()
+                stored += self._store(self._hypertune_points() + self._event_points())
+                if not (final and self._behind() and self._position() != position):
+                    break
         except Exception:
             logger.exception("Could not store the metrics of job %s", self.job_pk)
-            return 0
+        return stored
+
+    def _position(self) -> tuple:
+        return (self.hypertune.position if self.hypertune else 0, self.events.position if self.events else 0)
+
+    def _behind(self) -> bool:
+        return bool((self.hypertune and self.hypertune.behind) or (self.events and self.events.behind))
+
+    def _store(self, points: list[tuple]) -> int:
+        granted = self.budget.take(len(points))
+        insert(points[:granted])
+        self.stored += granted
+        if granted < len(points):
+            self.full = True
+            with self.budget.lock:
+                said, self.budget.said = self.budget.said, True
+            if not said and self.say is not None:
+                self.say(f"This job reached {settings.METRIC_POINTS_MAX:,} metric points "
+                         "(AICONSOLE_METRIC_POINTS_MAX): later ones are not stored. TensorBoard still shows what "
+                         "its event files hold.")
+        return granted
 
     def _point(self, source: str, run: str, tag: str, step: int, value: float, wall_time: float) -> tuple:
         return (self.job_pk, self.trial_id, source, run[:255], tag[:255], step, value, wall_time)
 
     def _hypertune_points(self) -> list[tuple]:
-        if self.metric_file is None:
+        if self.hypertune is None:
             return []
-        try:
-            with storage.open_trainer_file(self.metric_file) as handle:  # the trainer's folder: no link followed
-                mtime = os.fstat(handle.fileno()).st_mtime
-                if mtime == self._metric_mtime:
-                    return []
-                text = handle.read().decode(errors="replace")
-        except OSError:
-            return []
-        self._metric_mtime = mtime
-        points = []
-        for report in parse_hypertune(text):
-            key = (report.tag, report.step, report.wall_time)
-            if key not in self._seen:
-                self._seen.add(key)
-                points.append(self._point(MetricSource.HYPERTUNE.value, "", report.tag, report.step, report.value,
-                                          report.wall_time))
-        return points
+        return [self._point(MetricSource.HYPERTUNE.value, "", r.tag, r.step, r.value, r.wall_time)
+                for r in self.hypertune.read()]
 
     def _event_points(self) -> list[tuple]:
         if self.events is None:

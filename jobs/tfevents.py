@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 WALK_SECONDS = 5.0  # one poll's walk of a trial's job dir, at most
+# A longer record is taken for a corrupt file (a scalar's event is tens of bytes; an image's a few
+# MB): a trainer's 2 GB "record" would otherwise be read into the console's memory.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
 _NUMERIC_DTYPES = frozenset(
     getattr(types_pb2, f"DT_{name}")
     for name in "HALF FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64".split()
@@ -78,6 +81,8 @@ def read_records(stream: BinaryIO) -> Iterator[bytes]:
         length, length_crc = struct.unpack("<QI", header)
         if masked_crc32c(header[:8]) != length_crc:
             raise CorruptRecordError(f"bad length CRC at offset {stream.tell() - 12}")
+        if length > MAX_RECORD_BYTES:
+            raise CorruptRecordError(f"a record of {length:,} bytes at offset {stream.tell() - 12}")
         if stream.tell() + length + 4 > end:
             return  # still being written
         body = stream.read(length + 4)
@@ -144,7 +149,11 @@ class _FileState:
 class EventScanner:
     """Incremental reader of every events.out.tfevents.* file under a folder: a local one, or a
     ``gs://bucket/prefix`` one (listed and read in ranges through the console's Cloud Storage
-    client, the credentials trainers write with)."""
+    client, the credentials trainers write with).
+
+    With ``max_bytes``, a poll reads that many bytes of records at most (a record more, past
+    it) and ``behind`` says there was more: a trainer that writes a GB of summaries between two
+    polls costs the console a few MB at a time."""
 
     def __init__(
         self,
@@ -154,6 +163,7 @@ class EventScanner:
         max_files: int = 1000,
         max_entries: int = 20000,
         base: Path | None = None,
+        max_bytes: int | None = None,
     ):
         self.gcs = isinstance(root, str) and root.startswith("gs://")
         self.root = root.rstrip("/") if self.gcs else Path(root)
@@ -163,7 +173,14 @@ class EventScanner:
         self.tags = frozenset(tags) if tags is not None else None
         self.max_files = max_files
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.behind = False
         self._files: dict[Path | str, _FileState] = {}
+
+    @property
+    def position(self) -> int:
+        """Bytes read so far, all files together: a poll that read nothing left it unchanged."""
+        return sum(state.offset for state in self._files.values())
 
     def poll(self) -> list[Scalar]:
         """Scalars written since the last poll (on the first poll: all so far)."""
@@ -176,9 +193,18 @@ class EventScanner:
             state = self._files.get(path)
             if state is not None and not state.corrupt and size > state.offset:
                 grown.append(path)
-        scalars = []
+        scalars, budget = [], self.max_bytes
+        self.behind = False
         for path in sorted(grown, key=str):
-            scalars.extend(self._read_new(path, self._files[path]))
+            if budget is not None and budget <= 0:
+                self.behind = True
+                break
+            state = self._files[path]
+            before = state.offset
+            scalars.extend(self._read_new(path, state, budget))
+            if budget is not None:
+                budget -= state.offset - before
+                self.behind |= budget <= 0
         return scalars
 
     def _run(self, path: Path | str) -> str:
@@ -188,8 +214,9 @@ class EventScanner:
         run = path.parent.relative_to(self.root).as_posix()
         return "" if run == "." else run
 
-    def _open_at(self, path: Path | str, offset: int) -> BinaryIO:
-        """The file from ``offset`` on; for an object, only the bytes past it are fetched."""
+    def _open_at(self, path: Path | str, offset: int, length: int | None = None) -> BinaryIO:
+        """The file from ``offset`` on; for an object, only the bytes past it (``length`` of
+        them at most) are fetched."""
         if not self.gcs:
             stream = os.fdopen(beneath.open_file(self.base, path), "rb")  # a trainer's folder: no link followed
             stream.seek(offset)
@@ -197,13 +224,18 @@ class EventScanner:
         from aiconsole import storage  # the Cloud Storage client, only for gs:// job dirs
 
         bucket, name = storage.parse_gcs_uri(path)
-        return io.BytesIO(storage.gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset))
+        end = offset + length - 1 if length is not None else None
+        return io.BytesIO(storage.gcs_client().bucket(bucket).blob(name).download_as_bytes(start=offset, end=end))
 
-    def _read_new(self, path: Path | str, state: _FileState) -> list[Scalar]:
+    def _read_new(self, path: Path | str, state: _FileState, budget: int | None = None) -> list[Scalar]:
         run = self._run(path)
         scalars = []
+        start = state.offset
         try:
-            with self._open_at(path, state.offset) as stream:
+            # An object is fetched a budget's worth at a time; a record cut by the range's end is
+            # read whole on the next poll.
+            fetch = max(budget, MAX_RECORD_BYTES + 16) if self.gcs and budget is not None else None
+            with self._open_at(path, state.offset, fetch) as stream:
                 base = state.offset - stream.tell()  # a fetched range starts at 0
                 for record in read_records(stream):
                     state.offset = base + stream.tell()
@@ -211,6 +243,8 @@ class EventScanner:
                         scalars.extend(event_scalars(record, run, self.tags))
                     except DecodeError as error:
                         logger.warning("Skipping an unreadable event in %s: %s", path, error)
+                    if budget is not None and state.offset - start >= budget:
+                        break
         except CorruptRecordError as error:
             state.corrupt = True
             logger.warning("Skipping the rest of event file %s: %s", path, error)

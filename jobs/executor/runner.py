@@ -381,7 +381,7 @@ class JobRunner(RunnerBase):
         work = work_dir_for(job) / "replicas"
         passthrough = passthrough_env()
         self.metrics = metrics.Collector(job.pk, job_dir=job_dir, metric_file=metrics.metric_file(
-            work / catalogue.replica_label("master", 0)))
+            work / catalogue.replica_label("master", 0)), say=self.sink.service)
         for placement in placements:
             plan = placement.plan
             replica = Replica.objects.create(

@@ -22,7 +22,6 @@ What a trial's replicas get, beyond what a plain job's replicas get:
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 import time
@@ -60,7 +59,7 @@ class TrialRun:
         self.finished: set[str] = set()
         self.reports: list[dict] = list(trial.all_metrics or [])
         self.metric_file: Path | None = None
-        self._metric_mtime = 0.0
+        self._hypertune_reader: metrics.HypertuneReader | None = None
         self._hypertune: list[dict] = []
         self._summaries: list[dict] = []
         self._scalars: list = []
@@ -110,7 +109,8 @@ class TrialRun:
                 user=trainer_user.for_project(loop.job.project), stop_grace=settings.STOP_GRACE_SECONDS,
             ))
         self.collector = metrics.Collector(loop.job.pk, trial_id=self.trial_id, job_dir=job_dir,
-                                           metric_file=self.metric_file)
+                                           metric_file=self.metric_file,
+                                           say=lambda message: loop.sink.service(message, trial_id=self.trial_id))
         loop.sink.service(f"Trial {self.trial_id} starts with {' '.join(hp_args)}.", trial_id=self.trial_id)
         for process in self.processes:
             process.start()
@@ -130,21 +130,17 @@ class TrialRun:
         return True
 
     def _read_hypertune(self) -> bool:
+        """New reports of the metric's tag, read in bounded steps (``metrics.HypertuneReader``: a
+        trainer may write GBs there); the last ``AICONSOLE_METRIC_POINTS_MAX`` are kept, the
+        final metric among them."""
         if self.metric_file is None:
             return False
-        try:
-            with storage.open_trainer_file(self.metric_file) as handle:  # the trainer's folder: no link followed
-                mtime = os.fstat(handle.fileno()).st_mtime
-                if mtime == self._metric_mtime:
-                    return False
-                text = handle.read().decode(errors="replace")
-        except OSError:
-            return False
-        self._metric_mtime = mtime
-        merged = tuning.merge_reports(self._hypertune, tuning.parse_metric_file(text, self.loop.tag))
-        changed = len(merged) != len(self._hypertune)
-        self._hypertune = merged
-        return changed
+        if self._hypertune_reader is None:
+            self._hypertune_reader = metrics.HypertuneReader(self.metric_file)
+        new = [{"trainingStep": str(r.step), "objectiveValue": r.value, "timestamp": r.wall_time}
+               for r in self._hypertune_reader.read() if r.tag == self.loop.tag[:255]]
+        self._hypertune = (self._hypertune + new)[-settings.METRIC_POINTS_MAX:]
+        return bool(new)
 
     def _read_summaries(self, *, final: bool = False) -> bool:
         # A walk of the trial's job dir: once a second while it runs (it may hold many files).

@@ -8,6 +8,7 @@ files, and in tests/fixtures/ when several folders use them).
 - ``identity``: Users, roles, bearer headers and audit entries for tests of identity and IAM.
 - ``jobs``: Job bodies, submitted jobs, and real trainer packages (sdists and wheels) built on the fly.
 - ``logs``: Stored log lines and log WebSocket clients.
+- ``memory``: How much memory a process took: its peak resident size while something ran, sampled.
 - ``metrics``: Trainers that report metrics, and stored metric points.
 - ``models``: Saved model files and deployed versions for the prediction tests.
 - ``waiting``: Waiting on a condition with a timeout, never sleeping and hoping.
