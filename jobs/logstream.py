@@ -178,7 +178,8 @@ def publish_progress(job_pk: int, entries: list[dict]) -> None:
 # --- live reading: one feed per job per process ------------------------------------------------
 
 FEED_BATCHES = 1_000  # messages a feed keeps for viewers that fall behind…
-FEED_LINES = 100_000  # …and lines; a viewer further behind reads the gap back from the database
+FEED_LINES = 100_000  # …and lines…
+FEED_CHARS = 64 * 1024 * 1024  # …and characters; a viewer further behind reads the gap back from the database
 
 
 class JobFeed:
@@ -196,6 +197,7 @@ class JobFeed:
         self.items: deque[list] = deque()  # [number, message, its entries once decoded]
         self.next = 0  # the number the next message gets
         self.lines = 0
+        self.chars = 0  # of the entries' JSON: 100,000 lines cut at 32 KB would be 3 GB
         self.viewers = 0
         self.broken = False
         self.ready = loop.create_future()  # done once the group subscription is in place
@@ -229,8 +231,12 @@ class JobFeed:
         self.items.append([self.next, message, None])
         self.next += 1
         self.lines += message.get("count", 0)
-        while len(self.items) > FEED_BATCHES or self.lines > FEED_LINES:
-            self.lines -= self.items.popleft()[1].get("count", 0)
+        self.chars += len(message.get("entries", ""))
+        while len(self.items) > 1 and (len(self.items) > FEED_BATCHES or self.lines > FEED_LINES
+                                       or self.chars > FEED_CHARS):
+            dropped = self.items.popleft()[1]
+            self.lines -= dropped.get("count", 0)
+            self.chars -= len(dropped.get("entries", ""))
         changed, self._changed = self._changed, self.loop.create_future()
         changed.set_result(None)
 

@@ -2,9 +2,10 @@
 
 ``LineSplitter`` turns a byte stream into lines: carriage-return progress bars keep only their
 latest state, very long lines are cut with a marker, undecodable bytes are replaced. ``LogSink``
-collects lines from all of a job's replicas in a bounded buffer and writes them in batches
-(every few tens of milliseconds), so a chatty trainer neither blocks on its pipe nor grows the
-console's memory; lines dropped when the buffer is full are counted and said in the log.
+collects lines from all of a job's replicas in a buffer bounded in lines and in bytes and writes
+them in batches (every few tens of milliseconds, a few MB at most), so a chatty trainer neither
+blocks on its pipe nor grows the console's memory, however long its lines; lines dropped when the
+buffer is full are counted and said in the log.
 
 After each batch commits, the sink publishes it to the job's group (one message per batch, ids
 known), then the latest state of any progress bar still being redrawn: live viewers see a bar
@@ -177,6 +178,16 @@ class LineSplitter:
         return text
 
 
+def _fitting(lines: list[str], chars: int) -> int:
+    """How many of ``lines``, from the first, take ``chars`` characters or fewer."""
+    total = 0
+    for count, line in enumerate(lines):
+        total += len(line)
+        if total > chars:
+            return count
+    return len(lines)
+
+
 # A pending line: (task_name, trial_id, seq, stream, severity or None, message, time). Tuples,
 # not objects: a chatty trainer puts hundreds of thousands through here a second.
 _TASK, _TRIAL, _SEQ, _STREAM, _SEVERITY, _MESSAGE, _TIME = range(7)
@@ -189,23 +200,29 @@ class LogSink:
 
     Reader threads hand over whole reads (``emit_lines``) and only split, number and queue them;
     the writer thread does the rest (severities, storing, publishing), so a trainer's pipe is
-    drained as fast as it is filled and a flood is cut at ``max_pending`` lines, not the trainer.
+    drained as fast as it is filled and a flood is cut at ``max_pending`` lines or
+    ``max_pending_chars`` characters waiting, not the trainer. A batch holds ``batch_size`` lines
+    or ``batch_chars`` characters at most: 2,000 lines cut at 32 KB were a 64 MB message to every
+    process that forwards or shows them.
     """
 
-    def __init__(self, job_pk: int, *, max_pending: int = 50_000, flush_interval: float = 0.03,
-                 batch_size: int = 2_000, on_flush=None, publish: bool = True,
-                 fence: Callable[[object], bool] | None = None):
+    def __init__(self, job_pk: int, *, max_pending: int = 50_000, max_pending_chars: int = 32 * 1024 * 1024,
+                 flush_interval: float = 0.03, batch_size: int = 2_000, batch_chars: int = 1024 * 1024,
+                 on_flush=None, publish: bool = True, fence: Callable[[object], bool] | None = None):
         self.job_pk = job_pk
         # Scaled mode: called with a cursor inside each batch's transaction; False means this
         # writer was superseded (its replica started again elsewhere) and the batch is dropped.
         self.fence = fence
         self.fenced = False
         self.max_pending = max_pending
+        self.max_pending_chars = max_pending_chars
         self.flush_interval = flush_interval
         self.batch_size = batch_size
+        self.batch_chars = batch_chars
         self.on_flush = on_flush
         self.publish = publish
         self._pending: deque[tuple] = deque()
+        self._pending_chars = 0  # the characters of the messages in _pending
         self._progress: dict[tuple[str, str, str], dict] = {}
         self._lock = threading.Lock()
         # Held while a batch goes from the buffer to the database and the group, so a flush()
@@ -224,17 +241,23 @@ class LogSink:
 
     def emit_lines(self, task_name: str, stream: str, lines: list[str], *, severity: str | None = None,
                    trial_id: str = "") -> None:
-        """Queue lines that arrived together; beyond ``max_pending`` they are counted, not kept."""
+        """Queue lines that arrived together; beyond ``max_pending`` lines or ``max_pending_chars``
+        characters waiting they are counted, not kept."""
         if not lines:
             return
         now = timezone.now()
         key = (task_name, trial_id)
+        chars = sum(map(len, lines))
         with self._lock:
             self._progress.pop((task_name, trial_id, stream), None)  # a bar's final state is a line
             room = len(lines) if stream == "service" else max(0, self.max_pending - len(self._pending))
+            if stream != "service" and self._pending_chars + chars > self.max_pending_chars:
+                room = min(room, _fitting(lines, self.max_pending_chars - self._pending_chars))
             if room < len(lines):
                 self._dropped[task_name] += len(lines) - room
                 lines = lines[:room]
+                chars = sum(map(len, lines))
+            self._pending_chars += chars
             first = self._seq[key] + 1
             self._seq[key] += len(lines)
             self._pending.extend((task_name, trial_id, seq, stream, severity, message, now)
@@ -311,6 +334,13 @@ class LogSink:
     def _take_batch(self) -> list[tuple]:
         with self._lock:
             batch = [self._pending.popleft() for _ in range(min(self.batch_size, len(self._pending)))]
+            chars = sum(len(line[_MESSAGE]) for line in batch)
+            if chars > self.batch_chars and len(batch) > 1:  # long lines: fewer of them
+                keep = max(1, _fitting([line[_MESSAGE] for line in batch], self.batch_chars))
+                self._pending.extendleft(reversed(batch[keep:]))
+                batch = batch[:keep]
+                chars = sum(len(line[_MESSAGE]) for line in batch)
+            self._pending_chars -= chars
             dropped = dict(self._dropped)
             self._dropped.clear()
             for task_name, count in dropped.items():
