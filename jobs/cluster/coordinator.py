@@ -42,7 +42,13 @@ from jobs.cluster import capacity, placement, tasks
 from jobs.executor.controller import Controller
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, cluster_configs
-from jobs.executor.runner import JobRunner, PrepareError, prepare_job_dir, record_crash
+from jobs.executor.runner import (
+    JobRunner,
+    PrepareError,
+    prepare_job_dir,
+    record_crash,
+    take_back_inputs,
+)
 from jobs.models import LIVE_REPLICA_STATES, Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 
@@ -436,6 +442,8 @@ class ScaledJobRunner(JobRunner):
                 self._coordinate(job)
             finally:
                 self.sink.close()
+                if not self.detached.is_set():
+                    take_back_inputs(job)  # what the workers lent for it, on the storage they share
         except Exception:
             if self.detached.is_set():
                 logger.exception("Coordinating job %s failed", self.job_pk)
