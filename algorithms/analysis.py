@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from algorithms.table import DataError, Table, as_number, decode, is_missing, read_text
+from algorithms.table import Table, as_number, decode, is_missing, read_text
 
 ROW_MISSING_LIMIT = 0.10  # rows with more than 10% of their values missing are dropped
 ROW_ID_MIN_ROWS = 20  # below this, all-distinct values say nothing about a column being an id
@@ -397,13 +397,14 @@ def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None
     """``report`` of a CSV's first ``max_rows`` rows and ``max_columns`` columns (the target first).
 
     Every row is still checked to have the file's full width, so a ragged file reads as one."""
-    table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows)
+    table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows,
+                      keep_columns=max_columns)
     table.truncated = table.truncated or cut
     width = table.width
     other = None
     if compare is not None:
         other = read_text(decode(compare, compare_source), source=compare_source, header=header, max_rows=max_rows,
-                          width=width)
+                          width=width, keep_columns=max_columns)
         other.truncated = other.truncated or compare_cut
         if header:
             other.names = table.names
@@ -412,17 +413,3 @@ def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None
     result.update(total_columns=width, max_columns=max_columns, max_rows=max_rows)
     return result
 
-
-def send_report(connection, arguments: dict) -> None:
-    """A child process's whole life: compute ``report_csv`` at low priority and send it back."""
-    import os
-    try:
-        os.nice(10)  # the console's own requests come first
-    except OSError:
-        pass
-    try:
-        connection.send((True, report_csv(**arguments)))
-    except DataError as error:
-        connection.send((False, str(error)))
-    finally:
-        connection.close()

@@ -1,9 +1,10 @@
 """The data analysis page's work, off the request path, bounded, and kept per file version.
 
 A 3,000-column CSV once took 15 s of CPU in a request and two at once slowed every page 60×. So:
-the file's first ``ANALYSIS_MAX_COLUMNS`` columns and ``ANALYSIS_MAX_ROWS`` rows are analysed in a
-child process (``algorithms.analysis.send_report``: no GIL shared with the console, a lower
-priority, killed at ``ANALYSIS_SECONDS``); at most ``ANALYSIS_WORKERS`` run at once (a thread per
+the file's first ``ANALYSIS_MAX_COLUMNS`` columns and ``ANALYSIS_MAX_ROWS`` rows are analysed, and
+the page's charts drawn, in a child process (``jobs.analysis_child``: no GIL shared with the
+console, a lower priority, killed at ``ANALYSIS_SECONDS``; only the analysed columns' cells are
+kept); at most ``ANALYSIS_WORKERS`` run at once (a thread per
 slot only reads the file and waits on its child); the request waits ``ANALYSIS_WAIT_SECONDS`` at
 most and the page then polls. Outcomes, failures and time-outs included, are kept in an in-memory
 LRU keyed by the file's version (resolved path, size, mtime_ns; a gs:// object's generation) and
@@ -25,9 +26,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from aiconsole import storage
-from algorithms import analysis
 from algorithms.table import DataError
-from jobs import builtin
+from jobs import analysis_child, builtin
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,12 @@ RUNNING, READY, TOO_LONG, FAILED = "running", "ready", "too_long", "failed"
 
 @dataclass
 class Analysis:
-    """One file version's analysis: running, then ready (``report``), too long, or failed (``message``)."""
+    """One file version's analysis: running, then ready (``report``, and its ``charts`` drawn), too
+    long, or failed (``message``)."""
 
     state: str = RUNNING
     report: dict | None = None
+    charts: dict | None = None
     message: str = ""
     queued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None
@@ -49,8 +51,8 @@ class Analysis:
     def seconds(self) -> int:
         return int(time.monotonic() - (self.started_at or self.queued_at))
 
-    def finish(self, state: str, report: dict | None = None, message: str = "") -> None:
-        self.state, self.report, self.message = state, report, message
+    def finish(self, state: str, report: dict | None = None, message: str = "", charts: dict | None = None) -> None:
+        self.state, self.report, self.message, self.charts = state, report, message, charts
         self.done.set()
 
 
@@ -140,21 +142,24 @@ def _run(key: tuple, entry: Analysis, uri: str, compare: str | None, header: boo
         logger.exception("Data analysis of %s failed", uri)
         entry.finish(FAILED, message="The analysis stopped unexpectedly.")
     else:
-        entry.finish(READY, report=value) if ok else entry.finish(FAILED, message=value)
+        if ok:
+            entry.finish(READY, report=value["report"], charts=value["charts"])
+        else:
+            entry.finish(FAILED, message=value)
 
 
 def _context():
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if context.get_start_method() == "forkserver":
-        context.set_forkserver_preload(["algorithms.analysis"])  # not the console's __main__
+        context.set_forkserver_preload(["jobs.analysis_child"])  # not the console's __main__
     return context
 
 
 def _in_child(arguments: dict, deadline: float) -> tuple[bool, object]:
     context = _context()
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=analysis.send_report, args=(sender, arguments), daemon=True,
+    child = context.Process(target=analysis_child.send_report, args=(sender, arguments), daemon=True,
                             name="data-analysis")
     with _lock:
         stats.computed += 1

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from aiconsole import accounts, iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
-from jobs import analysis_runner, charts, naming, services
+from jobs import analysis_runner, naming, services
 from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm, initial_from_builtin_job
 
 
@@ -86,11 +86,4 @@ def _analysis_context(form, outcome) -> dict:
         form.add_error("path", outcome.message)
     if outcome.state != analysis_runner.READY:
         return {"analysis": outcome}
-    return {"analysis": outcome, "report": outcome.report, **_charts(outcome.report)}
-
-
-def _charts(report: dict) -> dict:
-    distributions = [charts.distribution_chart(name, d) for name, d in report["distributions"].items()]
-    return {"distribution_charts": distributions,
-            "correlation_chart": charts.correlation_chart(report["correlations"]) if report["correlations"] else None,
-            "balance_chart": charts.label_balance_chart(report["label_balance"]) if report["label_balance"] else None}
+    return {"analysis": outcome, "report": outcome.report, **outcome.charts}  # drawn beside the analysis

@@ -69,6 +69,22 @@ class Chart:
                        for row in self.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
+    def drawn(self) -> DrawnChart:
+        """The chart as the page shows it, in plain strings: made where the figure was built
+        (the data analysis page's child process), shown without building it again."""
+        return DrawnChart(self.title, self.html, self.table_html, self.key, self.note)
+
+
+@dataclass(frozen=True)
+class DrawnChart:
+    """A :class:`Chart`'s page parts, already rendered (``jobs/_chart.html`` shows either)."""
+
+    title: str
+    html: str
+    table_html: str
+    key: str = ""
+    note: str = ""
+
 
 def _array(values: list) -> np.ndarray:
     """A trace's data as numpy: Plotly checks a plain list item by item (slow at thousands of
@@ -388,6 +404,15 @@ def distribution_chart(name: str, distribution: dict) -> Chart:
     figure = go.Figure(go.Bar(x=[str(v) for v, _ in values], y=[c for _, c in values], name=name))
     figure.update_layout(xaxis_title=name, yaxis_title="Rows", margin={"t": 20}, height=260)
     return Chart(f"Most frequent values of {name}", figure, ["Value", "Rows"], [[v, c] for v, c in values])
+
+
+def analysis_charts(report: dict) -> dict[str, list[DrawnChart] | DrawnChart | None]:
+    """The data analysis page's charts of a report, drawn: 200 columns' figures cost seconds of
+    CPU to build, so they are built once, beside the analysis, not in each page view."""
+    correlations, balance = report["correlations"], report["label_balance"]
+    return {"distribution_charts": [distribution_chart(name, d).drawn() for name, d in report["distributions"].items()],
+            "correlation_chart": correlation_chart(correlations).drawn() if correlations else None,
+            "balance_chart": label_balance_chart(balance).drawn() if balance else None}
 
 
 def correlation_chart(correlations: list[dict]) -> Chart:

@@ -18,6 +18,18 @@ def rss_mb(pid: int | None = None) -> float:
     return 0.0
 
 
+def pss_mb(pid: int) -> float:
+    """Its proportional set size in MB: pages shared with other processes (a forkserver's
+    children) counted in shares, so a sum over processes is what they take together."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 class PeakRss:
     """``with PeakRss(pid) as peak: ...``: ``peak.mb``, the largest resident size seen while the
     block ran (sampled every 20 ms), and ``peak.growth_mb``, that above the size at the start."""
