@@ -9,6 +9,10 @@ resume, ``after``: the ``cursor`` of the last message it handled. JSON frames co
 - ``lines``: lines as they are stored, with the new ``cursor`` and the ``stored`` line count.
 - ``progress``: the latest state of progress bars being redrawn (never stored).
 - ``count``: the stored line count, once after the backlog; ``state``: the job's new state.
+- ``skipped``: ``count`` lines went by that this viewer was not sent (its ``message`` says so):
+  the job printed faster than the viewer's share of what this process sends its viewers a second
+  (``jobs.logstream.CHARS_BUDGET``), or the viewer read too slowly. The stream goes on after them
+  at ``cursor``; the lines are stored (the page, the download, the API have them).
 - ``earlier`` and ``firstError``: answers to ``{"action": "earlier", "before": id}`` and
   ``{"action": "firstError"}``.
 
@@ -20,7 +24,9 @@ No gap and no duplicate across the seam: the consumer joins the job's group befo
 backlog, live messages wait in its channel until the backlog is sent, and lines at or below the
 cursor (the highest id examined) are dropped. Each batch names the previous batch's last id; a
 batch that does not follow on from the cursor means one went missing (a full channel, a new
-writer), and the gap is read back from the database.
+writer), and the gap is read back from the database: a page of it; a larger gap is skipped and
+said, as is a viewer further behind than its share. However many watch and however fast a job
+prints, each viewer costs the process a bounded amount of memory and of its time.
 
 A socket stays open long after the request that admitted it, so every
 ``AICONSOLE_STREAM_RECHECK_SECONDS`` it is admitted again as a new request would be: a session
@@ -41,7 +47,7 @@ from django.http import QueryDict
 
 from aiconsole import accounts, iam
 from jobs import logstream, services
-from jobs.models import TERMINAL_STATES, Job
+from jobs.models import TERMINAL_STATES, Job, LogLine
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +58,9 @@ DEFAULT_TAIL = 1000
 MAX_TAIL = 5000
 PAGE = 1000
 MIN_PAUSE = 0.005  # below this the pause between frames is not worth a timer
+FRAME_CHARS = 1024 * 1024  # a frame of lines is sent once it holds this much
+SKIPPED = ("{count:,} log lines were printed faster than this page can show them live. They are stored: "
+           "reload the page or download the log to see them.")
 
 
 def _number(raw, default: int = 0, maximum: int | None = None) -> int:
@@ -79,6 +88,24 @@ def _still_admitted(session_key: str | None, user_pk: int, project_id: str, job_
     return None
 
 
+# A process's sockets share each answer of _still_admitted for a second: 500 tabs of one viewer on
+# one job asked it 50 times a second, a new database connection and five queries each time.
+ANSWER_SECONDS = 1.0
+_answers: dict[tuple, tuple[float, asyncio.Future]] = {}
+
+
+async def _admitted_again(*key) -> int | None:
+    """``_still_admitted``, answered once for every socket that asks the same within a second."""
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    known = _answers.get(key)
+    if known is None or now - known[0] > ANSWER_SECONDS or known[1].get_loop() is not loop:
+        for stale in [k for k, (asked, _) in _answers.items() if now - asked > ANSWER_SECONDS]:
+            del _answers[stale]
+        known = _answers[key] = (now, asyncio.ensure_future(database_sync_to_async(_still_admitted)(*key)))
+    return await asyncio.shield(known[1])
+
+
 def _state(job_pk: int) -> dict:
     state = Job.objects.filter(pk=job_pk).values_list("state", flat=True).first()
     return {"jobState": state, "jobEnded": state in TERMINAL_STATES}
@@ -96,6 +123,10 @@ def _page_after(job_pk: int, log_filter, cursor: int, upto: int) -> tuple[list[d
     """Up to a page of matching lines in ``(cursor, upto]`` and the new cursor."""
     entries = logstream.read_after(job_pk, log_filter, cursor, PAGE, upto=upto)
     return entries, (int(entries[-1]["id"]) if len(entries) == PAGE else upto)
+
+
+def _count_between(job_pk: int, after: int, upto: int) -> int:
+    return LogLine.objects.filter(job_id=job_pk, id__gt=after, id__lte=upto).count()
 
 
 def _earlier(job_pk: int, log_filter, before: int) -> dict:
@@ -164,8 +195,7 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         route = self.scope["url_route"]["kwargs"]
         while True:
             await asyncio.sleep(settings.STREAM_RECHECK_SECONDS)
-            refusal = await database_sync_to_async(_still_admitted)(
-                session_key, self.scope["user"].pk, route["project_id"], route["job_id"])
+            refusal = await _admitted_again(session_key, self.scope["user"].pk, route["project_id"], route["job_id"])
             if refusal:
                 if self.follower is not None:
                     self.follower.cancel()  # not one more line after the answer was no
@@ -203,16 +233,46 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         """Everything new on the feed since the last look, in as few frames as it takes. Batches
         the feed let go before this viewer looked are read back by the check in _take_lines."""
         self.pieces: list[str] = []  # JSON arrays of entries, sent together as one frame
+        self.piece_chars = 0
         while True:
             await self.feed.wait(self.position)
-            items = self.feed.since(self.position)
+            items = await self._skip_if_behind(self.feed.since(self.position))
             self.position = self.feed.next
             for item in items:
                 await self._deliver(item[1]["type"], item)
-            await self._flush_lines()
-            pause = logstream.frame_interval()
+            pause = logstream.frame_interval(await self._flush_lines())
             if pause > MIN_PAUSE:
                 await asyncio.sleep(pause)
+
+    async def _skip_if_behind(self, items: list[list]) -> list[list]:
+        """The items to send: the newest batches of lines up to this viewer's share, and what
+        is not lines; the older batches are skipped and said."""
+        batches = [item for item in items if item[1]["type"] == "log.lines" and item[1]["last"] > self.cursor]
+        share = logstream.viewer_share()
+        if sum(len(item[1]["entries"]) for item in batches) <= share:
+            return items
+        kept, chars = set(), 0
+        for item in reversed(batches):
+            chars += len(item[1]["entries"])
+            if chars > share:
+                break
+            kept.add(item[0])
+        skipped = [item for item in batches if item[0] not in kept]
+        first = skipped[0][1]
+        count = sum(item[1]["count"] for item in skipped[1:])
+        count += first["count"] if first["after"] >= self.cursor else sum(  # partly sent by a read-back
+            1 for entry in self.feed.entries(skipped[0]) if int(entry["id"]) > self.cursor)
+        if first["after"] > self.cursor:  # and what came before it, which the feed let go
+            count += await database_sync_to_async(_count_between)(self.job.pk, self.cursor, first["after"])
+        await self._skipped(skipped[-1][1]["last"], count)
+        return [item for item in items if item[1]["type"] != "log.lines" or item[0] in kept]
+
+    async def _skipped(self, upto: int, count: int) -> None:
+        await self._flush_lines()
+        self.cursor = upto
+        self.stored += count
+        await self.send_json({"type": "skipped", "count": count, "cursor": str(upto), "stored": self.stored,
+                              "message": SKIPPED.format(count=count)})
 
     def _follower_ended(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -240,27 +300,39 @@ class JobLogConsumer(AsyncWebsocketConsumer):
             await self._read_back(message["after"])
         self.stored += message["count"]
         if message["after"] == self.cursor and self.filter.empty:
-            self.pieces.append(message["entries"])  # as published: no decoding, no encoding
+            self._add_piece(message["entries"])  # as published: no decoding, no encoding
         else:
             entries = [e for e in self.feed.entries(item) if int(e["id"]) > self.cursor and self.filter.matches(e)]
             if entries:
-                self.pieces.append(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
+                self._add_piece(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
         self.cursor = message["last"]
+        if self.piece_chars >= FRAME_CHARS:
+            await self._flush_lines()
+
+    def _add_piece(self, piece: str) -> None:
+        self.pieces.append(piece)
+        self.piece_chars += len(piece)
 
     async def _read_back(self, upto: int) -> None:
-        """Lines stored between the cursor and ``upto`` never reached us: read them back."""
+        """Lines stored between the cursor and ``upto`` never reached us: read them back, a page
+        of them at most; more are skipped and said."""
         await self._flush_lines()
-        while self.cursor < upto:
-            entries, self.cursor = await database_sync_to_async(_page_after)(self.job.pk, self.filter,
-                                                                            self.cursor, upto)
-            if entries:
-                self.pieces.append(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
-                await self._flush_lines()
+        entries, cursor = await database_sync_to_async(_page_after)(self.job.pk, self.filter, self.cursor, upto)
+        if cursor < upto:
+            await self._skipped(upto, await database_sync_to_async(_count_between)(self.job.pk, self.cursor, upto))
+            return
+        self.cursor = cursor
+        if entries:
+            self._add_piece(json.dumps(entries, ensure_ascii=False, separators=(",", ":")))
+            await self._flush_lines()
         self.stored = await database_sync_to_async(logstream.stored_count)(self.job.pk, upto=upto)
 
-    async def _flush_lines(self) -> None:
-        if self.pieces:  # a filtered view stays quiet while nothing it shows arrives
-            joined = ",".join(piece[1:-1] for piece in self.pieces)
-            self.pieces = []
-            await self.send(text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},'
-                                      f'"entries":[{joined}]}}')
+    async def _flush_lines(self) -> int:
+        """Send the lines gathered as one frame; its size."""
+        if not self.pieces:  # a filtered view stays quiet while nothing it shows arrives
+            return 0
+        joined = ",".join(piece[1:-1] for piece in self.pieces)
+        self.pieces, self.piece_chars = [], 0
+        await self.send(text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},'
+                                  f'"entries":[{joined}]}}')
+        return len(joined)

@@ -198,6 +198,11 @@
       setEnded(msg.jobEnded, msg.jobState);
     },
     lines(msg) { add(msg.entries); cursor = msg.cursor; stored = msg.stored; updateCount(); },
+    skipped(msg) { // too fast to show live: one row says how many went by (they are stored)
+      add([{ severity: "WARNING", taskName: "console", trialId: "", timestamp: new Date().toISOString(),
+             message: msg.message }]);
+      cursor = msg.cursor; stored = msg.stored; updateCount();
+    },
     count(msg) { stored = msg.stored; updateCount(); },
     progress(msg) { if (!paused) msg.entries.forEach(showProgress); },
     state(msg) { setEnded(msg.jobEnded, msg.jobState); },
