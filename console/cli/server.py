@@ -107,7 +107,9 @@ def serve_web(host: str, port: int) -> int:
     """Serve the ASGI application until Ctrl+C or SIGTERM (the web process; 'aiconsole web')."""
     import uvicorn
 
+    _open_files_to_hard_limit()
     config = uvicorn.Config("console.asgi:application", host=host, port=port, lifespan="off",
+                            http=_deadlined_protocol(),
                             log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
                             # Each viewer's copy of a log batch would be compressed separately: at
                             # hundreds of viewers that is the largest single cost (bench/logs.py).
@@ -126,6 +128,100 @@ def serve_web(host: str, port: int) -> int:
 
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
+
+
+# --- slow clients ------------------------------------------------------------------------------------
+# Every connection holds a file descriptor, and systemd gives a service 1,024 by default: 800
+# connections sending their request's head a byte every few seconds kept the console from
+# accepting anyone else (uvicorn waits for a head for ever, and for a client to read for ever).
+
+OPEN_FILES_CEILING = 1 << 20  # where the hard limit is "unlimited"
+
+
+def _open_files_to_hard_limit() -> None:
+    """The soft limit on open files up to the hard one, which an unprivileged process may do."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            pass  # a ceiling above the kernel's (nr_open): keep what we have
+
+
+def _deadlined_protocol():
+    """uvicorn's HTTP protocol, with deadlines for clients that hold a connection without using
+    it: a request's head must arrive within ``AICONSOLE_CLIENT_TIMEOUT_SECONDS`` of the connection
+    (or of the previous answer on a kept-alive one), and a request's body must not stop, nor an
+    answer go unread, for that long. Such a connection is closed. WebSockets are uvicorn's once
+    upgraded (it pings them and closes those that do not answer)."""
+    from django.conf import settings
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    seconds = settings.CLIENT_TIMEOUT_SECONDS
+
+    class DeadlinedProtocol(HttpToolsProtocol):
+        _head = _body = _reading = None  # timers: the head's arrival, the body's next bytes, the answer read
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._head = self.loop.call_later(seconds, self._hang_up)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._body is not None:  # in a body: it may go on for as long as it moves
+                self._body.cancel()
+                self._body = self.loop.call_later(seconds, self._hang_up)
+
+        def on_headers_complete(self) -> None:
+            self._cancel("_head")
+            super().on_headers_complete()
+            if not (self.parser.should_upgrade() and self._should_upgrade()):
+                self._body = self.loop.call_later(seconds, self._hang_up)
+
+        def on_message_complete(self) -> None:
+            self._cancel("_body")
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            idle = not self.pipeline and (self.cycle is None or self.cycle.response_complete)
+            if idle and not self.transport.is_closing() and self._head is None:  # kept alive: the next head
+                self._head = self.loop.call_later(seconds, self._hang_up)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            self._cancel("_reading")
+            self._reading = self.loop.call_later(seconds, self._hang_up)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel("_reading")
+
+        def handle_websocket_upgrade(self) -> None:
+            self._cancel_all()
+            super().handle_websocket_upgrade()
+
+        def connection_lost(self, exc) -> None:
+            self._cancel_all()
+            super().connection_lost(exc)
+
+        def _cancel(self, name: str) -> None:
+            timer = getattr(self, name)
+            if timer is not None:
+                timer.cancel()
+                setattr(self, name, None)
+
+        def _cancel_all(self) -> None:
+            for name in ("_head", "_body", "_reading"):
+                self._cancel(name)
+
+        def _hang_up(self) -> None:
+            self.transport.abort()  # not close(): that waits for a reader that reads nothing
+
+    return DeadlinedProtocol
 
 
 # --- the processes of 'aiconsole up' ---------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -25,7 +26,8 @@ def console_env(data_dir: Path, **extra) -> dict:
 
 
 class Server:
-    def __init__(self, data_dir: Path, **env):
+    def __init__(self, data_dir: Path, *, nofile: int | None = None, **env):
+        """``nofile``: the soft limit on open files it starts with (systemd gives services 1,024)."""
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -34,6 +36,7 @@ class Server:
         self.process = subprocess.Popen(
             [AICONSOLE, "up", "--port", str(self.port), "--data-dir", str(data_dir)],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=console_env(data_dir, **env),
+            preexec_fn=(lambda: _limit_open_files(nofile)) if nofile else None,
         )
         wait_for(self._answers, 180, interval=0.1, message="the console to answer")
 
@@ -62,6 +65,11 @@ class Server:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
             self.process.wait(timeout=60)
+
+
+def _limit_open_files(soft: int) -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def token_for(data_dir: Path, username: str = "admin") -> str:

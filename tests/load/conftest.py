@@ -24,8 +24,8 @@ ENDED = {"SUCCEEDED", "FAILED", "CANCELLED"}
 class LiveConsole:
     """A console started for one test, with the admin signed in (a token and a session cookie)."""
 
-    def __init__(self, data_dir: Path, **env: str):
-        self.server = Server(data_dir, AICONSOLE_ADMIN_PASSWORD=PASSWORD, **env)
+    def __init__(self, data_dir: Path, nofile: int | None = None, **env: str):
+        self.server = Server(data_dir, nofile=nofile, AICONSOLE_ADMIN_PASSWORD=PASSWORD, **env)
         self.data_dir, self.url, self.port = data_dir, self.server.url, self.server.port
         self.token = token_for(data_dir)
         self.cookie = self.sign_in("admin", PASSWORD)
@@ -91,11 +91,12 @@ class LiveConsole:
 
 @pytest.fixture
 def live_console(tmp_path):
-    """``live_console(**env)``: a console with these settings, stopped after the test."""
+    """``live_console(nofile=None, **env)``: a console with these settings (and that soft limit on
+    open files), stopped after the test."""
     started: list[LiveConsole] = []
 
-    def start(**env: str) -> LiveConsole:
-        started.append(LiveConsole(tmp_path / f"data-{len(started)}", **env))
+    def start(nofile: int | None = None, **env: str) -> LiveConsole:
+        started.append(LiveConsole(tmp_path / f"data-{len(started)}", nofile, **env))
         return started[-1]
 
     yield start
