@@ -3,7 +3,10 @@
 A board is started by the first request for it and stopped by :class:`Boards`' watcher thread once
 no request has reached it for ``settings.TENSORBOARD_IDLE_SECONDS``. At most
 ``settings.TENSORBOARD_MAX`` run at once: a new one stops the board idle the longest, or, when every
-board is serving a request at that moment, is refused with :class:`Busy` (the page says so, 503).
+board is serving a request at that moment, the board of the user holding the most boards, when
+that is at least two more than the asking user holds (so one user cannot keep every slot by
+holding requests open: their request is cut, and they keep the rest); else it is refused with
+:class:`Busy` (the page says so, 503).
 
 Boards die with the console process: each reaper is started from one long-lived spawner thread
 with ``PR_SET_PDEATHSIG`` (which fires when the *thread* that forked it ends, hence not from a
@@ -29,7 +32,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +79,7 @@ class Board:
     popen: subprocess.Popen | None = None
     error: str = ""
     active: int = 0  # requests being served through it now
+    holders: Counter = field(default_factory=Counter)  # whose they are: user → requests
     last_used: float = field(default_factory=time.monotonic)
     ready: threading.Event = field(default_factory=threading.Event)
     output: deque = field(default_factory=lambda: deque(maxlen=40))
@@ -173,10 +177,10 @@ class Boards:
         with self._changed:
             return dict(self._boards)
 
-    def acquire(self, key: str, logdir: str, prefix: str, project=None) -> Board:
-        """The board for ``key``, started if needed, counted as serving a request until
-        :meth:`release`, run as ``project``'s account. Raises :class:`BoardError` (:class:`Busy`)
-        when it cannot be had."""
+    def acquire(self, key: str, logdir: str, prefix: str, project=None, user=None) -> Board:
+        """The board for ``key``, started if needed, counted as serving a request of ``user`` (an
+        id) until :meth:`release`, run as ``project``'s account. Raises :class:`BoardError`
+        (:class:`Busy`) when it cannot be had."""
         to_stop = []
         with self._changed:
             board = self._boards.get(key)
@@ -186,9 +190,10 @@ class Boards:
                 board = None
             starting = board is None
             if starting:
-                to_stop += self._make_room()
+                to_stop += self._make_room(user)
                 board = self._boards[key] = Board(key=key, logdir=logdir, prefix=prefix, project=project)
             board.active += 1
+            board.holders[user] += 1
             board.last_used = time.monotonic()
             self._watch()
         for old in to_stop:  # in the background: the new board need not wait for the old one to exit
@@ -197,16 +202,19 @@ class Boards:
             self._start(board)
         board.ready.wait()
         if board.error or not board.alive:
-            self.release(board)
+            self.release(board, user)
             with self._changed:
                 if self._boards.get(key) is board:
                     del self._boards[key]
             raise BoardError(board.error or "TensorBoard stopped unexpectedly; reload the page to start it again.")
         return board
 
-    def release(self, board: Board) -> None:
+    def release(self, board: Board, user=None) -> None:
         with self._changed:
             board.active -= 1
+            board.holders[user] -= 1
+            if board.holders[user] <= 0:
+                del board.holders[user]
             board.last_used = time.monotonic()
             self._changed.notify_all()
 
@@ -231,18 +239,27 @@ class Boards:
         finally:
             board.ready.set()
 
-    def _make_room(self) -> list[Board]:
-        """Called with the lock held, before adding a board: the board to stop to make room."""
+    def _make_room(self, user) -> list[Board]:
+        """Called with the lock held, before ``user`` adds a board: the board to stop to make room."""
         if len(self._boards) < settings.TENSORBOARD_MAX:
             return []
         idle = [b for b in self._boards.values() if b.active == 0 and b.ready.is_set()]
-        if not idle:
-            raise Busy(f"{len(self._boards)} TensorBoards are running and each is answering a request; at most "
-                       f"{settings.TENSORBOARD_MAX} run at once (AICONSOLE_TENSORBOARD_MAX). Try again in a moment.")
-        oldest = min(idle, key=lambda b: b.last_used)
-        del self._boards[oldest.key]
-        logger.info("Stopping TensorBoard for %s to make room for another", oldest.key)
-        return [oldest]
+        if idle:
+            oldest = min(idle, key=lambda b: b.last_used)
+            del self._boards[oldest.key]
+            logger.info("Stopping TensorBoard for %s to make room for another", oldest.key)
+            return [oldest]
+        held = Counter(holder for b in self._boards.values() for holder in b.holders)
+        richest, most = max(held.items(), key=lambda pair: pair[1], default=(None, 0))
+        theirs = [b for b in self._boards.values() if b.ready.is_set() and set(b.holders) == {richest}]
+        if most >= held[user] + 2 and theirs:
+            taken = min(theirs, key=lambda b: b.last_used)
+            del self._boards[taken.key]
+            logger.info("Stopping TensorBoard for %s, one of %s held by one user, for another user", taken.key, most)
+            return [taken]
+        raise Busy(f"{len(self._boards)} TensorBoards are running and each is answering a request; at most "
+                   f"{settings.TENSORBOARD_MAX} run at once (AICONSOLE_TENSORBOARD_MAX), shared fairly between the "
+                   "users asking. Try again in a moment.")
 
     def _watch(self) -> None:
         if self._watcher is None:

@@ -47,16 +47,17 @@ async def job_tensorboard(request, project_id, job_id, path="", trial_id=""):
         logdir = await sync_to_async(logdir_for)(job, trial_id)
         project = await sync_to_async(lambda: job.project)()  # its account runs the board
         board = await sync_to_async(BOARDS.acquire, thread_sensitive=False)(
-            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix, project)
+            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix, project,
+            user.pk)
     except (NoLogdir, BoardError) as error:
         return await _unavailable(request, job, str(error), status=404 if isinstance(error, NoLogdir) else 503)
     try:
         answer = await proxy.forward(board.port, request.method, request.get_full_path(), request.headers.items(),
                                      request.body, timeout=settings.TENSORBOARD_START_SECONDS)
     except (OSError, TimeoutError, proxy.ProxyError) as error:
-        BOARDS.release(board)
+        BOARDS.release(board, user.pk)
         return await _unavailable(request, job, f"TensorBoard did not answer: {error}", status=502)
-    release = _once(lambda: BOARDS.release(board))
+    release = _once(lambda: BOARDS.release(board, user.pk))
     response = StreamingHttpResponse(_released(answer.body, release), status=answer.status)
     response._resource_closers.append(release)  # also when the body is never read (client gone)
     for name, value in answer.headers:

@@ -5,19 +5,17 @@ per job and says so in the job's log (issue 25)."""
 from __future__ import annotations
 
 import json
-import struct
 import textwrap
 
 import hypertune
 import pytest
 from django.conf import settings
-from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from jobs import metrics
 from jobs.models import LogLine, MetricPoint
-from jobs.tfevents import masked_crc32c
 from tests.helpers.jobs import submit
 from tests.helpers.memory import PeakRss
+from tests.helpers.metrics import write_event_file
 
 # The console's whole-file reads took a 200 MB metric file to more than 1 GB.
 BOUNDED_MB = 150
@@ -32,22 +30,6 @@ def append_reports(path, count: int, *, tag: str = "loss") -> None:
                 f'{{"timestamp": {1_700_000_000 + step / 1000}, "trial": "0", "global_step": "{step}", '
                 f'"{tag}": "{1 / (step + 1)}", "checkpoint_path": ""}}\n'
                 for step in range(start, min(count, start + 50_000))))
-
-
-def write_scalars(path, count: int, tag: str = "epoch_loss") -> None:
-    """One event file of ``count`` scalars, framed as TensorFlow frames them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        for start in range(0, count, 50_000):
-            records = []
-            for step in range(start, min(count, start + 50_000)):
-                value = summary_pb2.Summary.Value(tag=tag, simple_value=1 / (step + 1))
-                data = event_pb2.Event(step=step, wall_time=1_700_000_000.0 + step,
-                                       summary=summary_pb2.Summary(value=[value])).SerializeToString()
-                head = struct.pack("<Q", len(data))
-                records.append(head + struct.pack("<I", masked_crc32c(head)) + data
-                               + struct.pack("<I", masked_crc32c(data)))
-            handle.write(b"".join(records))
 
 
 def stored(job, source: str) -> int:
@@ -81,7 +63,7 @@ def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_li
     settings.METRIC_POINTS_MAX = 200_000
     job = submit(project, "huge_events", admin)
     job_dir = settings.STORAGE_DIR / "job-dirs" / "project-a" / "huge_events"
-    write_scalars(job_dir / "train" / "events.out.tfevents.1700000000.host", 1_000_000)
+    write_event_file(job_dir / "train" / "events.out.tfevents.1700000000.host", 1_000_000)
     said = []
 
     with PeakRss() as peak:
