@@ -281,8 +281,10 @@ def _legacy_uid() -> tuple[int, ...]:
 # --- interpreters -------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
 def can_run(python: str) -> bool:
-    """Whether an unprivileged account can run ``python``."""
+    """Whether an unprivileged account can run ``python``: asked once per interpreter and process
+    (it starts the interpreter, tens of milliseconds every job would otherwise pay)."""
     try:
         result = subprocess.run([python, "-I", "-S", "-c", "pass"], capture_output=True, timeout=60, cwd="/",
                                 env={"PATH": os.defpath}, user=PROBE_ID, group=PROBE_ID, extra_groups=[])
@@ -291,9 +293,21 @@ def can_run(python: str) -> bool:
     return result.returncode == 0
 
 
+_reachable: dict[str, str] = {}
+
+
 def reachable_python(python: str, log=lambda message: None) -> str:
-    """``python``, or a copy of its installation every account can run, made once."""
-    if not switching() or can_run(python):
+    """``python``, or a copy of its installation every account can run, made once (and looked up
+    once per process: every job asks)."""
+    if not switching():
+        return python
+    if python not in _reachable:
+        _reachable[python] = _reachable_copy(python, log)
+    return _reachable[python]
+
+
+def _reachable_copy(python: str, log) -> str:
+    if can_run(python):
         return python
     prefix = Path(subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.base_prefix)"],
                                  capture_output=True, text=True, check=True).stdout.strip())
