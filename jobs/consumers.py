@@ -11,7 +11,7 @@ resume, ``after``: the ``cursor`` of the last message it handled. JSON frames co
 - ``count``: the stored line count, once after the backlog; ``state``: the job's new state.
 - ``skipped``: ``count`` lines went by that this viewer was not sent (its ``message`` says so):
   the job printed faster than the viewer's share of what this process sends its viewers a second
-  (``jobs.logstream.CHARS_BUDGET``), or the viewer read too slowly. The stream goes on after them
+  (``jobs.logstream.CHARS_BUDGET``, ``VIEWER_CHARS``), or the viewer read too slowly. The stream goes on after them
   at ``cursor``; the lines are stored (the page, the download, the API have them).
 - ``earlier`` and ``firstError``: answers to ``{"action": "earlier", "before": id}`` and
   ``{"action": "firstError"}``.
@@ -145,6 +145,7 @@ class JobLogConsumer(AsyncWebsocketConsumer):
     feed = None
     follower = None
     guard = None
+    sent_chars = 0  # of lines, since the socket opened: what the send budget counts
 
     async def connect(self):
         query = QueryDict(self.scope.get("query_string", b""))
@@ -238,9 +239,11 @@ class JobLogConsumer(AsyncWebsocketConsumer):
             await self.feed.wait(self.position)
             items = await self._skip_if_behind(self.feed.since(self.position))
             self.position = self.feed.next
+            sent = self.sent_chars
             for item in items:
                 await self._deliver(item[1]["type"], item)
-            pause = logstream.frame_interval(await self._flush_lines())
+            await self._flush_lines()
+            pause = logstream.frame_interval(self.sent_chars - sent)
             if pause > MIN_PAUSE:
                 await asyncio.sleep(pause)
 
@@ -327,12 +330,12 @@ class JobLogConsumer(AsyncWebsocketConsumer):
             await self._flush_lines()
         self.stored = await database_sync_to_async(logstream.stored_count)(self.job.pk, upto=upto)
 
-    async def _flush_lines(self) -> int:
-        """Send the lines gathered as one frame; its size."""
+    async def _flush_lines(self) -> None:
+        """Send the lines gathered as one frame."""
         if not self.pieces:  # a filtered view stays quiet while nothing it shows arrives
-            return 0
+            return
         joined = ",".join(piece[1:-1] for piece in self.pieces)
         self.pieces, self.piece_chars = [], 0
+        self.sent_chars += len(joined)
         await self.send(text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},'
                                   f'"entries":[{joined}]}}')
-        return len(joined)

@@ -272,11 +272,14 @@ _feeds: dict[int, JobFeed] = {}
 FRAME_BUDGET = 2_000
 
 
-# Characters of lines a second, for all live viewers together. Past their share viewers skip
-# ahead (told how many lines they missed) instead of falling further behind: 500 viewers of a
-# job printing 2,000 lines a second were 150 MB a second to send, and the web process grew by
-# 100 MB a second holding what it could not send.
-CHARS_BUDGET = 16 * 1024 * 1024
+# Characters of lines a second: for all live viewers together, and for one. Past its share a
+# viewer skips ahead (told how many lines it missed) instead of falling further behind: 500
+# viewers of a job printing 2,000 lines a second were 250 MB a second to send, and the web process
+# grew by 100 MB a second holding what it could not; one viewer of a job printing 40 KB lines
+# flat out took 40 MB a second, and everyone else's requests waited 6 times longer. 200 viewers
+# of 1,000 lines a second (bench/logs.py) stay within both.
+CHARS_BUDGET = 48 * 1024 * 1024
+VIEWER_CHARS = 2 * 1024 * 1024
 SHARE_MIN_CHARS = 64 * 1024  # what a viewer may always be behind by, however many watch
 
 
@@ -285,15 +288,15 @@ def _viewers() -> int:
 
 
 def frame_interval(chars: int = 0) -> float:
-    """The pause a viewer takes after a frame of ``chars`` for everyone to share the budgets."""
+    """The pause a viewer takes after sending ``chars`` for everyone to share the budgets."""
     viewers = _viewers()
-    return max(viewers / FRAME_BUDGET, chars * viewers / CHARS_BUDGET)
+    return max(viewers / FRAME_BUDGET, chars * viewers / CHARS_BUDGET, chars / VIEWER_CHARS)
 
 
 def viewer_share() -> int:
     """How many characters of lines a viewer may be behind by before it skips ahead: what its
-    share of the budget sends in a second."""
-    return max(SHARE_MIN_CHARS, CHARS_BUDGET // max(1, _viewers()))
+    share of the budgets sends in a second."""
+    return max(SHARE_MIN_CHARS, min(VIEWER_CHARS, CHARS_BUDGET // max(1, _viewers())))
 
 
 async def join_feed(job_pk: int) -> JobFeed:

@@ -14,7 +14,6 @@ from jobs.executor.logs import SERVICE_TASK, LogSink
 from jobs.models import LogLine
 from tests.helpers.jobs import submit
 from tests.helpers.memory import PeakRss
-from tests.helpers.waiting import wait_for
 
 
 def said_dropped(messages) -> int:
@@ -59,7 +58,8 @@ def test_a_watched_trainer_printing_long_lines_flat_out_leaves_both_processes_me
     console.submit("long_lines", LONG_LINES)
     console.wait_state("long_lines", {"RUNNING"})
     processes = console.processes()
-    received, stop = [0], threading.Event()
+    seen = {"start": 0, "cursor": 0, "received": 0, "skipped": 0}
+    stop = threading.Event()
 
     async def watch() -> None:
         from websockets.asyncio.client import connect
@@ -72,7 +72,12 @@ def test_a_watched_trainer_printing_long_lines_flat_out_leaves_both_processes_me
                     frame = json.loads(await asyncio.wait_for(ws.recv(), 0.5))
                 except TimeoutError:
                     continue
-                received[0] += len(frame.get("entries", [])) if frame["type"] == "lines" else 0
+                if frame["type"] == "backlog":
+                    seen["start"] = seen["cursor"] = int(frame["cursor"])
+                elif frame["type"] in ("lines", "skipped"):
+                    seen["cursor"] = int(frame["cursor"])
+                    seen["received"] += len(frame["entries"]) if frame["type"] == "lines" else 0
+                    seen["skipped"] += frame.get("count", 0)
 
     viewer = threading.Thread(target=asyncio.run, args=(watch(),), daemon=True)
     viewer.start()
@@ -90,6 +95,9 @@ def test_a_watched_trainer_printing_long_lines_flat_out_leaves_both_processes_me
     dropped = said_dropped(m for (m,) in console.query(
         "SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service'", (pk,)))
     assert stored + dropped == printed
-    wait_for(lambda: received[0] > 0, 1, message="the viewer to have seen lines")
+    # The viewer got 2 MB a second of them and was told how many went by: each line once.
+    watched = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?",
+                            (pk, seen["start"], seen["cursor"]))[0][0]
+    assert seen["received"] > 0 and seen["skipped"] > 0 and seen["received"] + seen["skipped"] == watched
     # Unbounded, both passed 1 GB within seconds.
     assert web.mb < 450 and worker.mb < 450, f"web {web.mb:.0f} MB, worker {worker.mb:.0f} MB"
