@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import StreamingHttpResponse
@@ -251,21 +252,24 @@ def job_logs_download(request, project_id, job_id):
     as_json = request.GET.get("format") == "json"
     lines = LogFilter.from_page(request.GET).apply(job.log_lines.all())
 
-    def rows():
+    def row(line) -> str:
+        if as_json:
+            return json.dumps({
+                "timestamp": line.time.isoformat(), "severity": line.severity, "task": line.task_name,
+                "trial": line.trial_id or None, "seq": line.seq, "stream": line.stream, "message": line.message,
+            }) + "\n"
+        return f"{line.time:%Y-%m-%d %H:%M:%S} {line.severity:<8} {line.task_name} {line.message}\n"
+
+    async def rows():
+        # A page of lines at a time, each sent before the next is read: served from a plain
+        # generator, Django reads the whole log into memory first (a 10-million-line log, GBs,
+        # for each download), and a client that reads slowly holds all of it.
+        def page(after: int) -> list:
+            return list(lines.filter(pk__gt=after).order_by("pk")[:5000])
+
         last = 0
-        while True:
-            chunk = list(lines.filter(pk__gt=last).order_by("pk")[:5000])
-            if not chunk:
-                return
-            for line in chunk:
-                if as_json:
-                    yield json.dumps({
-                        "timestamp": line.time.isoformat(), "severity": line.severity, "task": line.task_name,
-                        "trial": line.trial_id or None, "seq": line.seq, "stream": line.stream,
-                        "message": line.message,
-                    }) + "\n"
-                else:
-                    yield f"{line.time:%Y-%m-%d %H:%M:%S} {line.severity:<8} {line.task_name} {line.message}\n"
+        while chunk := await sync_to_async(page)(last):
+            yield "".join(map(row, chunk))
             last = chunk[-1].pk
 
     extension = "jsonl" if as_json else "log"

@@ -341,7 +341,7 @@ def test_log_download_as_text(client, project, admin):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     assert response["Content-Disposition"] == 'attachment; filename="dl.log"'
-    text = b"".join(response.streaming_content).decode()
+    text = b"".join(response).decode()
     assert text.splitlines() == [
         "2024-03-01 12:00:01 INFO     master-replica-0 first",
         "2024-03-01 12:00:02 WARNING  service second",
@@ -357,7 +357,7 @@ def test_log_download_as_json_lines(client, project, admin):
 
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="dlj.jsonl"'
-    rows = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    rows = [json.loads(line) for line in b"".join(response).decode().splitlines()]
     assert [(r["task"], r["severity"], r["seq"], r["message"]) for r in rows] == [
         ("master-replica-0", "INFO", 1, "first"), ("master-replica-0", "ERROR", 2, 'second "quoted"')]
     assert rows[0]["timestamp"].startswith("2024-03-01T12:00:01")
