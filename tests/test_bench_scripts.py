@@ -55,6 +55,9 @@ SHORT_RUNS = {
     "pages.py": (["--jobs", "30", "--log-lines", "200", "--study-trials", "12", "--study-charts", "1", "--repeats",
                   "1", "--compare-jobs", "2", "--compare-points", "20"], "study page, 12 trials"),
     "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
+    "abuse.py": (["--seconds", "1", "--rate", "5", "--reports", "1000", "--scalars", "1000", "--csv-mb", "1",
+                  "--sockets", "5", "--slow", "5", "--client-timeout", "2", "--tensorboards", "1"],
+                 "p99 under abuse / quiet p99"),
 }
 # Where the environment is already built: the suite's own cache (aiconsole/testing.py), given as
 # --env-dir; what takes minutes on a new machine is the same build the suite makes first.
