@@ -233,7 +233,8 @@ WALK_MAX_SECONDS = env_float("AICONSOLE_WALK_MAX_SECONDS", 30.0)
 ANALYSIS_MAX_COLUMNS = env_int("AICONSOLE_ANALYSIS_MAX_COLUMNS", 200, minimum=2)
 ANALYSIS_MAX_ROWS = env_int("AICONSOLE_ANALYSIS_MAX_ROWS", 10_000, minimum=1)
 ANALYSIS_SECONDS = env_float("AICONSOLE_ANALYSIS_SECONDS", 60.0)
-ANALYSIS_WORKERS = env_int("AICONSOLE_ANALYSIS_WORKERS", 2, minimum=1)
+# Half the CPUs: two analyses on a 2-CPU machine took both, and other users waited 4 times longer.
+ANALYSIS_WORKERS = env_int("AICONSOLE_ANALYSIS_WORKERS", max(1, (os.cpu_count() or 2) // 2), minimum=1)
 ANALYSIS_WAIT_SECONDS = env_float("AICONSOLE_ANALYSIS_WAIT_SECONDS", 2.0)
 ANALYSIS_CACHE_ENTRIES = env_int("AICONSOLE_ANALYSIS_CACHE_ENTRIES", 32, minimum=1)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.

@@ -16,14 +16,16 @@ from algorithms.table import DataError
 from jobs import charts
 
 
-def send_report(connection, arguments: dict) -> None:
-    """The child's whole life: ``(True, {"report", "charts"})`` or ``(False, message)`` back."""
+def send_report(connection, arguments: dict, files: int) -> None:
+    """The child's whole life: the file's bytes (and the compared file's) from the connection,
+    then ``(True, {"report", "charts"})`` or ``(False, message)`` back."""
     try:
         os.nice(10)  # the console's own requests come first
     except OSError:
         pass
     try:
-        report = analysis.report_csv(**arguments)
+        data = [connection.recv_bytes() for _ in range(files)]
+        report = analysis.report_csv(data=data[0], compare=data[1] if files > 1 else None, **arguments)
         connection.send((True, {"report": report, "charts": charts.analysis_charts(report)}))
     except DataError as error:
         connection.send((False, str(error)))
