@@ -237,8 +237,9 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         self.piece_chars = 0
         while True:
             await self.feed.wait(self.position)
-            items = await self._skip_if_behind(self.feed.since(self.position))
-            self.position = self.feed.next
+            items = self.feed.since(self.position)
+            self.position = self.feed.next  # before any wait: what arrives meanwhile is the next look's
+            items = await self._skip_if_behind(items)
             sent = self.sent_chars
             for item in items:
                 await self._deliver(item[1]["type"], item)
