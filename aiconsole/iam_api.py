@@ -1,7 +1,7 @@
 """REST adapters for IAM policies: ``:getIamPolicy``, ``:setIamPolicy``, ``:testIamPermissions``.
 
 The project itself (our extension, used by ``aiconsole projects add-iam-policy-binding``) here;
-jobs (as in the original, ``projects.jobs.*IamPolicy``, in ``jobs/iam_api.py``) and models plug in
+jobs (as in the original, ``projects.jobs.*IamPolicy``, in ``jobs/api/iam.py``) and models plug in
 with three routes each that call ``get_iam_policy``, ``set_iam_policy`` and ``held_permissions``
 with their own lookup.
 """

@@ -247,14 +247,14 @@ TENSORBOARD_START_SECONDS = env_float("AICONSOLE_TENSORBOARD_START_SECONDS", 60.
 # Longest stored log line; longer ones are cut with a marker.
 LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=256)
 # Most metric points one job stores (a tuning job's trials together); its log says when it has
-# more (jobs/metrics.py). The job page draws every point it stores, so this bounds that page too.
+# more (jobs/metrics/points.py). The job page draws every point it stores, so this bounds that page too.
 METRIC_POINTS_MAX = env_int("AICONSOLE_METRIC_POINTS_MAX", 100_000, minimum=1)
 # A client that takes longer than this to send a request's head, stops sending its body or reading
 # an answer for this long is disconnected (console/cli/server.py): slow clients cannot hold every
 # connection the console can accept.
 CLIENT_TIMEOUT_SECONDS = env_float("AICONSOLE_CLIENT_TIMEOUT_SECONDS", 20.0)
 # An open live-log WebSocket asks again this often whether its viewer may still watch: a signed-out
-# or deactivated user, a changed password or a removed role closes it (jobs/consumers.py).
+# or deactivated user, a changed password or a removed role closes it (jobs/logs/consumers.py).
 STREAM_RECHECK_SECONDS = env_float("AICONSOLE_STREAM_RECHECK_SECONDS", 10.0)
 if STREAM_RECHECK_SECONDS <= 0:
     raise ImproperlyConfigured(f"AICONSOLE_STREAM_RECHECK_SECONDS must be more than 0, got {STREAM_RECHECK_SECONDS}")

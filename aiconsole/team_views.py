@@ -2,7 +2,7 @@
 
 Thin adapters over ``aiconsole.policies``. Project members need roles/ml.admin
 (``resourcemanager.projects.getIamPolicy``/``setIamPolicy``); the sharing page is
-generic: jobs (``jobs/sharing_views.py``) and models reuse ``sharing_page`` with their own lookup,
+generic: jobs (``jobs/web/sharing.py``) and models reuse ``sharing_page`` with their own lookup,
 permissions and URLs.
 """
 

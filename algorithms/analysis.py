@@ -381,7 +381,7 @@ def report(table: Table, *, model_type: str | None = None, compare: Table | None
             "label_balance": balance, "warnings": warnings, "truncated": table.truncated}
 
 
-# --- the page's analysis, run in a child process with caps (jobs/analysis_runner.py) --------------
+# --- the page's analysis, run in a child process with caps (jobs/builtin/analysis.py) --------------
 
 
 def _first_columns(table: Table, count: int) -> Table:

@@ -90,7 +90,7 @@ def measure(options, work: Path) -> None:
     from jobs import runtimes
     from jobs.executor import environments
 
-    # Built-in jobs run on the extension runtime, on the console's Python (jobs/builtin.py).
+    # Built-in jobs run on the extension runtime, on the console's Python (jobs/builtin/algorithm.py).
     say(f"runtime {runtimes.CURRENT}'s environment in {os.environ['AICONSOLE_ENV_DIR']} (a first run builds it: "
         "minutes)")
     python = environments.runtime_environment(runtimes.CURRENT, print).python

@@ -27,7 +27,7 @@ SYSTEM_CACHE = Path("/var/cache/aiconsole")
 STARTED = time.monotonic()
 
 # Python puts a script's own folder first on the path, where bench/tensorboard.py would hide the
-# tensorboard package from everything the script imports after this module (jobs.tfevents, ...).
+# tensorboard package from everything the script imports after this module (jobs.metrics.tfevents, ...).
 _BENCH = Path(__file__).resolve().parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _BENCH]
 

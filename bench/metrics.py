@@ -1,7 +1,7 @@
 """A job's metrics at 100,000 points: collected from event files, then listed over REST.
 
 1. Collecting: event files under a job dir (2 tags × train/validation × 25,000 steps) read by the
-   executor's collector (``jobs.metrics.Collector``: the one TF event reader, then bulk inserts),
+   executor's collector (``jobs.metrics.points.Collector``: the one TF event reader, then bulk inserts),
    side by side with the reader alone, so the ratio is what storing the points adds.
 2. Listing through a real ``aiconsole up``: every point of the job over
    ``GET …/jobs/J/metrics`` at the largest page size (10,000) and at the default (1,000), one tag's

@@ -2,12 +2,12 @@
 
 Run: ``.venv/bin/python bench/tuning.py`` (``--help`` for sizes; a few minutes on 2 cores).
 
-It drives the real ``jobs.tuning.suggest`` exactly as ``jobs/executor/trials.py`` does: the
+It drives the real ``jobs.tuning.search.suggest`` exactly as ``jobs/executor/trials.py`` does: the
 HyperparameterSpec as the API stores it, the history as ``TrialRecord``s (hyperparameters as the
 strings a trainer gets, the final metric as the objective), ``seed = job seed * 10_000 + len(history)``.
 The objective is evaluated in-process on the parsed strings (no subprocess per trial: the
 executor's own path is covered by tests/jobs/test_tuning_executor.py). Each algorithm sees the
-same seeds in the same run: ALGORITHM_UNSPECIFIED (the Bayesian sampler ``jobs.tuning`` picks)
+same seeds in the same run: ALGORITHM_UNSPECIFIED (the Bayesian sampler ``jobs.tuning.search`` picks)
 against RANDOM_SEARCH.
 
 "Within 1% of the optimum" is the normalized simple regret used by HPO benchmarks:
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import scratch  # noqa: E402
-from jobs import tuning  # noqa: E402
+from jobs.tuning import search as tuning  # noqa: E402
 
 # --- the functions ------------------------------------------------------------------------------
 

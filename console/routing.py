@@ -15,7 +15,7 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.urls import re_path
 
-from jobs.consumers import JobLogConsumer
+from jobs.logs.consumers import JobLogConsumer
 
 
 def _header(scope, name: bytes) -> str:

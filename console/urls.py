@@ -3,9 +3,9 @@ from django.urls import include, path, re_path
 
 from aiconsole import profile_views, user_views
 from aiconsole.openapi import openapi_document
-from jobs import api as job_api
-from jobs import views as job_views
-from jobs import worker_views
+from jobs.api import views as job_api
+from jobs.web import views as job_views
+from jobs.web import workers as worker_views
 
 urlpatterns = [
     path("", job_views.home, name="home"),

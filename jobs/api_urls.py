@@ -1,6 +1,9 @@
 from django.urls import path, re_path
 
-from jobs import api, iam_api, log_api, metrics_api
+from jobs.api import iam as iam_api
+from jobs.api import views as api
+from jobs.logs import api as log_api
+from jobs.metrics import api as metrics_api
 
 P = r"^projects/(?P<project_id>[^/:]+)"
 J = P + r"/jobs/(?P<job_id>[^/:]+)"

@@ -5,7 +5,8 @@ from django.conf import settings
 def _training_plans(job) -> list:
     """A training job's replicas; a tuning job holds a set per parallel trial, capped at what fits."""
     # deferred: tuning loads Optuna, wanted only where jobs run
-    from jobs import catalogue, tuning
+    from jobs import catalogue
+    from jobs.tuning import search as tuning
 
     per_trial = catalogue.replica_plan(job.training_input)
     spec = job.training_input.get("hyperparameters")
@@ -28,7 +29,8 @@ class JobsConfig(AppConfig):
     def ready(self):
         # The training kinds (jobs.kinds); batch prediction is registered by models_registry.
         # deferred: they import models, loaded once the apps are
-        from jobs import builtin, kinds, services
+        from jobs import kinds, services
+        from jobs.builtin import algorithm as builtin
 
         def training(name: str, matches) -> kinds.JobKind:
             return kinds.JobKind(name=name, matches=matches, check=services.check_training_input,

@@ -445,7 +445,7 @@ class MetricSource(models.TextChoices):
 class MetricPoint(models.Model):
     """One reported value of a job's (or a trial's) metric: a cloudml-hypertune report or a
     TensorFlow summary scalar. Stored as the executor reads them, so the curves outlive the job
-    dir; written in bulk and read by keyset on the id (``jobs.metrics``)."""
+    dir; written in bulk and read by keyset on the id (``jobs.metrics.points``)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
     trial_id = models.CharField(max_length=10, blank=True)

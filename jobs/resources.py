@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobs import builtin
+from jobs.builtin import algorithm as builtin
 from jobs.models import Job, JobState
 
 

@@ -22,7 +22,8 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import builtin, catalogue, dispatch, filters, kinds, runtimes, spec
+from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
+from jobs.builtin import algorithm as builtin
 from jobs.executor.environments import file_digest
 from jobs.models import Job
 from jobs.resources import job_resource
@@ -81,7 +82,7 @@ def _check_runtime_available(training_input: dict) -> None:
 
 
 def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
-    """A built-in algorithm's data files are checked before the job is queued (jobs.builtin)."""
+    """A built-in algorithm's data files are checked before the job is queued (jobs.builtin.algorithm)."""
 
     violations = builtin.check_submission(training_input, project=project)
     if violations:
@@ -162,7 +163,7 @@ def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
 def upload_data_file(project: Project, filename: str, stream, *, actor) -> dict:
     """Store a data file (a built-in algorithm's training CSV) to name in a job's arguments.
 
-    Its content is checked when the job that uses it is submitted (``jobs.builtin``), as for a
+    Its content is checked when the job that uses it is submitted (``jobs.builtin.algorithm``), as for a
     file already in storage.
     """
 

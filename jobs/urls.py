@@ -1,7 +1,11 @@
 from django.urls import path, re_path
 
-from jobs import builtin_views, compare_views, metrics_views, sharing_views, views
-from jobs.tensorboard import views as tensorboard_views
+from jobs.builtin import views as builtin_views
+from jobs.metrics import compare_views
+from jobs.metrics import views as metrics_views
+from jobs.metrics.tensorboard import views as tensorboard_views
+from jobs.web import sharing as sharing_views
+from jobs.web import views
 
 app_name = "jobs"
 

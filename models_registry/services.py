@@ -28,7 +28,8 @@ from aiconsole.errors import (
     ServiceError,
 )
 from aiconsole.models import Project, RoleBinding
-from jobs import builtin, catalogue, runtimes
+from jobs import catalogue, runtimes
+from jobs.builtin import algorithm as builtin
 from models_registry import conf, files, requestlog, spec
 from models_registry.models import (
     Model,

@@ -14,8 +14,9 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam, storage, team_views
 from aiconsole.errors import ServiceError
-from jobs import builtin, catalogue
+from jobs import catalogue
 from jobs import services as job_services
+from jobs.builtin import algorithm as builtin
 from jobs.models import JobState
 from models_registry import services, spec
 from models_registry.models import BUSY_STATES, Model, VersionState

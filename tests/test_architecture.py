@@ -139,3 +139,31 @@ def _private(name: str) -> bool:
 def _is_module(dotted: str) -> bool:
     path = ROOT.joinpath(*dotted.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+# Inside ``jobs``, the role packages adapt and nothing else depends on them: pages (``web``) and
+# REST (``api``) are reached from the URL maps only. The feature packages (``logs``, ``tuning``,
+# ``metrics``, ``builtin``), the core at the top and the executor never import them.
+ADAPTERS = ("jobs.web", "jobs.api")
+ADAPTER_USERS = ("jobs/web/", "jobs/api/", "jobs/urls.py", "jobs/api_urls.py")
+
+
+def test_only_the_url_maps_reach_the_jobs_pages_and_rest_adapters():
+    wrong = []
+    for package in ALLOWED:
+        for path in _source_files(package):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative.startswith(ADAPTER_USERS) or package == "console":
+                continue
+            for node, module, _ in _imports(ast.parse(path.read_text())):
+                names = [module] + [f"{module}.{alias.name}" for alias in getattr(node, "names", [])
+                                    if isinstance(node, ast.ImportFrom)]
+                if any(name == adapter or name.startswith(adapter + ".") for name in names for adapter in ADAPTERS):
+                    wrong.append(f"{relative}:{node.lineno} imports {module}")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_the_jobs_app_keeps_its_top_level_small():
+    """jobs/ is split by feature (ARCHITECTURE.md): its top holds what every feature shares."""
+    modules = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
+    assert len(modules) <= 12, modules

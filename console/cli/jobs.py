@@ -338,7 +338,7 @@ def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str =
             return points
 
 
-@common.command("jobs.metrics")
+@common.command("jobs.metrics.points")
 def cmd_metrics(args) -> int:
     client = common.client(args)
     points = fetch_metrics(client, args.job, tag=args.tag or "", trial_id=args.trial_id or "")
@@ -359,7 +359,7 @@ def cmd_metrics(args) -> int:
 def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
     """(label, job, trial or None) for ``JOB`` or ``JOB/TRIAL``; a tuning job alone is its best trial."""
     # deferred: the client commands run without Django; only this command needs it
-    from jobs.compare import Entry
+    from jobs.metrics.compare import Entry
 
     job = client.get(client.job_path(entry.job_id))
     trials = (job.get("trainingOutput") or {}).get("trials") or []
@@ -380,10 +380,10 @@ def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
     return Entry(entry.job_id, str(best["trialId"])).label, job, best
 
 
-@common.command("jobs.compare")
+@common.command("jobs.metrics.compare")
 def cmd_compare(args) -> int:
     # deferred: the client commands run without Django; only this command needs it
-    from jobs import compare
+    from jobs.metrics import compare
 
     entries, malformed = compare.parse_entries(args.jobs)
     if malformed:

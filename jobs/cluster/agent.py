@@ -29,8 +29,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from jobs import kinds, metrics
-from jobs.builtin import runnable_input
+from jobs import kinds
+from jobs.builtin.algorithm import runnable_input
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
     ReplicaProcess,
@@ -51,6 +51,7 @@ from jobs.executor.runner import (
     trainer_account,
     work_dir_for,
 )
+from jobs.metrics import points as metrics
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 
@@ -76,7 +77,7 @@ class LocalReplica:
     job_pk: int
     sink: LogSink | None = None
     process: ReplicaProcess | None = None
-    metrics: metrics.Collector | None = None  # the master's: the job's metric points (jobs.metrics)
+    metrics: metrics.Collector | None = None  # the master's: the job's metric points (jobs.metrics.points)
     stopping: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 

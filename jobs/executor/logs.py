@@ -276,7 +276,7 @@ class LogSink:
     def progress(self, task_name: str, stream: str, message: str, *, trial_id: str = "") -> None:
         """The latest state of a progress bar being redrawn: published, not stored."""
         # deferred: `aiconsole local train` runs this module without Django, which the models need
-        from jobs.logstream import timestamp
+        from jobs.logs.stream import timestamp
 
         item = {"taskName": task_name, "trialId": trial_id, "stream": stream, "message": message,
                 "severity": detect_severity(message, stream), "timestamp": timestamp(timezone.now())}
@@ -316,7 +316,7 @@ class LogSink:
         from django.db.models import Max
 
         # deferred: `aiconsole local train` runs this module without Django, which the models need
-        from jobs.logstream import last_id
+        from jobs.logs.stream import last_id
         from jobs.models import LogLine
 
         close_old_connections()
@@ -431,10 +431,10 @@ class LogSink:
         return [row.pk for row in rows], renumbered
 
     def _publish_rows(self, ids, batch: list[tuple]) -> None:
-        """One message for the batch, its entries already JSON (jobs.logstream.entry's form):
+        """One message for the batch, its entries already JSON (jobs.logs.stream.entry's form):
         encoded once here rather than once per viewer."""
         # deferred: `aiconsole local train` runs this module without Django, which the models need
-        from jobs.logstream import publish_lines, timestamp
+        from jobs.logs.stream import publish_lines, timestamp
 
         texts: dict = {}  # task names, trials and times repeat within a batch: encode each once
 
@@ -453,7 +453,7 @@ class LogSink:
 
     def _publish_progress(self) -> None:
         # deferred: `aiconsole local train` runs this module without Django, which the models need
-        from jobs.logstream import publish_progress
+        from jobs.logs.stream import publish_progress
 
         with self._lock:
             items, self._progress = list(self._progress.values()), {}

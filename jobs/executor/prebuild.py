@@ -19,7 +19,7 @@ from collections import deque
 
 from django.db import close_old_connections, connection
 
-from jobs import builtin
+from jobs.builtin import algorithm as builtin
 from jobs.executor.logs import LogSink
 from jobs.executor.runner import (
     Cancelled,

@@ -19,7 +19,8 @@ from django.utils import timezone
 from aiconsole import archives, storage, trainer_user
 from aiconsole.errors import log_internal_error
 from aiconsole.walks import WalkLimitError
-from jobs import builtin, catalogue, metrics, runtimes
+from jobs import catalogue, runtimes
+from jobs.builtin import algorithm as builtin
 from jobs.executor import environments, trials
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -32,6 +33,7 @@ from jobs.executor.replicas import (
     trainer_command,
     trainer_environment,
 )
+from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES, Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
 
@@ -320,7 +322,9 @@ class JobRunner(RunnerBase):
             self._stop_all()
 
     def _run(self, job: Job) -> None:
-        from jobs import builtin  # a built-in algorithm runs as our shipped package and module
+        from jobs.builtin import (
+            algorithm as builtin,  # a built-in algorithm runs as our shipped package and module
+        )
 
         training_input = builtin.runnable_input(job.training_input)
         self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")

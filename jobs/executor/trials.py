@@ -1,6 +1,6 @@
 """Running a hyperparameter tuning job: its trials, each a full set of the job's replicas.
 
-``TuningLoop`` keeps up to the job's parallel trials running, asks ``jobs.tuning`` for the next
+``TuningLoop`` keeps up to the job's parallel trials running, asks ``jobs.tuning.search`` for the next
 hyperparameters from the ``Trial`` rows, reads each trial's hypertune metric file while it runs,
 stops trials that fall behind (early stopping), and decides the job's outcome. ``TrialRun`` owns
 one trial's replica processes.
@@ -31,7 +31,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from aiconsole import storage, trainer_user
-from jobs import catalogue, metrics, tfevents, tuning
+from jobs import catalogue
 from jobs.executor.replicas import (
     Placement,
     ReplicaProcess,
@@ -42,8 +42,11 @@ from jobs.executor.replicas import (
     trainer_command,
     trainer_environment,
 )
+from jobs.metrics import points as metrics
+from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.resources import trial_resource
+from jobs.tuning import search as tuning
 
 POLL_SECONDS = 0.1
 SUMMARY_POLL_SECONDS = 1.0
@@ -119,7 +122,7 @@ class TrialRun:
 
     def read_metrics(self, *, final: bool = False) -> bool:
         """Pick up new reports (hypertune file, TF summaries); True when there were any."""
-        self.collector.poll(final=final)  # every tag, for the job's metrics (jobs.metrics)
+        self.collector.poll(final=final)  # every tag, for the job's metrics (jobs.metrics.points)
         if not (self._read_hypertune() | self._read_summaries(final=final)):
             return False
         reports = self._hypertune or self._summaries  # the hypertune file wins where both report

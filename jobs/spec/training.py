@@ -41,7 +41,9 @@ def check_training_input(ti: dict, path: str, errors: Violations) -> None:
     check_identity(ti, path, errors)
     if "hyperparameters" in ti:
         check_hyperparameters(ti["hyperparameters"], f"{path}.hyperparameters", errors)
-    from jobs import builtin  # built-in algorithms' own rules (their image, args, machines)
+    from jobs.builtin import (
+        algorithm as builtin,  # built-in algorithms' own rules (their image, args, machines)
+    )
 
     errors.extend(builtin.check_training_input(ti, path))
 

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from jobs import analysis_runner
+from jobs.builtin import analysis as analysis_runner
 from tests.helpers.algorithms import classification_rows
 
 

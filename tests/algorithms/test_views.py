@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from jobs import analysis_runner, services
+from jobs import services
+from jobs.builtin import analysis as analysis_runner
 from jobs.models import Job, JobState
 from tests.helpers.algorithms import BOOSTED_TREES, builtin_body, classification_rows, job_dir_for
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from django.conf import settings
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
+from jobs.metrics.tfevents import masked_crc32c
 from jobs.models import MetricPoint
-from jobs.tfevents import masked_crc32c
 
 HYPERTUNE_TASK = """
     import hypertune

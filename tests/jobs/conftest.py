@@ -48,7 +48,7 @@ async def open_socket():
 def long_poll_waiting(monkeypatch):
     """Set once a long-poll request sleeps on the job's group; with the database re-check pushed
     out of reach, so only a channel-layer event can wake it in time."""
-    from jobs import log_api
+    from jobs.logs import api as log_api
 
     waiting = threading.Event()
     original = log_api.JobListener.next_event

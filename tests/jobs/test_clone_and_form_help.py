@@ -14,9 +14,10 @@ import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs import catalogue, equivalent, services
-from jobs.forms import JobSubmitForm, machine_help
+from jobs import catalogue, services
 from jobs.models import Job
+from jobs.web import equivalent
+from jobs.web.forms import JobSubmitForm, machine_help
 from tests.helpers.jobs import PACKAGE, build_package
 
 SUBMIT = "/projects/project-a/jobs/new/"

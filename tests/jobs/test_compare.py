@@ -7,7 +7,8 @@ import re
 import pytest
 
 from aiconsole import iam
-from jobs import compare, services
+from jobs import services
+from jobs.metrics import compare
 from jobs.models import Job, JobState, MetricPoint, Trial
 from tests.helpers.jobs import body, log_text
 from tests.helpers.metrics import HYPERTUNE_TASK, job_dir_for, store_points

@@ -12,9 +12,10 @@ from channels.db import database_sync_to_async
 from aiconsole import iam
 from aiconsole.events import group_for_job
 from console.routing import same_origin
-from jobs import consumers, logstream
-from jobs.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.executor.logs import LogSink
+from jobs.logs import consumers
+from jobs.logs import stream as logstream
+from jobs.logs.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.models import LogLine
 from tests.helpers.jobs import submit
 from tests.helpers.logs import socket_path, store, until_true

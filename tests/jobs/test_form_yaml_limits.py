@@ -9,8 +9,8 @@ from html import unescape
 import pytest
 from django.test import Client
 
-from jobs.forms import JobSubmitForm
 from jobs.models import Job
+from jobs.web.forms import JobSubmitForm
 from tests.helpers.jobs import PACKAGE
 from tests.helpers.yaml_bombs import (
     ANCHORED_HPTUNING,

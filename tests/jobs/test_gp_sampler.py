@@ -7,7 +7,8 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from jobs import gp_sampler, tuning
+from jobs.tuning import gp_sampler
+from jobs.tuning import search as tuning
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

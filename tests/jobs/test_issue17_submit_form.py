@@ -10,8 +10,8 @@ from django.test import Client
 
 from aiconsole.models import AuditEntry
 from jobs import services
-from jobs.forms import JobSubmitForm
 from jobs.models import Job, JobState
+from jobs.web.forms import JobSubmitForm
 from tests.helpers.jobs import submit
 
 SUBMIT = "/projects/project-a/jobs/new/"

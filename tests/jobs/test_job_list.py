@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobs import naming
-from jobs.listing import JobListQuery
 from jobs.models import Job, JobState
+from jobs.web.listing import JobListQuery
 
 LIST = "/projects/project-a/jobs/"
 DAY = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -113,7 +113,7 @@ def test_bad_values_in_the_url_are_ignored(client, admin, jobs):
 
 
 def test_pages_follow_the_sort_and_the_filters(client, admin, project, monkeypatch):
-    monkeypatch.setattr("jobs.views.JOBS_PER_PAGE", 2)
+    monkeypatch.setattr("jobs.web.views.JOBS_PER_PAGE", 2)
     for n in range(5):
         Job.objects.create(project=project, job_id=f"job_{n}", training_input={}, state=JobState.SUCCEEDED,
                            create_time=DAY + timedelta(minutes=n))

@@ -210,7 +210,7 @@ def test_search_and_trial_filters_on_the_page(client, project, admin):
 
 @pytest.mark.django_db(transaction=True)
 def test_socket_and_rest_api_spell_a_line_the_same_way(project, admin, monkeypatch, client):
-    from jobs import logstream
+    from jobs.logs import stream as logstream
 
     published = []
     monkeypatch.setattr(logstream, "publish_lines", lambda job_pk, **message: published.append(message))

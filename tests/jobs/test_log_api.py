@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from aiconsole import iam
 from aiconsole.tokens import create_token
-from jobs import log_api
 from jobs.executor.logs import LogSink
+from jobs.logs import api as log_api
 from jobs.models import Job, JobState
 from tests.helpers.jobs import submit
 from tests.helpers.logs import store

@@ -14,7 +14,9 @@ import pytest
 
 from aiconsole import iam
 from aiconsole.tokens import create_token
-from jobs import charts, metrics, services
+from jobs import services
+from jobs.metrics import charts
+from jobs.metrics import points as metrics
 from jobs.models import Job, JobState
 from tests.helpers.jobs import log_text, submit
 from tests.helpers.metrics import HYPERTUNE_TASK, job_dir_for, store_points

@@ -13,7 +13,8 @@ import pytest
 from aiconsole import archives
 from aiconsole.errors import InvalidArgument
 from console.cli import gcloud
-from jobs import catalogue, runtimes, services, tuning
+from jobs import catalogue, runtimes, services
+from jobs.tuning import search as tuning
 from tests.helpers.jobs import body, build_package
 
 ORIGINAL = [name for name in runtimes.RUNTIMES if name != runtimes.CURRENT]

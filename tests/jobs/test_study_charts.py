@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from jobs import charts
+from jobs.metrics import charts
 
 SPEC = {"goal": "MAXIMIZE", "params": [
     {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 1.0, "scaleType": "UNIT_LOG_SCALE"},

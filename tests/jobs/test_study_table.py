@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from jobs import services, study
+from jobs import services
 from jobs.models import JobState, Trial
+from jobs.tuning import study
 from tests.helpers.jobs import body
 
 SPEC = {"goal": "MINIMIZE", "maxTrials": 5, "hyperparameterMetricTag": "loss",
@@ -79,7 +80,7 @@ def test_viewer_sees_no_resume_button(client, viewer, tuned):
 
 
 def test_submitted_form_spec_becomes_the_jobs_hyperparameters(client, admin, tuned, settings):
-    from jobs.forms import JobSubmitForm
+    from jobs.web.forms import JobSubmitForm
 
     form = JobSubmitForm({"job_id": "again", "package_uris": "gs://b/t.tar.gz", "python_module": "trainer.task",
                           "region": "us-central1", "runtime_version": tuned.training_input.get("runtimeVersion",

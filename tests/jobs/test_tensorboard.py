@@ -23,8 +23,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from aiconsole import trainer_user
 from aiconsole.models import TrainerAccount
 from jobs import services
-from jobs.tensorboard import proxy
-from jobs.tensorboard.boards import BOARDS
+from jobs.metrics.tensorboard import proxy
+from jobs.metrics.tensorboard.boards import BOARDS
 from tests.helpers.jobs import body
 from tests.helpers.waiting import wait_for
 
@@ -210,7 +210,7 @@ def test_at_most_the_configured_number_run_the_oldest_idle_one_stopped_first(con
 
 
 def _board_args(job):
-    from jobs.tensorboard.logdirs import logdir_for
+    from jobs.metrics.tensorboard.logdirs import logdir_for
 
     return (f"{job.project.project_id}/{job.job_id}", logdir_for(job), tensorboard_path(job).rstrip("/"))
 
@@ -300,8 +300,8 @@ import os, sys, threading, time
 from pathlib import Path
 import django
 django.setup()
-from jobs.tensorboard.boards import Board
-from jobs.tensorboard.environment import tensorboard_environment
+from jobs.metrics.tensorboard.boards import Board
+from jobs.metrics.tensorboard.environment import tensorboard_environment
 
 board = Board(key="orphan-check", logdir=sys.argv[1], prefix="/tb/orphan-check")
 # Started from a thread that ends at once, as a request's thread may: the board must outlive it.

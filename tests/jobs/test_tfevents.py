@@ -17,7 +17,7 @@ from tensorboard.compat.proto import (
 )
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from jobs.tfevents import EventScanner, Scalar, scalars_under
+from jobs.metrics.tfevents import EventScanner, Scalar, scalars_under
 
 WALL = 1_700_000_000.0
 
@@ -239,7 +239,7 @@ def test_corrupt_record_skips_the_rest_of_its_file_with_a_warning(tmp_path, capl
     bad.write_bytes(bytes(data))
 
     scanner = EventScanner(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="jobs.tfevents"):
+    with caplog.at_level(logging.WARNING, logger="jobs.metrics.tfevents"):
         found = values(scanner.poll())
     assert found == [("bad", "loss", 1, 0.25), ("bad", "loss", 2, 0.5), ("good", "loss", 1, 0.5)]
     assert "Skipping the rest of event file" in caplog.text and str(bad) in caplog.text

@@ -296,7 +296,7 @@ def test_a_trainer_swapping_a_folder_for_a_link_while_root_lends_its_path_gains_
     their job dir, and the analysis page reads a file through it. For at least a minute, nothing
     outside A's folders may change owner or mode, the trainer may read no secret, and no read on
     A's behalf may return one."""
-    from jobs import builtin
+    from jobs.builtin import algorithm as builtin
 
     secret = "the-console's-real-secret-key"
     (settings.DATA_DIR / "secret_key").write_text(secret)

@@ -6,8 +6,8 @@ import json
 import math
 import statistics
 
-from jobs import tuning
-from jobs.tuning import TrialRecord
+from jobs.tuning import search as tuning
+from jobs.tuning.search import TrialRecord
 
 
 def spec(*params, **fields) -> dict:
@@ -179,7 +179,7 @@ TRIALS = [
 
 
 def test_charts_plot_results_with_matching_tables():
-    from jobs import charts
+    from jobs.metrics import charts
 
     built = charts.tuning_charts({"trials": TRIALS}, "MAXIMIZE")
     assert [c.title for c in built] == ["Optimization history", "Parallel coordinates", "Slice: x", "Slice: opt"]

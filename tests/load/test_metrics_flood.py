@@ -11,7 +11,7 @@ import hypertune
 import pytest
 from django.conf import settings
 
-from jobs import metrics
+from jobs.metrics import points as metrics
 from jobs.models import LogLine, MetricPoint
 from tests.helpers.jobs import submit
 from tests.helpers.memory import PeakRss

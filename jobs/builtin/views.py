@@ -9,8 +9,9 @@ from django.shortcuts import redirect, render
 from aiconsole import accounts, iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
-from jobs import analysis_runner, naming, services
-from jobs.builtin_forms import BuiltinJobForm, DataAnalysisForm, initial_from_builtin_job
+from jobs import naming, services
+from jobs.builtin import analysis as analysis_runner
+from jobs.builtin.forms import BuiltinJobForm, DataAnalysisForm, initial_from_builtin_job
 
 
 @login_required

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from aiconsole import storage
-from jobs import tfevents
+from jobs.metrics import tfevents
 from jobs.models import Job, MetricPoint, MetricSource
 
 logger = logging.getLogger(__name__)

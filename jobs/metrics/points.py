@@ -3,7 +3,7 @@
 The executor side is :class:`Collector`: one per plain job and one per tuning trial, polled from
 the runner's watch loop. It reads the master replica's hypertune file (``CLOUD_ML_HP_METRIC_FILE``,
 which :func:`trainer_env` gives every replica) with :class:`HypertuneReader` and the event files
-under the job dir with the one TF event reader (:class:`jobs.tfevents.EventScanner`), and stores
+under the job dir with the one TF event reader (:class:`jobs.metrics.tfevents.EventScanner`), and stores
 what is new as :class:`~jobs.models.MetricPoint` rows in bulk (:func:`insert`). The rows outlive
 the job dir.
 
@@ -38,7 +38,7 @@ from django.db import connection, transaction
 
 from aiconsole import csvsafe, paging, storage
 from aiconsole.errors import FieldViolation, InvalidArgument
-from jobs import tfevents
+from jobs.metrics import tfevents
 from jobs.models import MetricPoint, MetricSource
 
 logger = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ resume, ``after``: the ``cursor`` of the last message it handled. JSON frames co
 - ``count``: the stored line count, once after the backlog; ``state``: the job's new state.
 - ``skipped``: ``count`` lines went by that this viewer was not sent (its ``message`` says so):
   the job printed faster than the viewer's share of what this process sends its viewers a second
-  (``jobs.logstream.CHARS_BUDGET``, ``VIEWER_CHARS``), or the viewer read too slowly. The stream goes on after them
+  (``jobs.logs.stream.CHARS_BUDGET``, ``VIEWER_CHARS``), or the viewer read too slowly. The stream goes on after them
   at ``cursor``; the lines are stored (the page, the download, the API have them).
 - ``earlier`` and ``firstError``: answers to ``{"action": "earlier", "before": id}`` and
   ``{"action": "firstError"}``.
 
-Entries have the REST API's form (``jobs.logstream.entry``); the page renders them with the
+Entries have the REST API's form (``jobs.logs.stream.entry``); the page renders them with the
 markup of ``_log_rows.html``. No HTML is rendered here: one rendering per viewer per line does
 not keep up with a chatty trainer watched by hundreds of people.
 
@@ -46,7 +46,8 @@ from django.conf import settings
 from django.http import QueryDict
 
 from aiconsole import accounts, iam
-from jobs import logstream, services
+from jobs import services
+from jobs.logs import stream as logstream
 from jobs.models import TERMINAL_STATES, Job, LogLine
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The compare page, ``/projects/P/compare/?jobs=a,b/3,c``: jobs and trials side by side.
 
 Each job is read through ``services.get_job`` (``ml.jobs.get``, a Data Access entry as on its own
-page), its points through ``jobs.metrics.points_for``, its curves drawn by
-``charts.metric_charts``; what is compared is worked out in ``jobs.compare`` (pure, shared with
+page), its points through ``jobs.metrics.points.points_for``, its curves drawn by
+``charts.metric_charts``; what is compared is worked out in ``jobs.metrics.compare`` (pure, shared with
 ``aiconsole jobs compare``). Everything the page shows is in its query string, so it can be shared.
 """
 
@@ -12,7 +12,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
 from aiconsole import accounts, iam
-from jobs import charts, compare, metrics, services
+from jobs import services
+from jobs.metrics import charts, compare
+from jobs.metrics import points as metrics
 
 # Points drawn per chart across all lines (each line thinned evenly, its last point kept): 20 jobs'
 # curves of 10,000 points stay a light page; the job pages and their CSVs have every point.

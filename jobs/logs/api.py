@@ -1,7 +1,7 @@
 """``GET /v1/projects/{project}/jobs/{jobId}/logs``: a job's log after a cursor, long-polled.
 
 What ``aiconsole jobs stream-logs`` reads. Entries come in stored order (id ascending) in the
-wire form of ``jobs.logstream.entry``; ``nextCursor`` continues from there. With ``waitSeconds``
+wire form of ``jobs.logs.stream.entry``; ``nextCursor`` continues from there. With ``waitSeconds``
 the call waits, when nothing new is there yet, for the next stored batch (woken by the job's
 channel-layer group, with a database re-check as a fallback) or for the end of the job.
 
@@ -25,7 +25,8 @@ from rest_framework.response import Response
 
 from aiconsole import accounts
 from aiconsole.errors import InvalidArgument
-from jobs import logstream, services
+from jobs import services
+from jobs.logs import stream as logstream
 from jobs.models import TERMINAL_STATES, Job
 
 DEFAULT_PAGE_SIZE = 500

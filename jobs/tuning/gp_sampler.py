@@ -2,7 +2,7 @@
 
 Optuna's own ``GPSampler`` needs PyTorch and SciPy (gigabytes of wheels for a console that runs
 no model); this one is small enough to read in one sitting and fast enough to call on every
-trial. It is used for small, all-numeric spaces (``jobs.tuning.sampler_name``):
+trial. It is used for small, all-numeric spaces (``jobs.tuning.search.sampler_name``):
 
 - Inputs are scaled to [0, 1] on each parameter's own axis (log axes for log-scaled ones).
   Objectives are standardized, and flipped so the GP always minimizes.

@@ -314,7 +314,9 @@ IMPORTANCE_MAX_TRIALS = 400
 def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str, float]:
     """Each parameter's share of the objective's variation (PED-ANOVA, on the trials with a
     result); empty below IMPORTANCE_MIN_TRIALS trials."""
-    from jobs import tuning  # optuna is imported only when there is a study to look at
+    from jobs.tuning import (
+        search as tuning,  # optuna is imported only when there is a study to look at
+    )
 
     if len(data) < IMPORTANCE_MIN_TRIALS or len(spec.get("params") or []) < 1:
         return {}
@@ -433,7 +435,7 @@ def label_balance_chart(balance: list[list]) -> Chart:
                  [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance])
 
 
-# --- a job's metric curves (jobs.metrics) -------------------------------------------------------------
+# --- a job's metric curves (jobs.metrics.points) -------------------------------------------------------------
 
 METRIC_POINTS_PER_SERIES = 2_000  # drawn per line; the CSV download has every point
 METRIC_SERIES_MAX = 40  # lines per chart (a large study's trials): the first ones, and a note

@@ -1,5 +1,5 @@
 """Jobs compared side by side: pure functions over plain data, shared by the compare page
-(``jobs.compare_views``) and ``aiconsole jobs compare``.
+(``jobs.metrics.compare_views``) and ``aiconsole jobs compare``.
 
 An *entry* is a job (``jobId``) or one trial of a tuning job (``jobId/trialId``). For each entry the
 caller gives its wire-format ``trainingInput``, labels, the trial's hyperparameters (if a trial) and

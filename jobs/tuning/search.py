@@ -24,7 +24,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from jobs.gp_sampler import NumpyGPSampler
+from jobs.tuning.gp_sampler import NumpyGPSampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

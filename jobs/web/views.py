@@ -15,23 +15,16 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
-from jobs import (
-    builtin,
-    catalogue,
-    charts,
-    equivalent,
-    kinds,
-    listing,
-    logstream,
-    naming,
-    runtimes,
-    services,
-    study,
-)
-from jobs.forms import JobSubmitForm, initial_from_job, not_carried
-from jobs.listing import SORTS, JobListQuery
-from jobs.logstream import LogFilter
+from jobs import catalogue, kinds, naming, runtimes, services
+from jobs.builtin import algorithm as builtin
+from jobs.logs import stream as logstream
+from jobs.logs.stream import LogFilter
+from jobs.metrics import charts
 from jobs.models import ACTIVE_STATES, JobState, Severity
+from jobs.tuning import study
+from jobs.web import equivalent, listing
+from jobs.web.forms import JobSubmitForm, initial_from_job, not_carried
+from jobs.web.listing import SORTS, JobListQuery
 
 JOBS_PER_PAGE = 100
 LOG_LINES_PER_PAGE = 1000

@@ -2,7 +2,7 @@
 
 ``?tag=`` and ``?trialId=`` narrow the list; ``pageSize`` (default 1,000, at most 10,000) and
 ``pageToken`` page it by keyset, in the order the points were recorded. Each point is
-``{"tag", "step", "value", "time", "trialId", "source", "run"}`` (``jobs.metrics.wire``).
+``{"tag", "step", "value", "time", "trialId", "source", "run"}`` (``jobs.metrics.points.wire``).
 Readable with ``ml.jobs.get``; the first page is a Data Access entry, the pages after it are not.
 """
 
@@ -12,7 +12,8 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from aiconsole import accounts
-from jobs import metrics, services
+from jobs import services
+from jobs.metrics import points as metrics
 
 
 @api_view(["GET"])

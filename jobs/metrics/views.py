@@ -7,7 +7,9 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
 from aiconsole import accounts
-from jobs import charts, metrics, services
+from jobs import services
+from jobs.metrics import charts
+from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES
 
 REFRESH_SECONDS = 5

@@ -14,7 +14,8 @@ import yaml
 from django import forms
 
 from aiconsole import yamlsafe
-from jobs import catalogue, equivalent
+from jobs import catalogue
+from jobs.web import equivalent
 
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),

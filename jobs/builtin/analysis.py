@@ -2,7 +2,7 @@
 
 A 3,000-column CSV once took 15 s of CPU in a request and two at once slowed every page 60×. So:
 the file's first ``ANALYSIS_MAX_COLUMNS`` columns and ``ANALYSIS_MAX_ROWS`` rows are analysed, and
-the page's charts drawn, in a child process (``jobs.analysis_child``: no GIL shared with the
+the page's charts drawn, in a child process (``jobs.builtin.analysis_child``: no GIL shared with the
 console, a lower priority, killed at ``ANALYSIS_SECONDS``; only the analysed columns' cells are
 kept); at most ``ANALYSIS_WORKERS`` run at once (a thread per
 slot only reads the file and waits on its child); the request waits ``ANALYSIS_WAIT_SECONDS`` at
@@ -27,7 +27,8 @@ from django.conf import settings
 
 from aiconsole import storage
 from algorithms.table import DataError
-from jobs import analysis_child, builtin
+from jobs.builtin import algorithm as builtin
+from jobs.builtin import analysis_child
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _context():
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if context.get_start_method() == "forkserver":
-        context.set_forkserver_preload(["jobs.analysis_child"])  # not the console's __main__
+        context.set_forkserver_preload(["jobs.builtin.analysis_child"])  # not the console's __main__
     return context
 
 

@@ -1,8 +1,8 @@
 """The data analysis page's child process: a CSV's report, and its charts drawn.
 
-Started by ``jobs.analysis_runner`` (from a forkserver that preloads this module). It needs no
+Started by ``jobs.builtin.analysis`` (from a forkserver that preloads this module). It needs no
 Django: the standalone analysis (``algorithms.analysis``) and the pure chart builders
-(``jobs.charts``). Drawing a 10,000-column file's 200 histograms takes seconds of CPU; here it
+(``jobs.metrics.charts``). Drawing a 10,000-column file's 200 histograms takes seconds of CPU; here it
 takes them from this process, at a lower priority, once per file version, not from the web
 process that answers everyone, on every view.
 """
@@ -13,7 +13,7 @@ import os
 
 from algorithms import analysis
 from algorithms.table import DataError
-from jobs import charts
+from jobs.metrics import charts
 
 
 def send_report(connection, arguments: dict, files: int) -> None:

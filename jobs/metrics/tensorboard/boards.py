@@ -228,7 +228,7 @@ class Boards:
     def _start(self, board: Board) -> None:
         # deferred: the executor's environments load only when a board starts
         from jobs.executor.environments import EnvironmentError_
-        from jobs.tensorboard.environment import tensorboard_environment
+        from jobs.metrics.tensorboard.environment import tensorboard_environment
 
         try:
             board.start(tensorboard_environment().python)

@@ -1,0 +1,1 @@
+"""Hyperparameter tuning: the search (Optuna, the GP sampler), early stopping, a study's trial table."""
