@@ -48,7 +48,7 @@ def login(page, username: str = "admin") -> None:
 def axe_violations(page, impacts=("serious", "critical")) -> list[str]:
     """Run the vendored axe-core on the page; the serious and critical violations, described."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
-        page.add_script_tag(url="/static/vendor/axe.min.js")
+        page.add_script_tag(path=AXE)
     result = page.evaluate("""async () => {
         const r = await axe.run(document, {resultTypes: ["violations"]});
         return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
