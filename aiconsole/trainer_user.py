@@ -302,6 +302,7 @@ def reachable_python(python: str, log=lambda message: None) -> str:
     if not switching():
         return python
     if python not in _reachable:
+        _folders_ready()  # the copy goes under ENV_DIR, which accounts must be able to traverse
         _reachable[python] = _reachable_copy(python, log)
     return _reachable[python]
 
