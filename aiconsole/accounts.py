@@ -57,13 +57,22 @@ CODE_INVALID_ARGUMENT = 3
 CODE_FAILED_PRECONDITION = 9
 
 
-def _require_platform_admin(actor, permission: str, resource_name: str, method: str, *,
-                             data_access: bool = False) -> None:
+def _require_platform_admin(
+    actor, permission: str, resource_name: str, method: str, *, data_access: bool = False
+) -> None:
     if iam.is_platform_admin(actor):
         return
-    audit.record(actor=actor, project=None, method=method, resource_name=resource_name, permission=permission,
-                 granted=False, status_code=audit.CODE_PERMISSION_DENIED, data_access=data_access,
-                 status_message="Only platform admins may do this.")
+    audit.record(
+        actor=actor,
+        project=None,
+        method=method,
+        resource_name=resource_name,
+        permission=permission,
+        granted=False,
+        status_code=audit.CODE_PERMISSION_DENIED,
+        data_access=data_access,
+        status_message="Only platform admins may do this.",
+    )
     raise iam.PermissionDenied(permission, resource_name)
 
 
@@ -89,15 +98,25 @@ def create_project(project_id: str, *, actor, display_name: str = "") -> Project
             project = Project.objects.create(project_id=project_id, display_name=display_name[:100] or project_id)
             if actor is not iam.SYSTEM:
                 iam.grant(actor, iam.ADMIN_ROLE, project)
-            audit.record(actor=actor, project=project, method=CREATE_PROJECT, resource_name=name,
-                         permission="resourcemanager.projects.create",
-                         service_name="cloudresourcemanager.googleapis.com",
-                         request={"project": {"projectId": project_id, "name": project.display_name}},
-                         response={"projectId": project_id, "projectNumber": str(project.project_number),
-                                   "name": project.display_name})
+            audit.record(
+                actor=actor,
+                project=project,
+                method=CREATE_PROJECT,
+                resource_name=name,
+                permission="resourcemanager.projects.create",
+                service_name="cloudresourcemanager.googleapis.com",
+                request={"project": {"projectId": project_id, "name": project.display_name}},
+                response={
+                    "projectId": project_id,
+                    "projectNumber": str(project.project_number),
+                    "name": project.display_name,
+                },
+            )
     except IntegrityError:
-        raise AlreadyExists(f"Project {project_id} already exists.",
-                            [FieldViolation("project.project_id", "A project with this id already exists.")]) from None
+        raise AlreadyExists(
+            f"Project {project_id} already exists.",
+            [FieldViolation("project.project_id", "A project with this id already exists.")],
+        ) from None
     return project
 
 
@@ -114,8 +133,9 @@ def _password_violations(password: str, user, field: str) -> list[FieldViolation
     return []
 
 
-def create_user(username: str, *, actor, email: str = "", name: str = "", password: str | None = None,
-                password_link: bool = False):
+def create_user(
+    username: str, *, actor, email: str = "", name: str = "", password: str | None = None, password_link: bool = False
+):
     """A new account; returns (user, password) where password is generated when none was given.
 
     With ``password_link`` the account starts with no usable password and (user, None) is returned:
@@ -129,8 +149,10 @@ def create_user(username: str, *, actor, email: str = "", name: str = "", passwo
         candidate.full_clean(exclude=["password"], validate_unique=False)
     except ValidationError as error:
         field_names = {"first_name": "name"}
-        violations += [FieldViolation(f"user.{field_names.get(field, field)}", " ".join(messages))
-                       for field, messages in error.message_dict.items()]
+        violations += [
+            FieldViolation(f"user.{field_names.get(field, field)}", " ".join(messages))
+            for field, messages in error.message_dict.items()
+        ]
     if email and User.objects.filter(email__iexact=email).exists():
         violations.append(FieldViolation("user.email", "Another user has this email: members are added by email too."))
     generated = password is None and not password_link
@@ -141,17 +163,26 @@ def create_user(username: str, *, actor, email: str = "", name: str = "", passwo
         raise InvalidArgument.from_violations(violations)
     try:
         with transaction.atomic():
-            user = User.objects.create_user(username=username, email=email, password=None if password_link else password,
-                                            first_name=name)
+            user = User.objects.create_user(
+                username=username, email=email, password=None if password_link else password, first_name=name
+            )
             request = {"user": {"username": username, "email": email, "name": name}}
             if password_link:
                 request["passwordLink"] = True
-            audit.record(actor=actor, project=None, method=CREATE_USER, resource_name=f"users/{username}",
-                         permission="aiconsole.users.create", request=request,
-                         response={"name": f"users/{username}"})
+            audit.record(
+                actor=actor,
+                project=None,
+                method=CREATE_USER,
+                resource_name=f"users/{username}",
+                permission="aiconsole.users.create",
+                request=request,
+                response={"name": f"users/{username}"},
+            )
     except IntegrityError:
-        raise AlreadyExists(f"User {username} already exists.",
-                            [FieldViolation("user.username", "A user with this name already exists.")]) from None
+        raise AlreadyExists(
+            f"User {username} already exists.",
+            [FieldViolation("user.username", "A user with this name already exists.")],
+        ) from None
     return user, None if password_link else password
 
 
@@ -170,8 +201,10 @@ def end_sessions(user, *, keep: str | None = None) -> int:
     whose user is inactive or whose password changed since it signed in."""
     from django.contrib.sessions.models import Session
 
-    if settings.SESSION_ENGINE not in {"django.contrib.sessions.backends.db",
-                                       "django.contrib.sessions.backends.cached_db"}:
+    if settings.SESSION_ENGINE not in {
+        "django.contrib.sessions.backends.db",
+        "django.contrib.sessions.backends.cached_db",
+    }:
         return 0
     store = import_module(settings.SESSION_ENGINE).SessionStore
     ended = 0
@@ -240,9 +273,15 @@ def set_password(user, password: str, *, actor) -> None:
         user.set_password(password)
         user.save(update_fields=["password"])
         ended = end_sessions(user)
-        audit.record(actor=actor, project=None, method=SET_PASSWORD, resource_name=user_name(user),
-                     permission="aiconsole.users.setPassword", request={"name": user_name(user)},
-                     response={"endedSessions": ended})
+        audit.record(
+            actor=actor,
+            project=None,
+            method=SET_PASSWORD,
+            resource_name=user_name(user),
+            permission="aiconsole.users.setPassword",
+            request={"name": user_name(user)},
+            response={"endedSessions": ended},
+        )
     _unlock_sign_in(user)
 
 
@@ -259,9 +298,15 @@ def create_password_link(user, *, actor) -> tuple[str, datetime]:
         ended = end_sessions(user)
         token = password_link_tokens.make_token(user)
         expires = timezone.now() + timedelta(hours=PASSWORD_LINK_HOURS)
-        audit.record(actor=actor, project=None, method=CREATE_PASSWORD_LINK, resource_name=user_name(user),
-                     permission="aiconsole.users.setPassword", request={"name": user_name(user)},
-                     response={"expireTime": expires.isoformat(), "endedSessions": ended})
+        audit.record(
+            actor=actor,
+            project=None,
+            method=CREATE_PASSWORD_LINK,
+            resource_name=user_name(user),
+            permission="aiconsole.users.setPassword",
+            request={"name": user_name(user)},
+            response={"expireTime": expires.isoformat(), "endedSessions": ended},
+        )
     _unlock_sign_in(user)
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     return f"/set-password/{uid}/{token}/", expires
@@ -281,15 +326,23 @@ def use_password_link(uid: str, token: str, password: str):
     """The link's user sets their password; the link is used up. Returns the user."""
     user = user_for_password_link(uid, token)
     if user is None:
-        raise FailedPrecondition("This set-password link is not valid: it was used, replaced by a newer "
-                                 "one, or has expired. Ask a platform admin for a new link.")
+        raise FailedPrecondition(
+            "This set-password link is not valid: it was used, replaced by a newer "
+            "one, or has expired. Ask a platform admin for a new link."
+        )
     if violations := _password_violations(password, user, "new_password"):
         raise InvalidArgument.from_violations(violations)
     with transaction.atomic():
         user.set_password(password)
         user.save(update_fields=["password"])
-        audit.record(actor=user, project=None, method=USE_PASSWORD_LINK, resource_name=user_name(user),
-                     permission="", request={"name": user_name(user)})
+        audit.record(
+            actor=user,
+            project=None,
+            method=USE_PASSWORD_LINK,
+            resource_name=user_name(user),
+            permission="",
+            request={"name": user_name(user)},
+        )
     _unlock_sign_in(user)
     return user
 
@@ -299,11 +352,24 @@ def _wrong_current_passwords(user) -> int:
     password last changed: counted from the audit log, so every web process sees the same count."""
     name = user_name(user)
     since = timezone.now() - settings.AXES_COOLOFF_TIME
-    changed = (AuditEntry.objects.filter(method_name__in=[CHANGE_PASSWORD, SET_PASSWORD, USE_PASSWORD_LINK],
-                                         resource_name=name, status_code=0, timestamp__gte=since)
-               .order_by("-timestamp").values_list("timestamp", flat=True).first())
-    return AuditEntry.objects.filter(method_name=CHANGE_PASSWORD, resource_name=name, granted=False,
-                                     status_code=CODE_INVALID_ARGUMENT, timestamp__gte=changed or since).count()
+    changed = (
+        AuditEntry.objects.filter(
+            method_name__in=[CHANGE_PASSWORD, SET_PASSWORD, USE_PASSWORD_LINK],
+            resource_name=name,
+            status_code=0,
+            timestamp__gte=since,
+        )
+        .order_by("-timestamp")
+        .values_list("timestamp", flat=True)
+        .first()
+    )
+    return AuditEntry.objects.filter(
+        method_name=CHANGE_PASSWORD,
+        resource_name=name,
+        granted=False,
+        status_code=CODE_INVALID_ARGUMENT,
+        timestamp__gte=changed or since,
+    ).count()
 
 
 def change_password(user, current: str, new: str, *, keep_session: str | None = None) -> None:
@@ -311,19 +377,35 @@ def change_password(user, current: str, new: str, *, keep_session: str | None = 
     the current one, stays: the view refreshes its hash). A wrong current password is audited,
     and after as many as a sign-in may get wrong (``AXES_FAILURE_LIMIT``) the current password is
     not checked again for the cool-off: a borrowed session cannot be used to guess it."""
-    locked = (f"Too many wrong current passwords. Try again in {cooloff_minutes()} minutes, or ask a "
-              f"platform admin to set a new password.")
+    locked = (
+        f"Too many wrong current passwords. Try again in {cooloff_minutes()} minutes, or ask a "
+        f"platform admin to set a new password."
+    )
     if _wrong_current_passwords(user) >= settings.AXES_FAILURE_LIMIT:
         raise ResourceExhausted(locked)  # refused unchecked, and not recorded again (as at sign-in)
     if not user.check_password(current):
-        audit.record(actor=user, project=None, method=CHANGE_PASSWORD, resource_name=user_name(user),
-                     permission="", granted=False, status_code=CODE_INVALID_ARGUMENT,
-                     status_message="The current password was wrong.")
+        audit.record(
+            actor=user,
+            project=None,
+            method=CHANGE_PASSWORD,
+            resource_name=user_name(user),
+            permission="",
+            granted=False,
+            status_code=CODE_INVALID_ARGUMENT,
+            status_message="The current password was wrong.",
+        )
         if _wrong_current_passwords(user) >= settings.AXES_FAILURE_LIMIT:
-            audit.record(actor=user, project=None, method=CHANGE_PASSWORD, resource_name=user_name(user),
-                         permission="", granted=False, status_code=CODE_RESOURCE_EXHAUSTED,
-                         status_message=f"Locked for {cooloff_minutes()} minutes after "
-                                        f"{settings.AXES_FAILURE_LIMIT} wrong current passwords.")
+            audit.record(
+                actor=user,
+                project=None,
+                method=CHANGE_PASSWORD,
+                resource_name=user_name(user),
+                permission="",
+                granted=False,
+                status_code=CODE_RESOURCE_EXHAUSTED,
+                status_message=f"Locked for {cooloff_minutes()} minutes after "
+                f"{settings.AXES_FAILURE_LIMIT} wrong current passwords.",
+            )
             raise ResourceExhausted(locked)
         raise InvalidArgument.from_violations([FieldViolation("current_password", "The current password is wrong.")])
     violations = _password_violations(new, user, "new_password")
@@ -335,8 +417,15 @@ def change_password(user, current: str, new: str, *, keep_session: str | None = 
         user.set_password(new)
         user.save(update_fields=["password"])
         ended = end_sessions(user, keep=keep_session)
-        audit.record(actor=user, project=None, method=CHANGE_PASSWORD, resource_name=user_name(user),
-                     permission="", request={"name": user_name(user)}, response={"endedSessions": ended})
+        audit.record(
+            actor=user,
+            project=None,
+            method=CHANGE_PASSWORD,
+            resource_name=user_name(user),
+            permission="",
+            request={"name": user_name(user)},
+            response={"endedSessions": ended},
+        )
 
 
 # --- deactivation and the platform admin flag ---------------------------------------------------
@@ -346,16 +435,28 @@ def _lock(user):
     """The user's row, locked, and whether another active platform admin remains. The admins'
     rows are locked first, in one order, so two admins changing each other cannot both pass."""
     User = get_user_model()
-    admins = list(User.objects.select_for_update().filter(is_active=True, is_superuser=True)
-                  .order_by("pk").values_list("pk", flat=True))
+    admins = list(
+        User.objects.select_for_update()
+        .filter(is_active=True, is_superuser=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
     return User.objects.select_for_update().get(pk=user.pk), any(pk != user.pk for pk in admins)
 
 
 def _refuse(actor, user, method: str, permission: str, message: str):
     """A refused change, audited (FAILED_PRECONDITION) before it is raised."""
-    audit.record(actor=actor, project=None, method=method, resource_name=user_name(user), permission=permission,
-                 granted=True, status_code=CODE_FAILED_PRECONDITION, status_message=message,
-                 request={"name": user_name(user)})
+    audit.record(
+        actor=actor,
+        project=None,
+        method=method,
+        resource_name=user_name(user),
+        permission=permission,
+        granted=True,
+        status_code=CODE_FAILED_PRECONDITION,
+        status_message=message,
+        request={"name": user_name(user)},
+    )
     return FailedPrecondition(message)
 
 
@@ -365,13 +466,20 @@ def deactivate_user(user, *, actor) -> None:
     permission = "aiconsole.users.update"
     _require_platform_admin(actor, permission, user_name(user), DEACTIVATE_USER)
     if getattr(actor, "pk", None) == user.pk:
-        raise _refuse(actor, user, DEACTIVATE_USER, permission,
-                      "You cannot deactivate your own account: ask another platform admin.")
+        raise _refuse(
+            actor,
+            user,
+            DEACTIVATE_USER,
+            permission,
+            "You cannot deactivate your own account: ask another platform admin.",
+        )
     given = user
     with transaction.atomic():
         user, others = _lock(user)
         if user.is_superuser and user.is_active and not others:
-            refusal = f"{user.get_username()} is the last active platform admin: make another user a platform admin first."
+            refusal = (
+                f"{user.get_username()} is the last active platform admin: make another user a platform admin first."
+            )
         else:
             refusal = None
             was_active = user.is_active
@@ -382,9 +490,15 @@ def deactivate_user(user, *, actor) -> None:
             tokens.update(revoked=timezone.now())
             ended = end_sessions(user)
             if was_active:
-                audit.record(actor=actor, project=None, method=DEACTIVATE_USER, resource_name=user_name(user),
-                             permission=permission, request={"name": user_name(user)},
-                             response={"revoked": revoked, "endedSessions": ended})
+                audit.record(
+                    actor=actor,
+                    project=None,
+                    method=DEACTIVATE_USER,
+                    resource_name=user_name(user),
+                    permission=permission,
+                    request={"name": user_name(user)},
+                    response={"revoked": revoked, "endedSessions": ended},
+                )
     if refusal:
         raise _refuse(actor, user, DEACTIVATE_USER, permission, refusal)
     given.refresh_from_db(fields=["is_active"])
@@ -396,8 +510,14 @@ def reactivate_user(user, *, actor) -> None:
     _require_platform_admin(actor, permission, user_name(user), REACTIVATE_USER)
     with transaction.atomic():
         if get_user_model().objects.filter(pk=user.pk, is_active=False).update(is_active=True):
-            audit.record(actor=actor, project=None, method=REACTIVATE_USER, resource_name=user_name(user),
-                         permission=permission, request={"name": user_name(user)})
+            audit.record(
+                actor=actor,
+                project=None,
+                method=REACTIVATE_USER,
+                resource_name=user_name(user),
+                permission=permission,
+                request={"name": user_name(user)},
+            )
     user.refresh_from_db(fields=["is_active"])
 
 
@@ -412,12 +532,20 @@ def set_platform_admin(user, admin: bool, *, actor) -> None:
         if user.is_superuser == admin:
             return
         if not admin and user.is_active and not others:
-            refusal = f"{user.get_username()} is the last active platform admin: make another user a platform admin first."
+            refusal = (
+                f"{user.get_username()} is the last active platform admin: make another user a platform admin first."
+            )
         else:
             user.is_superuser = user.is_staff = admin
             user.save(update_fields=["is_superuser", "is_staff"])
-            audit.record(actor=actor, project=None, method=SET_PLATFORM_ADMIN, resource_name=user_name(user),
-                         permission=permission, request={"name": user_name(user), "platformAdmin": admin})
+            audit.record(
+                actor=actor,
+                project=None,
+                method=SET_PLATFORM_ADMIN,
+                resource_name=user_name(user),
+                permission=permission,
+                request={"name": user_name(user), "platformAdmin": admin},
+            )
     if refusal:
         raise _refuse(actor, user, SET_PLATFORM_ADMIN, permission, refusal)
     given.refresh_from_db(fields=["is_superuser", "is_staff"])

@@ -22,8 +22,9 @@ _DRF_STATUS = {
 
 
 def error_response(code: int, status: str, message: str, details: list | None = None) -> Response:
-    return Response({"error": {"code": code, "message": message, "status": status, "details": details or []}},
-                    status=code)
+    return Response(
+        {"error": {"code": code, "message": message, "status": status, "details": details or []}}, status=code
+    )
 
 
 def exception_handler(exc, context):
@@ -34,9 +35,13 @@ def exception_handler(exc, context):
     if isinstance(exc, iam.PermissionDenied):
         return error_response(403, "PERMISSION_DENIED", str(exc))
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        message = str(exc.detail) if isinstance(exc, exceptions.AuthenticationFailed) else (
-            "Request is missing required authentication credential. Expected OAuth 2 access token, login "
-            "cookie or other valid authentication credential."
+        message = (
+            str(exc.detail)
+            if isinstance(exc, exceptions.AuthenticationFailed)
+            else (
+                "Request is missing required authentication credential. Expected OAuth 2 access token, login "
+                "cookie or other valid authentication credential."
+            )
         )
         response = error_response(401, "UNAUTHENTICATED", message)
         response["WWW-Authenticate"] = 'Bearer realm="aiconsole"'

@@ -180,15 +180,28 @@ def _chain_for_update(log_type: str) -> AuditChain:
     # the console keeps working; verify_chain still checks every link.
     last = AuditEntry.objects.filter(log_type=log_type).order_by("-seq").first()
     genesis = genesis_hash(log_type)
-    chain = AuditChain(log_type=log_type, anchor_seq=0, anchor_hash=genesis,
-                       head_seq=last.seq if last else 0, head_hash=last.entry_hash if last else genesis)
+    chain = AuditChain(
+        log_type=log_type,
+        anchor_seq=0,
+        anchor_hash=genesis,
+        head_seq=last.seq if last else 0,
+        head_hash=last.entry_hash if last else genesis,
+    )
     chain.seal = chain.compute_seal()
     chain.save()
     return chain
 
 
-def authorize(actor, permission: str, resource, *, method: str, data_access: bool = False,
-              request: dict | None = None, service_name: str | None = None) -> None:
+def authorize(
+    actor,
+    permission: str,
+    resource,
+    *,
+    method: str,
+    data_access: bool = False,
+    request: dict | None = None,
+    service_name: str | None = None,
+) -> None:
     """Check a permission through IAM; a refusal is itself audited, then re-raised.
 
     Call it outside the service's transaction, so the refusal's entry survives the rollback.
@@ -248,9 +261,15 @@ def verify_chain() -> list[ChainBreak]:
         breaks += _verify_one(log_type)
     stray = AuditEntry.objects.exclude(log_type__in=LogType.values).order_by("pk")
     for pk, log_type, seq in stray.values_list("pk", "log_type", "seq"):
-        breaks.append(ChainBreak(log_type, "malformed", pk, seq,
-                                 f"entry #{pk} is malformed: its log type {log_type!r} is "
-                                 "neither Admin Activity nor Data Access."))
+        breaks.append(
+            ChainBreak(
+                log_type,
+                "malformed",
+                pk,
+                seq,
+                f"entry #{pk} is malformed: its log type {log_type!r} is neither Admin Activity nor Data Access.",
+            )
+        )
     return breaks
 
 
@@ -326,16 +345,21 @@ class _Link:
 
 
 def _links(log_type: str) -> Iterator[_Link]:
-    ids = (AuditEntry.objects.filter(log_type=log_type).order_by("seq", "id")
-           .values_list("pk", flat=True).iterator(chunk_size=_LOAD_CHUNK))
+    ids = (
+        AuditEntry.objects.filter(log_type=log_type)
+        .order_by("seq", "id")
+        .values_list("pk", flat=True)
+        .iterator(chunk_size=_LOAD_CHUNK)
+    )
     while chunk := [pk for _, pk in zip(range(_LOAD_CHUNK), ids, strict=False)]:
         for pk, entry, problem in load_entries(chunk):
             if entry is not None:
                 yield _Link(pk, entry.seq, entry.prev_hash, entry.entry_hash, entry, problem)
                 continue
             try:
-                seq, prev_hash, entry_hash = (AuditEntry.objects.filter(pk=pk)
-                                              .values_list("seq", "prev_hash", "entry_hash").get())
+                seq, prev_hash, entry_hash = (
+                    AuditEntry.objects.filter(pk=pk).values_list("seq", "prev_hash", "entry_hash").get()
+                )
             except Exception:
                 seq, prev_hash, entry_hash = 0, "", ""
             yield _Link(pk, seq, prev_hash, entry_hash, None, problem)
@@ -367,42 +391,75 @@ def _verify_one(log_type: str) -> list[ChainBreak]:
     while pending is not None:
         entry, pending = pending, next(entries, None)
         if entry.problem is not None:
-            malformed.append(ChainBreak(log_type, "malformed", entry.id, entry.seq,
-                                        f"entry #{entry.id} (position {entry.seq}) is malformed: "
-                                        f"{entry.problem}; its content cannot be verified."))
+            malformed.append(
+                ChainBreak(
+                    log_type,
+                    "malformed",
+                    entry.id,
+                    entry.seq,
+                    f"entry #{entry.id} (position {entry.seq}) is malformed: "
+                    f"{entry.problem}; its content cannot be verified.",
+                )
+            )
         hash_ok = entry.hash_ok
         if entry.seq > chain.head_seq or entry.seq < expected_seq:
-            return broken("inserted", entry.id, entry.seq,
-                          f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.")
+            return broken(
+                "inserted",
+                entry.id,
+                entry.seq,
+                f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.",
+            )
         if entry.seq > expected_seq:
             gap = f"{expected_seq}" if entry.seq == expected_seq + 1 else f"{expected_seq}–{entry.seq - 1}"
-            return broken("removed", entry.id, expected_seq,
-                          f"entries at position {gap} were removed, just before entry #{entry.id}.")
+            return broken(
+                "removed",
+                entry.id,
+                expected_seq,
+                f"entries at position {gap} were removed, just before entry #{entry.id}.",
+            )
         if hash_ok and entry.prev_hash == expected_prev:
             previous, expected_seq, expected_prev = entry, expected_seq + 1, entry.entry_hash
             continue
         if not hash_ok and pending is not None and pending.prev_hash == expected_prev != entry.entry_hash:
             # Skipping this entry mends the chain: it was slipped in between two real ones.
-            return broken("inserted", entry.id, entry.seq,
-                          f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.")
+            return broken(
+                "inserted",
+                entry.id,
+                entry.seq,
+                f"entry #{entry.id} (position {entry.seq}) was inserted: the console never wrote it.",
+            )
         if hash_ok and previous is not None:
             # This entry is intact but names another predecessor: the one before was rewritten.
-            return broken("altered", previous.id, previous.seq,
-                          f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.")
+            return broken(
+                "altered",
+                previous.id,
+                previous.seq,
+                f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.",
+            )
         if hash_ok:
-            return broken("altered", entry.id, entry.seq,
-                          f"entry #{entry.id} (position {entry.seq}) does not link to the chain's start.")
-        return broken("altered", entry.id, entry.seq,
-                      f"entry #{entry.id} (position {entry.seq}) was altered: its content no longer "
-                      "matches its hash.")
+            return broken(
+                "altered",
+                entry.id,
+                entry.seq,
+                f"entry #{entry.id} (position {entry.seq}) does not link to the chain's start.",
+            )
+        return broken(
+            "altered",
+            entry.id,
+            entry.seq,
+            f"entry #{entry.id} (position {entry.seq}) was altered: its content no longer matches its hash.",
+        )
     if expected_seq <= chain.head_seq:
         after = f" after entry #{previous.id}" if previous else ""
         gap = f"{expected_seq}" if expected_seq == chain.head_seq else f"{expected_seq}–{chain.head_seq}"
-        return broken("removed", None, expected_seq,
-                      f"the newest entries (position {gap}) were removed{after}.")
+        return broken("removed", None, expected_seq, f"the newest entries (position {gap}) were removed{after}.")
     if previous is not None and previous.entry_hash != chain.head_hash:
-        return broken("altered", previous.id, previous.seq,
-                      f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.")
+        return broken(
+            "altered",
+            previous.id,
+            previous.seq,
+            f"entry #{previous.id} (position {previous.seq}) was altered and re-hashed.",
+        )
     return malformed
 
 
@@ -441,8 +498,12 @@ def purge(*, actor=iam.SYSTEM, now=None, dry_run: bool = False) -> dict[str, int
             broken = _verify_one(log_type)
             if broken:
                 raise ChainBroken(f"Refusing to purge: {broken[0]}")
-            last = (AuditEntry.objects.filter(log_type=log_type, timestamp__lt=cutoff)
-                    .order_by("-seq").only("id", "seq", "entry_hash", "timestamp").first())
+            last = (
+                AuditEntry.objects.filter(log_type=log_type, timestamp__lt=cutoff)
+                .order_by("-seq")
+                .only("id", "seq", "entry_hash", "timestamp")
+                .first()
+            )
             if last is None:
                 removed[log_type] = 0
                 continue
@@ -456,9 +517,15 @@ def purge(*, actor=iam.SYSTEM, now=None, dry_run: bool = False) -> dict[str, int
             chain.seal = chain.compute_seal()
             chain.save(update_fields=["anchor_seq", "anchor_hash", "purged_through", "seal"])
     if not dry_run and any(removed.values()):
-        record(actor=actor, project=None, method=PURGE_METHOD, resource_name="auditLogs",
-               permission="", request={"retentionDays": {t: retention_days(t) for t in LogType.values}},
-               response={"removedEntries": removed})
+        record(
+            actor=actor,
+            project=None,
+            method=PURGE_METHOD,
+            resource_name="auditLogs",
+            permission="",
+            request={"retentionDays": {t: retention_days(t) for t in LogType.values}},
+            response={"removedEntries": removed},
+        )
     return removed
 
 
@@ -485,8 +552,16 @@ def entries_for(project: Project | None, *, actor):
         if not iam.is_platform_admin(actor):
             raise iam.NotFound("auditLogs")
         return AuditEntry.objects.all()
-    authorize(actor, READ_PERMISSION, project, method=LIST_ENTRIES, data_access=True,
-              service_name="logging.googleapis.com")
-    record(actor=actor, project=project, method=LIST_ENTRIES, resource_name=project.resource_name,
-           permission=READ_PERMISSION, data_access=True, service_name="logging.googleapis.com")
+    authorize(
+        actor, READ_PERMISSION, project, method=LIST_ENTRIES, data_access=True, service_name="logging.googleapis.com"
+    )
+    record(
+        actor=actor,
+        project=project,
+        method=LIST_ENTRIES,
+        resource_name=project.resource_name,
+        permission=READ_PERMISSION,
+        data_access=True,
+        service_name="logging.googleapis.com",
+    )
     return AuditEntry.objects.filter(project_id=project.project_id)

@@ -25,17 +25,27 @@ TIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-
 
 
 class AuditFilterForm(forms.Form):
-    log_type = forms.ChoiceField(required=False, label="Log",
-                                 choices=[("", "All logs"), *AuditEntry.LogType.choices])
-    since = forms.DateTimeField(required=False, label="From (UTC)", input_formats=TIME_FORMATS,
-                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    until = forms.DateTimeField(required=False, label="Until (UTC)", input_formats=TIME_FORMATS,
-                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    log_type = forms.ChoiceField(required=False, label="Log", choices=[("", "All logs"), *AuditEntry.LogType.choices])
+    since = forms.DateTimeField(
+        required=False,
+        label="From (UTC)",
+        input_formats=TIME_FORMATS,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    until = forms.DateTimeField(
+        required=False,
+        label="Until (UTC)",
+        input_formats=TIME_FORMATS,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
     principal = forms.CharField(required=False, max_length=254, help_text="contains")
     method = forms.CharField(required=False, max_length=120, help_text="contains")
     resource = forms.CharField(required=False, max_length=300, help_text="starts with")
-    outcome = forms.ChoiceField(required=False, label="Permission",
-                                choices=[("", "Granted or denied"), ("granted", "Granted"), ("denied", "Denied")])
+    outcome = forms.ChoiceField(
+        required=False,
+        label="Permission",
+        choices=[("", "Granted or denied"), ("granted", "Granted"), ("denied", "Denied")],
+    )
 
     def clean(self):
         data = super().clean()
@@ -138,8 +148,7 @@ def audit_export(request, project_id=None):
     def lines():
         last = 0
         while True:
-            ids = list(entries.filter(pk__gt=last).order_by("pk")
-                       .values_list("pk", flat=True)[:EXPORT_CHUNK])
+            ids = list(entries.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:EXPORT_CHUNK])
             if not ids:
                 return
             for pk, entry, problem in audit.load_entries(ids):

@@ -44,8 +44,9 @@ def relative_parts(base: Path, path: Path) -> tuple[str, ...]:
 
 
 @contextmanager
-def folder(base: Path, path: Path, *, create: bool = False, mode: int = 0o700,
-           made: Callable[[int], None] | None = None) -> Iterator[int]:
+def folder(
+    base: Path, path: Path, *, create: bool = False, mode: int = 0o700, made: Callable[[int], None] | None = None
+) -> Iterator[int]:
     """A descriptor of the folder ``path``, opened from ``base`` one component at a time without
     following links. ``create`` makes missing folders (``mode``, then ``made(fd)`` on each new one)."""
     descriptor = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -101,16 +102,16 @@ def read_file(base: Path, path: Path, limit: int) -> bytes:
         return handle.read(limit + 1)
 
 
-def write_file(base: Path, path: Path, data: bytes, *, owner: tuple[int, int] | None = None,
-               mode: int = 0o600) -> None:
+def write_file(base: Path, path: Path, data: bytes, *, owner: tuple[int, int] | None = None, mode: int = 0o600) -> None:
     """Write ``path`` beneath ``base`` whole: a new file renamed over the old entry, so a link or
     a hard-linked file in its place is replaced, never written through. ``owner`` (uid, gid) and
     ``mode`` are set on the new file before it appears."""
     path = Path(path)
     with folder(base, path.parent) as parent:
         scratch = f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}"
-        descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o600, dir_fd=parent)
+        descriptor = os.open(
+            scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent
+        )
         try:
             with os.fdopen(descriptor, "wb") as handle:
                 handle.write(data)
@@ -149,8 +150,9 @@ def change(descriptor: int, *, uid: int = -1, gid: int = -1, mode: int | None = 
         os.chmod(target, mode)
 
 
-def tree(base: Path, path: Path, visit: Callable[[int, os.stat_result], None], *,
-         max_entries: int, what: str = "") -> None:
+def tree(
+    base: Path, path: Path, visit: Callable[[int, os.stat_result], None], *, max_entries: int, what: str = ""
+) -> None:
     """Call ``visit(descriptor, stat)`` on ``path`` and everything below it that is a regular file
     or a folder, folders before what they hold, each reached without following a link; links,
     devices and sockets are skipped. ``descriptor`` is ``O_PATH`` for files (use :func:`change`)
@@ -180,8 +182,10 @@ def tree(base: Path, path: Path, visit: Callable[[int, os.stat_result], None], *
                 continue
             seen += 1
             if seen > max_entries:
-                raise Refused(f"{what or path} holds more than {max_entries} files and folders, the most "
-                              "the console walks (AICONSOLE_WALK_MAX_ENTRIES).")
+                raise Refused(
+                    f"{what or path} holds more than {max_entries} files and folders, the most "
+                    "the console walks (AICONSOLE_WALK_MAX_ENTRIES)."
+                )
             child = _visit_child(parent, name, visit)
             if child is not None:
                 if len(stack) >= MAX_DEPTH:

@@ -30,15 +30,21 @@ def ensure_admin_and_project() -> BootstrapResult:
         if user is None:
             password = configured_password or secrets.token_urlsafe(12)
             user = get_user_model().objects.create_superuser(username=username, email="", password=password)
-            audit.record(actor=iam.SYSTEM, project=None, method=accounts.CREATE_USER,
-                         resource_name=f"users/{username}", permission="aiconsole.users.create",
-                         request={"user": {"username": username, "platformAdmin": True}},
-                         response={"name": f"users/{username}"})
+            audit.record(
+                actor=iam.SYSTEM,
+                project=None,
+                method=accounts.CREATE_USER,
+                resource_name=f"users/{username}",
+                permission="aiconsole.users.create",
+                request={"user": {"username": username, "platformAdmin": True}},
+                response={"name": f"users/{username}"},
+            )
             shown = None if configured_password else password
         project = Project.objects.filter(project_id=project_id).first()
         if project is None:
             project = accounts.create_project(project_id, actor=iam.SYSTEM)
-        if not RoleBinding.objects.filter(user=user, project=project, role="roles/ml.admin",
-                                          resource_type=RoleBinding.ResourceType.PROJECT).exists():
+        if not RoleBinding.objects.filter(
+            user=user, project=project, role="roles/ml.admin", resource_type=RoleBinding.ResourceType.PROJECT
+        ).exists():
             policies.add_member(project, username, "roles/ml.admin", actor=iam.SYSTEM)
     return BootstrapResult(username=username, password=shown, project=project)

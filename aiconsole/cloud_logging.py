@@ -28,8 +28,10 @@ from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
-AUDIT_LOG_IDS = {"activity": "cloudaudit.googleapis.com%2Factivity",
-                 "data_access": "cloudaudit.googleapis.com%2Fdata_access"}
+AUDIT_LOG_IDS = {
+    "activity": "cloudaudit.googleapis.com%2Factivity",
+    "data_access": "cloudaudit.googleapis.com%2Fdata_access",
+}
 EXPORT_LOG_NAMES = {"activity": "aiconsole-audit-activity", "data_access": "aiconsole-audit-data_access"}
 SERVER_WIDE_PARENT = "organizations/aiconsole"
 MAX_QUEUED = 10_000
@@ -68,8 +70,16 @@ def log_entry(entry) -> dict:
         },
         "serviceName": entry.service_name,
         "methodName": entry.method_name,
-        "authorizationInfo": [{"resource": entry.resource_name, "permission": entry.permission,
-                               "granted": entry.granted, "resourceAttributes": {}}] if entry.permission else [],
+        "authorizationInfo": [
+            {
+                "resource": entry.resource_name,
+                "permission": entry.permission,
+                "granted": entry.granted,
+                "resourceAttributes": {},
+            }
+        ]
+        if entry.permission
+        else [],
         "resourceName": entry.resource_name,
     }
     if entry.request:
@@ -106,14 +116,17 @@ def export_audit_entry(entry) -> None:
         return
     rendered = log_entry(entry)
     labels = {**rendered["resource"]["labels"], **rendered["labels"]}
-    _enqueue(EXPORT_LOG_NAMES[entry.log_type], {
-        "info": rendered["protoPayload"],
-        "severity": rendered["severity"],
-        "timestamp": entry.timestamp,
-        "insert_id": rendered["insertId"],
-        "labels": {f"aiconsole/{k}" if "/" not in k else k: v for k, v in labels.items()},
-        "resource": ("global", {"project_id": settings.CLOUD_LOGGING_PROJECT}),
-    })
+    _enqueue(
+        EXPORT_LOG_NAMES[entry.log_type],
+        {
+            "info": rendered["protoPayload"],
+            "severity": rendered["severity"],
+            "timestamp": entry.timestamp,
+            "insert_id": rendered["insertId"],
+            "labels": {f"aiconsole/{k}" if "/" not in k else k: v for k, v in labels.items()},
+            "resource": ("global", {"project_id": settings.CLOUD_LOGGING_PROJECT}),
+        },
+    )
 
 
 def _field(row, name: str):
@@ -131,18 +144,28 @@ def export_job_log_lines(job, rows) -> None:
     items = []
     for row in rows:
         task = _field(row, "task_name") or "service"
-        labels = {"ml.googleapis.com/task_name": task, "ml.googleapis.com/job_id": job.job_id,
-                  "aiconsole/project_id": job.project.project_id}
+        labels = {
+            "ml.googleapis.com/task_name": task,
+            "ml.googleapis.com/job_id": job.job_id,
+            "aiconsole/project_id": job.project.project_id,
+        }
         if _field(row, "trial_id"):
             labels["ml.googleapis.com/trial_id"] = str(_field(row, "trial_id"))
-        items.append((task, {
-            "info": {"message": _field(row, "message") or "", "levelname": _field(row, "severity") or "INFO"},
-            "severity": _field(row, "severity") or "INFO",
-            "timestamp": _field(row, "time"),
-            "labels": labels,
-            "resource": ("ml_job", {"job_id": job.job_id, "project_id": settings.CLOUD_LOGGING_PROJECT,
-                                    "task_name": task}),
-        }))
+        items.append(
+            (
+                task,
+                {
+                    "info": {"message": _field(row, "message") or "", "levelname": _field(row, "severity") or "INFO"},
+                    "severity": _field(row, "severity") or "INFO",
+                    "timestamp": _field(row, "time"),
+                    "labels": labels,
+                    "resource": (
+                        "ml_job",
+                        {"job_id": job.job_id, "project_id": settings.CLOUD_LOGGING_PROJECT, "task_name": task},
+                    ),
+                },
+            )
+        )
 
     def send():
         for log_name, item in items:
@@ -170,9 +193,11 @@ def _enqueue(log_name: str, item: dict) -> None:
         logger.warning("Cloud Logging export queue is full; dropped an entry for %s", log_name)
 
 
-MISSING_CLIENT = ("AICONSOLE_CLOUD_LOGGING_PROJECT is set, but the Google Cloud Logging client is not installed: "
-                  "install the console with its cloud-logging extra (pip install 'aiconsole[cloud-logging]'), "
-                  "or unset the variable.")
+MISSING_CLIENT = (
+    "AICONSOLE_CLOUD_LOGGING_PROJECT is set, but the Google Cloud Logging client is not installed: "
+    "install the console with its cloud-logging extra (pip install 'aiconsole[cloud-logging]'), "
+    "or unset the variable."
+)
 
 
 class ClientMissing(ImportError):
@@ -238,6 +263,11 @@ def _write(client, batch: list[tuple[str, dict]]) -> None:
         with client.logger(log_name).batch() as writer:
             for item in items:
                 resource_type, resource_labels = item["resource"]
-                writer.log_struct(item["info"], severity=item["severity"], timestamp=item["timestamp"],
-                                  insert_id=item.get("insert_id"), labels=item["labels"],
-                                  resource=resource_class(type=resource_type, labels=resource_labels))
+                writer.log_struct(
+                    item["info"],
+                    severity=item["severity"],
+                    timestamp=item["timestamp"],
+                    insert_id=item.get("insert_id"),
+                    labels=item["labels"],
+                    resource=resource_class(type=resource_type, labels=resource_labels),
+                )

@@ -55,7 +55,8 @@ def secret_key(data_dir: Path) -> str:
         raise ImproperlyConfigured(
             f"AICONSOLE_SECRET_KEY: not set, and {key_file} does not exist. Start the console once "
             f"with `aiconsole up` (any `aiconsole` command makes the data dir ready), or set "
-            f"AICONSOLE_SECRET_KEY.") from None
+            f"AICONSOLE_SECRET_KEY."
+        ) from None
     if not key:
         raise ImproperlyConfigured(f"AICONSOLE_SECRET_KEY: {key_file} is empty; delete it to have a new key made.")
     return key

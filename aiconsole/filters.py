@@ -90,7 +90,7 @@ def label_match(field: str, operator: str, value: str, column: str = "labels") -
     ``field`` names no label."""
     if not field.startswith("labels.") or len(field) == len("labels."):
         return None
-    key = field[len("labels."):]
+    key = field[len("labels.") :]
     if value == "*" and operator == ":":
         return Q(**{f"{column}__has_key": key})
     return text_match(KeyTextTransform(key, column), operator, value)
@@ -110,7 +110,9 @@ def _tokens(text: str) -> list[_Token]:
             break
         match = _TOKEN.match(text, position)
         if not match or match.end() == position:
-            raise FilterError(f"Invalid filter: unexpected character at position {position + 1}: {text[position:][:20]!r}")
+            raise FilterError(
+                f"Invalid filter: unexpected character at position {position + 1}: {text[position:][:20]!r}"
+            )
         group = match.lastgroup
         value = match.group(group)
         kind = value if group == "word" and value in {"AND", "OR", "NOT"} else group
@@ -135,7 +137,9 @@ class _Parser:
         if token is None:
             raise FilterError("Invalid filter: the expression ends too early.")
         if kind and token.kind != kind:
-            raise FilterError(f"Invalid filter: expected {kind} at position {token.position + 1}, found {token.text!r}.")
+            raise FilterError(
+                f"Invalid filter: expected {kind} at position {token.position + 1}, found {token.text!r}."
+            )
         self.index += 1
         return token
 
@@ -145,8 +149,9 @@ class _Parser:
         if self.depth > MAX_FILTER_DEPTH:
             token = self.peek()
             where = f" at position {token.position + 1}" if token else ""
-            raise FilterError(f"Invalid filter: parentheses and NOT nest more than {MAX_FILTER_DEPTH} "
-                              f"levels deep{where}.")
+            raise FilterError(
+                f"Invalid filter: parentheses and NOT nest more than {MAX_FILTER_DEPTH} levels deep{where}."
+            )
 
     def ascend(self) -> None:
         self.depth -= 1
@@ -204,8 +209,12 @@ class _Parser:
     def _glue(self, value: _Token) -> str:
         """An unquoted value may contain colons (2026-01-01T00:00:00Z): join adjacent pieces."""
         text, end = value.text, value.position + len(value.text)
-        while (token := self.peek()) is not None and token.position == end and token.kind in {"op", "word"} \
-                and (token.kind == "word" or token.text == ":"):
+        while (
+            (token := self.peek()) is not None
+            and token.position == end
+            and token.kind in {"op", "word"}
+            and (token.kind == "word" or token.text == ":")
+        ):
             self.take()
             text += token.text
             end = token.position + len(token.text)

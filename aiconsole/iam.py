@@ -31,11 +31,13 @@ _PROJECT = {"ml.projects.getConfig", "resourcemanager.projects.get"}
 
 # The console's own extension (not in the original's ml roles): managing a project's members and
 # reading its audit log. Only roles/ml.admin holds them.
-CONSOLE_PERMISSIONS = frozenset({
-    "resourcemanager.projects.getIamPolicy",
-    "resourcemanager.projects.setIamPolicy",
-    "logging.privateLogEntries.list",
-})
+CONSOLE_PERMISSIONS = frozenset(
+    {
+        "resourcemanager.projects.getIamPolicy",
+        "resourcemanager.projects.setIamPolicy",
+        "logging.privateLogEntries.list",
+    }
+)
 ALL_PERMISSIONS = frozenset(
     _JOBS | _MODELS | _VERSIONS | _STUDIES | _TRIALS | _OPERATIONS | _LOCATIONS | _PROJECT | CONSOLE_PERMISSIONS
 )
@@ -63,14 +65,24 @@ ROLES: dict[str, Role] = {
             "AI Platform Developer",
             {"project"},
             {
-                "ml.jobs.create", "ml.jobs.get", "ml.jobs.getIamPolicy", "ml.jobs.list",
+                "ml.jobs.create",
+                "ml.jobs.get",
+                "ml.jobs.getIamPolicy",
+                "ml.jobs.list",
                 *_LOCATIONS,
-                "ml.models.create", "ml.models.get", "ml.models.getIamPolicy", "ml.models.list",
+                "ml.models.create",
+                "ml.models.get",
+                "ml.models.getIamPolicy",
+                "ml.models.list",
                 "ml.models.predict",
-                "ml.operations.get", "ml.operations.list",
+                "ml.operations.get",
+                "ml.operations.list",
                 *_PROJECT,
-                *_STUDIES, *_TRIALS,
-                "ml.versions.get", "ml.versions.list", "ml.versions.predict",
+                *_STUDIES,
+                *_TRIALS,
+                "ml.versions.get",
+                "ml.versions.list",
+                "ml.versions.predict",
             },
         ),
         _role(
@@ -78,10 +90,21 @@ ROLES: dict[str, Role] = {
             "AI Platform Viewer",
             {"project"},
             {
-                "ml.jobs.get", "ml.jobs.list", *_LOCATIONS, "ml.models.get", "ml.models.list",
-                "ml.operations.get", "ml.operations.list", *_PROJECT,
-                "ml.studies.get", "ml.studies.getIamPolicy", "ml.studies.list",
-                "ml.trials.get", "ml.trials.list", "ml.versions.get", "ml.versions.list",
+                "ml.jobs.get",
+                "ml.jobs.list",
+                *_LOCATIONS,
+                "ml.models.get",
+                "ml.models.list",
+                "ml.operations.get",
+                "ml.operations.list",
+                *_PROJECT,
+                "ml.studies.get",
+                "ml.studies.getIamPolicy",
+                "ml.studies.list",
+                "ml.trials.get",
+                "ml.trials.list",
+                "ml.versions.get",
+                "ml.versions.list",
             },
         ),
         _role("roles/ml.jobOwner", "AI Platform Job Owner", {"project", "job"}, _JOBS),
@@ -215,9 +238,13 @@ def _bound_roles(user_pk, project_pk, resource_type: str, pk) -> frozenset[str]:
     key = (user_pk, project_pk, resource_type, pk)
     if cache is not None and key in cache:
         return cache[key]
-    roles = frozenset(RoleBinding.objects.filter(
-        Q(resource_type=RoleBinding.ResourceType.PROJECT) | Q(resource_type=resource_type, resource_id=pk),
-        user_id=user_pk, project_id=project_pk).values_list("role", flat=True))
+    roles = frozenset(
+        RoleBinding.objects.filter(
+            Q(resource_type=RoleBinding.ResourceType.PROJECT) | Q(resource_type=resource_type, resource_id=pk),
+            user_id=user_pk,
+            project_id=project_pk,
+        ).values_list("role", flat=True)
+    )
     if cache is not None:
         cache[key] = roles
     return roles
@@ -301,9 +328,9 @@ def scope(queryset: QuerySet, user, permission: str) -> QuerySet:
     project_ids = RoleBinding.objects.filter(
         user=user, role__in=granting, resource_type=RoleBinding.ResourceType.PROJECT
     ).values("project_id")
-    resource_ids = RoleBinding.objects.filter(
-        user=user, role__in=granting, resource_type=resource_type
-    ).values("resource_id")
+    resource_ids = RoleBinding.objects.filter(user=user, role__in=granting, resource_type=resource_type).values(
+        "resource_id"
+    )
     return queryset.filter(Q(project_id__in=project_ids) | Q(pk__in=resource_ids))
 
 
@@ -325,8 +352,24 @@ def denial_help(permission: str, resource_name: str) -> dict:
     (the admins of the project ``resource_name`` lies in, from its bindings)."""
     roles = [ROLES[name].title + f" ({name})" for name in roles_granting(permission) if name in ROLES]
     project_id = resource_name.split("/")[1] if resource_name.startswith("projects/") else ""
-    admins = sorted(set(RoleBinding.objects.filter(
-        project__project_id=project_id, resource_type=RoleBinding.ResourceType.PROJECT, role=ADMIN_ROLE,
-        user__is_active=True).values_list("user__username", flat=True))) if project_id else []
-    return {"permission": permission, "resource_name": resource_name, "granting_roles": roles,
-            "admins": admins, "project_id": project_id}
+    admins = (
+        sorted(
+            set(
+                RoleBinding.objects.filter(
+                    project__project_id=project_id,
+                    resource_type=RoleBinding.ResourceType.PROJECT,
+                    role=ADMIN_ROLE,
+                    user__is_active=True,
+                ).values_list("user__username", flat=True)
+            )
+        )
+        if project_id
+        else []
+    )
+    return {
+        "permission": permission,
+        "resource_name": resource_name,
+        "granting_roles": roles,
+        "admins": admins,
+        "project_id": project_id,
+    }

@@ -27,8 +27,9 @@ def _requested_version(request) -> int | None:
     try:
         return int(raw)
     except (TypeError, ValueError):
-        raise InvalidArgument.from_violations([FieldViolation(
-            "options.requested_policy_version", f"Invalid value {raw!r}: expected an integer.")]) from None
+        raise InvalidArgument.from_violations(
+            [FieldViolation("options.requested_policy_version", f"Invalid value {raw!r}: expected an integer.")]
+        ) from None
 
 
 def _body(request) -> dict:
@@ -53,8 +54,9 @@ def set_iam_policy(request, resource) -> Response:
 
 def held_permissions(request, kind: str, resource) -> Response:
     """``resource`` is None when it does not exist: the answer is then an empty set, never 404."""
-    held = policies.permissions_held(policies.KINDS[kind], resource, _body(request).get("permissions", []),
-                                     actor=request.user)
+    held = policies.permissions_held(
+        policies.KINDS[kind], resource, _body(request).get("permissions", []), actor=request.user
+    )
     return Response({"permissions": held} if held else {})
 
 

@@ -17,7 +17,8 @@ class RequestContext:
 
 
 current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
-    "aiconsole_request", default=RequestContext()  # noqa: B039 (a frozen dataclass)
+    "aiconsole_request",
+    default=RequestContext(),  # noqa: B039 (a frozen dataclass)
 )
 
 
@@ -201,5 +202,8 @@ def _added_headers(request) -> list[tuple[bytes, bytes]]:
     response, before = HttpResponse(), set(HttpResponse().headers)
     _front_state["security"].process_response(request, response)
     XFrameOptionsMiddleware(lambda request: None).process_response(request, response)
-    return [(name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in response.headers.items() if name not in before]
+    return [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in response.headers.items()
+        if name not in before
+    ]

@@ -24,8 +24,10 @@ def page_size(raw: str | None) -> int:
     try:
         size = int(raw)
     except ValueError:
-        raise InvalidArgument(f'Invalid value at \'page_size\' (TYPE_INT32), "{raw}"',
-                              [FieldViolation("page_size", f'Invalid value "{raw}"')]) from None
+        raise InvalidArgument(
+            f"Invalid value at 'page_size' (TYPE_INT32), \"{raw}\"",
+            [FieldViolation("page_size", f'Invalid value "{raw}"')],
+        ) from None
     if size < 0:
         raise InvalidArgument("page_size must not be negative.", [FieldViolation("page_size", "must be ≥ 0")])
     return min(size, MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
@@ -74,6 +76,6 @@ def list_page(items: list, request, kind: str) -> tuple[list, str | None]:
     size = page_size(request.query_params.get("pageSize"))
     start = decode_token(kind, request.query_params.get("pageToken"))
     offset = int(start) if start and start.isdigit() else 0
-    page = items[offset: offset + size]
+    page = items[offset : offset + size]
     next_token = encode_token(kind, offset + size) if offset + size < len(items) else None
     return page, next_token

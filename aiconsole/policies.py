@@ -40,8 +40,9 @@ TEST_IAM_PERMISSIONS = f"{IAM_POLICY}.TestIamPermissions"
 VALID_VERSIONS = (0, 1, 3)
 AUDIT_SERVICES = (audit.SERVICE, "allServices")
 LOG_TYPES = ("ADMIN_READ", "DATA_READ", "DATA_WRITE")
-CONCURRENT_CHANGE = ("There were concurrent policy changes. Please retry the whole read-modify-write "
-                     "with exponential backoff.")
+CONCURRENT_CHANGE = (
+    "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff."
+)
 MEMBER_FORMAT = "Members are user:USERNAME or user:EMAIL."
 OTHER_MEMBER_TYPES = ("group", "serviceAccount", "domain", "deleted", "principal", "principalSet")
 
@@ -61,12 +62,17 @@ class PolicyKind:
 
 
 KINDS = {
-    "project": PolicyKind("project", "resourcemanager.projects.getIamPolicy",
-                          "resourcemanager.projects.setIamPolicy", "cloudresourcemanager.googleapis.com",
-                          ("",)),
+    "project": PolicyKind(
+        "project",
+        "resourcemanager.projects.getIamPolicy",
+        "resourcemanager.projects.setIamPolicy",
+        "cloudresourcemanager.googleapis.com",
+        ("",),
+    ),
     "job": PolicyKind("job", "ml.jobs.getIamPolicy", "ml.jobs.setIamPolicy", audit.SERVICE, ("ml.jobs.",)),
-    "model": PolicyKind("model", "ml.models.getIamPolicy", "ml.models.setIamPolicy", audit.SERVICE,
-                        ("ml.models.", "ml.versions.")),
+    "model": PolicyKind(
+        "model", "ml.models.getIamPolicy", "ml.models.setIamPolicy", audit.SERVICE, ("ml.models.", "ml.versions.")
+    ),
 }
 
 
@@ -101,8 +107,11 @@ def _audit_configs(resource) -> list[dict]:
 
 
 def _policy(bindings: Bindings, audit_configs: list[dict]) -> dict:
-    body = [{"role": role, "members": sorted({member_of(u) for u in users})}
-            for role, users in sorted(bindings.items()) if users]
+    body = [
+        {"role": role, "members": sorted({member_of(u) for u in users})}
+        for role, users in sorted(bindings.items())
+        if users
+    ]
     if not body and not audit_configs:
         return {}
     digest = hashlib.sha256(json.dumps([body, audit_configs], sort_keys=True).encode()).digest()
@@ -123,18 +132,38 @@ def policy_of(resource) -> dict:
 def get_policy(resource, *, actor, requested_version: int | None = None) -> dict:
     kind = kind_of(resource)
     if requested_version is not None and requested_version not in VALID_VERSIONS:
-        raise InvalidArgument.from_violations([FieldViolation(
-            "options.requested_policy_version",
-            f"Invalid requested policy version {requested_version}; valid versions are 0, 1 and 3.")])
+        raise InvalidArgument.from_violations(
+            [
+                FieldViolation(
+                    "options.requested_policy_version",
+                    f"Invalid requested policy version {requested_version}; valid versions are 0, 1 and 3.",
+                )
+            ]
+        )
     request = {"resource": resource.resource_name}
     if requested_version is not None:
         request["options"] = {"requestedPolicyVersion": requested_version}
-    audit.authorize(actor, kind.get_permission, resource, method=GET_IAM_POLICY, data_access=True,
-                    request=request, service_name=kind.service_name)
+    audit.authorize(
+        actor,
+        kind.get_permission,
+        resource,
+        method=GET_IAM_POLICY,
+        data_access=True,
+        request=request,
+        service_name=kind.service_name,
+    )
     policy = policy_of(resource)
-    audit.record(actor=actor, project=_project_of(resource), method=GET_IAM_POLICY,
-                 resource_name=resource.resource_name, permission=kind.get_permission, data_access=True,
-                 request=request, response=policy, service_name=kind.service_name)
+    audit.record(
+        actor=actor,
+        project=_project_of(resource),
+        method=GET_IAM_POLICY,
+        resource_name=resource.resource_name,
+        permission=kind.get_permission,
+        data_access=True,
+        request=request,
+        response=policy,
+        service_name=kind.service_name,
+    )
     return policy
 
 
@@ -172,10 +201,17 @@ def permissions_held(kind: PolicyKind, resource, permissions, *, actor) -> list[
     if resource is None:
         return []
     held = [p for p in dict.fromkeys(permissions) if iam.can(actor, p, resource)]
-    audit.record(actor=actor, project=_project_of(resource), method=TEST_IAM_PERMISSIONS,
-                 resource_name=resource.resource_name, permission="", data_access=True,
-                 request={"resource": resource.resource_name, "permissions": permissions},
-                 response={"permissions": held} if held else {}, service_name=kind.service_name)
+    audit.record(
+        actor=actor,
+        project=_project_of(resource),
+        method=TEST_IAM_PERMISSIONS,
+        resource_name=resource.resource_name,
+        permission="",
+        data_access=True,
+        request={"resource": resource.resource_name, "permissions": permissions},
+        response={"permissions": held} if held else {},
+        service_name=kind.service_name,
+    )
     return held
 
 
@@ -223,8 +259,13 @@ def find_user(name: str):
 def _mask_paths(update_mask: str | None, kind: PolicyKind) -> set[str]:
     if not update_mask:
         return {"bindings", "etag"}
-    aliases = {"bindings": "bindings", "etag": "etag", "auditConfigs": "auditConfigs",
-               "audit_configs": "auditConfigs", "version": "version"}
+    aliases = {
+        "bindings": "bindings",
+        "etag": "etag",
+        "auditConfigs": "auditConfigs",
+        "audit_configs": "auditConfigs",
+        "version": "version",
+    }
     paths, unknown = set(), []
     for path in (p.strip() for p in update_mask.split(",") if p.strip()):
         if path not in aliases or (aliases[path] == "auditConfigs" and kind.resource_type != "project"):
@@ -232,9 +273,16 @@ def _mask_paths(update_mask: str | None, kind: PolicyKind) -> set[str]:
         else:
             paths.add(aliases[path])
     if unknown:
-        raise InvalidArgument.from_violations([FieldViolation(
-            "update_mask", f"Field {p!r} cannot be updated on this policy; use bindings, etag"
-            + (", auditConfigs." if kind.resource_type == "project" else ".")) for p in unknown])
+        raise InvalidArgument.from_violations(
+            [
+                FieldViolation(
+                    "update_mask",
+                    f"Field {p!r} cannot be updated on this policy; use bindings, etag"
+                    + (", auditConfigs." if kind.resource_type == "project" else "."),
+                )
+                for p in unknown
+            ]
+        )
     return paths
 
 
@@ -260,9 +308,13 @@ def _parse_bindings(raw, kind: PolicyKind, violations: list) -> Bindings:
         if role not in iam.ROLES:
             violations.append(FieldViolation(f"{field}.role", f"Role {role} is not supported."))
         elif role not in grantable:
-            violations.append(FieldViolation(
-                f"{field}.role", f"Role {role} is not supported for this resource: a {kind.resource_type} "
-                f"can be granted {', '.join(grantable)}."))
+            violations.append(
+                FieldViolation(
+                    f"{field}.role",
+                    f"Role {role} is not supported for this resource: a {kind.resource_type} "
+                    f"can be granted {', '.join(grantable)}.",
+                )
+            )
         members = binding.get("members") or []
         if not isinstance(members, list):
             violations.append(FieldViolation(f"{field}.members", "Must be a list of members."))
@@ -291,8 +343,11 @@ def _parse_audit_configs(raw, violations: list) -> bool:
         field = f"policy.audit_configs[{i}]"
         service = config.get("service") if isinstance(config, dict) else None
         if not isinstance(service, str) or service not in AUDIT_SERVICES:
-            violations.append(FieldViolation(f"{field}.service", "Only ml.googleapis.com and allServices "
-                                                                  "can be configured on this server."))
+            violations.append(
+                FieldViolation(
+                    f"{field}.service", "Only ml.googleapis.com and allServices can be configured on this server."
+                )
+            )
             continue
         log_configs = config.get("auditLogConfigs") or []
         if not isinstance(log_configs, list):
@@ -301,11 +356,17 @@ def _parse_audit_configs(raw, violations: list) -> bool:
         for j, log_config in enumerate(log_configs):
             log_type = log_config.get("logType") if isinstance(log_config, dict) else None
             if not isinstance(log_type, str) or log_type not in LOG_TYPES:
-                violations.append(FieldViolation(f"{field}.audit_log_configs[{j}].log_type",
-                                                 f"Log type must be one of {', '.join(LOG_TYPES)}."))
+                violations.append(
+                    FieldViolation(
+                        f"{field}.audit_log_configs[{j}].log_type", f"Log type must be one of {', '.join(LOG_TYPES)}."
+                    )
+                )
             elif log_config.get("exemptedMembers"):
-                violations.append(FieldViolation(f"{field}.audit_log_configs[{j}].exempted_members",
-                                                 "Exempted members are not supported."))
+                violations.append(
+                    FieldViolation(
+                        f"{field}.audit_log_configs[{j}].exempted_members", "Exempted members are not supported."
+                    )
+                )
             admin_read = admin_read or log_type == "ADMIN_READ"
     return admin_read
 
@@ -316,8 +377,9 @@ def set_policy(resource, policy, *, actor, update_mask: str | None = None) -> di
     request = {"resource": resource.resource_name, "policy": policy}
     if update_mask:
         request["updateMask"] = update_mask
-    audit.authorize(actor, kind.set_permission, resource, method=SET_IAM_POLICY, request=request,
-                    service_name=kind.service_name)
+    audit.authorize(
+        actor, kind.set_permission, resource, method=SET_IAM_POLICY, request=request, service_name=kind.service_name
+    )
     if not isinstance(policy, dict):
         raise InvalidArgument.from_violations([FieldViolation("policy", "The policy must be an object.")])
     paths = _mask_paths(update_mask, kind)
@@ -335,12 +397,21 @@ def set_policy(resource, policy, *, actor, update_mask: str | None = None) -> di
     if violations:
         raise InvalidArgument.from_violations(violations)
     change = (lambda current: bindings) if "bindings" in paths else None
-    return _apply(resource, kind, actor=actor, change=change, data_access=data_access, etag=etag or None,
-                  request=request)
+    return _apply(
+        resource, kind, actor=actor, change=change, data_access=data_access, etag=etag or None, request=request
+    )
 
 
-def _apply(resource, kind: PolicyKind, *, actor, change: Callable[[Bindings], Bindings] | None,
-           data_access: bool | None = None, etag: str | None = None, request: dict | None = None) -> dict:
+def _apply(
+    resource,
+    kind: PolicyKind,
+    *,
+    actor,
+    change: Callable[[Bindings], Bindings] | None,
+    data_access: bool | None = None,
+    etag: str | None = None,
+    request: dict | None = None,
+) -> dict:
     """Change bindings (and audit configs) under a lock on the project row, check the etag and the
     last admin, write the Admin Activity entry with the deltas; return the new policy."""
     project = _project_of(resource)
@@ -359,22 +430,28 @@ def _apply(resource, kind: PolicyKind, *, actor, change: Callable[[Bindings], Bi
         if data_access is not None and data_access != locked.data_access_logs:
             locked.data_access_logs = data_access
             locked.save(update_fields=["data_access_logs"])
-            config_deltas = [{"action": "ADD" if data_access else "REMOVE", "service": audit.SERVICE,
-                              "logType": "ADMIN_READ"}]
+            config_deltas = [
+                {"action": "ADD" if data_access else "REMOVE", "service": audit.SERVICE, "logType": "ADMIN_READ"}
+            ]
         after = policy_of(holder)
         if request is None:
-            request = {"resource": resource.resource_name,
-                       "policy": {k: v for k, v in after.items() if k != "etag"}}
+            request = {"resource": resource.resource_name, "policy": {k: v for k, v in after.items() if k != "etag"}}
         delta = {}
         if binding_deltas:
             delta["bindingDeltas"] = binding_deltas
         if config_deltas:
             delta["auditConfigDeltas"] = config_deltas
-        audit.record(actor=actor, project=locked, method=SET_IAM_POLICY, resource_name=resource.resource_name,
-                     permission=kind.set_permission, request=request, response=after,
-                     service_name=kind.service_name,
-                     service_data={"@type": "type.googleapis.com/google.iam.v1.logging.AuditData",
-                                   "policyDelta": delta})
+        audit.record(
+            actor=actor,
+            project=locked,
+            method=SET_IAM_POLICY,
+            resource_name=resource.resource_name,
+            permission=kind.set_permission,
+            request=request,
+            response=after,
+            service_name=kind.service_name,
+            service_data={"@type": "type.googleapis.com/google.iam.v1.logging.AuditData", "policyDelta": delta},
+        )
     project.data_access_logs = locked.data_access_logs
     return after
 
@@ -388,8 +465,9 @@ def _replace_rows(resource, current: Bindings, new: Bindings) -> list[dict]:
         _rows(resource).filter(role=role, user_id=user_pk).delete()
         deltas.append({"action": "REMOVE", "role": role, "member": member_of(old_pairs[(role, user_pk)])})
     for role, user_pk in sorted(new_pairs.keys() - old_pairs.keys()):
-        RoleBinding.objects.create(project=project, resource_type=resource_type, resource_id=pk, role=role,
-                                   user=new_pairs[(role, user_pk)])
+        RoleBinding.objects.create(
+            project=project, resource_type=resource_type, resource_id=pk, role=role, user=new_pairs[(role, user_pk)]
+        )
         deltas.append({"action": "ADD", "role": role, "member": member_of(new_pairs[(role, user_pk)])})
     return deltas
 
@@ -400,7 +478,8 @@ def _keep_an_admin(project: Project, current: Bindings, new: Bindings) -> None:
     if before and not after:
         raise FailedPrecondition(
             f"Project {project.project_id} must keep at least one admin ({iam.ADMIN_ROLE}): "
-            "add another admin before removing the last one.")
+            "add another admin before removing the last one."
+        )
 
 
 # --- member changes (the member and sharing pages, the CLI) --------------------------------------
@@ -409,8 +488,14 @@ def _keep_an_admin(project: Project, current: Bindings, new: Bindings) -> None:
 def _check_role(kind: PolicyKind, role: str) -> None:
     grantable = iam.roles_grantable_on(kind.resource_type)
     if role not in grantable:
-        raise InvalidArgument.from_violations([FieldViolation(
-            "role", f"Role {role} cannot be granted on a {kind.resource_type}; choose one of {', '.join(grantable)}.")])
+        raise InvalidArgument.from_violations(
+            [
+                FieldViolation(
+                    "role",
+                    f"Role {role} cannot be granted on a {kind.resource_type}; choose one of {', '.join(grantable)}.",
+                )
+            ]
+        )
 
 
 def _user_for(identifier: str):
@@ -445,8 +530,9 @@ def remove_binding(resource, identifier: str, role: str, *, actor):
 
     def change(current: Bindings) -> Bindings:
         if user not in current.get(role, []):
-            raise InvalidArgument.from_violations([FieldViolation(
-                "member", f"{member_of(user)} does not hold {role} on {resource.resource_name}.")])
+            raise InvalidArgument.from_violations(
+                [FieldViolation("member", f"{member_of(user)} does not hold {role} on {resource.resource_name}.")]
+            )
         return {**current, role: [u for u in current[role] if u != user]}
 
     _apply(resource, kind, actor=actor, change=change)
@@ -471,8 +557,12 @@ def remove_member(resource, user, *, actor) -> None:
     """Take every role the user holds on the resource away."""
     kind = kind_of(resource)
     audit.authorize(actor, kind.set_permission, resource, method=SET_IAM_POLICY, service_name=kind.service_name)
-    _apply(resource, kind, actor=actor,
-           change=lambda current: {r: [u for u in users if u != user] for r, users in current.items()})
+    _apply(
+        resource,
+        kind,
+        actor=actor,
+        change=lambda current: {r: [u for u in users if u != user] for r, users in current.items()},
+    )
 
 
 def set_data_access_logs(project: Project, enabled: bool, *, actor) -> None:
@@ -480,6 +570,11 @@ def set_data_access_logs(project: Project, enabled: bool, *, actor) -> None:
     kind = KINDS["project"]
     audit.authorize(actor, kind.set_permission, project, method=SET_IAM_POLICY, service_name=kind.service_name)
     configs = [{"service": audit.SERVICE, "auditLogConfigs": [{"logType": "ADMIN_READ"}]}] if enabled else []
-    _apply(project, kind, actor=actor, change=None, data_access=enabled,
-           request={"resource": project.resource_name, "policy": {"auditConfigs": configs},
-                    "updateMask": "auditConfigs"})
+    _apply(
+        project,
+        kind,
+        actor=actor,
+        change=None,
+        data_access=enabled,
+        request={"resource": project.resource_name, "policy": {"auditConfigs": configs}, "updateMask": "auditConfigs"},
+    )

@@ -19,8 +19,12 @@ def profile(request):
 
 
 def _profile_page(request, new_token: str | None = None, status: int = 200, password_form=None):
-    context = {"tokens": ApiToken.objects.filter(user=request.user).order_by("-created"), "new_token": new_token,
-               "password_form": password_form or ChangePasswordForm(), "password_help": PASSWORD_HELP}
+    context = {
+        "tokens": ApiToken.objects.filter(user=request.user).order_by("-created"),
+        "new_token": new_token,
+        "password_form": password_form or ChangePasswordForm(),
+        "password_help": PASSWORD_HELP,
+    }
     response = render(request, "aiconsole/profile.html", context, status=status)
     if new_token:
         response["Cache-Control"] = "no-store"  # the raw token is in this page, and only here
@@ -35,8 +39,9 @@ def password_change(request):
     if form.is_valid():
         data = form.cleaned_data
         try:
-            accounts.change_password(request.user, data["current_password"], data["new_password"],
-                                     keep_session=request.session.session_key)
+            accounts.change_password(
+                request.user, data["current_password"], data["new_password"], keep_session=request.session.session_key
+            )
         except ServiceError as error:
             form.add_service_error(error)
         else:

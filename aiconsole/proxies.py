@@ -38,7 +38,7 @@ def parse_networks(entries: Iterable[str]) -> tuple[Network, ...]:
 def _address(text: str):
     text = text.strip()
     if text.startswith("[") and "]" in text:  # [::1]:port, as some proxies write IPv6
-        text = text[1:text.index("]")]
+        text = text[1 : text.index("]")]
     try:
         return ipaddress.ip_address(text)
     except ValueError:
@@ -83,8 +83,9 @@ class TrustedProxyMiddleware:
         if scope["type"] in ("http", "websocket") and scope.get("client"):
             networks = _networks(tuple(settings.TRUSTED_PROXIES))
             if networks:
-                forwarded = ",".join(value.decode("latin-1") for name, value in scope.get("headers", ())
-                                     if name == b"x-forwarded-for")
+                forwarded = ",".join(
+                    value.decode("latin-1") for name, value in scope.get("headers", ()) if name == b"x-forwarded-for"
+                )
                 peer = scope["client"][0]
                 address = client_address(peer, forwarded, networks)
                 if address != peer:

@@ -293,15 +293,18 @@ if TRAINER_USER not in ("", "root", "aiconsole-trainer"):
     raise ImproperlyConfigured(
         f"AICONSOLE_TRAINER_USER={TRAINER_USER}: trainers run as an account of their own project (ids from "
         "AICONSOLE_TRAINER_UIDS), so one named account is no longer used; unset it, or set it to root to run "
-        "them as root.")
+        "them as root."
+    )
 
 
 def _id_range(name: str, default: str) -> range:
     text = env_str(name, default) or default
     match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
     if not match or not 1000 <= int(match[1]) < int(match[2]) < 2**31 - 1:
-        raise ImproperlyConfigured(f"{name} must be a range of user ids FIRST-LAST with 1000 <= FIRST < LAST "
-                                   f"< 2147483647, for example {default}; got {text!r}")
+        raise ImproperlyConfigured(
+            f"{name} must be a range of user ids FIRST-LAST with 1000 <= FIRST < LAST "
+            f"< 2147483647, for example {default}; got {text!r}"
+        )
     return range(int(match[1]), int(match[2]) + 1)
 
 

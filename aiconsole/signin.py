@@ -50,10 +50,11 @@ def failures(username: str | None, address: str | None, since) -> tuple[int, int
 
 
 def locked_scope(request, credentials=None) -> str | None:
-    """"account" when the user is locked out everywhere, "address" when only from the request's
+    """ "account" when the user is locked out everywhere, "address" when only from the request's
     address, None when not locked."""
-    here, everywhere = failures(get_client_username(request, credentials), request.axes_ip_address,
-                                get_cool_off_threshold(request))
+    here, everywhere = failures(
+        get_client_username(request, credentials), request.axes_ip_address, get_cool_off_threshold(request)
+    )
     if everywhere >= settings.LOGIN_ACCOUNT_FAILURE_LIMIT:
         return "account"
     return "address" if here >= settings.AXES_FAILURE_LIMIT else None
@@ -65,8 +66,9 @@ class SignInHandler(AxesDatabaseHandler):
     reached (the failures from this address, raised to the limit once the account's are)."""
 
     def get_failures(self, request, credentials=None) -> int:
-        here, everywhere = failures(get_client_username(request, credentials), request.axes_ip_address,
-                                    get_cool_off_threshold(request))
+        here, everywhere = failures(
+            get_client_username(request, credentials), request.axes_ip_address, get_cool_off_threshold(request)
+        )
         if everywhere >= settings.LOGIN_ACCOUNT_FAILURE_LIMIT:
             return max(here, settings.AXES_FAILURE_LIMIT)
         return here
@@ -74,16 +76,22 @@ class SignInHandler(AxesDatabaseHandler):
 
 def lockout_message(scope: str | None = "account") -> str:
     where = " from this address" if scope == "address" else ""
-    return (f"Too many failed sign-ins for this user{where}. Try again in "
-            f"{cooloff_minutes()} minutes, or ask a platform admin to unlock it.")
+    return (
+        f"Too many failed sign-ins for this user{where}. Try again in "
+        f"{cooloff_minutes()} minutes, or ask a platform admin to unlock it."
+    )
 
 
 def _lockout_reason(scope: str | None) -> str:
     if scope == "address":
-        return (f"Locked out for {cooloff_minutes()} minutes after {settings.AXES_FAILURE_LIMIT} failed sign-ins "
-                f"from this address.")
-    return (f"Locked out for {cooloff_minutes()} minutes after {settings.LOGIN_ACCOUNT_FAILURE_LIMIT} failed "
-            f"sign-ins from any address.")
+        return (
+            f"Locked out for {cooloff_minutes()} minutes after {settings.AXES_FAILURE_LIMIT} failed sign-ins "
+            f"from this address."
+        )
+    return (
+        f"Locked out for {cooloff_minutes()} minutes after {settings.LOGIN_ACCOUNT_FAILURE_LIMIT} failed "
+        f"sign-ins from any address."
+    )
 
 
 @receiver(user_login_failed, dispatch_uid="aiconsole-audit-failed-sign-in")
@@ -96,20 +104,30 @@ def audit_failed_sign_in(sender, credentials: dict, request=None, **kwargs) -> N
     if locked_out and getattr(request, "axes_failures_since_start", None) is None:
         return  # refused unchecked, already locked out
     username = str(credentials.get("username") or "")[:150]
-    entry = {"actor": getattr(request, "user", None) or AnonymousUser(), "project": None,
-             "resource_name": f"users/{username}", "permission": "", "granted": False,
-             "request": {"username": username}}
-    audit.record(method=LOGIN, status_code=CODE_UNAUTHENTICATED,
-                 status_message="Wrong username or password.", **entry)
+    entry = {
+        "actor": getattr(request, "user", None) or AnonymousUser(),
+        "project": None,
+        "resource_name": f"users/{username}",
+        "permission": "",
+        "granted": False,
+        "request": {"username": username},
+    }
+    audit.record(method=LOGIN, status_code=CODE_UNAUTHENTICATED, status_message="Wrong username or password.", **entry)
     if locked_out:
-        audit.record(method=LOCK_OUT, status_code=CODE_RESOURCE_EXHAUSTED,
-                     status_message=_lockout_reason(locked_scope(request, credentials)), **entry)
+        audit.record(
+            method=LOCK_OUT,
+            status_code=CODE_RESOURCE_EXHAUSTED,
+            status_message=_lockout_reason(locked_scope(request, credentials)),
+            **entry,
+        )
 
 
 def lockout_response(request, original_response=None, credentials=None):
     """``AXES_LOCKOUT_CALLABLE``: the sign-in page again, saying why, as 429 Too Many Requests."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
-    context = {"form": AuthenticationForm(request, initial={"username": username}),
-               "locked_out": lockout_message(locked_scope(request, credentials or {"username": username})),
-               "next": request.POST.get("next", "")}
+    context = {
+        "form": AuthenticationForm(request, initial={"username": username}),
+        "locked_out": lockout_message(locked_scope(request, credentials or {"username": username})),
+        "next": request.POST.get("next", ""),
+    }
     return render(request, "registration/login.html", context, status=429)

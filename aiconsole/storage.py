@@ -55,8 +55,7 @@ CREDENTIALS_HELP = (
 # Lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit.
 _BUCKET_RE = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
 _BUCKET_RULE = (
-    "3-63 characters of lowercase letters, digits, '-', '_' and '.', "
-    "starting and ending with a letter or digit"
+    "3-63 characters of lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
 )
 _MAX_OBJECT_NAME_BYTES = 1024
 _SAFE_FILENAME_RE = re.compile(r"[A-Za-z0-9._+-]+")
@@ -109,9 +108,7 @@ def parse_gcs_uri(uri: str, *, require_object: bool = True) -> tuple[str, str]:
     if require_object and name.endswith("/"):
         raise StorageError(f"{uri}: names a folder, not an object")
     if len(name.encode("utf-8")) > _MAX_OBJECT_NAME_BYTES or any(c in name for c in "\r\n\0"):
-        raise StorageError(
-            f"{uri}: invalid object name (at most 1024 bytes, no line breaks or NUL)"
-        )
+        raise StorageError(f"{uri}: invalid object name (at most 1024 bytes, no line breaks or NUL)")
     return bucket, name
 
 
@@ -226,8 +223,10 @@ def _unsafe(uri: str, exc: OSError) -> StorageError:
     if isinstance(exc, beneath.Refused):
         return StorageError(f"{uri}: {exc}")
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a link where a folder or the file was when checked
-        return StorageError(f"{uri}: a link lies on its path (or a folder on it was replaced by one while it "
-                            "was used); the console follows no link there")
+        return StorageError(
+            f"{uri}: a link lies on its path (or a folder on it was replaced by one while it "
+            "was used); the console follows no link there"
+        )
     return StorageError(f"{uri}: cannot use it ({exc.strerror or exc})")
 
 
@@ -336,9 +335,7 @@ def _gcs_errors(uri: str, not_found: str | None = None) -> Iterator[None]:
     except api_exceptions.Unauthorized as exc:
         raise StorageError(f"{uri}: {CREDENTIALS_HELP}") from exc
     except api_exceptions.Forbidden as exc:
-        raise StorageError(
-            f"{uri}: permission denied; the server's credentials cannot access it"
-        ) from exc
+        raise StorageError(f"{uri}: permission denied; the server's credentials cannot access it") from exc
     except auth_exceptions.GoogleAuthError as exc:
         raise StorageError(f"{uri}: {CREDENTIALS_HELP} ({exc})") from exc
     except api_exceptions.GoogleAPIError as exc:
@@ -361,9 +358,7 @@ def _max_package_bytes(max_bytes: int | None) -> int:
 
 
 def _too_large(what: str, limit: int) -> StorageError:
-    return StorageError(
-        f"{what} is larger than the {limit} byte limit (AICONSOLE_MAX_PACKAGE_BYTES)"
-    )
+    return StorageError(f"{what} is larger than the {limit} byte limit (AICONSOLE_MAX_PACKAGE_BYTES)")
 
 
 class _LimitedWriter:
@@ -449,9 +444,7 @@ def fetch(
                     raise StorageError(f"{uri} does not exist")
                 if blob.size is not None and blob.size > limit:
                     raise _too_large(uri, limit)
-                _write_atomically(
-                    dest, lambda handle: blob.download_to_file(_LimitedWriter(handle, limit, uri))
-                )
+                _write_atomically(dest, lambda handle: blob.download_to_file(_LimitedWriter(handle, limit, uri)))
         except OSError as exc:  # the local side: dest_dir unwritable, disk full
             raise StorageError(f"{uri}: cannot write to {dest} ({exc.strerror or exc})") from exc
         return dest
@@ -474,12 +467,7 @@ def _safe_filename(filename: str) -> str:
     # Keep only the last component, as browsers may send a client-side path
     # (e.g. C:\Users\me\trainer.tar.gz); what remains must match the rule exactly.
     name = re.split(r"[/\\]", filename or "")[-1]
-    if (
-        not name
-        or name.startswith(".")
-        or len(name) > _MAX_FILENAME_CHARS
-        or not _SAFE_FILENAME_RE.fullmatch(name)
-    ):
+    if not name or name.startswith(".") or len(name) > _MAX_FILENAME_CHARS or not _SAFE_FILENAME_RE.fullmatch(name):
         raise StorageError(f"{filename!r}: invalid file name; {_FILENAME_RULE}")
     return name
 
@@ -521,9 +509,7 @@ def save_upload(
     try:
         _write_atomically(
             dest,
-            lambda handle: _copy_limited(
-                _read_chunks(fileobj), _LimitedWriter(handle, limit, name)
-            ),
+            lambda handle: _copy_limited(_read_chunks(fileobj), _LimitedWriter(handle, limit, name)),
         )
     except BaseException:
         # The random directory exists only for this upload; don't leave it empty behind.

@@ -34,16 +34,29 @@ def create_token(user, *, name: str = "", actor=iam.SYSTEM) -> tuple[ApiToken, s
     """
     method = f"{TOKEN_SERVICE}.CreateToken"
     if not _may_manage(actor, user):
-        audit.record(actor=actor, project=None, method=method, resource_name=f"users/{user.get_username()}",
-                     permission="aiconsole.tokens.create", granted=False, status_code=audit.CODE_PERMISSION_DENIED,
-                     status_message="Only the user or a platform admin may create the user's tokens.")
+        audit.record(
+            actor=actor,
+            project=None,
+            method=method,
+            resource_name=f"users/{user.get_username()}",
+            permission="aiconsole.tokens.create",
+            granted=False,
+            status_code=audit.CODE_PERMISSION_DENIED,
+            status_message="Only the user or a platform admin may create the user's tokens.",
+        )
         raise iam.PermissionDenied("aiconsole.tokens.create", f"users/{user.get_username()}")
     raw = ApiToken.new_raw_key()
     with transaction.atomic():
         token = ApiToken.objects.create(user=user, name=name[:100], key_hash=hash_token(raw), hint=raw[:12])
-        audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
-                     permission="aiconsole.tokens.create", request={"parent": f"users/{user.get_username()}", "displayName": token.name},
-                     response={"name": _token_name(token), "hint": token.hint})
+        audit.record(
+            actor=actor,
+            project=None,
+            method=method,
+            resource_name=_token_name(token),
+            permission="aiconsole.tokens.create",
+            request={"parent": f"users/{user.get_username()}", "displayName": token.name},
+            response={"name": _token_name(token), "hint": token.hint},
+        )
     return token, raw
 
 
@@ -51,15 +64,28 @@ def revoke_token(token: ApiToken, *, actor=iam.SYSTEM) -> None:
     """Revoke a token (once; revoking it again changes and records nothing)."""
     method = f"{TOKEN_SERVICE}.RevokeToken"
     if not _may_manage(actor, token.user):
-        audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
-                     permission="aiconsole.tokens.revoke", granted=False, status_code=audit.CODE_PERMISSION_DENIED,
-                     status_message="Only the user or a platform admin may revoke the user's tokens.")
+        audit.record(
+            actor=actor,
+            project=None,
+            method=method,
+            resource_name=_token_name(token),
+            permission="aiconsole.tokens.revoke",
+            granted=False,
+            status_code=audit.CODE_PERMISSION_DENIED,
+            status_message="Only the user or a platform admin may revoke the user's tokens.",
+        )
         raise iam.PermissionDenied("aiconsole.tokens.revoke", _token_name(token))
     with transaction.atomic():
         updated = ApiToken.objects.filter(pk=token.pk, revoked=None).update(revoked=timezone.now())
         if updated:
-            audit.record(actor=actor, project=None, method=method, resource_name=_token_name(token),
-                         permission="aiconsole.tokens.revoke", request={"name": _token_name(token)})
+            audit.record(
+                actor=actor,
+                project=None,
+                method=method,
+                resource_name=_token_name(token),
+                permission="aiconsole.tokens.revoke",
+                request={"name": _token_name(token)},
+            )
     token.refresh_from_db(fields=["revoked"])
 
 
@@ -77,8 +103,12 @@ def authenticate_bearer(raw: str):
     raw = raw.strip()
     if not raw:
         return None
-    token = (ApiToken.objects.select_related("user").only("id", "last_used", "user")
-             .filter(key_hash=hash_token(raw), revoked=None).first())
+    token = (
+        ApiToken.objects.select_related("user")
+        .only("id", "last_used", "user")
+        .filter(key_hash=hash_token(raw), revoked=None)
+        .first()
+    )
     if token is None or not token.user.is_active:
         return None
     now = timezone.now()
@@ -109,4 +139,3 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return 'Bearer realm="aiconsole"'
-

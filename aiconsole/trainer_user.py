@@ -240,6 +240,7 @@ def _each_folder(base: Path, parts: tuple[str, ...], visit) -> None:
 
 def _open_to_others(base: Path, folder: Path) -> None:
     """Others may traverse ``base`` and every folder down to ``folder`` that the console owns."""
+
     def open_up(descriptor: int, depth: int) -> None:
         info = os.fstat(descriptor)
         if info.st_uid == os.geteuid() and not info.st_mode & 0o001:
@@ -286,8 +287,16 @@ def can_run(python: str) -> bool:
     """Whether an unprivileged account can run ``python``: asked once per interpreter and process
     (it starts the interpreter, tens of milliseconds every job would otherwise pay)."""
     try:
-        result = subprocess.run([python, "-I", "-S", "-c", "pass"], capture_output=True, timeout=60, cwd="/",
-                                env={"PATH": os.defpath}, user=PROBE_ID, group=PROBE_ID, extra_groups=[])
+        result = subprocess.run(
+            [python, "-I", "-S", "-c", "pass"],
+            capture_output=True,
+            timeout=60,
+            cwd="/",
+            env={"PATH": os.defpath},
+            user=PROBE_ID,
+            group=PROBE_ID,
+            extra_groups=[],
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return result.returncode == 0
@@ -310,8 +319,11 @@ def reachable_python(python: str, log=lambda message: None) -> str:
 def _reachable_copy(python: str, log) -> str:
     if can_run(python):
         return python
-    prefix = Path(subprocess.run([python, "-I", "-S", "-c", "import sys; print(sys.base_prefix)"],
-                                 capture_output=True, text=True, check=True).stdout.strip())
+    prefix = Path(
+        subprocess.run(
+            [python, "-I", "-S", "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     relative = Path(python).resolve().relative_to(prefix.resolve())
     digest = hashlib.sha256(str(prefix.resolve()).encode()).hexdigest()[:12]
     target = settings.ENV_DIR / PYTHONS_FOLDER / f"{prefix.name}-{digest}"
@@ -320,15 +332,18 @@ def _reachable_copy(python: str, log) -> str:
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one copy, whoever asks for it at the same time
         if not (target / SHARED_MARKER).is_file():
-            log(f"Trainers cannot read {prefix}; copying that Python installation (without its "
-                f"site-packages) to {target}, once.")
+            log(
+                f"Trainers cannot read {prefix}; copying that Python installation (without its "
+                f"site-packages) to {target}, once."
+            )
             _copy_installation(prefix, target)
         open_to_all(target)  # also a copy an earlier version shared with one account's group only
     if not can_run(str(copied)):
         raise TrainerUserError(
             f"Trainers run as accounts of their projects, which can read neither {python} nor its copy in "
             f"{target}. Install that Python where every user can read it (for example under /usr/local) and "
-            "name it in AICONSOLE_PYTHONS.")
+            "name it in AICONSOLE_PYTHONS."
+        )
     return str(copied)
 
 
@@ -337,8 +352,9 @@ def _copy_installation(prefix: Path, target: Path) -> None:
     search path at the copy (``$ORIGIN/../lib``), as a relocatable build would have it."""
     scratch = target.with_name(target.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
-    shutil.copytree(prefix, scratch, symlinks=True,
-                    ignore=lambda folder, names: [n for n in names if n == "site-packages"])
+    shutil.copytree(
+        prefix, scratch, symlinks=True, ignore=lambda folder, names: [n for n in names if n == "site-packages"]
+    )
     for name in os.listdir(scratch / "bin"):
         _relocate_runpath(scratch / "bin" / name, str(prefix / "lib"))
     for site in scratch.glob("lib/python*"):
@@ -361,7 +377,7 @@ def _relocate_runpath(executable: Path, old: str) -> None:
     if data.count(needle) != 1 or len(new) > len(old):
         return
     start = data.index(needle)
-    executable.write_bytes(data[:start] + new + b"\0" * (len(needle) - len(new)) + data[start + len(needle):])
+    executable.write_bytes(data[:start] + new + b"\0" * (len(needle) - len(new)) + data[start + len(needle) :])
 
 
 # --- whom a project's code runs as ----------------------------------------------------------------
@@ -436,9 +452,11 @@ def _free_uid(project_id: str, taken: set[int]) -> int:
     for uid in settings.TRAINER_UIDS:
         if uid not in taken and uid not in users and uid not in groups:
             return uid
-    raise TrainerUserError(f"Every id of AICONSOLE_TRAINER_UIDS ({settings.TRAINER_UIDS.start}-"
-                           f"{settings.TRAINER_UIDS.stop - 1}) is in use on this host or by another project; "
-                           "widen the range.")
+    raise TrainerUserError(
+        f"Every id of AICONSOLE_TRAINER_UIDS ({settings.TRAINER_UIDS.start}-"
+        f"{settings.TRAINER_UIDS.stop - 1}) is in use on this host or by another project; "
+        "widen the range."
+    )
 
 
 def _local_account(uid: int, project_id: str) -> TrainerUser:
@@ -452,7 +470,8 @@ def _local_account(uid: int, project_id: str) -> TrainerUser:
         owner = entry.pw_name if entry else "nobody that can be found"
         raise TrainerUserError(
             f"Id {uid}, which this console gives projects/{project_id}, belongs on this host to {owner}, "
-            "an account this console did not make. Choose AICONSOLE_TRAINER_UIDS free on every host.")
+            "an account this console did not make. Choose AICONSOLE_TRAINER_UIDS free on every host."
+        )
     return TrainerUser(name=entry.pw_name, uid=uid, project_id=project_id)
 
 
@@ -467,12 +486,45 @@ def _create(name: str, uid: int, comment: str) -> None:
     """A system account with a group of the same number, no home and no login shell."""
     nologin = next((p for p in ("/usr/sbin/nologin", "/sbin/nologin") if os.path.exists(p)), "/bin/false")
     recipes = [
-        [["groupadd", "--gid", str(uid), name],
-         ["useradd", "--system", "--uid", str(uid), "--gid", str(uid), "--no-create-home", "--home-dir",
-          "/nonexistent", "--shell", nologin, "--comment", comment, name]],
-        [["addgroup", "-S", "-g", str(uid), name],  # busybox
-         ["adduser", "-S", "-D", "-H", "-h", "/nonexistent", "-s", nologin, "-u", str(uid), "-G", name,
-          "-g", comment, name]],
+        [
+            ["groupadd", "--gid", str(uid), name],
+            [
+                "useradd",
+                "--system",
+                "--uid",
+                str(uid),
+                "--gid",
+                str(uid),
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                nologin,
+                "--comment",
+                comment,
+                name,
+            ],
+        ],
+        [
+            ["addgroup", "-S", "-g", str(uid), name],  # busybox
+            [
+                "adduser",
+                "-S",
+                "-D",
+                "-H",
+                "-h",
+                "/nonexistent",
+                "-s",
+                nologin,
+                "-u",
+                str(uid),
+                "-G",
+                name,
+                "-g",
+                comment,
+                name,
+            ],
+        ],
     ]
     errors = []
     for commands in recipes:
@@ -485,8 +537,11 @@ def _create(name: str, uid: int, comment: str) -> None:
                 break
         else:
             return
-    raise TrainerUserError(f"Could not create the account {name} (uid {uid}) for a project's trainers: "
-                           + ("; ".join(errors) or "neither useradd nor adduser is installed") + ".")
+    raise TrainerUserError(
+        f"Could not create the account {name} (uid {uid}) for a project's trainers: "
+        + ("; ".join(errors) or "neither useradd nor adduser is installed")
+        + "."
+    )
 
 
 def _made(command: list[str], name: str) -> bool:
@@ -521,21 +576,28 @@ def check_folders() -> None:
     if not switching():
         return
     if not (shutil.which("useradd") or shutil.which("adduser")):
-        raise TrainerUserError("Trainers run as an account of their project, and neither useradd nor adduser "
-                               "is installed to create one. Install one (Debian: passwd), or set "
-                               "AICONSOLE_TRAINER_USER=root to run trainers as root.")
+        raise TrainerUserError(
+            "Trainers run as an account of their project, and neither useradd nor adduser "
+            "is installed to create one. Install one (Debian: passwd), or set "
+            "AICONSOLE_TRAINER_USER=root to run trainers as root."
+        )
     for folder in (settings.DATA_DIR, settings.WORK_DIR, settings.STORAGE_DIR, settings.ENV_DIR):
         folder.mkdir(parents=True, exist_ok=True)
         _open_to_others(folder, folder)
         blocked = unreachable_ancestor(folder)
         if blocked:
             home = Path.home() / ".aiconsole"
-            move = (f" This is the data dir of an earlier root console: move it with `mv {home} {datadir.ROOT_DATA_DIR}` "
-                    "(then the default) and start again." if folder == home.resolve() else "")
+            move = (
+                f" This is the data dir of an earlier root console: move it with `mv {home} {datadir.ROOT_DATA_DIR}` "
+                "(then the default) and start again."
+                if folder == home.resolve()
+                else ""
+            )
             raise TrainerUserError(
                 f"Trainers run as accounts of their projects, which cannot reach {folder}: {blocked} lets only "
                 f"its owner in.{move} Otherwise choose a folder others may traverse (AICONSOLE_DATA_DIR, for "
-                f"example {datadir.ROOT_DATA_DIR}), or set AICONSOLE_TRAINER_USER=root to run trainers as root.")
+                f"example {datadir.ROOT_DATA_DIR}), or set AICONSOLE_TRAINER_USER=root to run trainers as root."
+            )
 
 
 @functools.cache
@@ -560,12 +622,16 @@ def describe() -> str:
     if os.geteuid() != 0:
         return f"Trainers run as {pwd.getpwuid(os.geteuid()).pw_name}, the console's own user."
     if not switching():
-        return ("Trainers run as root (AICONSOLE_TRAINER_USER=root): they can read the console's secrets. "
-                "Unset it to run them as an account of their project.")
+        return (
+            "Trainers run as root (AICONSOLE_TRAINER_USER=root): they can read the console's secrets. "
+            "Unset it to run them as an account of their project."
+        )
     check_folders()
     uids = settings.TRAINER_UIDS
-    return (f"Trainers, TensorBoards and models run as an account of their project (ids {uids.start}-"
-            f"{uids.stop - 1}), not as root.")
+    return (
+        f"Trainers, TensorBoards and models run as an account of their project (ids {uids.start}-"
+        f"{uids.stop - 1}), not as root."
+    )
 
 
 # --- job dirs and inputs ----------------------------------------------------------------------------

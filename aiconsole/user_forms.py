@@ -16,8 +16,13 @@ PASSWORD_HELP = "At least 8 characters, not a common password, and not like the 
 
 
 def password_field(label: str, *, required: bool = True, autocomplete: str = "new-password") -> forms.CharField:
-    return forms.CharField(label=label, required=required, strip=False, max_length=4096,
-                           widget=forms.PasswordInput(attrs={"autocomplete": autocomplete}))
+    return forms.CharField(
+        label=label,
+        required=required,
+        strip=False,
+        max_length=4096,
+        widget=forms.PasswordInput(attrs={"autocomplete": autocomplete}),
+    )
 
 
 class NamedErrorsForm(forms.Form):
@@ -61,18 +66,32 @@ class NamedErrorsForm(forms.Form):
 class NewUserForm(NamedErrorsForm):
     LINK, PASSWORD = "link", "password"
 
-    username = forms.CharField(label="Username", max_length=150, validators=[UnicodeUsernameValidator()], widget=forms.TextInput(attrs={"autocomplete": "off"}),
-                               help_text="Letters, digits and @ . + - _ only; they sign in with it.")
+    username = forms.CharField(
+        label="Username",
+        max_length=150,
+        validators=[UnicodeUsernameValidator()],
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        help_text="Letters, digits and @ . + - _ only; they sign in with it.",
+    )
     name = forms.CharField(label="Name", required=False, max_length=150)
     email = forms.EmailField(label="Email", required=False)
-    how = forms.ChoiceField(label="First password", initial=LINK, widget=forms.RadioSelect, choices=[
-        (LINK, "Give them a one-time link to set their own password"),
-        (PASSWORD, "Set a password now and tell it to them"),
-    ])
+    how = forms.ChoiceField(
+        label="First password",
+        initial=LINK,
+        widget=forms.RadioSelect,
+        choices=[
+            (LINK, "Give them a one-time link to set their own password"),
+            (PASSWORD, "Set a password now and tell it to them"),
+        ],
+    )
     password = password_field("Password", required=False)
 
-    field_of_violation = {"user.username": "username", "user.email": "email", "user.name": "name",
-                          "user.password": "password"}
+    field_of_violation = {
+        "user.username": "username",
+        "user.email": "email",
+        "user.name": "name",
+        "user.password": "password",
+    }
 
     def clean(self):
         data = super().clean()

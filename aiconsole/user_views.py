@@ -42,8 +42,12 @@ def _with_link(request, template: str, context: dict, status: int):
 
 
 def _link_context(request, user, path: str, expires) -> dict:
-    return {"link_user": user, "link": request.build_absolute_uri(path), "link_expires": expires,
-            "link_hours": accounts.PASSWORD_LINK_HOURS}
+    return {
+        "link_user": user,
+        "link": request.build_absolute_uri(path),
+        "link_expires": expires,
+        "link_hours": accounts.PASSWORD_LINK_HOURS,
+    }
 
 
 @login_required
@@ -54,9 +58,14 @@ def users(request):
     if request.method == "POST" and form.is_valid():
         data, link = form.cleaned_data, form.cleaned_data["how"] == NewUserForm.LINK
         try:
-            user, _ = accounts.create_user(data["username"], actor=request.user, email=data["email"],
-                                           name=data["name"], password=None if link else data["password"],
-                                           password_link=link)
+            user, _ = accounts.create_user(
+                data["username"],
+                actor=request.user,
+                email=data["email"],
+                name=data["name"],
+                password=None if link else data["password"],
+                password_link=link,
+            )
         except ServiceError as error:
             form.add_service_error(error)
         else:
@@ -64,17 +73,25 @@ def users(request):
                 messages.success(request, f"Created {user.get_username()} with the password you set.")
                 return redirect("user_detail", user.get_username())
             path, expires = accounts.create_password_link(user, actor=request.user)
-            context = {"shown": user, "created": True, **_link_context(request, user, path, expires),
-                       **_detail_context(request, user)}
+            context = {
+                "shown": user,
+                "created": True,
+                **_link_context(request, user, path, expires),
+                **_detail_context(request, user),
+            }
             return _with_link(request, "aiconsole/user_detail.html", context, status=201)
     context = {"users": rows, "form": form, "password_help": PASSWORD_HELP}
     return render(request, "aiconsole/users.html", context)  # errors on 200, as the other forms
 
 
 def _detail_context(request, user, password_form=None) -> dict:
-    return {"shown": user, "password_form": password_form or SetPasswordForm(),
-            "password_help": PASSWORD_HELP, "is_self": user.pk == request.user.pk,
-            "tokens": user.api_tokens.active().count()}
+    return {
+        "shown": user,
+        "password_form": password_form or SetPasswordForm(),
+        "password_help": PASSWORD_HELP,
+        "is_self": user.pk == request.user.pk,
+        "tokens": user.api_tokens.active().count(),
+    }
 
 
 @login_required
@@ -126,23 +143,32 @@ def _change(request, username: str, change, done: str):
 @login_required
 @require_POST
 def user_deactivate(request, username):
-    return _change(request, username, lambda user: accounts.deactivate_user(user, actor=request.user),
-                   "{name} is deactivated: their sessions ended and their API tokens are revoked.")
+    return _change(
+        request,
+        username,
+        lambda user: accounts.deactivate_user(user, actor=request.user),
+        "{name} is deactivated: their sessions ended and their API tokens are revoked.",
+    )
 
 
 @login_required
 @require_POST
 def user_reactivate(request, username):
-    return _change(request, username, lambda user: accounts.reactivate_user(user, actor=request.user),
-                   "{name} is active again.")
+    return _change(
+        request, username, lambda user: accounts.reactivate_user(user, actor=request.user), "{name} is active again."
+    )
 
 
 @login_required
 @require_POST
 def user_admin(request, username):
     admin = request.POST.get("admin") == "on"
-    return _change(request, username, lambda user: accounts.set_platform_admin(user, admin, actor=request.user),
-                   "{name} is now a platform admin." if admin else "{name} is no longer a platform admin.")
+    return _change(
+        request,
+        username,
+        lambda user: accounts.set_platform_admin(user, admin, actor=request.user),
+        "{name} is now a platform admin." if admin else "{name} is no longer a platform admin.",
+    )
 
 
 # --- the page a set-password link opens (signed out) ----------------------------------------------
@@ -166,4 +192,3 @@ def password_link(request, uid, token):
     # The token is in this page's address; SecurityMiddleware's Referrer-Policy (same-origin) keeps
     # it from other sites, and the page loads nothing from them.
     return render(request, "aiconsole/password_link.html", context)
-

@@ -29,8 +29,21 @@ ARG_CHARS = 4096
 #   int64 (string/int64), int32 (integer/int32), double (number/double), bool (boolean),
 #   fieldmask (string/google-fieldmask), enum (string with enum values), message ($ref),
 #   map (object of strings), object (any JSON object, e.g. an operation's metadata).
-TYPES = ("string", "bytes", "timestamp", "duration", "fieldmask", "int64", "int32", "double", "bool", "enum",
-         "message", "map", "object")
+TYPES = (
+    "string",
+    "bytes",
+    "timestamp",
+    "duration",
+    "fieldmask",
+    "int64",
+    "int32",
+    "double",
+    "bool",
+    "enum",
+    "message",
+    "map",
+    "object",
+)
 
 
 @dataclass(frozen=True)
@@ -85,18 +98,35 @@ def _enum(name: str, **options) -> Field:
 # Enum values, keyed by proto enum name (the name the JSON front end's errors use).
 ENUMS: dict[str, tuple[str, ...]] = {
     "TrainingInput.ScaleTier": ("BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU", "CUSTOM"),
-    "AcceleratorType": ("ACCELERATOR_TYPE_UNSPECIFIED", "NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100",
-                        "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_A100",
-                        "TPU_V2", "TPU_V3", "TPU_V2_POD", "TPU_V3_POD", "TPU_V4_POD"),
+    "AcceleratorType": (
+        "ACCELERATOR_TYPE_UNSPECIFIED",
+        "NVIDIA_TESLA_K80",
+        "NVIDIA_TESLA_P100",
+        "NVIDIA_TESLA_V100",
+        "NVIDIA_TESLA_P4",
+        "NVIDIA_TESLA_T4",
+        "NVIDIA_TESLA_A100",
+        "TPU_V2",
+        "TPU_V3",
+        "TPU_V2_POD",
+        "TPU_V3_POD",
+        "TPU_V4_POD",
+    ),
     "HyperparameterSpec.GoalType": ("GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE"),
     "HyperparameterSpec.Algorithm": ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"),
-    "ParameterSpec.ParameterType": ("PARAMETER_TYPE_UNSPECIFIED", "DOUBLE", "INTEGER", "CATEGORICAL",
-                                    "DISCRETE"),
+    "ParameterSpec.ParameterType": ("PARAMETER_TYPE_UNSPECIFIED", "DOUBLE", "INTEGER", "CATEGORICAL", "DISCRETE"),
     "ParameterSpec.ScaleType": ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"),
-    "PredictionInput.DataFormat": ("DATA_FORMAT_UNSPECIFIED", "JSON", "TEXT", "TF_RECORD", "TF_RECORD_GZIP",
-                                   "CSV"),
-    "Job.State": ("STATE_UNSPECIFIED", "QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING",
-                  "CANCELLED"),
+    "PredictionInput.DataFormat": ("DATA_FORMAT_UNSPECIFIED", "JSON", "TEXT", "TF_RECORD", "TF_RECORD_GZIP", "CSV"),
+    "Job.State": (
+        "STATE_UNSPECIFIED",
+        "QUEUED",
+        "PREPARING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLING",
+        "CANCELLED",
+    ),
     "Version.State": ("UNKNOWN", "READY", "CREATING", "FAILED", "DELETING", "UPDATING"),
     "Version.Framework": ("FRAMEWORK_UNSPECIFIED", "TENSORFLOW", "SCIKIT_LEARN", "XGBOOST"),
     "MetricSpec.MetricName": ("METRIC_NAME_UNSPECIFIED", "CPU_USAGE", "GPU_DUTY_CYCLE"),
@@ -105,130 +135,232 @@ ENUMS: dict[str, tuple[str, ...]] = {
 
 _REPLICA = _msg("ReplicaConfig")
 _TOKEN = Field("string", max_chars=None)  # a page token we wrote; never read from a body
-_CRP_REASON = ("Custom prediction routines (packageUris, predictionClass) are not supported on this server; "
-               "deploy a scikit-learn, XGBoost or TensorFlow model.")
+_CRP_REASON = (
+    "Custom prediction routines (packageUris, predictionClass) are not supported on this server; "
+    "deploy a scikit-learn, XGBoost or TensorFlow model."
+)
 
 MESSAGES: dict[str, Message] = {
     # --- training and batch prediction jobs (jobs.spec) -----------------------------------------------
-    PREFIX + "Job": Message({
-        "jobId": S, "labels": LABELS, "trainingInput": _msg("TrainingInput"),
-        "predictionInput": _msg("PredictionInput"), "state": _out("enum", "Job.State"),
-        "errorMessage": _out("string", max_chars=None), "createTime": _out("timestamp"),
-        "startTime": _out("timestamp"), "endTime": _out("timestamp"),
-        "trainingOutput": _msg("TrainingOutput", output_only=True),
-        "predictionOutput": _msg("PredictionOutput", output_only=True),
-        # The discovery document does not call etag output only; a create ignores it all the same.
-        "etag": _out("bytes"), "jobPosition": _out("int64"),
-    }),
-    PREFIX + "TrainingInput": Message({
-        "scaleTier": _enum("TrainingInput.ScaleTier"), "masterType": S, "masterConfig": _REPLICA,
-        "workerType": S, "workerConfig": _REPLICA, "parameterServerType": S, "parameterServerConfig": _REPLICA,
-        "evaluatorType": S, "evaluatorConfig": _REPLICA, "workerCount": I64, "parameterServerCount": I64,
-        "evaluatorCount": I64,
-        # packageUris keeps its count (100) in the service rules, with the original's wording.
-        "packageUris": Field("string", repeated=True, max_chars=URI_CHARS),
-        "pythonModule": Field("string", max_chars=256),
-        "args": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
-        "hyperparameters": _msg("HyperparameterSpec"), "region": S,
-        "jobDir": Field("string", max_chars=URI_CHARS), "runtimeVersion": S, "pythonVersion": S,
-        "scheduling": _msg("Scheduling"), "network": S, "serviceAccount": S,
-        "encryptionConfig": _msg("EncryptionConfig"), "enableWebAccess": B, "useChiefInTfConfig": B,
-    }),
-    PREFIX + "ReplicaConfig": Message({
-        "acceleratorConfig": _msg("AcceleratorConfig"), "imageUri": Field("string", max_chars=URI_CHARS),
-        "containerCommand": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
-        "containerArgs": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
-        "tpuTfVersion": S, "diskConfig": _msg("DiskConfig"),
-    }),
+    PREFIX + "Job": Message(
+        {
+            "jobId": S,
+            "labels": LABELS,
+            "trainingInput": _msg("TrainingInput"),
+            "predictionInput": _msg("PredictionInput"),
+            "state": _out("enum", "Job.State"),
+            "errorMessage": _out("string", max_chars=None),
+            "createTime": _out("timestamp"),
+            "startTime": _out("timestamp"),
+            "endTime": _out("timestamp"),
+            "trainingOutput": _msg("TrainingOutput", output_only=True),
+            "predictionOutput": _msg("PredictionOutput", output_only=True),
+            # The discovery document does not call etag output only; a create ignores it all the same.
+            "etag": _out("bytes"),
+            "jobPosition": _out("int64"),
+        }
+    ),
+    PREFIX + "TrainingInput": Message(
+        {
+            "scaleTier": _enum("TrainingInput.ScaleTier"),
+            "masterType": S,
+            "masterConfig": _REPLICA,
+            "workerType": S,
+            "workerConfig": _REPLICA,
+            "parameterServerType": S,
+            "parameterServerConfig": _REPLICA,
+            "evaluatorType": S,
+            "evaluatorConfig": _REPLICA,
+            "workerCount": I64,
+            "parameterServerCount": I64,
+            "evaluatorCount": I64,
+            # packageUris keeps its count (100) in the service rules, with the original's wording.
+            "packageUris": Field("string", repeated=True, max_chars=URI_CHARS),
+            "pythonModule": Field("string", max_chars=256),
+            "args": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
+            "hyperparameters": _msg("HyperparameterSpec"),
+            "region": S,
+            "jobDir": Field("string", max_chars=URI_CHARS),
+            "runtimeVersion": S,
+            "pythonVersion": S,
+            "scheduling": _msg("Scheduling"),
+            "network": S,
+            "serviceAccount": S,
+            "encryptionConfig": _msg("EncryptionConfig"),
+            "enableWebAccess": B,
+            "useChiefInTfConfig": B,
+        }
+    ),
+    PREFIX + "ReplicaConfig": Message(
+        {
+            "acceleratorConfig": _msg("AcceleratorConfig"),
+            "imageUri": Field("string", max_chars=URI_CHARS),
+            "containerCommand": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
+            "containerArgs": Field("string", repeated=True, max_chars=ARG_CHARS, max_items=256),
+            "tpuTfVersion": S,
+            "diskConfig": _msg("DiskConfig"),
+        }
+    ),
     PREFIX + "AcceleratorConfig": Message({"count": I64, "type": _enum("AcceleratorType")}),
     PREFIX + "DiskConfig": Message({"bootDiskSizeGb": I32, "bootDiskType": S}),
     PREFIX + "Scheduling": Message({"maxRunningTime": DURATION, "maxWaitTime": DURATION, "priority": I32}),
     PREFIX + "EncryptionConfig": Message({"kmsKeyName": S}),
-    PREFIX + "HyperparameterSpec": Message({
-        "goal": _enum("HyperparameterSpec.GoalType"), "params": _msg("ParameterSpec", repeated=True, max_items=100),
-        "maxTrials": I32, "maxParallelTrials": I32, "maxFailedTrials": I32,
-        "hyperparameterMetricTag": Field("string", max_chars=256), "enableTrialEarlyStopping": B,
-        "resumePreviousJobId": S, "algorithm": _enum("HyperparameterSpec.Algorithm"),
-    }),
-    PREFIX + "ParameterSpec": Message({
-        "parameterName": Field("string", max_chars=256), "type": _enum("ParameterSpec.ParameterType"),
-        "minValue": D, "maxValue": D,
-        "categoricalValues": Field("string", repeated=True, max_chars=256, max_items=1000),
-        # discreteValues keeps its count (1000) in the service rules, with the original's wording.
-        "discreteValues": Field("double", repeated=True), "scaleType": _enum("ParameterSpec.ScaleType"),
-    }),
-    PREFIX + "PredictionInput": Message({
-        "modelName": S, "versionName": S, "uri": Field("string", max_chars=URI_CHARS),
-        "dataFormat": _enum("PredictionInput.DataFormat"), "outputDataFormat": _enum("PredictionInput.DataFormat"),
-        "inputPaths": Field("string", repeated=True, max_chars=URI_CHARS, max_items=100),
-        "outputPath": Field("string", max_chars=URI_CHARS), "maxWorkerCount": I64, "region": S, "runtimeVersion": S,
-        "batchSize": I64, "signatureName": S,
-    }),
+    PREFIX + "HyperparameterSpec": Message(
+        {
+            "goal": _enum("HyperparameterSpec.GoalType"),
+            "params": _msg("ParameterSpec", repeated=True, max_items=100),
+            "maxTrials": I32,
+            "maxParallelTrials": I32,
+            "maxFailedTrials": I32,
+            "hyperparameterMetricTag": Field("string", max_chars=256),
+            "enableTrialEarlyStopping": B,
+            "resumePreviousJobId": S,
+            "algorithm": _enum("HyperparameterSpec.Algorithm"),
+        }
+    ),
+    PREFIX + "ParameterSpec": Message(
+        {
+            "parameterName": Field("string", max_chars=256),
+            "type": _enum("ParameterSpec.ParameterType"),
+            "minValue": D,
+            "maxValue": D,
+            "categoricalValues": Field("string", repeated=True, max_chars=256, max_items=1000),
+            # discreteValues keeps its count (1000) in the service rules, with the original's wording.
+            "discreteValues": Field("double", repeated=True),
+            "scaleType": _enum("ParameterSpec.ScaleType"),
+        }
+    ),
+    PREFIX + "PredictionInput": Message(
+        {
+            "modelName": S,
+            "versionName": S,
+            "uri": Field("string", max_chars=URI_CHARS),
+            "dataFormat": _enum("PredictionInput.DataFormat"),
+            "outputDataFormat": _enum("PredictionInput.DataFormat"),
+            "inputPaths": Field("string", repeated=True, max_chars=URI_CHARS, max_items=100),
+            "outputPath": Field("string", max_chars=URI_CHARS),
+            "maxWorkerCount": I64,
+            "region": S,
+            "runtimeVersion": S,
+            "batchSize": I64,
+            "signatureName": S,
+        }
+    ),
     PREFIX + "ListJobsResponse": Message({"jobs": _msg("Job", repeated=True), "nextPageToken": _TOKEN}),
     # --- models and versions (models_registry.spec) ------------------------------------------------------
-    PREFIX + "Model": Message({
-        "name": S, "description": Field("string", max_chars=8192), "regions": Field("string", repeated=True, max_items=100),
-        "onlinePredictionLogging": B, "onlinePredictionConsoleLogging": B, "labels": LABELS, "etag": Field("bytes"),
-        "defaultVersion": _msg("Version"),
-    }),
-    PREFIX + "Version": Message({
-        "name": S, "description": Field("string", max_chars=8192), "labels": LABELS, "etag": Field("bytes"),
-        "deploymentUri": Field("string", max_chars=URI_CHARS), "runtimeVersion": S, "pythonVersion": S,
-        "framework": _enum("Version.Framework"), "machineType": S,
-        "acceleratorConfig": _msg("AcceleratorConfig", unsupported="Accelerators are not available for online "
-                                                                   "prediction on this server."),
-        "autoScaling": _msg("AutoScaling"), "manualScaling": _msg("ManualScaling"),
-        "packageUris": Field("string", repeated=True, max_items=100, unsupported=_CRP_REASON),
-        "predictionClass": Field("string", unsupported=_CRP_REASON),
-        "container": _msg("ContainerSpec", unsupported="Custom containers are not supported on this server."),
-        "routes": _msg("RouteMap", unsupported="Custom containers (and their routes) are not supported on this "
-                                               "server."),
-        "serviceAccount": S,
-        "explanationConfig": _msg("ExplanationConfig", unsupported="Explanations are not supported on this "
-                                                                   "server."),
-        "requestLoggingConfig": _msg("RequestLoggingConfig"),
-        # Output only: accepted and ignored, as the original did. errorMessage has no length bound
-        # so that a version read back (with a long error) can be sent again.
-        "state": _out("enum", "Version.State"), "errorMessage": _out("string", max_chars=None),
-        "isDefault": _out("bool"), "createTime": _out("timestamp"), "lastUseTime": _out("timestamp"),
-        "lastMigrationModelId": _out("string"), "lastMigrationTime": _out("timestamp"),
-    }),
-    PREFIX + "AutoScaling": Message({
-        "minNodes": I32, "maxNodes": I32, "metrics": _msg("MetricSpec", repeated=True),
-    }),
+    PREFIX + "Model": Message(
+        {
+            "name": S,
+            "description": Field("string", max_chars=8192),
+            "regions": Field("string", repeated=True, max_items=100),
+            "onlinePredictionLogging": B,
+            "onlinePredictionConsoleLogging": B,
+            "labels": LABELS,
+            "etag": Field("bytes"),
+            "defaultVersion": _msg("Version"),
+        }
+    ),
+    PREFIX + "Version": Message(
+        {
+            "name": S,
+            "description": Field("string", max_chars=8192),
+            "labels": LABELS,
+            "etag": Field("bytes"),
+            "deploymentUri": Field("string", max_chars=URI_CHARS),
+            "runtimeVersion": S,
+            "pythonVersion": S,
+            "framework": _enum("Version.Framework"),
+            "machineType": S,
+            "acceleratorConfig": _msg(
+                "AcceleratorConfig", unsupported="Accelerators are not available for online prediction on this server."
+            ),
+            "autoScaling": _msg("AutoScaling"),
+            "manualScaling": _msg("ManualScaling"),
+            "packageUris": Field("string", repeated=True, max_items=100, unsupported=_CRP_REASON),
+            "predictionClass": Field("string", unsupported=_CRP_REASON),
+            "container": _msg("ContainerSpec", unsupported="Custom containers are not supported on this server."),
+            "routes": _msg(
+                "RouteMap", unsupported="Custom containers (and their routes) are not supported on this server."
+            ),
+            "serviceAccount": S,
+            "explanationConfig": _msg(
+                "ExplanationConfig", unsupported="Explanations are not supported on this server."
+            ),
+            "requestLoggingConfig": _msg("RequestLoggingConfig"),
+            # Output only: accepted and ignored, as the original did. errorMessage has no length bound
+            # so that a version read back (with a long error) can be sent again.
+            "state": _out("enum", "Version.State"),
+            "errorMessage": _out("string", max_chars=None),
+            "isDefault": _out("bool"),
+            "createTime": _out("timestamp"),
+            "lastUseTime": _out("timestamp"),
+            "lastMigrationModelId": _out("string"),
+            "lastMigrationTime": _out("timestamp"),
+        }
+    ),
+    PREFIX + "AutoScaling": Message(
+        {
+            "minNodes": I32,
+            "maxNodes": I32,
+            "metrics": _msg("MetricSpec", repeated=True),
+        }
+    ),
     PREFIX + "ManualScaling": Message({"nodes": I32}),
     PREFIX + "MetricSpec": Message({"name": _enum("MetricSpec.MetricName"), "target": I32}),
     PREFIX + "RequestLoggingConfig": Message({"samplingPercentage": D, "bigqueryTableName": S}),
     PREFIX + "ListModelsResponse": Message({"models": _msg("Model", repeated=True), "nextPageToken": _TOKEN}),
     PREFIX + "ListVersionsResponse": Message({"versions": _msg("Version", repeated=True), "nextPageToken": _TOKEN}),
     # --- projects, locations, operations and IAM (answers, and IAM request bodies) ---------------------------
-    PREFIX + "GetConfigResponse": Message({
-        "serviceAccount": S, "serviceAccountProject": I64, "config": _msg("Config"),
-    }),
+    PREFIX + "GetConfigResponse": Message(
+        {
+            "serviceAccount": S,
+            "serviceAccountProject": I64,
+            "config": _msg("Config"),
+        }
+    ),
     PREFIX + "Config": Message({"tpuServiceAccount": S}),
     PREFIX + "Location": Message({"name": S, "capabilities": _msg("Capability", repeated=True)}),
-    PREFIX + "Capability": Message({
-        "type": _enum("Capability.Type"), "availableAccelerators": _enum("AcceleratorType", repeated=True),
-    }),
+    PREFIX + "Capability": Message(
+        {
+            "type": _enum("Capability.Type"),
+            "availableAccelerators": _enum("AcceleratorType", repeated=True),
+        }
+    ),
     PREFIX + "ListLocationsResponse": Message({"locations": _msg("Location", repeated=True), "nextPageToken": _TOKEN}),
-    "GoogleLongrunning__Operation": Message({
-        "name": S, "metadata": Field("object"), "done": B, "error": Field("message", "GoogleRpc__Status"),
-        "response": Field("object"),
-    }),
+    "GoogleLongrunning__Operation": Message(
+        {
+            "name": S,
+            "metadata": Field("object"),
+            "done": B,
+            "error": Field("message", "GoogleRpc__Status"),
+            "response": Field("object"),
+        }
+    ),
     "GoogleLongrunning__ListOperationsResponse": Message(
         {"operations": Field("message", "GoogleLongrunning__Operation", repeated=True), "nextPageToken": _TOKEN},
-        not_supported={"unreachable": "Every operation lives in this server's one database; none is ever "
-                                      "unreachable."}),
-    "GoogleIamV1__Policy": Message({
-        "version": I32, "etag": Field("bytes"), "bindings": Field("message", "GoogleIamV1__Binding", repeated=True),
-        "auditConfigs": Field("message", "GoogleIamV1__AuditConfig", repeated=True),
-    }),
-    "GoogleIamV1__Binding": Message({
-        "role": S, "members": STRINGS, "condition": Field("message", "GoogleType__Expr"),
-    }),
-    "GoogleIamV1__SetIamPolicyRequest": Message({
-        "policy": Field("message", "GoogleIamV1__Policy"), "updateMask": Field("fieldmask"),
-    }),
+        not_supported={"unreachable": "Every operation lives in this server's one database; none is ever unreachable."},
+    ),
+    "GoogleIamV1__Policy": Message(
+        {
+            "version": I32,
+            "etag": Field("bytes"),
+            "bindings": Field("message", "GoogleIamV1__Binding", repeated=True),
+            "auditConfigs": Field("message", "GoogleIamV1__AuditConfig", repeated=True),
+        }
+    ),
+    "GoogleIamV1__Binding": Message(
+        {
+            "role": S,
+            "members": STRINGS,
+            "condition": Field("message", "GoogleType__Expr"),
+        }
+    ),
+    "GoogleIamV1__SetIamPolicyRequest": Message(
+        {
+            "policy": Field("message", "GoogleIamV1__Policy"),
+            "updateMask": Field("fieldmask"),
+        }
+    ),
     "GoogleIamV1__TestIamPermissionsRequest": Message({"permissions": STRINGS}),
     "GoogleIamV1__TestIamPermissionsResponse": Message({"permissions": STRINGS}),
 }
@@ -295,7 +427,8 @@ def openapi_schemas() -> dict[str, dict]:
     """Every message as an OpenAPI component schema, named by its proto name (``Job``)."""
     return {
         proto_name(name): {
-            "type": "object", "additionalProperties": False,
+            "type": "object",
+            "additionalProperties": False,
             "properties": {key: field_schema(spec) for key, spec in msg.fields.items()},
         }
         for name, msg in MESSAGES.items()

@@ -56,8 +56,10 @@ class _BoundedLoader(yaml.SafeLoader):
     def _count(self, values: int, mark) -> None:
         self.values += values
         if self.values > self.max_values:
-            raise YamlLimitError(f"the YAML expands to more than {self.max_values:,} values "
-                                 f"(an alias counts every value it repeats)", mark)
+            raise YamlLimitError(
+                f"the YAML expands to more than {self.max_values:,} values (an alias counts every value it repeats)",
+                mark,
+            )
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -65,15 +67,15 @@ class _BoundedLoader(yaml.SafeLoader):
             node = self.anchors.get(event.anchor)
             if node is not None:  # an undefined alias: the composer says so
                 if node not in self.sizes:  # still being composed: it would contain itself
-                    raise YamlLimitError(f"the alias *{event.anchor} is used inside the value it names",
-                                         event.start_mark)
+                    raise YamlLimitError(
+                        f"the alias *{event.anchor} is used inside the value it names", event.start_mark
+                    )
                 self._count(self.sizes[node], event.start_mark)
             return super().compose_node(parent, index)
         nests = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
         self.depth += nests
         if self.depth > self.max_depth:
-            raise YamlLimitError(f"the YAML nests more than {self.max_depth} levels deep",
-                                 self.peek_event().start_mark)
+            raise YamlLimitError(f"the YAML nests more than {self.max_depth} levels deep", self.peek_event().start_mark)
         before = self.values
         node = super().compose_node(parent, index)
         self.depth -= nests
@@ -82,8 +84,7 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
-def load(text: str | bytes, *, max_bytes: int = MAX_BYTES, max_values: int = MAX_VALUES,
-         max_depth: int = MAX_DEPTH):
+def load(text: str | bytes, *, max_bytes: int = MAX_BYTES, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH):
     """``yaml.safe_load`` within the bounds above; raises ``YamlLimitError`` for a bound passed
     and another ``yaml.YAMLError`` for YAML that does not parse."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))

@@ -53,8 +53,11 @@ class ColumnStats:
         return self.treatment in ("constant", "row_id")
 
     def as_dict(self) -> dict:
-        return {key: value for key, value in asdict(self).items() if value not in (None, [], 0) or key in
-                ("missing", "outliers", "count", "distinct", "index")}
+        return {
+            key: value
+            for key, value in asdict(self).items()
+            if value not in (None, [], 0) or key in ("missing", "outliers", "count", "distinct", "index")
+        }
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -80,9 +83,16 @@ def analyze_column(table: Table, index: int, *, max_categories: int = 20) -> Col
     numbers = [as_number(cell) for cell in present]
     is_numeric = bool(present) and all(n is not None for n in numbers)
     counts = Counter(present)
-    stats = ColumnStats(index=index, name=table.names[index], role="target" if index == 0 else "feature",
-                        kind="numeric" if is_numeric else "categorical", count=len(cells),
-                        missing=len(cells) - len(present), distinct=len(counts), treatment="")
+    stats = ColumnStats(
+        index=index,
+        name=table.names[index],
+        role="target" if index == 0 else "feature",
+        kind="numeric" if is_numeric else "categorical",
+        count=len(cells),
+        missing=len(cells) - len(present),
+        distinct=len(counts),
+        treatment="",
+    )
     stats.top_values = [[value, count] for value, count in counts.most_common(TOP_VALUES)]
     if is_numeric:
         _numeric_stats(stats, [n for n in numbers if n is not None])
@@ -106,8 +116,9 @@ def _numeric_stats(stats: ColumnStats, values: list[float]) -> None:
     low, high = q1 - 1.5 * spread, q3 + 1.5 * spread
     outside = [v for v in ordered if v < low or v > high]
     stats.mean, stats.std = _round(mean), _round(math.sqrt(variance))
-    stats.min, stats.q1, stats.median, stats.q3, stats.max = (_round(v) for v in (ordered[0], q1, median, q3,
-                                                                                  ordered[-1]))
+    stats.min, stats.q1, stats.median, stats.q3, stats.max = (
+        _round(v) for v in (ordered[0], q1, median, q3, ordered[-1])
+    )
     stats.typical_range = [_round(low), _round(high)]
     stats.outliers = len(outside)
     extremes = sorted(outside, key=lambda v: -abs(v - median))
@@ -166,8 +177,10 @@ def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> list[dict]:
     counts = [0] * bins
     for value in values:
         counts[min(int((value - low) / width), bins - 1)] += 1
-    return [{"low": _round(low + i * width), "high": _round(low + (i + 1) * width), "count": c}
-            for i, c in enumerate(counts)]
+    return [
+        {"low": _round(low + i * width), "high": _round(low + (i + 1) * width), "count": c}
+        for i, c in enumerate(counts)
+    ]
 
 
 def _pearson(xs: list[float], ys: list[float]) -> float | None:
@@ -214,8 +227,11 @@ def _cramers_v(xs: list[str], ys: list[str]) -> float | None:
 
 def correlation(table: Table, column: ColumnStats, target: ColumnStats, model_type: str) -> dict | None:
     """How strongly a feature goes with the target, with the measure that fits their types."""
-    pairs = [(row[column.index].strip(), row[0].strip()) for row in table.rows
-             if not is_missing(row[column.index]) and not is_missing(row[0])]
+    pairs = [
+        (row[column.index].strip(), row[0].strip())
+        for row in table.rows
+        if not is_missing(row[column.index]) and not is_missing(row[0])
+    ]
     if not pairs:
         return None
     features, targets = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -251,33 +267,62 @@ def warnings_for(table: Table, columns: list[ColumnStats], model_type: str) -> l
     for column in columns:
         name = column.name
         if column.missing and column.role == "feature":
-            found.append(_warning("missing_features", name, f"{name} is missing in {column.missing} of {rows} rows "
-                                  f"({100 * column.missing / rows:.1f}%); --preprocess fills numbers with the "
-                                  "column mean."))
+            found.append(
+                _warning(
+                    "missing_features",
+                    name,
+                    f"{name} is missing in {column.missing} of {rows} rows "
+                    f"({100 * column.missing / rows:.1f}%); --preprocess fills numbers with the "
+                    "column mean.",
+                )
+            )
         if column.text_in_numbers:
-            found.append(_warning("representation", name, f"{name} holds numbers and text "
-                                  f"({', '.join(repr(t) for t in column.text_in_numbers)}): one feature written more "
-                                  "than one way, so it is read as categorical."))
+            found.append(
+                _warning(
+                    "representation",
+                    name,
+                    f"{name} holds numbers and text "
+                    f"({', '.join(repr(t) for t in column.text_in_numbers)}): one feature written more "
+                    "than one way, so it is read as categorical.",
+                )
+            )
         raw_cells = [row[column.index] for row in table.rows if not is_missing(row[column.index])]
         variants = _variants(list(set(raw_cells))) if column.kind == "categorical" else []
         if variants:
             shown = "; ".join(" / ".join(repr(v) for v in group) for group in variants[:3])
-            found.append(_warning("representation" if column.role == "feature" else "suspicious_labels", name,
-                                  f"{name} spells the same value in different ways: {shown}."))
+            found.append(
+                _warning(
+                    "representation" if column.role == "feature" else "suspicious_labels",
+                    name,
+                    f"{name} spells the same value in different ways: {shown}.",
+                )
+            )
         if column.outliers and column.kind == "numeric":
             low, high = column.typical_range or [None, None]
-            found.append(_warning("out_of_range", name, f"{name} has {column.outliers} values outside its typical "
-                                  f"range [{low}, {high}] (1.5 interquartile ranges beyond the quartiles), e.g. "
-                                  f"{', '.join(str(v) for v in column.outlier_examples[:3])}."))
+            found.append(
+                _warning(
+                    "out_of_range",
+                    name,
+                    f"{name} has {column.outliers} values outside its typical "
+                    f"range [{low}, {high}] (1.5 interquartile ranges beyond the quartiles), e.g. "
+                    f"{', '.join(str(v) for v in column.outlier_examples[:3])}.",
+                )
+            )
         if column.dropped:
             why = "has a single value" if column.treatment == "constant" else "has a different value in every row"
             found.append(_warning("dropped", name, f"{name} {why}, so preprocessing drops it ({column.treatment})."))
     found += _label_warnings(columns[0], rows, model_type)
     heavy = rows_missing_too_much(table)
     if heavy:
-        found.append(_warning("missing_features", None, f"{len(heavy)} rows have more than 10% of their values "
-                              f"missing (first at line {table.line_numbers[heavy[0]] if table.line_numbers else '?'});"
-                              " --preprocess drops them."))
+        found.append(
+            _warning(
+                "missing_features",
+                None,
+                f"{len(heavy)} rows have more than 10% of their values "
+                f"missing (first at line {table.line_numbers[heavy[0]] if table.line_numbers else '?'});"
+                " --preprocess drops them.",
+            )
+        )
     return found
 
 
@@ -285,25 +330,49 @@ def _label_warnings(target: ColumnStats, rows: int, model_type: str) -> list[dic
     found = []
     name = target.name
     if target.missing:
-        found.append(_warning("suspicious_labels", name, f"The target is missing in {target.missing} rows; they "
-                              "cannot be used for training."))
+        found.append(
+            _warning(
+                "suspicious_labels",
+                name,
+                f"The target is missing in {target.missing} rows; they cannot be used for training.",
+            )
+        )
     if model_type == "regression":
         if target.kind != "numeric":
-            found.append(_warning("suspicious_labels", name, "The target is not numeric in every row, but regression "
-                                  "needs numbers."))
+            found.append(
+                _warning(
+                    "suspicious_labels", name, "The target is not numeric in every row, but regression needs numbers."
+                )
+            )
         return found
     counts = [count for _, count in target.top_values]
     if target.distinct > 50:
-        found.append(_warning("suspicious_labels", name, f"The target has {target.distinct} different values: is this "
-                              "really a classification target?"))
+        found.append(
+            _warning(
+                "suspicious_labels",
+                name,
+                f"The target has {target.distinct} different values: is this really a classification target?",
+            )
+        )
     rare = [value for value, count in target.top_values if count < max(2, 0.01 * rows)]
     if rare and target.distinct > 1:
-        found.append(_warning("suspicious_labels", name, f"Classes with very few examples (possible labelling "
-                              f"errors): {', '.join(repr(v) for v in rare[:5])}."))
+        found.append(
+            _warning(
+                "suspicious_labels",
+                name,
+                f"Classes with very few examples (possible labelling errors): {', '.join(repr(v) for v in rare[:5])}.",
+            )
+        )
     if counts and target.distinct > 1 and counts[0] / max(1, rows - target.missing) > 0.9:
-        found.append(_warning("label_balance", name, f"The labels are imbalanced: {target.top_values[0][0]!r} is "
-                              f"{100 * counts[0] / (rows - target.missing):.0f}% of the rows; accuracy alone will "
-                              "flatter a model."))
+        found.append(
+            _warning(
+                "label_balance",
+                name,
+                f"The labels are imbalanced: {target.top_values[0][0]!r} is "
+                f"{100 * counts[0] / (rows - target.missing):.0f}% of the rows; accuracy alone will "
+                "flatter a model.",
+            )
+        )
     if target.distinct == 1:
         found.append(_warning("suspicious_labels", name, "The target has a single class: there is nothing to learn."))
     return found
@@ -324,11 +393,17 @@ def drift(first: Table, second: Table, columns: list[ColumnStats], what: str) ->
             mx, my = math.fsum(xs) / len(xs), math.fsum(ys) / len(ys)
             sx = math.sqrt(math.fsum((x - mx) ** 2 for x in xs) / len(xs))
             sy = math.sqrt(math.fsum((y - my) ** 2 for y in ys) / len(ys))
-            pooled = math.sqrt((sx ** 2 + sy ** 2) / 2)
+            pooled = math.sqrt((sx**2 + sy**2) / 2)
             if pooled > 0 and abs(mx - my) / pooled > DRIFT_MEAN_SHIFT:
-                found.append(_warning("drift", column.name, f"{column.name} shifts between {what}: mean "
-                                      f"{_round(mx)} against {_round(my)} ({abs(mx - my) / pooled:.2f} standard "
-                                      "deviations)."))
+                found.append(
+                    _warning(
+                        "drift",
+                        column.name,
+                        f"{column.name} shifts between {what}: mean "
+                        f"{_round(mx)} against {_round(my)} ({abs(mx - my) / pooled:.2f} standard "
+                        "deviations).",
+                    )
+                )
         else:
             ca = Counter(c.strip() for c in a if not is_missing(c))
             cb = Counter(c.strip() for c in b if not is_missing(c))
@@ -337,24 +412,39 @@ def drift(first: Table, second: Table, columns: list[ColumnStats], what: str) ->
                 continue
             distance = 0.5 * sum(abs(ca[k] / na - cb[k] / nb) for k in set(ca) | set(cb))
             if distance > DRIFT_DISTANCE:
-                found.append(_warning("drift", column.name, f"{column.name} shifts between {what}: the shares of its "
-                                      f"values differ by {distance:.2f} (total variation distance)."))
+                found.append(
+                    _warning(
+                        "drift",
+                        column.name,
+                        f"{column.name} shifts between {what}: the shares of its "
+                        f"values differ by {distance:.2f} (total variation distance).",
+                    )
+                )
             unseen = sorted(set(cb) - set(ca))
             if unseen and column.role == "target" and len(unseen) <= 10:
-                found.append(_warning("drift", column.name, f"Target values in the second part that the first lacks: "
-                                      f"{', '.join(repr(u) for u in unseen[:5])}."))
+                found.append(
+                    _warning(
+                        "drift",
+                        column.name,
+                        f"Target values in the second part that the first lacks: "
+                        f"{', '.join(repr(u) for u in unseen[:5])}.",
+                    )
+                )
     return found
 
 
 def halves(table: Table) -> tuple[Table, Table]:
     middle = len(table.rows) // 2
     lines = table.line_numbers or []
-    return (Table(table.names, table.rows[:middle], table.source, line_numbers=lines[:middle]),
-            Table(table.names, table.rows[middle:], table.source, line_numbers=lines[middle:]))
+    return (
+        Table(table.names, table.rows[:middle], table.source, line_numbers=lines[:middle]),
+        Table(table.names, table.rows[middle:], table.source, line_numbers=lines[middle:]),
+    )
 
 
-def report(table: Table, *, model_type: str | None = None, compare: Table | None = None,
-           max_categories: int = 20) -> dict:
+def report(
+    table: Table, *, model_type: str | None = None, compare: Table | None = None, max_categories: int = 20
+) -> dict:
     """Everything the data analysis page shows, as plain data."""
     columns = analyze(table, max_categories=max_categories)
     target = columns[0]
@@ -366,19 +456,33 @@ def report(table: Table, *, model_type: str | None = None, compare: Table | None
             distributions[column.name] = {"kind": "histogram", "bins": histogram(values)}
         else:
             distributions[column.name] = {"kind": "bars", "values": column.top_values}
-    correlations = [c for c in (correlation(table, column, target, model_type) for column in columns[1:]
-                                if not column.dropped) if c is not None]
+    correlations = [
+        c
+        for c in (correlation(table, column, target, model_type) for column in columns[1:] if not column.dropped)
+        if c is not None
+    ]
     correlations.sort(key=lambda c: -abs(c["value"]))
     warnings = warnings_for(table, columns, model_type)
     if len(table.rows) >= 2 * ROW_ID_MIN_ROWS:
         first, second = (table, compare) if compare is not None else halves(table)
-        what = "the file and the comparison file" if compare is not None else \
-            "the first and the second half of the rows (a change over time, if rows are in time order)"
+        what = (
+            "the file and the comparison file"
+            if compare is not None
+            else "the first and the second half of the rows (a change over time, if rows are in time order)"
+        )
         warnings += drift(first, second, columns, what)
     balance = target.top_values if model_type == "classification" else []
-    return {"rows": len(table.rows), "columns": [c.as_dict() for c in columns], "column_stats": columns,
-            "model_type": model_type, "distributions": distributions, "correlations": correlations,
-            "label_balance": balance, "warnings": warnings, "truncated": table.truncated}
+    return {
+        "rows": len(table.rows),
+        "columns": [c.as_dict() for c in columns],
+        "column_stats": columns,
+        "model_type": model_type,
+        "distributions": distributions,
+        "correlations": correlations,
+        "label_balance": balance,
+        "warnings": warnings,
+        "truncated": table.truncated,
+    }
 
 
 # --- the page's analysis, run in a child process with caps (jobs/builtin/analysis.py) --------------
@@ -387,24 +491,40 @@ def report(table: Table, *, model_type: str | None = None, compare: Table | None
 def _first_columns(table: Table, count: int) -> Table:
     if table.width <= count:
         return table
-    return Table(table.names[:count], [row[:count] for row in table.rows], table.source, table.truncated,
-                 table.line_numbers)
+    return Table(
+        table.names[:count], [row[:count] for row in table.rows], table.source, table.truncated, table.line_numbers
+    )
 
 
-def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None, max_columns: int, max_rows: int,
-               cut: bool = False, compare: bytes | None = None, compare_source: str = "", compare_cut: bool = False,
-               ) -> dict:
+def report_csv(
+    data: bytes,
+    *,
+    source: str,
+    header: bool,
+    model_type: str | None,
+    max_columns: int,
+    max_rows: int,
+    cut: bool = False,
+    compare: bytes | None = None,
+    compare_source: str = "",
+    compare_cut: bool = False,
+) -> dict:
     """``report`` of a CSV's first ``max_rows`` rows and ``max_columns`` columns (the target first).
 
     Every row is still checked to have the file's full width, so a ragged file reads as one."""
-    table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows,
-                      keep_columns=max_columns)
+    table = read_text(decode(data, source), source=source, header=header, max_rows=max_rows, keep_columns=max_columns)
     table.truncated = table.truncated or cut
     width = table.width
     other = None
     if compare is not None:
-        other = read_text(decode(compare, compare_source), source=compare_source, header=header, max_rows=max_rows,
-                          width=width, keep_columns=max_columns)
+        other = read_text(
+            decode(compare, compare_source),
+            source=compare_source,
+            header=header,
+            max_rows=max_rows,
+            width=width,
+            keep_columns=max_columns,
+        )
         other.truncated = other.truncated or compare_cut
         if header:
             other.names = table.names
@@ -412,4 +532,3 @@ def report_csv(data: bytes, *, source: str, header: bool, model_type: str | None
     result = report(_first_columns(table, max_columns), model_type=model_type, compare=other)
     result.update(total_columns=width, max_columns=max_columns, max_rows=max_rows)
     return result
-

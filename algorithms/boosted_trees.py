@@ -54,8 +54,10 @@ def objective_for(values: dict, model_type: str, class_count: int) -> str:
         return "reg:squarederror"  # the name XGBoost 0.8x used
     if objective:
         if objective == "binary:logistic" and class_count > 2:
-            raise DataError(f"--objective binary:logistic needs two classes, but the target has {class_count}: use "
-                            "multi:softprob or multi:softmax.")
+            raise DataError(
+                f"--objective binary:logistic needs two classes, but the target has {class_count}: use "
+                "multi:softprob or multi:softmax."
+            )
         return objective
     if model_type == CLASSIFICATION:
         return "binary:logistic" if class_count == 2 else "multi:softprob"
@@ -69,10 +71,17 @@ def fit(prepared, values: dict, log) -> BoostedTrees:
     class_count = len(prepared.classes)
     objective = objective_for(values, model_type, class_count)
     params = {
-        "objective": objective, "eta": values["eta"], "max_depth": values["max_depth"],
-        "subsample": values["subsample"], "colsample_bytree": values["colsample_bytree"],
-        "min_child_weight": values["min_child_weight"], "gamma": values["gamma"], "lambda": values["lambda"],
-        "alpha": values["alpha"], "seed": values["seed"], "tree_method": "hist",
+        "objective": objective,
+        "eta": values["eta"],
+        "max_depth": values["max_depth"],
+        "subsample": values["subsample"],
+        "colsample_bytree": values["colsample_bytree"],
+        "min_child_weight": values["min_child_weight"],
+        "gamma": values["gamma"],
+        "lambda": values["lambda"],
+        "alpha": values["alpha"],
+        "seed": values["seed"],
+        "tree_method": "hist",
     }
     if objective.startswith("multi:"):
         params["num_class"] = class_count
@@ -83,13 +92,18 @@ def fit(prepared, values: dict, log) -> BoostedTrees:
     evals = [(dtrain, "training")]
     validation = prepared.splits["validation"]
     if len(validation.y):
-        evals.append((xgboost.DMatrix(validation.x, label=validation.y,
-                                      feature_names=_safe_names(prepared.features)), "validation"))
+        evals.append(
+            (
+                xgboost.DMatrix(validation.x, label=validation.y, feature_names=_safe_names(prepared.features)),
+                "validation",
+            )
+        )
     rounds = int(values["num_boost_round"])
-    log(f"Training XGBoost {xgboost.__version__}: {objective}, {rounds} rounds, eta={values['eta']}, "
-        f"max_depth={values['max_depth']}.")
-    booster = xgboost.train(params, dtrain, num_boost_round=rounds, evals=evals,
-                            verbose_eval=max(1, rounds // 10))
+    log(
+        f"Training XGBoost {xgboost.__version__}: {objective}, {rounds} rounds, eta={values['eta']}, "
+        f"max_depth={values['max_depth']}."
+    )
+    booster = xgboost.train(params, dtrain, num_boost_round=rounds, evals=evals, verbose_eval=max(1, rounds // 10))
     booster.feature_names = None  # serving sends plain lists of numbers
     return BoostedTrees(booster, objective, class_count, rounds)
 

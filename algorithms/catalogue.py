@@ -44,7 +44,11 @@ class Argument:
         if self.kind in ("path", "str"):
             return "a gs:// URI or a path in this server's storage" if self.kind == "path" else "text"
         noun = "a whole number" if self.kind == "int" else "a number"
-        low = None if self.minimum is None else f"{'above' if self.exclusive_minimum else 'at least'} {_num(self.minimum)}"
+        low = (
+            None
+            if self.minimum is None
+            else f"{'above' if self.exclusive_minimum else 'at least'} {_num(self.minimum)}"
+        )
         high = None if self.maximum is None else f"at most {_num(self.maximum)}"
         bounds = " and ".join(part for part in (low, high) if part)
         return f"{noun} {bounds}".strip()
@@ -83,26 +87,61 @@ def _path(name, help, required=False):
 
 
 COMMON = (
-    _path("training_data_path", "CSV of training data: UTF-8, no header row, the target in the first column.",
-          required=True),
+    _path(
+        "training_data_path",
+        "CSV of training data: UTF-8, no header row, the target in the first column.",
+        required=True,
+    ),
     _path("validation_data_path", "CSV of validation data in the same format; replaces validation_split."),
     _path("test_data_path", "CSV of test data in the same format; replaces test_split."),
-    Argument("preprocess", "bool", "Analyse and transform the data first: fill missing values, drop rows with more "
-             "than 10% missing, encode categorical columns, scale numeric ones.", default=False),
-    Argument("validation_split", "float", "Fraction of the training data held out for validation.", default=0.2,
-             minimum=0, maximum=0.4),
-    Argument("test_split", "float", "Fraction of the training data held out for testing.", default=0.2,
-             minimum=0, maximum=0.4),
+    Argument(
+        "preprocess",
+        "bool",
+        "Analyse and transform the data first: fill missing values, drop rows with more "
+        "than 10% missing, encode categorical columns, scale numeric ones.",
+        default=False,
+    ),
+    Argument(
+        "validation_split",
+        "float",
+        "Fraction of the training data held out for validation.",
+        default=0.2,
+        minimum=0,
+        maximum=0.4,
+    ),
+    Argument(
+        "test_split",
+        "float",
+        "Fraction of the training data held out for testing.",
+        default=0.2,
+        minimum=0,
+        maximum=0.4,
+    ),
     Argument("model_type", "choice", "What the target is: classes or numbers.", choices=(CLASSIFICATION, REGRESSION)),
-    Argument("header", "bool", "Our extension: the first row of every CSV is a header with column names.",
-             default=False),
+    Argument(
+        "header", "bool", "Our extension: the first row of every CSV is a header with column names.", default=False
+    ),
     Argument("seed", "int", "Seed of the random split and of training.", default=42, minimum=0, maximum=2**31 - 1),
-    Argument("max_categories", "int", "Categorical columns with more distinct values than this are hashed into "
-             "that many buckets instead of one-hot encoded.", default=20, minimum=2, maximum=10000),
+    Argument(
+        "max_categories",
+        "int",
+        "Categorical columns with more distinct values than this are hashed into "
+        "that many buckets instead of one-hot encoded.",
+        default=20,
+        minimum=2,
+        maximum=10000,
+    ),
 )
 
-XGBOOST_OBJECTIVES = ("binary:logistic", "multi:softmax", "multi:softprob", "reg:squarederror", "reg:linear",
-                      "reg:absoluteerror", "reg:logistic")
+XGBOOST_OBJECTIVES = (
+    "binary:logistic",
+    "multi:softmax",
+    "multi:softprob",
+    "reg:squarederror",
+    "reg:linear",
+    "reg:absoluteerror",
+    "reg:logistic",
+)
 
 BOOSTED_TREES = Algorithm(
     name="boosted_trees",
@@ -111,57 +150,157 @@ BOOSTED_TREES = Algorithm(
     module="algorithms.boosted_trees",
     framework="XGBOOST",
     model_file="model.bst",
-    arguments=COMMON + (
-        Argument("objective", "choice", "The learning objective; reg:linear is the old name of reg:squarederror. "
-                 "Default: binary:logistic or multi:softprob for classification, reg:squarederror for regression.",
-                 choices=XGBOOST_OBJECTIVES),
-        Argument("eta", "float", "Learning rate: step size shrinkage.", default=0.3, minimum=0, maximum=1,
-                 exclusive_minimum=True, tunable=True, aliases=("learning_rate",)),
+    arguments=COMMON
+    + (
+        Argument(
+            "objective",
+            "choice",
+            "The learning objective; reg:linear is the old name of reg:squarederror. "
+            "Default: binary:logistic or multi:softprob for classification, reg:squarederror for regression.",
+            choices=XGBOOST_OBJECTIVES,
+        ),
+        Argument(
+            "eta",
+            "float",
+            "Learning rate: step size shrinkage.",
+            default=0.3,
+            minimum=0,
+            maximum=1,
+            exclusive_minimum=True,
+            tunable=True,
+            aliases=("learning_rate",),
+        ),
         Argument("max_depth", "int", "Maximum depth of a tree.", default=6, minimum=1, maximum=30, tunable=True),
-        Argument("num_boost_round", "int", "Number of boosting rounds (trees).", default=20, minimum=1,
-                 maximum=10000, tunable=True, aliases=("num_round",)),
-        Argument("subsample", "float", "Fraction of rows sampled for each tree.", default=1.0, minimum=0,
-                 maximum=1, exclusive_minimum=True, tunable=True),
-        Argument("colsample_bytree", "float", "Fraction of columns sampled for each tree.", default=1.0,
-                 minimum=0, maximum=1, exclusive_minimum=True, tunable=True),
-        Argument("min_child_weight", "float", "Minimum sum of instance weight in a child.", default=1.0,
-                 minimum=0, tunable=True),
-        Argument("gamma", "float", "Minimum loss reduction to split a leaf further.", default=0.0, minimum=0,
-                 tunable=True),
-        Argument("lambda", "float", "L2 regularisation of the leaf weights.", default=1.0, minimum=0,
-                 tunable=True, aliases=("reg_lambda",)),
-        Argument("alpha", "float", "L1 regularisation of the leaf weights.", default=0.0, minimum=0,
-                 tunable=True, aliases=("reg_alpha",)),
-        Argument("eval_metric", "choice", "The metric XGBoost logs for each round on the validation data.",
-                 choices=("error", "logloss", "auc", "merror", "mlogloss", "rmse", "mae")),
+        Argument(
+            "num_boost_round",
+            "int",
+            "Number of boosting rounds (trees).",
+            default=20,
+            minimum=1,
+            maximum=10000,
+            tunable=True,
+            aliases=("num_round",),
+        ),
+        Argument(
+            "subsample",
+            "float",
+            "Fraction of rows sampled for each tree.",
+            default=1.0,
+            minimum=0,
+            maximum=1,
+            exclusive_minimum=True,
+            tunable=True,
+        ),
+        Argument(
+            "colsample_bytree",
+            "float",
+            "Fraction of columns sampled for each tree.",
+            default=1.0,
+            minimum=0,
+            maximum=1,
+            exclusive_minimum=True,
+            tunable=True,
+        ),
+        Argument(
+            "min_child_weight",
+            "float",
+            "Minimum sum of instance weight in a child.",
+            default=1.0,
+            minimum=0,
+            tunable=True,
+        ),
+        Argument(
+            "gamma", "float", "Minimum loss reduction to split a leaf further.", default=0.0, minimum=0, tunable=True
+        ),
+        Argument(
+            "lambda",
+            "float",
+            "L2 regularisation of the leaf weights.",
+            default=1.0,
+            minimum=0,
+            tunable=True,
+            aliases=("reg_lambda",),
+        ),
+        Argument(
+            "alpha",
+            "float",
+            "L1 regularisation of the leaf weights.",
+            default=0.0,
+            minimum=0,
+            tunable=True,
+            aliases=("reg_alpha",),
+        ),
+        Argument(
+            "eval_metric",
+            "choice",
+            "The metric XGBoost logs for each round on the validation data.",
+            choices=("error", "logloss", "auc", "merror", "mlogloss", "rmse", "mae"),
+        ),
     ),
 )
 
 LINEAR_LEARNER = Algorithm(
     name="linear_learner",
     title="Linear learner (scikit-learn)",
-    images=(IMAGE_PREFIX + "linear_learner_cpu:latest", IMAGE_PREFIX + "linear_learner_cpu",
-            IMAGE_PREFIX + "linear_learner_gpu:latest", IMAGE_PREFIX + "linear_learner_gpu"),
+    images=(
+        IMAGE_PREFIX + "linear_learner_cpu:latest",
+        IMAGE_PREFIX + "linear_learner_cpu",
+        IMAGE_PREFIX + "linear_learner_gpu:latest",
+        IMAGE_PREFIX + "linear_learner_gpu",
+    ),
     module="algorithms.linear_learner",
     framework="SCIKIT_LEARN",
     model_file="model.joblib",
     max_gpus=1,
-    arguments=COMMON + (
-        Argument("learning_rate", "float", "Initial learning rate of stochastic gradient descent.", default=0.01,
-                 minimum=0, maximum=10, exclusive_minimum=True, tunable=True),
-        Argument("max_steps", "int", "Number of mini-batch steps to train for.", default=1000, minimum=1,
-                 maximum=10_000_000, tunable=True),
-        Argument("batch_size", "int", "Rows per mini-batch step.", default=100, minimum=1, maximum=1_000_000,
-                 tunable=True),
-        Argument("optimizer_type", "choice", "How the learning rate changes: gradient_descent keeps it constant, "
-                 "adaptive divides it by 5 whenever the loss stops falling.", default="adaptive",
-                 choices=("gradient_descent", "adaptive")),
-        Argument("l1_regularization_strength", "float", "L1 regularisation strength.", default=0.0, minimum=0,
-                 tunable=True),
-        Argument("l2_regularization_strength", "float", "L2 regularisation strength.", default=0.0001, minimum=0,
-                 tunable=True),
-        Argument("eval_steps", "int", "Accepted for compatibility with the original; evaluation always uses the "
-                 "whole validation split.", minimum=1),
+    arguments=COMMON
+    + (
+        Argument(
+            "learning_rate",
+            "float",
+            "Initial learning rate of stochastic gradient descent.",
+            default=0.01,
+            minimum=0,
+            maximum=10,
+            exclusive_minimum=True,
+            tunable=True,
+        ),
+        Argument(
+            "max_steps",
+            "int",
+            "Number of mini-batch steps to train for.",
+            default=1000,
+            minimum=1,
+            maximum=10_000_000,
+            tunable=True,
+        ),
+        Argument(
+            "batch_size", "int", "Rows per mini-batch step.", default=100, minimum=1, maximum=1_000_000, tunable=True
+        ),
+        Argument(
+            "optimizer_type",
+            "choice",
+            "How the learning rate changes: gradient_descent keeps it constant, "
+            "adaptive divides it by 5 whenever the loss stops falling.",
+            default="adaptive",
+            choices=("gradient_descent", "adaptive"),
+        ),
+        Argument(
+            "l1_regularization_strength", "float", "L1 regularisation strength.", default=0.0, minimum=0, tunable=True
+        ),
+        Argument(
+            "l2_regularization_strength",
+            "float",
+            "L2 regularisation strength.",
+            default=0.0001,
+            minimum=0,
+            tunable=True,
+        ),
+        Argument(
+            "eval_steps",
+            "int",
+            "Accepted for compatibility with the original; evaluation always uses the whole validation split.",
+            minimum=1,
+        ),
     ),
 )
 
@@ -299,8 +438,10 @@ def _combined_rules(algorithm: Algorithm, values: dict) -> list[str]:
         if not model_type and not objective:
             problems.append("--model_type (classification or regression) or --objective is required.")
         elif model_type and objective and model_type_of(algorithm, {"objective": objective}) != model_type:
-            problems.append(f"--objective {objective} does not fit --model_type {model_type}: use a "
-                            f"{'reg:' if model_type == REGRESSION else 'binary: or multi:'} objective.")
+            problems.append(
+                f"--objective {objective} does not fit --model_type {model_type}: use a "
+                f"{'reg:' if model_type == REGRESSION else 'binary: or multi:'} objective."
+            )
     return problems
 
 

@@ -24,13 +24,14 @@ def _client():
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
 
-        return storage.Client(project=os.environ.get("AICONSOLE_GCS_PROJECT") or "aiconsole",
-                              credentials=AnonymousCredentials())
+        return storage.Client(
+            project=os.environ.get("AICONSOLE_GCS_PROJECT") or "aiconsole", credentials=AnonymousCredentials()
+        )
     return storage.Client()
 
 
 def _split(uri: str) -> tuple[str, str]:
-    bucket, _, name = uri[len("gs://"):].partition("/")
+    bucket, _, name = uri[len("gs://") :].partition("/")
     return bucket, name
 
 

@@ -46,8 +46,14 @@ def _estimator(values: dict, classification: bool):
     from sklearn.linear_model import SGDClassifier, SGDRegressor
 
     l1, l2 = values["l1_regularization_strength"], values["l2_regularization_strength"]
-    common = {"penalty": "elasticnet", "alpha": max(l1 + l2, 1e-12), "l1_ratio": l1 / (l1 + l2) if l1 + l2 else 0.0,
-              "learning_rate": "constant", "eta0": values["learning_rate"], "random_state": values["seed"]}
+    common = {
+        "penalty": "elasticnet",
+        "alpha": max(l1 + l2, 1e-12),
+        "l1_ratio": l1 / (l1 + l2) if l1 + l2 else 0.0,
+        "learning_rate": "constant",
+        "eta0": values["learning_rate"],
+        "random_state": values["seed"],
+    }
     return SGDClassifier(loss="log_loss", **common) if classification else SGDRegressor(loss="squared_error", **common)
 
 
@@ -58,11 +64,16 @@ def fit(prepared, values: dict, log) -> Linear:
 
     train = prepared.splits["training"]
     if np.isnan(train.x).any():
-        raise DataError("The training data has missing values; the linear learner needs --preprocess to fill them "
-                        "with the column mean.")
+        raise DataError(
+            "The training data has missing values; the linear learner needs --preprocess to fill them "
+            "with the column mean."
+        )
     classification = prepared.metadata["model_type"] == CLASSIFICATION
-    labels = np.array(prepared.classes, dtype=object if isinstance(prepared.classes[0], str) else float) \
-        if classification else None
+    labels = (
+        np.array(prepared.classes, dtype=object if isinstance(prepared.classes[0], str) else float)
+        if classification
+        else None
+    )
     y = labels[train.y] if classification else train.y
     scaler = StandardScaler().fit(train.x)
     x = scaler.transform(train.x)
@@ -72,21 +83,27 @@ def fit(prepared, values: dict, log) -> Linear:
     per_pass = max(1, int(np.ceil(len(x) / batch)))
     order = np.random.RandomState(values["seed"]).permutation(len(x))
     best = np.inf
-    log(f"Training a linear {'classifier' if classification else 'regressor'}: {steps} steps of {batch} rows, "
-        f"learning_rate={values['learning_rate']} ({values['optimizer_type']}).")
+    log(
+        f"Training a linear {'classifier' if classification else 'regressor'}: {steps} steps of {batch} rows, "
+        f"learning_rate={values['learning_rate']} ({values['optimizer_type']})."
+    )
     for step in range(steps):
         start = (step % per_pass) * batch
-        rows = order[start:start + batch]
+        rows = order[start : start + batch]
         if classification:
             model.partial_fit(x[rows], y[rows], classes=labels)
         else:
             model.partial_fit(x[rows], y[rows])
         if (step + 1) % per_pass == 0 or step + 1 == steps:
-            loss = log_loss(y, model.predict_proba(x), labels=labels) if classification \
+            loss = (
+                log_loss(y, model.predict_proba(x), labels=labels)
+                if classification
                 else mean_squared_error(y, model.predict(x))
+            )
             if not np.isfinite(loss):
-                raise DataError(f"Training diverged at step {step + 1} (the loss is {loss}); use a smaller "
-                                "--learning_rate.")
+                raise DataError(
+                    f"Training diverged at step {step + 1} (the loss is {loss}); use a smaller --learning_rate."
+                )
             if adaptive and loss >= best:
                 model.eta0 = max(model.eta0 / ADAPTIVE_FACTOR, values["learning_rate"] * MIN_RATE_SHARE)
             best = min(best, loss)

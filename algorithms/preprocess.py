@@ -41,8 +41,9 @@ class Prepared:
 
 def _subset(table: Table, positions) -> Table:
     lines = table.line_numbers or list(range(1, len(table.rows) + 1))
-    return Table(table.names, [table.rows[i] for i in positions], table.source,
-                 line_numbers=[lines[i] for i in positions])
+    return Table(
+        table.names, [table.rows[i] for i in positions], table.source, line_numbers=[lines[i] for i in positions]
+    )
 
 
 def _drop_rows(table: Table, preprocess: bool) -> tuple[Table, dict]:
@@ -59,8 +60,8 @@ def split_positions(count: int, validation: float, test: float, seed: int) -> tu
     n_test = int(round(count * test))
     n_validation = int(round(count * validation))
     test_rows = sorted(order[:n_test].tolist())
-    validation_rows = sorted(order[n_test:n_test + n_validation].tolist())
-    train_rows = sorted(order[n_test + n_validation:].tolist())
+    validation_rows = sorted(order[n_test : n_test + n_validation].tolist())
+    train_rows = sorted(order[n_test + n_validation :].tolist())
     return train_rows, validation_rows, test_rows
 
 
@@ -109,9 +110,11 @@ class Encoder:
                 number = as_number(cell)
                 if number is None:
                     line = table.line_numbers[i] if table.line_numbers else i + 1
-                    raise DataError(f"{table.source}: line {line}, column {column.index + 1} ({column.name}) is "
-                                    f"{cell.strip()!r}, not a number. Without --preprocess every column must be "
-                                    "numeric; add --preprocess to encode categorical columns.")
+                    raise DataError(
+                        f"{table.source}: line {line}, column {column.index + 1} ({column.name}) is "
+                        f"{cell.strip()!r}, not a number. Without --preprocess every column must be "
+                        "numeric; add --preprocess to encode categorical columns."
+                    )
                 values[i, 0] = number
             return values
         if column.treatment == "numeric":
@@ -128,8 +131,10 @@ class Encoder:
                     block[i, position] = 1.0
             return block
         # hashing: a stable bucket number for any value, seen or not
-        return np.array([[zlib.crc32(cell.strip().encode()) % self.buckets if not is_missing(cell) else -1]
-                         for cell in cells], dtype=np.float64)
+        return np.array(
+            [[zlib.crc32(cell.strip().encode()) % self.buckets if not is_missing(cell) else -1] for cell in cells],
+            dtype=np.float64,
+        )
 
 
 def prepare(train: Table, validation: Table | None, test: Table | None, values: dict, model_type: str) -> Prepared:
@@ -143,8 +148,10 @@ def prepare(train: Table, validation: Table | None, test: Table | None, values: 
     if test is not None:
         test, test_dropped = _drop_rows(test, preprocess)
     if not train.rows:
-        raise DataError(f"{train.source}: no rows are left after dropping rows without a target"
-                        + (" or with more than 10% of their values missing." if preprocess else "."))
+        raise DataError(
+            f"{train.source}: no rows are left after dropping rows without a target"
+            + (" or with more than 10% of their values missing." if preprocess else ".")
+        )
     split_validation = 0.0 if validation is not None else float(values["validation_split"])
     split_test = 0.0 if test is not None else float(values["test_split"])
     train_rows, validation_rows, test_rows = split_positions(len(train.rows), split_validation, split_test, seed)
@@ -153,14 +160,18 @@ def prepare(train: Table, validation: Table | None, test: Table | None, values: 
     validation = validation if validation is not None else _subset(whole, validation_rows)
     test = test if test is not None else _subset(whole, test_rows)
     if len(train.rows) < 2:
-        raise DataError(f"{whole.source}: {len(train.rows)} training row(s) remain after the split; at least 2 are "
-                        "needed. Use more data or smaller --validation_split and --test_split.")
+        raise DataError(
+            f"{whole.source}: {len(train.rows)} training row(s) remain after the split; at least 2 are "
+            "needed. Use more data or smaller --validation_split and --test_split."
+        )
     columns = analysis.analyze(whole, max_categories=int(values["max_categories"]))
     encoder = Encoder(columns, preprocess, int(values["max_categories"]))
     classes = _classes(train.column(0)) if model_type == CLASSIFICATION else []
     if model_type == CLASSIFICATION and len(classes) < 2:
-        raise DataError(f"{whole.source}: the target has a single class ({classes[0]!r}) in the training split; "
-                        "classification needs at least two.")
+        raise DataError(
+            f"{whole.source}: the target has a single class ({classes[0]!r}) in the training split; "
+            "classification needs at least two."
+        )
     splits, unseen = {}, {}
     for name, table in (("training", train), ("validation", validation), ("test", test)):
         table, unseen[name] = _known_classes(table, classes)
@@ -173,15 +184,24 @@ def prepare(train: Table, validation: Table | None, test: Table | None, values: 
         "target": {"name": whole.names[0], "classes": classes} if classes else {"name": whole.names[0]},
         "features": encoder.features,
         "columns": [column.as_dict() for column in columns],
-        "rows": {"read": read, "dropped_missing_target": dropped["missing_target"] + validation_dropped[
-            "missing_target"] + test_dropped["missing_target"],
-                 "dropped_missing_values": dropped["missing_values"] + validation_dropped["missing_values"]
-                 + test_dropped["missing_values"],
-                 "dropped_unseen_class": sum(unseen.values()),
-                 **{name: int(len(split.y)) for name, split in splits.items()}},
-        "split": {"seed": seed, "validation_split": split_validation, "test_split": split_test,
-                  "validation_data_path": values.get("validation_data_path"),
-                  "test_data_path": values.get("test_data_path")},
+        "rows": {
+            "read": read,
+            "dropped_missing_target": dropped["missing_target"]
+            + validation_dropped["missing_target"]
+            + test_dropped["missing_target"],
+            "dropped_missing_values": dropped["missing_values"]
+            + validation_dropped["missing_values"]
+            + test_dropped["missing_values"],
+            "dropped_unseen_class": sum(unseen.values()),
+            **{name: int(len(split.y)) for name, split in splits.items()},
+        },
+        "split": {
+            "seed": seed,
+            "validation_split": split_validation,
+            "test_split": split_test,
+            "validation_data_path": values.get("validation_data_path"),
+            "test_data_path": values.get("test_data_path"),
+        },
     }
     if preprocess:
         metadata["transform"] = {

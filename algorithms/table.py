@@ -67,8 +67,15 @@ def _lines(text: str) -> Iterator[str]:
         start = end
 
 
-def read_text(text: str, *, source: str = "data", header: bool = False, max_rows: int | None = None,
-              width: int | None = None, keep_columns: int | None = None) -> Table:
+def read_text(
+    text: str,
+    *,
+    source: str = "data",
+    header: bool = False,
+    max_rows: int | None = None,
+    width: int | None = None,
+    keep_columns: int | None = None,
+) -> Table:
     """Parse CSV text; every row must have as many cells as the first (or ``width``). With
     ``keep_columns``, rows keep only their first cells (the names all of them): a 10,000-column
     file costs what its analysed columns do."""
@@ -91,9 +98,11 @@ def read_text(text: str, *, source: str = "data", header: bool = False, max_rows
         if width is None:
             width = len(row)
         if len(row) != width:
-            raise DataError(f"{source}: line {reader.line_num} has {len(row)} columns, but the "
-                            f"{'header' if names else 'first row'} has {width}; every row must have the same number "
-                            "of columns (a ragged CSV).")
+            raise DataError(
+                f"{source}: line {reader.line_num} has {len(row)} columns, but the "
+                f"{'header' if names else 'first row'} has {width}; every row must have the same number "
+                "of columns (a ragged CSV)."
+            )
         if max_rows is not None and len(rows) >= max_rows:
             truncated = True
             break
@@ -102,18 +111,21 @@ def read_text(text: str, *, source: str = "data", header: bool = False, max_rows
     if not rows:
         raise DataError(f"{source} has no data rows" + (" after its header." if header else "."))
     if width is not None and width < 2:
-        raise DataError(f"{source} has 1 column: a target and at least one feature are required "
-                        "(the target is the first column).")
-    return Table(names=names or default_names(width or 0), rows=rows, source=source, truncated=truncated,
-                 line_numbers=lines)
+        raise DataError(
+            f"{source} has 1 column: a target and at least one feature are required (the target is the first column)."
+        )
+    return Table(
+        names=names or default_names(width or 0), rows=rows, source=source, truncated=truncated, line_numbers=lines
+    )
 
 
 def decode(data: bytes, source: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DataError(f"{source} is not UTF-8 text (byte {error.start} cannot be decoded): save the CSV as "
-                        "UTF-8.") from None
+        raise DataError(
+            f"{source} is not UTF-8 text (byte {error.start} cannot be decoded): save the CSV as UTF-8."
+        ) from None
 
 
 def read_path(path: str, *, header: bool = False, max_rows: int | None = None, width: int | None = None) -> Table:
@@ -135,5 +147,7 @@ def check_target(table: Table, model_type: str | None) -> None:
     for row, line in zip(table.rows, table.line_numbers or range(1, len(table.rows) + 1), strict=False):
         cell = row[0]
         if not is_missing(cell) and as_number(cell) is None:
-            raise DataError(f"{table.source}: line {line} has the target {cell!r}, which is not a number; "
-                            "--model_type regression needs a numeric target in the first column.")
+            raise DataError(
+                f"{table.source}: line {line} has the target {cell!r}, which is not a number; "
+                "--model_type regression needs a numeric target in the first column."
+            )

@@ -110,8 +110,10 @@ def _start(algorithm: Algorithm, argv: list[str]) -> Run:
         raise DataError("--job-dir is required: the folder where the model, processed_data/ and artifacts/ go.")
     output_uri = job_dir  # a tuning trial's own folder already: <jobDir>/<trial id>
     model_type = model_type_of(algorithm, values)
-    log(f"Built-in {algorithm.title}: {model_type}, preprocess={'on' if values['preprocess'] else 'off'}, "
-        f"writing to {output_uri}.")
+    log(
+        f"Built-in {algorithm.title}: {model_type}, preprocess={'on' if values['preprocess'] else 'off'}, "
+        f"writing to {output_uri}."
+    )
     return Run(algorithm, values, model_type, files.Output(output_uri), output_uri)
 
 
@@ -126,8 +128,10 @@ def _read(uri: str, header: bool, width: int | None = None):
     size = files.size_of(uri)
     memory = _memory_bytes()
     if memory and size * MEMORY_SHARE > memory:
-        raise DataError(f"{uri} is {size / 1e9:.1f} GB, too large for this machine's {memory / 1e9:.1f} GB of memory: "
-                        f"a CSV may use at most a fifth of it. Use a machine type with more memory.")
+        raise DataError(
+            f"{uri} is {size / 1e9:.1f} GB, too large for this machine's {memory / 1e9:.1f} GB of memory: "
+            f"a CSV may use at most a fifth of it. Use a machine type with more memory."
+        )
     log(f"Reading {uri} ({size} bytes).")
     return read_text(decode(files.read_bytes(uri), uri), source=uri, header=header, width=width)
 
@@ -151,8 +155,10 @@ def _read_tables(run: Run):
 
 def _write_prepared(run: Run, prepared: preprocess.Prepared) -> None:
     rows = prepared.metadata["rows"]
-    log(f"Split: {rows['training']} training, {rows['validation']} validation, {rows['test']} test rows; "
-        f"{len(prepared.features)} features.")
+    log(
+        f"Split: {rows['training']} training, {rows['validation']} validation, {rows['test']} test rows; "
+        f"{len(prepared.features)} features."
+    )
     for reason in ("dropped_missing_target", "dropped_missing_values", "dropped_unseen_class"):
         if rows.get(reason):
             log(f"Dropped {rows[reason]} rows: {reason.removeprefix('dropped_').replace('_', ' ')}.")
@@ -163,16 +169,19 @@ def _write_prepared(run: Run, prepared: preprocess.Prepared) -> None:
     run.output.path("artifacts/metadata.json").write_text(json.dumps(metadata, indent=2, default=str))
 
 
-def metrics(model_type: str, y: np.ndarray, predicted: np.ndarray, probabilities: np.ndarray | None,
-            class_count: int) -> dict:
+def metrics(
+    model_type: str, y: np.ndarray, predicted: np.ndarray, probabilities: np.ndarray | None, class_count: int
+) -> dict:
     """Accuracy, AUC and log loss for classes; RMSE, MAE and R² for numbers."""
     from sklearn import metrics as m
 
     if len(y) == 0:
         return {}
     if model_type != CLASSIFICATION:
-        result = {"rmse": float(np.sqrt(m.mean_squared_error(y, predicted))),
-                  "mae": float(m.mean_absolute_error(y, predicted))}
+        result = {
+            "rmse": float(np.sqrt(m.mean_squared_error(y, predicted))),
+            "mae": float(m.mean_absolute_error(y, predicted)),
+        }
         if len(y) > 1:
             result["r2"] = float(m.r2_score(y, predicted))
         return result
@@ -182,14 +191,21 @@ def metrics(model_type: str, y: np.ndarray, predicted: np.ndarray, probabilities
         result["log_loss"] = float(m.log_loss(y, probabilities, labels=labels))
         if len(set(y.tolist())) == class_count:  # AUC needs every class among the rows
             scores = probabilities[:, 1] if class_count == 2 else probabilities
-            result["auc"] = float(m.roc_auc_score(y, scores, multi_class="ovr", labels=labels)) \
-                if class_count > 2 else float(m.roc_auc_score(y, scores))
+            result["auc"] = (
+                float(m.roc_auc_score(y, scores, multi_class="ovr", labels=labels))
+                if class_count > 2
+                else float(m.roc_auc_score(y, scores))
+            )
     return result
 
 
 def _evaluate(run: Run, prepared: preprocess.Prepared, model: Model) -> dict:
-    result = {"model_type": run.model_type, "framework": run.algorithm.framework,
-              "features": prepared.features, "rows": {}}
+    result = {
+        "model_type": run.model_type,
+        "framework": run.algorithm.framework,
+        "features": prepared.features,
+        "rows": {},
+    }
     if prepared.classes:
         result["classes"] = prepared.classes
     for name in ("validation", "test", "training"):
@@ -225,11 +241,12 @@ def _report(run: Run, evaluation: dict, model: Model) -> None:
     reporter = hypertune.HyperTune()
     step = max(1, int(model.steps))
     for name, value in scores.items():
-        reporter.report_hyperparameter_tuning_metric(hyperparameter_metric_tag=name, metric_value=value,
-                                                     global_step=step)
+        reporter.report_hyperparameter_tuning_metric(
+            hyperparameter_metric_tag=name, metric_value=value, global_step=step
+        )
     tag = os.environ.get("CLOUD_ML_HP_METRIC_TAG") or ""
     if tag and tag not in scores and primary_metric(run.model_type) in scores:
-        reporter.report_hyperparameter_tuning_metric(hyperparameter_metric_tag=tag,
-                                                     metric_value=scores[primary_metric(run.model_type)],
-                                                     global_step=step)
+        reporter.report_hyperparameter_tuning_metric(
+            hyperparameter_metric_tag=tag, metric_value=scores[primary_metric(run.model_type)], global_step=step
+        )
     log(f"Reported {', '.join(scores)} to hyperparameter tuning.")

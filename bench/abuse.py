@@ -131,7 +131,8 @@ folder = os.path.join(job_dir, "train")
 os.makedirs(folder, exist_ok=True)
 with open(os.path.join(folder, f"events.out.tfevents.{int(now)}.bench"), "wb") as events:
     for start in range(0, scalars, 10_000):
-        events.write(b"".join(record(i, b"epoch_loss", 1.0 / (i + 1)) for i in range(start, min(scalars, start + 10_000))))
+        stop = min(scalars, start + 10_000)
+        events.write(b"".join(record(i, b"epoch_loss", 1.0 / (i + 1)) for i in range(start, stop)))
         events.flush()
 print("metrics done", reports, scalars, flush=True)
 """
@@ -155,10 +156,17 @@ class Console:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
-                         "AICONSOLE_ADMIN_PASSWORD": PASSWORD, **extra})
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"
+        }
+        self.env.update(
+            {
+                "AICONSOLE_DATA_DIR": str(data_dir),
+                "AICONSOLE_ENV_DIR": str(env_dir),
+                "AICONSOLE_ADMIN_PASSWORD": PASSWORD,
+                **extra,
+            }
+        )
         self.log = data_dir.parent / f"console-{self.port}.log"
         data_dir.parent.mkdir(parents=True, exist_ok=True)
 
@@ -168,8 +176,13 @@ class Console:
 
         say(f"starting a console on port {self.port} (open files soft limit {nofile})")
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(self.port)], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=limits)
+            self.process = subprocess.Popen(
+                [AICONSOLE, "up", "--port", str(self.port)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=limits,
+            )
         try:
             wait_until(lambda: self._up() or self.process.poll() is not None, 120, "the console to answer")
             if self.process.poll() is not None:
@@ -180,8 +193,9 @@ class Console:
             raise
 
     def cli(self, *args: str, stdin: str | None = None) -> str:
-        return subprocess.run([AICONSOLE, *args], env=self.env, check=True, capture_output=True, text=True,
-                              input=stdin, timeout=120).stdout.strip()
+        return subprocess.run(
+            [AICONSOLE, *args], env=self.env, check=True, capture_output=True, text=True, input=stdin, timeout=120
+        ).stdout.strip()
 
     def _up(self) -> bool:
         try:
@@ -191,16 +205,32 @@ class Console:
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
-            self.url + path, method=method, data=json.dumps(body).encode() if body else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
     def submit(self, job_id: str, package: Path, args: list[str] | None = None) -> Path:
         job_dir = self.data_dir / "storage" / "out" / PROJECT / job_id
-        self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
-            "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task", "args": args or [],
-            "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+        self.call(
+            "POST",
+            f"/v1/projects/{PROJECT}/jobs",
+            {
+                "jobId": job_id,
+                "trainingInput": {
+                    "scaleTier": "BASIC",
+                    "packageUris": [str(package)],
+                    "pythonModule": "trainer.task",
+                    "args": args or [],
+                    "region": "us-central1",
+                    "runtimeVersion": "2.11",
+                    "jobDir": str(job_dir),
+                },
+            },
+        )
         return job_dir
 
     def state(self, job_id: str) -> str:
@@ -214,8 +244,9 @@ class Console:
 
     def query(self, sql: str, args: tuple = ()) -> list[tuple]:
         """What the console stored, read from its database (read-only)."""
-        with contextlib.closing(sqlite3.connect(f"file:{self.data_dir / 'aiconsole.sqlite3'}?mode=ro",
-                                                uri=True, timeout=30)) as db:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{self.data_dir / 'aiconsole.sqlite3'}?mode=ro", uri=True, timeout=30)
+        ) as db:
             return db.execute(sql, args).fetchall()
 
     def job_pk(self, job_id: str) -> int:
@@ -317,7 +348,8 @@ class Getter:
             connection = getattr(self.local, "connection", None)
             if connection is None:
                 connection = self.local.connection = http.client.HTTPConnection(
-                    "127.0.0.1", self.console.port, timeout=30)
+                    "127.0.0.1", self.console.port, timeout=30
+                )
             try:
                 connection.request("GET", self.path, headers={"Authorization": f"Bearer {self.console.token}"})
                 response = connection.getresponse()
@@ -356,10 +388,13 @@ class Session:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         self.opener.open(console.url + "/login/", timeout=30).read()
         csrf = next(c.value for c in jar if c.name == "csrftoken")
-        form = urllib.parse.urlencode({"username": username, "password": password,
-                                       "csrfmiddlewaretoken": csrf}).encode()
-        self.opener.open(urllib.request.Request(console.url + "/login/", data=form,
-                                                headers={"Referer": console.url + "/login/"}), timeout=30).read()
+        form = urllib.parse.urlencode(
+            {"username": username, "password": password, "csrfmiddlewaretoken": csrf}
+        ).encode()
+        self.opener.open(
+            urllib.request.Request(console.url + "/login/", data=form, headers={"Referer": console.url + "/login/"}),
+            timeout=30,
+        ).read()
         self.cookie = next(c.value for c in jar if c.name == "sessionid")
 
     def get(self, path: str, timeout: float = 120) -> tuple[int, bytes]:
@@ -372,10 +407,18 @@ class Session:
     def socket(self, job_id: str, **query):
         from websockets.asyncio.client import connect
 
-        url = (self.console.url.replace("http://", "ws://") + f"/ws/projects/{PROJECT}/jobs/{job_id}/logs/?"
-               + urllib.parse.urlencode(query))
-        return connect(url, origin=self.console.url, max_size=None, open_timeout=60,
-                       additional_headers={"Cookie": f"sessionid={self.cookie}"})
+        url = (
+            self.console.url.replace("http://", "ws://")
+            + f"/ws/projects/{PROJECT}/jobs/{job_id}/logs/?"
+            + urllib.parse.urlencode(query)
+        )
+        return connect(
+            url,
+            origin=self.console.url,
+            max_size=None,
+            open_timeout=60,
+            additional_headers={"Cookie": f"sessionid={self.cookie}"},
+        )
 
 
 class Bench:
@@ -394,8 +437,14 @@ class Bench:
         failures = self.getter.failures
         with Peaks(self.console) as peaks:
             samples = self.getter.run(self.args.rate, self.args.seconds)
-        return ({"p50_ms": statistics.median(samples), "p99_ms": percentile(samples, 0.99),
-                 "failed": self.getter.failures - failures}, peaks.peak)
+        return (
+            {
+                "p50_ms": statistics.median(samples),
+                "p99_ms": percentile(samples, 0.99),
+                "failed": self.getter.failures - failures,
+            },
+            peaks.peak,
+        )
 
     def job_id(self, name: str) -> str:
         """A job (or file) name of this round's: each round abuses afresh."""
@@ -413,61 +462,99 @@ class Bench:
             with abuse(self, kept):
                 say(f"{name}, round {self.round + 1}: {self.args.seconds:g} s under the abuse")
                 loud, loud_rss = self.measure()
-            rounds.append({"quiet": quiet, "abused": loud, "ratio": loud["p99_ms"] / quiet["p99_ms"],
-                           "rss_quiet_mb": quiet_rss, "rss_abused_mb": loud_rss, "kept": kept})
-            say(f"{name}: quiet p50 {quiet['p50_ms']:.1f} p99 {quiet['p99_ms']:.1f} ms; abused p50 "
+            rounds.append(
+                {
+                    "quiet": quiet,
+                    "abused": loud,
+                    "ratio": loud["p99_ms"] / quiet["p99_ms"],
+                    "rss_quiet_mb": quiet_rss,
+                    "rss_abused_mb": loud_rss,
+                    "kept": kept,
+                }
+            )
+            say(
+                f"{name}: quiet p50 {quiet['p50_ms']:.1f} p99 {quiet['p99_ms']:.1f} ms; abused p50 "
                 f"{loud['p50_ms']:.1f} p99 {loud['p99_ms']:.1f} ms ({loud['failed']} failed); ratio "
                 f"{rounds[-1]['ratio']:.2f}; peak RSS web {loud_rss['web']:.0f} MB (quiet {quiet_rss['web']:.0f}), "
                 f"worker {loud_rss['worker']:.0f} MB (quiet {quiet_rss['worker']:.0f}), web+children "
-                f"{loud_rss['web+children']:.0f} MB; kept: {kept.get('summary', '')}")
+                f"{loud_rss['web+children']:.0f} MB; kept: {kept.get('summary', '')}"
+            )
         self.round = 0
         ratios = [r["ratio"] for r in rounds]
         median = sorted(rounds, key=lambda r: r["ratio"])[(len(rounds) - 1) // 2]
-        return {**median, "ratios": ratios, "median_ratio": statistics.median(ratios),
-                "rss_abused_mb": {k: max(r["rss_abused_mb"][k] for r in rounds) for k in median["rss_abused_mb"]}}
+        return {
+            **median,
+            "ratios": ratios,
+            "median_ratio": statistics.median(ratios),
+            "rss_abused_mb": {k: max(r["rss_abused_mb"][k] for r in rounds) for k in median["rss_abused_mb"]},
+        }
 
 
 # --- the abuses -------------------------------------------------------------------------------------
 
 
 def _printed(console: Console, job_pk: int) -> int:
-    done = console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood done %'",
-                         (job_pk,))
+    done = console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood done %'", (job_pk,))
     return int(done[0][0].split()[-1]) if done else -1
 
 
 def _said_dropped(console: Console, job_pk: int) -> int:
-    rows = console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service' "
-                         "AND message LIKE '% log lines from % were dropped%'", (job_pk,))
+    rows = console.query(
+        "SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service' "
+        "AND message LIKE '% log lines from % were dropped%'",
+        (job_pk,),
+    )
     return sum(int(message.split()[0]) for (message,) in rows)
 
 
 @contextlib.contextmanager
-def _flooding(bench: Bench, job_id: str, line_bytes: int, kept: dict, burst: int = 0,
-              pause: float = 0.0) -> Iterator[Path]:
+def _flooding(
+    bench: Bench, job_id: str, line_bytes: int, kept: dict, burst: int = 0, pause: float = 0.0
+) -> Iterator[Path]:
     """A job printing ``burst`` lines of ``line_bytes`` then pausing, until the block ends (by
     default flat out: 20 MB between looks at the stop file)."""
     console = bench.console
-    job_dir = console.submit(job_id, console.package("flood", FLOOD_TASK),
-                             ["--line-bytes", str(line_bytes), "--burst", str(burst or max(1, 20_000_000 // line_bytes)),
-                              "--pause", str(pause)])
+    job_dir = console.submit(
+        job_id,
+        console.package("flood", FLOOD_TASK),
+        [
+            "--line-bytes",
+            str(line_bytes),
+            "--burst",
+            str(burst or max(1, 20_000_000 // line_bytes)),
+            "--pause",
+            str(pause),
+        ],
+    )
     console.wait_state(job_id, {"RUNNING"})
     pk = console.job_pk(job_id)
-    wait_until(lambda: console.query("SELECT 1 FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood line%' "
-                                     "LIMIT 1", (pk,)), 120, "the first flood line")
+    wait_until(
+        lambda: console.query(
+            "SELECT 1 FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood line%' LIMIT 1", (pk,)
+        ),
+        120,
+        "the first flood line",
+    )
     try:
         yield job_dir
     finally:
         (job_dir / "stop").write_text("")
     state = console.wait_state(job_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=600)
     # The lines a job stored are all in once it has ended.
-    stored = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood line%'",
-                           (pk,))[0][0]
+    stored = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND message LIKE 'flood line%'", (pk,))[
+        0
+    ][0]
     printed, dropped = _printed(console, pk), _said_dropped(console, pk)
     longest = console.query("SELECT max(length(message)) FROM jobs_logline WHERE job_id = ?", (pk,))[0][0]
-    kept.update(job=state, printed=printed, stored=stored, said_dropped=dropped, longest_stored_chars=longest,
-                summary=f"job {state}; {stored:,} lines stored + {dropped:,} said dropped = {stored + dropped:,} "
-                        f"of {printed:,} printed; longest stored {longest:,} characters")
+    kept.update(
+        job=state,
+        printed=printed,
+        stored=stored,
+        said_dropped=dropped,
+        longest_stored_chars=longest,
+        summary=f"job {state}; {stored:,} lines stored + {dropped:,} said dropped = {stored + dropped:,} "
+        f"of {printed:,} printed; longest stored {longest:,} characters",
+    )
 
 
 @contextlib.contextmanager
@@ -479,6 +566,7 @@ def log_flood(bench: Bench, kept: dict):
 @contextlib.contextmanager
 def long_lines(bench: Bench, kept: dict):
     """Long lines flat out (4 MB by default), with a viewer on the job's live log (the web process holds its feed)."""
+
     async def watch(job_id: str, stop: asyncio.Event, seen: list[int]) -> None:
         async with bench.admin.socket(job_id, tail="0") as ws:
             while not stop.is_set():
@@ -492,8 +580,7 @@ def long_lines(bench: Bench, kept: dict):
     loop = asyncio.new_event_loop()
     job_id = bench.job_id("long_lines")
     with _flooding(bench, job_id, bench.args.line_bytes, kept):
-        watcher = threading.Thread(target=lambda: loop.run_until_complete(watch(job_id, stop, seen)),
-                                   daemon=True)
+        watcher = threading.Thread(target=lambda: loop.run_until_complete(watch(job_id, stop, seen)), daemon=True)
         watcher.start()
         try:
             yield
@@ -507,26 +594,47 @@ def long_lines(bench: Bench, kept: dict):
 def metrics_flood(bench: Bench, kept: dict):
     console, reports, scalars = bench.console, bench.args.reports, bench.args.scalars
     job_id = bench.job_id("metrics_flood")
-    console.submit(job_id, console.package("metrics", METRICS_TASK),
-                   ["--reports", str(reports), "--scalars", str(scalars)])
+    console.submit(
+        job_id, console.package("metrics", METRICS_TASK), ["--reports", str(reports), "--scalars", str(scalars)]
+    )
     console.wait_state(job_id, {"RUNNING"})
     pk = console.job_pk(job_id)
-    wait_until(lambda: console.query("SELECT 1 FROM jobs_metricpoint WHERE job_id = ? LIMIT 1", (pk,))
-               or console.state(job_id) not in ("RUNNING", "PREPARING", "QUEUED"), 300, "the first point")
+    wait_until(
+        lambda: (
+            console.query("SELECT 1 FROM jobs_metricpoint WHERE job_id = ? LIMIT 1", (pk,))
+            or console.state(job_id) not in ("RUNNING", "PREPARING", "QUEUED")
+        ),
+        300,
+        "the first point",
+    )
     yield
     state = console.wait_state(job_id, {"SUCCEEDED", "FAILED", "CANCELLED"}, timeout=900)
-    counts = dict(console.query("SELECT source, count(*) FROM jobs_metricpoint WHERE job_id = ? GROUP BY source",
-                                (pk,)))
-    said = [m for (m,) in console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service' "
-                                        "AND message LIKE '%metric points%'", (pk,))]
+    counts = dict(
+        console.query("SELECT source, count(*) FROM jobs_metricpoint WHERE job_id = ? GROUP BY source", (pk,))
+    )
+    said = [
+        m
+        for (m,) in console.query(
+            "SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service' "
+            "AND message LIKE '%metric points%'",
+            (pk,),
+        )
+    ]
     started = time.perf_counter()
     status, _ = bench.admin.get(f"/projects/{PROJECT}/jobs/{job_id}/metrics/")
     panel_ms = (time.perf_counter() - started) * 1000
-    kept.update(job=state, reported=reports, scalars_written=scalars, stored=counts, said=said, panel_status=status,
-                panel_ms=panel_ms,
-                summary=f"job {state}; {counts.get('hypertune', 0):,} of {reports:,} reports and "
-                        f"{counts.get('tfevents', 0):,} of {scalars:,} scalars stored; said: {' | '.join(said) or '-'}; "
-                        f"metrics panel {status} in {panel_ms:.0f} ms")
+    kept.update(
+        job=state,
+        reported=reports,
+        scalars_written=scalars,
+        stored=counts,
+        said=said,
+        panel_status=status,
+        panel_ms=panel_ms,
+        summary=f"job {state}; {counts.get('hypertune', 0):,} of {reports:,} reports and "
+        f"{counts.get('tfevents', 0):,} of {scalars:,} scalars stored; said: {' | '.join(said) or '-'}; "
+        f"metrics panel {status} in {panel_ms:.0f} ms",
+    )
 
 
 def wide_csv(path: Path, columns: int, target_bytes: int, salt: int) -> None:
@@ -563,8 +671,9 @@ def analysis(bench: Bench, kept: dict):
             text = page.decode(errors="replace")
             if status != 200 or "being analysed" not in text:
                 note = re.search(r"first [\d,]+ of [\d,]+ columns|took longer than|stopped unexpectedly", text)
-                outcomes[path.name] = (f"{status} after {time.perf_counter() - started:.1f} s: "
-                                       f"{note.group(0) if note else text[:80]!r}")
+                outcomes[path.name] = (
+                    f"{status} after {time.perf_counter() - started:.1f} s: {note.group(0) if note else text[:80]!r}"
+                )
                 return
             stop.wait(1)
         outcomes[path.name] = "still being analysed"
@@ -637,9 +746,13 @@ def sockets(bench: Bench, kept: dict):
     job_id = bench.job_id("socket_feed")
     with _flooding(bench, job_id, 90, kept, burst=100, pause=0.05):
         pk = console.job_pk(job_id)
-        url = (console.url.replace("http://", "ws://") + f"/ws/projects/{PROJECT}/jobs/{job_id}/logs/?tail=0")
-        child = subprocess.Popen([sys.executable, "-c", VIEWERS, url, console.url, bench.admin.cookie, str(count)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        url = console.url.replace("http://", "ws://") + f"/ws/projects/{PROJECT}/jobs/{job_id}/logs/?tail=0"
+        child = subprocess.Popen(
+            [sys.executable, "-c", VIEWERS, url, console.url, bench.admin.cookie, str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             if child.stdout.readline().strip() != "ready":
                 raise SystemExit("the viewers did not start")
@@ -650,19 +763,27 @@ def sockets(bench: Bench, kept: dict):
                 child.kill()
         seen = json.loads(out.strip().splitlines()[-1])
         complete = 0
-        for start, cursor, received, skipped in zip(seen["starts"], seen["cursors"], seen["received"],
-                                                    seen["skipped"], strict=True):
+        for start, cursor, received, skipped in zip(
+            seen["starts"], seen["cursors"], seen["received"], seen["skipped"], strict=True
+        ):
             if start:
-                expected = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?",
-                                         (pk, start, cursor))[0][0]
+                expected = console.query(
+                    "SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?", (pk, start, cursor)
+                )[0][0]
                 complete += received + skipped == expected and expected > 0
         opened, errors = sum(map(bool, seen["starts"])), seen["errors"]
-        kept["sockets"] = {"opened": opened, "every_line": complete, "errors": errors[:3],
-                           "received": sum(seen["received"]), "skipped": sum(seen["skipped"])}
-    kept["summary"] = (f"{opened} of {count} sockets opened, {complete} got every line stored while they watched "
-                       f"or were told they skipped it ({sum(seen['received']):,} received, "
-                       f"{sum(seen['skipped']):,} said skipped); {len(errors)} errors {errors[:1]}; "
-                       + kept["summary"])
+        kept["sockets"] = {
+            "opened": opened,
+            "every_line": complete,
+            "errors": errors[:3],
+            "received": sum(seen["received"]),
+            "skipped": sum(seen["skipped"]),
+        }
+    kept["summary"] = (
+        f"{opened} of {count} sockets opened, {complete} got every line stored while they watched "
+        f"or were told they skipped it ({sum(seen['received']):,} received, "
+        f"{sum(seen['skipped']):,} said skipped); {len(errors)} errors {errors[:1]}; " + kept["summary"]
+    )
 
 
 # Run apart from the bench (its sends would hold up the bench's own measuring threads): opens the
@@ -712,9 +833,21 @@ def slow_clients(bench: Bench, kept: dict):
     web = console.processes()["web"]
     before = sockets_held(web)
     big = "log_flood" if console.query("SELECT 1 FROM jobs_job WHERE job_id = 'log_flood'") else "reference"
-    child = subprocess.Popen([sys.executable, "-c", SLOW_CLIENTS, str(console.port), str(count), str(readers),
-                              bench.admin.cookie, f"/projects/{PROJECT}/jobs/{big}/logs/download/"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            SLOW_CLIENTS,
+            str(console.port),
+            str(count),
+            str(readers),
+            bench.admin.cookie,
+            f"/projects/{PROJECT}/jobs/{big}/logs/download/",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         if child.stdout.readline().strip() != "open":
             raise SystemExit("the slow clients could not connect")
@@ -729,12 +862,20 @@ def slow_clients(bench: Bench, kept: dict):
         released = time.monotonic()
     finally:
         child.communicate("stop", timeout=30)
-    let_go = (f"let them go {released - ended:.0f} s after the phase" if left <= 5 else
-              f"still held {left} of them {released - ended:.0f} s after the phase")
-    kept.update(opened=count + readers, held_while_abused=held, still_held=left, released_after_s=released - ended,
-                summary=f"{count} slow heads and {readers} clients reading nothing of {big}'s log download: the "
-                        f"console held {held} more sockets while they hung on, and {let_go} "
-                        f"(AICONSOLE_CLIENT_TIMEOUT_SECONDS {bench.args.client_timeout:g})")
+    let_go = (
+        f"let them go {released - ended:.0f} s after the phase"
+        if left <= 5
+        else f"still held {left} of them {released - ended:.0f} s after the phase"
+    )
+    kept.update(
+        opened=count + readers,
+        held_while_abused=held,
+        still_held=left,
+        released_after_s=released - ended,
+        summary=f"{count} slow heads and {readers} clients reading nothing of {big}'s log download: the "
+        f"console held {held} more sockets while they hung on, and {let_go} "
+        f"(AICONSOLE_CLIENT_TIMEOUT_SECONDS {bench.args.client_timeout:g})",
+    )
 
 
 @contextlib.contextmanager
@@ -751,8 +892,9 @@ def tensorboard(bench: Bench, kept: dict):
         console.wait_state(name, {"SUCCEEDED"})
     if not bench.round:
         console.cli("users", "create", "other", "--password-stdin", stdin=PASSWORD + "\n")
-        console.cli("projects", "add-iam-policy-binding", PROJECT, "--member", "user:other", "--role",
-                    "roles/ml.viewer")
+        console.cli(
+            "projects", "add-iam-policy-binding", PROJECT, "--member", "user:other", "--role", "roles/ml.viewer"
+        )
     other = Session(console, "other")
     held = []
     for name in names[:-1]:
@@ -760,8 +902,10 @@ def tensorboard(bench: Bench, kept: dict):
         status, _ = bench.admin.get(f"/projects/{PROJECT}/jobs/{name}/tensorboard/data/runs", timeout=180)
         client = socket.create_connection(("127.0.0.1", console.port), timeout=30)
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        client.sendall(f"GET /projects/{PROJECT}/jobs/{name}/tensorboard/index.js HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                       f"Cookie: sessionid={bench.admin.cookie}\r\n\r\n".encode())
+        client.sendall(
+            f"GET /projects/{PROJECT}/jobs/{name}/tensorboard/index.js HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Cookie: sessionid={bench.admin.cookie}\r\n\r\n".encode()
+        )
         client.recv(1)
         held.append(client)
     try:
@@ -773,13 +917,23 @@ def tensorboard(bench: Bench, kept: dict):
         for client in held:
             client.close()
     said = re.search(r"[^<>]*AICONSOLE_TENSORBOARD[^<>]*", page.decode(errors="replace"))
-    kept.update(other_status=status, other_seconds=seconds,
-                summary=f"{len(held)} boards held by one user; another user's board: {status} in {seconds:.1f} s"
-                        + (f" ({said.group(0).strip()[:160]})" if said else ""))
+    kept.update(
+        other_status=status,
+        other_seconds=seconds,
+        summary=f"{len(held)} boards held by one user; another user's board: {status} in {seconds:.1f} s"
+        + (f" ({said.group(0).strip()[:160]})" if said else ""),
+    )
 
 
-ABUSES = {"log-flood": log_flood, "long-lines": long_lines, "metrics": metrics_flood, "analysis": analysis,
-          "sockets": sockets, "slow-clients": slow_clients, "tensorboard": tensorboard}
+ABUSES = {
+    "log-flood": log_flood,
+    "long-lines": long_lines,
+    "metrics": metrics_flood,
+    "analysis": analysis,
+    "sockets": sockets,
+    "slow-clients": slow_clients,
+    "tensorboard": tensorboard,
+}
 
 
 def main() -> None:
@@ -794,8 +948,9 @@ def main() -> None:
     parser.add_argument("--csv-mb", type=int, default=60, help="size of each wide CSV (the page reads 64 MB)")
     parser.add_argument("--sockets", type=int, default=500, help="live-log WebSockets")
     parser.add_argument("--slow", type=int, default=800, help="connections sending a request's head slowly")
-    parser.add_argument("--client-timeout", type=float, default=20,
-                        help="the console's AICONSOLE_CLIENT_TIMEOUT_SECONDS")
+    parser.add_argument(
+        "--client-timeout", type=float, default=20, help="the console's AICONSOLE_CLIENT_TIMEOUT_SECONDS"
+    )
     parser.add_argument("--tensorboards", type=int, default=4, help="boards one user holds (AICONSOLE_TENSORBOARD_MAX)")
     parser.add_argument("--nofile", type=int, default=1024, help="the console's soft limit on open files")
     add_env_dir_flag(parser)
@@ -808,9 +963,13 @@ def main() -> None:
     with open("/proc/loadavg") as handle:
         results: dict = {"load_before": handle.read().split()[:3], "cases": {}}
     with scratch("aiconsole-bench-abuse-") as folder:
-        console = Console(folder / "data", env_cache(args.env_dir), args.nofile,
-                          AICONSOLE_TENSORBOARD_MAX=str(args.tensorboards),
-                          AICONSOLE_CLIENT_TIMEOUT_SECONDS=f"{args.client_timeout:g}")
+        console = Console(
+            folder / "data",
+            env_cache(args.env_dir),
+            args.nofile,
+            AICONSOLE_TENSORBOARD_MAX=str(args.tensorboards),
+            AICONSOLE_CLIENT_TIMEOUT_SECONDS=f"{args.client_timeout:g}",
+        )
         try:
             bench = Bench(console, args)
             for name in cases:
@@ -819,15 +978,21 @@ def main() -> None:
             console.stop()
     with open("/proc/loadavg") as handle:
         results["load_after"] = handle.read().split()[:3]
-    print(f"\n{'case':<13} {'quiet p99':>10} {'abused p99':>11} {'ratio':>6} {'failed':>6} {'web MB':>7} "
-          f"{'worker MB':>9} {'web+children MB':>15}  rounds' ratios; kept (the median round)")
+    print(
+        f"\n{'case':<13} {'quiet p99':>10} {'abused p99':>11} {'ratio':>6} {'failed':>6} {'web MB':>7} "
+        f"{'worker MB':>9} {'web+children MB':>15}  rounds' ratios; kept (the median round)"
+    )
     for name, case in results["cases"].items():
         rss = case["rss_abused_mb"]
-        print(f"{name:<13} {case['quiet']['p99_ms']:>8.1f}ms {case['abused']['p99_ms']:>9.1f}ms {case['ratio']:>6.2f} "
-              f"{case['abused']['failed']:>6} {rss['web']:>7.0f} {rss['worker']:>9.0f} {rss['web+children']:>15.0f}  "
-              f"{', '.join(f'{r:.2f}' for r in case['ratios'])}; {case['kept'].get('summary', '')}")
-    print(f"p99 under abuse / quiet p99 (goal ≤ 3); load average before {' '.join(results['load_before'])}, "
-          f"after {' '.join(results['load_after'])}")
+        print(
+            f"{name:<13} {case['quiet']['p99_ms']:>8.1f}ms {case['abused']['p99_ms']:>9.1f}ms {case['ratio']:>6.2f} "
+            f"{case['abused']['failed']:>6} {rss['web']:>7.0f} {rss['worker']:>9.0f} {rss['web+children']:>15.0f}  "
+            f"{', '.join(f'{r:.2f}' for r in case['ratios'])}; {case['kept'].get('summary', '')}"
+        )
+    print(
+        f"p99 under abuse / quiet p99 (goal ≤ 3); load average before {' '.join(results['load_before'])}, "
+        f"after {' '.join(results['load_after'])}"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
 

@@ -58,8 +58,12 @@ for i in range({count}):
         Job.objects.bulk_create(batch); batch = []
 Job.objects.bulk_create(batch)
 """
-    env = {**os.environ, "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
-           "AICONSOLE_SECRET_KEY": SECRET_KEY}
+    env = {
+        **os.environ,
+        "AICONSOLE_DATA_DIR": str(data_dir),
+        "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+        "AICONSOLE_SECRET_KEY": SECRET_KEY,
+    }
     say(f"seeding {count:,} jobs")
     data_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT, timeout=1800)
@@ -69,16 +73,32 @@ class Server:
     """``aiconsole up`` as shipped, or (``django_only``) the same Django application served by
     uvicorn without the ASGI fronts: what jobs.list cost before ``jobs/asgi.py``."""
 
-    def __init__(self, data_dir: Path, port: int, django_only: bool = False, aiconsole: str = AICONSOLE,
-                 cwd: Path = ROOT):
+    def __init__(
+        self, data_dir: Path, port: int, django_only: bool = False, aiconsole: str = AICONSOLE, cwd: Path = ROOT
+    ):
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
-                         "AICONSOLE_SECRET_KEY": SECRET_KEY})
+        self.env.update(
+            {
+                "AICONSOLE_DATA_DIR": str(data_dir),
+                "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+                "AICONSOLE_SECRET_KEY": SECRET_KEY,
+            }
+        )
         self.port = port
         command = [aiconsole, "up", "--port", str(port)]
         if django_only:
-            command = [sys.executable, "-m", "uvicorn", "console.asgi:django_application", "--port", str(port),
-                       "--log-level", "warning", "--lifespan", "off"]
+            command = [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "console.asgi:django_application",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "--lifespan",
+                "off",
+            ]
         self.log = data_dir.parent / f"server-{port}.log"
         say(f"starting {'Django alone' if django_only else Path(aiconsole).name + ' up'} on port {port}")
         with self.log.open("wb") as log:
@@ -89,10 +109,17 @@ class Server:
             self.stop()
             raise SystemExit(f"the server did not start within 120 s; its output:\n{log_tail(self.log)}") from None
         if self.process.poll() is not None:
-            raise SystemExit(f"the server did not start (exit status {self.process.returncode}); its output:\n"
-                             f"{log_tail(self.log)}")
-        self.token = subprocess.run([aiconsole, "token", "create", "admin"], env=self.env, check=True,
-                                    capture_output=True, text=True, timeout=60).stdout.strip()
+            raise SystemExit(
+                f"the server did not start (exit status {self.process.returncode}); its output:\n{log_tail(self.log)}"
+            )
+        self.token = subprocess.run(
+            [aiconsole, "token", "create", "admin"],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
 
     def _up(self) -> bool:
         try:
@@ -167,23 +194,27 @@ def python_closed_loop(server: Server, paths: list[str], seconds: float, connect
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - started
-    return {"requests_per_second": sum(done) / elapsed, "p50_ms": statistics.median(latencies) * 1000,
-            "tool": "python"}
+    return {"requests_per_second": sum(done) / elapsed, "p50_ms": statistics.median(latencies) * 1000, "tool": "python"}
 
 
 def wrk_closed_loop(server: Server, paths: list[str], seconds: float, connections: int) -> dict:
     script = Path(tempfile.mkstemp(suffix=".lua")[1])
     quoted = ", ".join(json.dumps(p) for p in paths)
     script.write_text(
-        f'local paths = {{{quoted}}}\nlocal i = 0\n'
+        f"local paths = {{{quoted}}}\nlocal i = 0\n"
         f'wrk.headers["Authorization"] = "Bearer {server.token}"\n'
         'request = function() i = i + 1; return wrk.format("GET", paths[(i % #paths) + 1]) end\n'
-        'done = function(summary, latency, requests)\n'
+        "done = function(summary, latency, requests)\n"
         '  io.write(string.format("RESULT %d %f %d\\n", summary.requests, summary.duration / 1e6, '
-        'summary.errors.status))\nend\n')
-    output = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", str(script),
-                             f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, check=True,
-                            timeout=seconds + 60).stdout
+        "summary.errors.status))\nend\n"
+    )
+    output = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", str(script), f"http://127.0.0.1:{server.port}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
+    ).stdout
     script.unlink()
     line = next(line for line in output.splitlines() if line.startswith("RESULT"))
     _, requests, duration, errors = line.split()
@@ -224,8 +255,13 @@ def fixed_rate(server: Server, paths: list[str], seconds: float, rate: float) ->
     for thread in threads:
         thread.join()
     ordered = sorted(latencies)
-    return {"rate": rate, "requests": total, "p50_ms": ordered[len(ordered) // 2] * 1000,
-            "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000, "max_ms": ordered[-1] * 1000}
+    return {
+        "rate": rate,
+        "requests": total,
+        "p50_ms": ordered[len(ordered) // 2] * 1000,
+        "p99_ms": ordered[int(len(ordered) * 0.99) - 1] * 1000,
+        "max_ms": ordered[-1] * 1000,
+    }
 
 
 def main() -> None:
@@ -233,9 +269,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--baseline", metavar="AICONSOLE",
-                        help="another version's aiconsole command (say, an older checkout's .venv/bin/aiconsole): "
-                             "both serve one seeded data dir side by side, and wrk rounds alternate between them")
+    parser.add_argument(
+        "--baseline",
+        metavar="AICONSOLE",
+        help="another version's aiconsole command (say, an older checkout's .venv/bin/aiconsole): "
+        "both serve one seeded data dir side by side, and wrk rounds alternate between them",
+    )
     parser.add_argument("--rounds", type=int, default=4, help="with --baseline: rounds for each")
     args = parser.parse_args()
     if args.baseline:
@@ -261,13 +300,19 @@ def main() -> None:
     print(f"jobs.list, {args.jobs} jobs, pages 1/50/500 in turn, bearer auth:")
     for name, (throughput, latency) in results.items():
         print(f"  {name}:")
-        print(f"    throughput ({throughput['tool']}, {args.connections} connections): "
-              f"{throughput['requests_per_second']:.0f} req/s   (goal ≥ 400)")
-        print(f"    at 100 req/s: p50 {latency['p50_ms']:.1f} ms  p99 {latency['p99_ms']:.1f} ms  "
-              f"max {latency['max_ms']:.1f} ms   (goal p99 ≤ 25 ms)")
+        print(
+            f"    throughput ({throughput['tool']}, {args.connections} connections): "
+            f"{throughput['requests_per_second']:.0f} req/s   (goal ≥ 400)"
+        )
+        print(
+            f"    at 100 req/s: p50 {latency['p50_ms']:.1f} ms  p99 {latency['p99_ms']:.1f} ms  "
+            f"max {latency['max_ms']:.1f} ms   (goal p99 ≤ 25 ms)"
+        )
     (shipped, _), (alone, _) = results.values()
-    print(f"  throughput ratio, as shipped / Django alone: "
-          f"{shipped['requests_per_second'] / alone['requests_per_second']:.2f}")
+    print(
+        f"  throughput ratio, as shipped / Django alone: "
+        f"{shipped['requests_per_second'] / alone['requests_per_second']:.2f}"
+    )
 
 
 def compare(args) -> None:
@@ -279,14 +324,16 @@ def compare(args) -> None:
     with scratch("aiconsole-bench-list-") as folder:
         data_dir = folder / "data"
         seed(data_dir, args.jobs)
-        servers = {"as shipped": Server(data_dir, free_port()),
-                   # Not run from this checkout: ``python -c`` children would import its packages.
-                   "baseline": Server(data_dir, free_port(), aiconsole=baseline, cwd=folder)}
+        servers = {
+            "as shipped": Server(data_dir, free_port()),
+            # Not run from this checkout: ``python -c`` children would import its packages.
+            "baseline": Server(data_dir, free_port(), aiconsole=baseline, cwd=folder),
+        }
         try:
             paths = request_paths(servers["as shipped"])
             results: dict[str, list[float]] = {name: [] for name in servers}
             for round_ in range(args.rounds):
-                for name in (list(servers) if round_ % 2 == 0 else list(servers)[::-1]):
+                for name in list(servers) if round_ % 2 == 0 else list(servers)[::-1]:
                     rate = wrk_closed_loop(servers[name], paths, args.seconds, args.connections)
                     results[name].append(rate["requests_per_second"])
             latency = {name: fixed_rate(server, paths, args.seconds, 100) for name, server in servers.items()}
@@ -295,9 +342,11 @@ def compare(args) -> None:
                 server.stop()
     print(f"jobs.list, {args.jobs} jobs, pages 1/50/500 in turn, bearer auth; baseline: {baseline}")
     for name, rates in results.items():
-        print(f"  {name}: throughput (wrk, {args.connections} connections) per round "
-              f"{', '.join(f'{r:.0f}' for r in rates)} req/s, median {statistics.median(rates):.0f}; "
-              f"at 100 req/s p50 {latency[name]['p50_ms']:.1f} ms, p99 {latency[name]['p99_ms']:.1f} ms")
+        print(
+            f"  {name}: throughput (wrk, {args.connections} connections) per round "
+            f"{', '.join(f'{r:.0f}' for r in rates)} req/s, median {statistics.median(rates):.0f}; "
+            f"at 100 req/s p50 {latency[name]['p50_ms']:.1f} ms, p99 {latency[name]['p99_ms']:.1f} ms"
+        )
     ratio = statistics.median(results["as shipped"]) / statistics.median(results["baseline"])
     print(f"  throughput ratio, as shipped / baseline (medians): {ratio:.2f}")
 

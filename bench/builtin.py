@@ -33,8 +33,11 @@ RUNS = {
     "boosted_trees": ["--preprocess", "--model_type=classification", "--num_boost_round=50", "--max_depth=6"],
     "linear_learner": ["--preprocess", "--model_type=classification", "--max_steps=2000", "--batch_size=200"],
 }
-PHASES = {"prepare": r"Reading and preparing the data took ([\d.]+) s", "train": r"Training took ([\d.]+) s",
-          "evaluate": r"Evaluation took ([\d.]+) s"}
+PHASES = {
+    "prepare": r"Reading and preparing the data took ([\d.]+) s",
+    "train": r"Training took ([\d.]+) s",
+    "evaluate": r"Evaluation took ([\d.]+) s",
+}
 
 
 def write_csv(path: Path, rows: int) -> None:
@@ -54,9 +57,14 @@ def write_csv(path: Path, rows: int) -> None:
 def run_algorithm(python: Path, name: str, data: Path, out: Path) -> dict:
     started = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = subprocess.run([str(python), "-m", f"algorithms.{name}", f"--training_data_path={data}",
-                             *RUNS[name], "--job-dir", str(out)], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tempfile.gettempdir(), timeout=1800)
+    result = subprocess.run(
+        [str(python), "-m", f"algorithms.{name}", f"--training_data_path={data}", *RUNS[name], "--job-dir", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tempfile.gettempdir(),
+        timeout=1800,
+    )
     wall = time.monotonic() - started
     if result.returncode != 0:
         sys.exit(f"{name} failed:\n{result.stderr[-3000:]}")
@@ -91,8 +99,10 @@ def measure(options, work: Path) -> None:
     from jobs.executor import environments
 
     # Built-in jobs run on the extension runtime, on the console's Python (jobs/builtin/algorithm.py).
-    say(f"runtime {runtimes.CURRENT}'s environment in {os.environ['AICONSOLE_ENV_DIR']} (a first run builds it: "
-        "minutes)")
+    say(
+        f"runtime {runtimes.CURRENT}'s environment in {os.environ['AICONSOLE_ENV_DIR']} (a first run builds it: "
+        "minutes)"
+    )
     python = environments.runtime_environment(runtimes.CURRENT, print).python
     data = work / "data.csv"
     write_csv(data, options.rows)
@@ -101,16 +111,20 @@ def measure(options, work: Path) -> None:
         say(f"{name}, {options.repeats} runs")
         runs = [run_algorithm(python, name, data, work / f"{name}-{i}") for i in range(options.repeats)]
         med = {key: statistics.median(r[key] for r in runs) for key in ("wall", *PHASES)}
-        print(f"{name}: wall {med['wall']:.2f} s (prepare {med['prepare']:.2f}, train {med['train']:.2f}, "
-              f"evaluate {med['evaluate']:.2f}); median of {len(runs)}; peak RSS (largest run so far) "
-              f"{runs[-1]['peak_mb']:.0f} MB; test {json.dumps({k: round(v, 4) for k, v in runs[0]['test'].items()})}")
+        print(
+            f"{name}: wall {med['wall']:.2f} s (prepare {med['prepare']:.2f}, train {med['train']:.2f}, "
+            f"evaluate {med['evaluate']:.2f}); median of {len(runs)}; peak RSS (largest run so far) "
+            f"{runs[-1]['peak_mb']:.0f} MB; test {json.dumps({k: round(v, 4) for k, v in runs[0]['test'].items()})}"
+        )
     timings = []
     for _ in range(options.repeats):
         started = time.monotonic()
         report = analysis.report(read_path(str(data)))
         timings.append(time.monotonic() - started)
-    print(f"data analysis report: {statistics.median(timings):.2f} s (median of {len(timings)}), "
-          f"{len(report['warnings'])} warnings")
+    print(
+        f"data analysis report: {statistics.median(timings):.2f} s (median of {len(timings)}), "
+        f"{len(report['warnings'])} warnings"
+    )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,14 @@ def say(message: str) -> None:
 
 
 def add_env_dir_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env-dir", type=Path, metavar="DIR",
-                        help="where Python environments are built and kept between runs (default: "
-                             f"{SYSTEM_CACHE}/bench-envs as root, ~/.cache/aiconsole/bench-envs otherwise); "
-                             "a first run builds the runtime there, which takes minutes")
+    parser.add_argument(
+        "--env-dir",
+        type=Path,
+        metavar="DIR",
+        help="where Python environments are built and kept between runs (default: "
+        f"{SYSTEM_CACHE}/bench-envs as root, ~/.cache/aiconsole/bench-envs otherwise); "
+        "a first run builds the runtime there, which takes minutes",
+    )
 
 
 def env_cache(chosen: Path | None = None) -> Path:
@@ -70,9 +74,11 @@ def scratch(prefix: str) -> Iterator[Path]:
         folder.chmod(0o711)
         blocked = _closed_to_others(folder) if os.geteuid() == 0 else None
         if blocked is not None:
-            raise SystemExit(f"{blocked} lets only its owner in, and as root the console runs trainers as "
-                             f"another account that must reach {folder}: set TMPDIR to a folder others may "
-                             "traverse (e.g. TMPDIR=/var/tmp)")
+            raise SystemExit(
+                f"{blocked} lets only its owner in, and as root the console runs trainers as "
+                f"another account that must reach {folder}: set TMPDIR to a folder others may "
+                "traverse (e.g. TMPDIR=/var/tmp)"
+            )
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -60,7 +60,8 @@ class Getter:
             connection = getattr(self.local, "connection", None)
             if connection is None:
                 connection = self.local.connection = http.client.HTTPConnection(
-                    "127.0.0.1", self.console.port, timeout=30)
+                    "127.0.0.1", self.console.port, timeout=30
+                )
             try:
                 connection.request("GET", self.path, headers={"Authorization": f"Bearer {self.console.token}"})
                 response = connection.getresponse()
@@ -87,8 +88,12 @@ class Getter:
 
 
 def _summary(samples: list[float]) -> dict:
-    return {"n": len(samples), "p50_ms": statistics.median(samples), "p99_ms": percentile(samples, 0.99),
-            "max_ms": max(samples)}
+    return {
+        "n": len(samples),
+        "p50_ms": statistics.median(samples),
+        "p99_ms": percentile(samples, 0.99),
+        "max_ms": max(samples),
+    }
 
 
 def _state(console: Console, job_id: str) -> str:
@@ -122,16 +127,26 @@ def bench_flood(console: Console, storage: Path, target: str, rate: float, secon
         quiet.append(_summary(calm))
         flood.append(_summary(loud))
         ratios.append(flood[-1]["p99_ms"] / quiet[-1]["p99_ms"])
-        print(f"  round {index + 1}: quiet p50 {quiet[-1]['p50_ms']:.1f} p99 {quiet[-1]['p99_ms']:.1f} ms;  "
-              f"flood p50 {flood[-1]['p50_ms']:.1f} p99 {flood[-1]['p99_ms']:.1f} ms;  ratio {ratios[-1]:.2f}",
-              flush=True)
+        print(
+            f"  round {index + 1}: quiet p50 {quiet[-1]['p50_ms']:.1f} p99 {quiet[-1]['p99_ms']:.1f} ms;  "
+            f"flood p50 {flood[-1]['p50_ms']:.1f} p99 {flood[-1]['p99_ms']:.1f} ms;  ratio {ratios[-1]:.2f}",
+            flush=True,
+        )
     # One slow quiet phase (another process's burst) flatters its round's ratio: also each flood
     # p99 against the median quiet p99 of the run.
     quiet_p99 = statistics.median(phase["p99_ms"] for phase in quiet)
     steady = [phase["p99_ms"] / quiet_p99 for phase in flood]
-    return {"rate": rate, "seconds": seconds, "rounds": rounds, "quiet": quiet, "flood": flood, "ratios": ratios,
-            "median_ratio": statistics.median(ratios), "median_quiet_p99_ms": quiet_p99,
-            "ratios_to_median_quiet": steady}
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "rounds": rounds,
+        "quiet": quiet,
+        "flood": flood,
+        "ratios": ratios,
+        "median_ratio": statistics.median(ratios),
+        "median_quiet_p99_ms": quiet_p99,
+        "ratios_to_median_quiet": steady,
+    }
 
 
 def main() -> None:
@@ -155,27 +170,35 @@ def main() -> None:
                 session = Session(console)
                 results["first_line"] = asyncio.run(bench_first_line(console, session, storage, args.latency_runs))
                 first = results["first_line"]
-                print(f"Submit → first log line on a WebSocket, {first['runs']} runs: p50 {first['p50_ms']:.0f} ms  "
-                      f"p90 {first['p90_ms']:.0f} ms  max {first['max_ms']:.0f} ms (goal p50 ≤ 300 ms)", flush=True)
+                print(
+                    f"Submit → first log line on a WebSocket, {first['runs']} runs: p50 {first['p50_ms']:.0f} ms  "
+                    f"p90 {first['p90_ms']:.0f} ms  max {first['max_ms']:.0f} ms (goal p50 ≤ 300 ms)",
+                    flush=True,
+                )
                 target = "first_warmup"
             else:
                 package = build_package(storage / "first-pkg" / PROJECT, {"trainer/task.py": FIRST_LINE_TASK})
                 submit(console, "first_warmup", package, storage)
                 console.wait("first_warmup")
                 target = "first_warmup"
-            print(f"jobs.get at {args.rate:.0f} req/s, open loop, {args.seconds:.0f} s quiet then "
-                  f"{args.seconds:.0f} s while a trainer prints flat out, {args.rounds} rounds:", flush=True)
+            print(
+                f"jobs.get at {args.rate:.0f} req/s, open loop, {args.seconds:.0f} s quiet then "
+                f"{args.seconds:.0f} s while a trainer prints flat out, {args.rounds} rounds:",
+                flush=True,
+            )
             results["flood"] = bench_flood(console, storage, target, args.rate, args.seconds, args.rounds)
         finally:
             console.stop()
     with open("/proc/loadavg") as handle:
         results["load_after"] = handle.read().split()[:3]
     flood = results["flood"]
-    print(f"p99 flood/quiet ratio: median {flood['median_ratio']:.2f} (rounds: "
-          f"{', '.join(f'{r:.2f}' for r in flood['ratios'])}; goal ≤ 3); against the median quiet p99 "
-          f"({flood['median_quiet_p99_ms']:.1f} ms): {', '.join(f'{r:.2f}' for r in flood['ratios_to_median_quiet'])}"
-          f";  load average before "
-          f"{' '.join(load_before)}, after {' '.join(results['load_after'])}")
+    print(
+        f"p99 flood/quiet ratio: median {flood['median_ratio']:.2f} (rounds: "
+        f"{', '.join(f'{r:.2f}' for r in flood['ratios'])}; goal ≤ 3); against the median quiet p99 "
+        f"({flood['median_quiet_p99_ms']:.1f} ms): {', '.join(f'{r:.2f}' for r in flood['ratios_to_median_quiet'])}"
+        f";  load average before "
+        f"{' '.join(load_before)}, after {' '.join(results['load_after'])}"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

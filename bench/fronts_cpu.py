@@ -46,12 +46,28 @@ def prepare(data_dir: str, jobs: int = JOBS) -> str:
 
     project = ensure_admin_and_project().project
     if not Job.objects.exists():
-        spec = {"scaleTier": "BASIC", "packageUris": ["gs://b/t-0.1.tar.gz"], "pythonModule": "trainer.task",
-                "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7"}
-        Job.objects.bulk_create([Job(project=project, job_id=f"job_{i:07d}", training_input=spec,
-                                     state=JobState.SUCCEEDED, labels={"team": "t"},
-                                     training_output={"consumedMLUnits": 0.39}) for i in range(jobs)],
-                                batch_size=5000)
+        spec = {
+            "scaleTier": "BASIC",
+            "packageUris": ["gs://b/t-0.1.tar.gz"],
+            "pythonModule": "trainer.task",
+            "region": "us-central1",
+            "runtimeVersion": "2.11",
+            "pythonVersion": "3.7",
+        }
+        Job.objects.bulk_create(
+            [
+                Job(
+                    project=project,
+                    job_id=f"job_{i:07d}",
+                    training_input=spec,
+                    state=JobState.SUCCEEDED,
+                    labels={"team": "t"},
+                    training_output={"consumedMLUnits": 0.39},
+                )
+                for i in range(jobs)
+            ],
+            batch_size=5000,
+        )
     if not Model.objects.filter(name="census").exists():
         Model.objects.create(project=project, name="census")  # not the service: nothing warms up behind
     return create_token(get_user_model().objects.get(username="admin"))[1]
@@ -67,10 +83,20 @@ def main() -> None:
     from console.asgi import application as app
 
     def scope(method: str, path: str, query: bytes = b"") -> dict:
-        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
-                "headers": [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {token}".encode())],
-                "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000)}
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query,
+            "root_path": "",
+            "headers": [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {token}".encode())],
+            "client": ("127.0.0.1", 5000),
+            "server": ("127.0.0.1", 8000),
+        }
 
     async def one(request: dict, body: bytes) -> int:
         sent, pending = [], [{"type": "http.request", "body": body, "more_body": False}]
@@ -94,9 +120,15 @@ def main() -> None:
             await one(request, body)
         return (time.process_time() - cpu) / args.requests * 1000, (time.perf_counter() - wall) / args.requests * 1000
 
-    cases = [("jobs.list page 1", scope("GET", "/v1/projects/default-project/jobs", b"pageSize=20"), b"", 200),
-             ("predict, no version (auth, target, IAM; no serving)",
-              scope("POST", "/v1/projects/default-project/models/census:predict"), b'{"instances": [[1]]}', 400)]
+    cases = [
+        ("jobs.list page 1", scope("GET", "/v1/projects/default-project/jobs", b"pageSize=20"), b"", 200),
+        (
+            "predict, no version (auth, target, IAM; no serving)",
+            scope("POST", "/v1/projects/default-project/models/census:predict"),
+            b'{"instances": [[1]]}',
+            400,
+        ),
+    ]
     print(f"load average {os.getloadavg()[0]:.2f}")
     for name, request, body, expect in cases:
         runs = [asyncio.run(measure(request, body, expect)) for _ in range(3)]

@@ -95,10 +95,12 @@ class Session:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         self.opener.open(console.url + "/login/").read()
         csrf = next(c.value for c in jar if c.name == "csrftoken")
-        form = urllib.parse.urlencode({"username": "admin", "password": "bench-password-1",
-                                       "csrfmiddlewaretoken": csrf}).encode()
-        self.opener.open(urllib.request.Request(console.url + "/login/", data=form,
-                                                headers={"Referer": console.url + "/login/"})).read()
+        form = urllib.parse.urlencode(
+            {"username": "admin", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
+        ).encode()
+        self.opener.open(
+            urllib.request.Request(console.url + "/login/", data=form, headers={"Referer": console.url + "/login/"})
+        ).read()
         self.cookie = next(c.value for c in jar if c.name == "sessionid")
 
     def socket_url(self, job_id: str, **query) -> str:
@@ -108,8 +110,12 @@ class Session:
     def socket(self, job_id: str, **query):
         from websockets.asyncio.client import connect
 
-        return connect(self.socket_url(job_id, **query), origin=self.console.url, max_size=None,
-                       additional_headers={"Cookie": f"sessionid={self.cookie}"})
+        return connect(
+            self.socket_url(job_id, **query),
+            origin=self.console.url,
+            max_size=None,
+            additional_headers={"Cookie": f"sessionid={self.cookie}"},
+        )
 
     def page(self, path: str) -> bytes:
         return self.opener.open(self.console.url + path).read()
@@ -169,8 +175,13 @@ async def bench_first_line(console: Console, session: Session, storage: Path, ru
             await feed.until(lambda e: e["taskName"] == "master-replica-0", f"{job_id}'s first trainer line")
             samples.append((time.time() - started) * 1000)
             await feed.until(lambda e: e["message"] == "Job completed successfully.", f"{job_id}'s end")
-    return {"runs": runs, "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
-            "p99_ms": percentile(samples, 0.99), "max_ms": max(samples)}
+    return {
+        "runs": runs,
+        "p50_ms": statistics.median(samples),
+        "p90_ms": percentile(samples, 0.9),
+        "p99_ms": percentile(samples, 0.99),
+        "max_ms": max(samples),
+    }
 
 
 # --- 2. fan-out --------------------------------------------------------------------------------
@@ -179,16 +190,19 @@ async def bench_first_line(console: Console, session: Session, storage: Path, ru
 # Pulls "L <number> <printed at>" out of a frame without decoding all of it: the viewers share
 # this small machine with the console, and a full JSON decode per frame would be measured as if
 # it were the console's latency.
-_TRAINER_LINE = re.compile(r'"taskName": ?"master-replica-0", ?"trialId": ?"[^"]*", ?"seq": ?"\d+", ?'
-                           r'"stream": ?"stdout", ?"message": ?"L (\d+) ([\d.]+)"')
+_TRAINER_LINE = re.compile(
+    r'"taskName": ?"master-replica-0", ?"trialId": ?"[^"]*", ?"seq": ?"\d+", ?'
+    r'"stream": ?"stdout", ?"message": ?"L (\d+) ([\d.]+)"'
+)
 
 
 async def _viewer(url: str, origin: str, cookie: str, ready: list, lines: int, compression: str | None) -> dict:
     from websockets.asyncio.client import connect
 
     latencies, expected, problems = [], 0, 0
-    async with connect(url, origin=origin, max_size=None, compression=compression,
-                       additional_headers={"Cookie": f"sessionid={cookie}"}) as ws:
+    async with connect(
+        url, origin=origin, max_size=None, compression=compression, additional_headers={"Cookie": f"sessionid={cookie}"}
+    ) as ws:
         deflate = bool(ws.protocol.extensions)
         while '"type":"count"' not in await ws.recv():  # connected once the backlog is in
             pass
@@ -204,26 +218,38 @@ async def _viewer(url: str, origin: str, cookie: str, ready: list, lines: int, c
     return {"latencies": latencies, "problems": problems, "received": len(latencies), "deflate": deflate}
 
 
-async def _viewers_main(url: str, origin: str, cookie: str, count: int, lines: int, out: Path,
-                        compression: str | None) -> None:
+async def _viewers_main(
+    url: str, origin: str, cookie: str, count: int, lines: int, out: Path, compression: str | None
+) -> None:
     ready: list = []
     tasks = [asyncio.create_task(_viewer(url, origin, cookie, ready, lines, compression)) for _ in range(count)]
     deadline = time.monotonic() + 120
     while len(ready) < count:
         failed = next((task for task in tasks if task.done() and task.exception()), None)
         if failed is not None or time.monotonic() > deadline:
-            print(f"only {len(ready)} of {count} viewers connected: {failed.exception() if failed else 'timed out'}",
-                  flush=True)
+            print(
+                f"only {len(ready)} of {count} viewers connected: {failed.exception() if failed else 'timed out'}",
+                flush=True,
+            )
             raise SystemExit(1)
         await asyncio.sleep(0.01)
     print("ready", flush=True)
     results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=600)
     latencies = sorted(ms * 1000 for r in results for ms in r["latencies"])
-    out.write_text(json.dumps({
-        "viewers": count, "lines_per_viewer_min": min(r["received"] for r in results),
-        "problems": sum(r["problems"] for r in results), "samples": len(latencies),
-        "deflate": all(r["deflate"] for r in results),
-        "p50_ms": percentile(latencies, 0.5), "p99_ms": percentile(latencies, 0.99), "max_ms": latencies[-1]}))
+    out.write_text(
+        json.dumps(
+            {
+                "viewers": count,
+                "lines_per_viewer_min": min(r["received"] for r in results),
+                "problems": sum(r["problems"] for r in results),
+                "samples": len(latencies),
+                "deflate": all(r["deflate"] for r in results),
+                "p50_ms": percentile(latencies, 0.5),
+                "p99_ms": percentile(latencies, 0.99),
+                "max_ms": latencies[-1],
+            }
+        )
+    )
 
 
 def stored_trainer_lines(console: Console, job_id: str) -> tuple[int, bool]:
@@ -240,17 +266,31 @@ def stored_trainer_lines(console: Console, job_id: str) -> tuple[int, bool]:
         cursor = body["nextCursor"]
 
 
-def bench_fanout(console: Console, session: Session, storage: Path, viewers: int, seconds: float,
-                 compression: str) -> dict:
+def bench_fanout(
+    console: Console, session: Session, storage: Path, viewers: int, seconds: float, compression: str
+) -> dict:
     package = build_package(storage / "paced-pkg" / PROJECT, {"trainer/task.py": PACED_TASK})
     job_id = f"fanout_{viewers}"
     lines = int(1000 * seconds)
     job_dir = submit(console, job_id, package, storage, ["1000", str(seconds)])
     out = storage / f"{job_id}.json"
     say(f"fan-out to {viewers} viewers, {lines:,} lines")
-    worker = subprocess.Popen([sys.executable, __file__, "--viewers-worker", session.socket_url(job_id, tail=5000),
-                               console.url, session.cookie, str(viewers), str(lines), str(out), compression],
-                              stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--viewers-worker",
+            session.socket_url(job_id, tail=5000),
+            console.url,
+            session.cookie,
+            str(viewers),
+            str(lines),
+            str(out),
+            compression,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     said = worker.stdout.readline().strip()  # "ready", or why not (the worker gives up after 120 s)
     if said != "ready":
         worker.kill()
@@ -261,7 +301,9 @@ def bench_fanout(console: Console, session: Session, storage: Path, viewers: int
         worker.wait(timeout=max(120, 10 * seconds))
     except subprocess.TimeoutExpired:
         worker.kill()
-        raise SystemExit(f"the viewers did not receive all {lines:,} lines within {max(120, 10 * seconds):.0f} s") from None
+        raise SystemExit(
+            f"the viewers did not receive all {lines:,} lines within {max(120, 10 * seconds):.0f} s"
+        ) from None
     console.wait(job_id)
     result = json.loads(out.read_text())
     result["stored"], result["stored_in_order"] = stored_trainer_lines(console, job_id)
@@ -284,10 +326,14 @@ def _wait_stored(db: Path, job_id: str, lines: int, timeout: float = 300) -> tup
         try:
             pk = _job_pk(db, job_id)
             with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-                count = conn.execute("SELECT COUNT(*) FROM jobs_logline WHERE job_id = ? AND task_name = "
-                                     "'master-replica-0'", (pk,)).fetchone()[0]
-                notes = conn.execute("SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE "
-                                     "'% log lines from % were dropped%'", (pk,)).fetchall()
+                count = conn.execute(
+                    "SELECT COUNT(*) FROM jobs_logline WHERE job_id = ? AND task_name = 'master-replica-0'", (pk,)
+                ).fetchone()[0]
+                notes = conn.execute(
+                    "SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE "
+                    "'% log lines from % were dropped%'",
+                    (pk,),
+                ).fetchall()
         except (TypeError, sqlite3.OperationalError):
             count, notes = 0, []
         dropped = sum(int(note[0].split()[0]) for note in notes)
@@ -302,8 +348,9 @@ def run_direct(python: str, args: list[str], job_dir: Path) -> dict:
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "go").touch()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([python, "-m", "trainer.task", *args, str(job_dir)], stdout=subprocess.PIPE,
-                               cwd=job_dir, env=env)
+    process = subprocess.Popen(
+        [python, "-m", "trainer.task", *args, str(job_dir)], stdout=subprocess.PIPE, cwd=job_dir, env=env
+    )
     while process.stdout.read(65536):  # read the output as a log shipper would
         pass
     process.wait()
@@ -322,33 +369,47 @@ def ingest_run(console: Console, storage: Path, db: Path, package: Path, job_id:
     stored_at, dropped = _wait_stored(db, job_id, timing["lines"])
     console.wait(job_id)
     elapsed = timing["end"] - timing["start"]
-    return {"lines": timing["lines"], "trainer_s": elapsed, "printed_per_s": timing["lines"] / elapsed,
-            "dropped": dropped, "stored_per_s": (timing["lines"] - dropped) / (stored_at - timing["start"]),
-            "lag_after_last_print_s": stored_at - timing["end"], "python": timing["python"]}
+    return {
+        "lines": timing["lines"],
+        "trainer_s": elapsed,
+        "printed_per_s": timing["lines"] / elapsed,
+        "dropped": dropped,
+        "stored_per_s": (timing["lines"] - dropped) / (stored_at - timing["start"]),
+        "lag_after_last_print_s": stored_at - timing["end"],
+        "python": timing["python"],
+    }
 
 
-def bench_ingest(console: Console, storage: Path, db: Path, rates: list[int], seconds: float, flat_lines: int,
-                 pairs: int) -> dict:
+def bench_ingest(
+    console: Console, storage: Path, db: Path, rates: list[int], seconds: float, flat_lines: int, pairs: int
+) -> dict:
     say(f"ingest: paced at {', '.join(f'{rate:,}' for rate in rates)} lines/s, then {pairs} pairs flat out")
     paced_pkg = build_package(storage / "ingest-paced-pkg" / PROJECT, {"trainer/task.py": PACED_TASK})
     flat_pkg = build_package(storage / "ingest-flat-pkg" / PROJECT, {"trainer/task.py": FLAT_OUT_TASK})
-    paced = [{"rate": rate, **ingest_run(console, storage, db, paced_pkg, f"ingest_paced_{rate}",
-                                         [str(rate), str(seconds)])} for rate in rates]
+    paced = [
+        {"rate": rate, **ingest_run(console, storage, db, paced_pkg, f"ingest_paced_{rate}", [str(rate), str(seconds)])}
+        for rate in rates
+    ]
     python = ingest_run(console, storage, db, flat_pkg, "ingest_flat_warmup", ["1000"])["python"]
     platform, direct = [], []
     for index in range(pairs):
-        for kind in (("direct", "platform") if index % 2 == 0 else ("platform", "direct")):
+        for kind in ("direct", "platform") if index % 2 == 0 else ("platform", "direct"):
             if kind == "platform":
                 platform.append(ingest_run(console, storage, db, flat_pkg, f"ingest_flat_{index}", [str(flat_lines)]))
             else:
                 timing = run_direct(python, [str(flat_lines)], storage / "direct" / str(index))
                 direct.append(timing["end"] - timing["start"])
     med = statistics.median
-    return {"paced": paced, "flat_lines": flat_lines, "pairs": pairs,
-            "flat_stored_per_s": med(r["stored_per_s"] for r in platform),
-            "flat_dropped": med(r["dropped"] for r in platform),
-            "flat_trainer_s": med(r["trainer_s"] for r in platform), "direct_trainer_s": med(direct),
-            "trainer_time_ratio": med(r["trainer_s"] for r in platform) / med(direct)}
+    return {
+        "paced": paced,
+        "flat_lines": flat_lines,
+        "pairs": pairs,
+        "flat_stored_per_s": med(r["stored_per_s"] for r in platform),
+        "flat_dropped": med(r["dropped"] for r in platform),
+        "flat_trainer_s": med(r["trainer_s"] for r in platform),
+        "direct_trainer_s": med(direct),
+        "trainer_time_ratio": med(r["trainer_s"] for r in platform) / med(direct),
+    }
 
 
 # --- 4. a ten-million-line log -------------------------------------------------------------------
@@ -360,11 +421,24 @@ def fill_big_log(db: Path, job_pk: int, lines: int) -> float:
     with sqlite3.connect(db, timeout=60) as conn:
         conn.execute("PRAGMA synchronous=OFF")
         for chunk in range(0, lines, 200_000):
-            rows = ((job_pk, "master-replica-0", "", n + 1, "stdout", "ERROR" if n == lines // 2 else "INFO",
-                     f"step {n} loss=0.{n % 1000:03d} accuracy=0.9", now)
-                    for n in range(chunk, min(lines, chunk + 200_000)))
-            conn.executemany("INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, "
-                             "message, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            rows = (
+                (
+                    job_pk,
+                    "master-replica-0",
+                    "",
+                    n + 1,
+                    "stdout",
+                    "ERROR" if n == lines // 2 else "INFO",
+                    f"step {n} loss=0.{n % 1000:03d} accuracy=0.9",
+                    now,
+                )
+                for n in range(chunk, min(lines, chunk + 200_000))
+            )
+            conn.executemany(
+                "INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, "
+                "message, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             conn.commit()
     return time.perf_counter() - started
 
@@ -403,13 +477,15 @@ def bench_big_log(console: Console, session: Session, storage: Path, db: Path, l
     console.wait("big_log")
     fill_s = fill_big_log(db, _job_pk(db, "big_log"), lines)
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        first_id, last_id = conn.execute("SELECT MIN(id), MAX(id) FROM jobs_logline WHERE job_id = ?",
-                                         (_job_pk(db, "big_log"),)).fetchone()
+        first_id, last_id = conn.execute(
+            "SELECT MIN(id), MAX(id) FROM jobs_logline WHERE job_id = ?", (_job_pk(db, "big_log"),)
+        ).fetchone()
     api = f"/v1/projects/{PROJECT}/jobs/big_log/logs?pageSize=1000"
     page = f"/projects/{PROJECT}/jobs/big_log/"
     sockets = [asyncio.run(_socket_open_ms(session, "big_log")) for _ in range(3)]
     return {
-        "lines": lines, "fill_s": fill_s,
+        "lines": lines,
+        "fill_s": fill_s,
         "api_first_page_ms": _timed(lambda: console.call("GET", api)),
         "api_last_page_ms": _timed(lambda: console.call("GET", f"{api}&after={last_id - 1000}")),
         "api_middle_page_ms": _timed(lambda: console.call("GET", f"{api}&after={(first_id + last_id) // 2}")),
@@ -427,37 +503,53 @@ def bench_big_log(console: Console, session: Session, storage: Path, db: Path, l
 def report(results: dict) -> None:
     first = results["first_line"]
     print(f"Submit → first log line on a WebSocket, {first['runs']} runs:")
-    print(f"  p50 {first['p50_ms']:.0f} ms   p90 {first['p90_ms']:.0f} ms   p99 {first['p99_ms']:.0f} ms   "
-          f"max {first['max_ms']:.0f} ms   (goal p50 ≤ 300 ms, p99 ≤ 1000 ms)")
+    print(
+        f"  p50 {first['p50_ms']:.0f} ms   p90 {first['p90_ms']:.0f} ms   p99 {first['p99_ms']:.0f} ms   "
+        f"max {first['max_ms']:.0f} ms   (goal p50 ≤ 300 ms, p99 ≤ 1000 ms)"
+    )
     for fan in results["fanout"]:
         goal = "≤ 100 ms" if fan["viewers"] <= 50 else "≤ 250 ms"
-        print(f"Fan-out, 1,000 lines/s for {fan['lines'] / 1000:.0f} s to {fan['viewers']} viewers "
-              f"({fan['samples']:,} line deliveries; permessage-deflate {'on' if fan['deflate'] else 'off'}):")
-        print(f"  print → receive p50 {fan['p50_ms']:.1f} ms   p99 {fan['p99_ms']:.1f} ms   max {fan['max_ms']:.0f} ms "
-              f"(goal p99 {goal});  lost/repeated/reordered: {fan['problems']};  fewest lines a viewer got: "
-              f"{fan['lines_per_viewer_min']:,}/{fan['lines']:,};  stored {fan['stored']:,}, in order: "
-              f"{fan['stored_in_order']}")
+        print(
+            f"Fan-out, 1,000 lines/s for {fan['lines'] / 1000:.0f} s to {fan['viewers']} viewers "
+            f"({fan['samples']:,} line deliveries; permessage-deflate {'on' if fan['deflate'] else 'off'}):"
+        )
+        print(
+            f"  print → receive p50 {fan['p50_ms']:.1f} ms   p99 {fan['p99_ms']:.1f} ms   max {fan['max_ms']:.0f} ms "
+            f"(goal p99 {goal});  lost/repeated/reordered: {fan['problems']};  fewest lines a viewer got: "
+            f"{fan['lines_per_viewer_min']:,}/{fan['lines']:,};  stored {fan['stored']:,}, in order: "
+            f"{fan['stored_in_order']}"
+        )
     ingest = results.get("ingest")
     if ingest:
         for run in ingest["paced"]:
-            print(f"Ingest, a trainer printing {run['rate']:,} lines/s for {run['trainer_s']:.0f} s: it printed "
-                  f"{run['printed_per_s']:,.0f} lines/s through the platform; {run['stored_per_s']:,.0f} lines/s "
-                  f"stored in SQLite, the last {run['lag_after_last_print_s'] * 1000:.0f} ms after it was printed; "
-                  f"{run['dropped']:,} dropped (counted in the log)")
-        print(f"Ingest flat out ({ingest['flat_lines']:,} lines, {ingest['pairs']} alternated pairs, medians): "
-              f"{ingest['flat_stored_per_s']:,.0f} lines/s stored, {ingest['flat_dropped']:,.0f} dropped;  "
-              f"trainer's own print time direct {ingest['direct_trainer_s']:.2f} s, platform "
-              f"{ingest['flat_trainer_s']:.2f} s, ratio {ingest['trainer_time_ratio']:.2f}")
+            print(
+                f"Ingest, a trainer printing {run['rate']:,} lines/s for {run['trainer_s']:.0f} s: it printed "
+                f"{run['printed_per_s']:,.0f} lines/s through the platform; {run['stored_per_s']:,.0f} lines/s "
+                f"stored in SQLite, the last {run['lag_after_last_print_s'] * 1000:.0f} ms after it was printed; "
+                f"{run['dropped']:,} dropped (counted in the log)"
+            )
+        print(
+            f"Ingest flat out ({ingest['flat_lines']:,} lines, {ingest['pairs']} alternated pairs, medians): "
+            f"{ingest['flat_stored_per_s']:,.0f} lines/s stored, {ingest['flat_dropped']:,.0f} dropped;  "
+            f"trainer's own print time direct {ingest['direct_trainer_s']:.2f} s, platform "
+            f"{ingest['flat_trainer_s']:.2f} s, ratio {ingest['trainer_time_ratio']:.2f}"
+        )
     big = results.get("big_log")
     if big:
         print(f"A {big['lines']:,}-line log (filled in {big['fill_s']:.0f} s), medians:")
-        print(f"  REST first page {big['api_first_page_ms']:.1f} ms, middle {big['api_middle_page_ms']:.1f} ms, "
-              f"last {big['api_last_page_ms']:.1f} ms (ratio last/first "
-              f"{big['api_last_page_ms'] / big['api_first_page_ms']:.2f})")
-        print(f"  console page newest {big['page_newest_ms']:.1f} ms, oldest {big['page_oldest_ms']:.1f} ms, "
-              f"from the first error {big['page_first_error_ms']:.1f} ms")
-        print(f"  socket: backlog after {big['socket_backlog_ms']:.1f} ms, stored count after "
-              f"{big['socket_count_ms']:.1f} ms")
+        print(
+            f"  REST first page {big['api_first_page_ms']:.1f} ms, middle {big['api_middle_page_ms']:.1f} ms, "
+            f"last {big['api_last_page_ms']:.1f} ms (ratio last/first "
+            f"{big['api_last_page_ms'] / big['api_first_page_ms']:.2f})"
+        )
+        print(
+            f"  console page newest {big['page_newest_ms']:.1f} ms, oldest {big['page_oldest_ms']:.1f} ms, "
+            f"from the first error {big['page_first_error_ms']:.1f} ms"
+        )
+        print(
+            f"  socket: backlog after {big['socket_backlog_ms']:.1f} ms, stored count after "
+            f"{big['socket_count_ms']:.1f} ms"
+        )
 
 
 def main() -> None:
@@ -471,16 +563,23 @@ def main() -> None:
     parser.add_argument("--ingest-pairs", type=int, default=3)
     parser.add_argument("--big-log-lines", type=int, default=10_000_000)
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--client-compression", choices=["deflate", "none"], default="deflate",
-                        help="what the viewers offer: deflate, as browsers do, or none (as if the server "
-                             "had permessage-deflate turned off)")
+    parser.add_argument(
+        "--client-compression",
+        choices=["deflate", "none"],
+        default="deflate",
+        help="what the viewers offer: deflate, as browsers do, or none (as if the server "
+        "had permessage-deflate turned off)",
+    )
     parser.add_argument("--viewers-worker", nargs=7, help=argparse.SUPPRESS)
     add_env_dir_flag(parser)
     args = parser.parse_args()
     if args.viewers_worker:
         url, origin, cookie, count, lines, out, compression = args.viewers_worker
-        asyncio.run(_viewers_main(url, origin, cookie, int(count), int(lines), Path(out),
-                                  None if compression == "none" else compression))
+        asyncio.run(
+            _viewers_main(
+                url, origin, cookie, int(count), int(lines), Path(out), None if compression == "none" else compression
+            )
+        )
         return
     results: dict = {}
     with scratch("aiconsole-bench-logs-") as folder:
@@ -490,12 +589,16 @@ def main() -> None:
             storage, db = data_dir / "storage", data_dir / "aiconsole.sqlite3"
             session = Session(console)
             results["first_line"] = asyncio.run(bench_first_line(console, session, storage, args.latency_runs))
-            results["fanout"] = [bench_fanout(console, session, storage, int(n), args.fanout_seconds,
-                                              args.client_compression) for n in args.viewers.split(",") if n]
+            results["fanout"] = [
+                bench_fanout(console, session, storage, int(n), args.fanout_seconds, args.client_compression)
+                for n in args.viewers.split(",")
+                if n
+            ]
             if args.flat_lines:
                 rates = [int(rate) for rate in args.ingest_rates.split(",") if rate]
-                results["ingest"] = bench_ingest(console, storage, db, rates, args.ingest_seconds, args.flat_lines,
-                                                 args.ingest_pairs)
+                results["ingest"] = bench_ingest(
+                    console, storage, db, rates, args.ingest_seconds, args.flat_lines, args.ingest_pairs
+                )
             if args.big_log_lines:
                 results["big_log"] = bench_big_log(console, session, storage, db, args.big_log_lines)
         finally:

@@ -77,8 +77,9 @@ print(json.dumps({{"points": count, "read": sorted(read)[1], "collect": sorted(c
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
     say(f"writing {points:,} metric points as event files and collecting them")
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
-                            timeout=1800)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800
+    )
     if result.returncode != 0:
         raise SystemExit(f"seeding the metrics failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -97,7 +98,9 @@ def list_all(connection, token: str, query: str) -> tuple[float, int, int]:
     started = time.perf_counter()
     count, requests, page_token = 0, 0, ""
     while True:
-        answer = json.loads(get(connection, token, f"{BASE}?{query}" + (f"&pageToken={page_token}" if page_token else "")))
+        answer = json.loads(
+            get(connection, token, f"{BASE}?{query}" + (f"&pageToken={page_token}" if page_token else ""))
+        )
         requests += 1
         count += len(answer["metrics"])
         page_token = answer.get("nextPageToken", "")
@@ -108,7 +111,9 @@ def list_all(connection, token: str, query: str) -> tuple[float, int, int]:
 def last_page_path(connection, token: str, size: int) -> str:
     page_token, previous = "", ""
     while True:
-        answer = json.loads(get(connection, token, f"{BASE}?pageSize={size}" + (f"&pageToken={page_token}" if page_token else "")))
+        answer = json.loads(
+            get(connection, token, f"{BASE}?pageSize={size}" + (f"&pageToken={page_token}" if page_token else ""))
+        )
         if not answer.get("nextPageToken"):
             return f"{BASE}?pageSize={size}" + (f"&pageToken={previous}" if previous else "")
         previous = page_token = answer["nextPageToken"]
@@ -135,14 +140,24 @@ def main() -> None:
             csv_path = f"/projects/default-project/jobs/{JOB}/metrics/download/"
             last = last_page_path(connection, token, 1000)
             first = f"{BASE}?pageSize=1000"
-            timings: dict[str, list[float]] = {name: [] for name in
-                                               ("all, 10,000 a page", "all, 1,000 a page", "one tag, 10,000 a page",
-                                                "first page (1,000)", "last page (1,000)")}
+            timings: dict[str, list[float]] = {
+                name: []
+                for name in (
+                    "all, 10,000 a page",
+                    "all, 1,000 a page",
+                    "one tag, 10,000 a page",
+                    "first page (1,000)",
+                    "last page (1,000)",
+                )
+            }
             counts = {}
             say(f"reading them back, {args.rounds} rounds")
             for _ in range(args.rounds):
-                for name, query in (("all, 10,000 a page", "pageSize=10000"), ("all, 1,000 a page", "pageSize=1000"),
-                                    ("one tag, 10,000 a page", "pageSize=10000&tag=epoch_loss")):
+                for name, query in (
+                    ("all, 10,000 a page", "pageSize=10000"),
+                    ("all, 1,000 a page", "pageSize=1000"),
+                    ("one tag, 10,000 a page", "pageSize=10000&tag=epoch_loss"),
+                ):
                     seconds, count, requests = list_all(connection, token, query)
                     timings[name].append(seconds)
                     counts[name] = (count, requests)
@@ -154,20 +169,28 @@ def main() -> None:
             server.stop()
     median = {name: statistics.median(values) for name, values in timings.items()}
     print(f"Metrics of one job, {seeded['points']:,} points (2 tags × train/validation), SQLite, aiconsole up:")
-    print(f"  collecting from event files: read alone {seeded['read']:.2f} s, read and stored "
-          f"{seeded['collect']:.2f} s (ratio {seeded['collect'] / seeded['read']:.2f}; "
-          f"{seeded['points'] / seeded['collect']:,.0f} points/s)")
+    print(
+        f"  collecting from event files: read alone {seeded['read']:.2f} s, read and stored "
+        f"{seeded['collect']:.2f} s (ratio {seeded['collect'] / seeded['read']:.2f}; "
+        f"{seeded['points'] / seeded['collect']:,.0f} points/s)"
+    )
     for name in ("all, 10,000 a page", "all, 1,000 a page", "one tag, 10,000 a page"):
         count, requests = counts[name]
-        print(f"  REST, {name}: {median[name]:.2f} s for {count:,} points in {requests} requests "
-              f"({count / median[name]:,.0f} points/s)")
+        print(
+            f"  REST, {name}: {median[name]:.2f} s for {count:,} points in {requests} requests "
+            f"({count / median[name]:,.0f} points/s)"
+        )
     print(f"  CSV download of every point (console page): {csv_seconds:.2f} s")
     print(f"  the job page's metrics panel (2 charts, lines thinned to 2,000 points, tables): {panel_seconds:.2f} s")
-    print(f"  first page {median['first page (1,000)'] * 1000:.1f} ms, last page "
-          f"{median['last page (1,000)'] * 1000:.1f} ms (ratio last/first "
-          f"{median['last page (1,000)'] / median['first page (1,000)']:.2f})")
-    print(f"  ratio all at 1,000 a page / all at 10,000 a page: "
-          f"{median['all, 1,000 a page'] / median['all, 10,000 a page']:.2f}")
+    print(
+        f"  first page {median['first page (1,000)'] * 1000:.1f} ms, last page "
+        f"{median['last page (1,000)'] * 1000:.1f} ms (ratio last/first "
+        f"{median['last page (1,000)'] / median['first page (1,000)']:.2f})"
+    )
+    print(
+        f"  ratio all at 1,000 a page / all at 10,000 a page: "
+        f"{median['all, 1,000 a page'] / median['all, 10,000 a page']:.2f}"
+    )
 
 
 def console_pages(server: Server, path: str, rounds: int) -> tuple[float, float]:
@@ -182,8 +205,9 @@ def console_pages(server: Server, path: str, rounds: int) -> tuple[float, float]
     base = f"http://127.0.0.1:{server.port}"
     page = opener.open(base + "/login/").read().decode()
     csrf = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
-    form = urllib.parse.urlencode({"username": "admin", "password": "bench-password-1",
-                                   "csrfmiddlewaretoken": csrf}).encode()
+    form = urllib.parse.urlencode(
+        {"username": "admin", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
+    ).encode()
     opener.open(urllib.request.Request(base + "/login/", data=form, headers={"Referer": base + "/login/"})).read()
     seconds, panel = [], []
     for _ in range(rounds):

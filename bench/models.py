@@ -57,13 +57,21 @@ class Console(run.Console):
 
     def __init__(self, data_dir: Path, env_dir: Path, *, front: bool = False, **extra: str):
         port = free_port()
-        super().__init__(data_dir, env_dir, [sys.executable, __file__, "--serve-front", str(port)] if front else None,
-                         port=port, **extra)
+        super().__init__(
+            data_dir,
+            env_dir,
+            [sys.executable, __file__, "--serve-front", str(port)] if front else None,
+            port=port,
+            **extra,
+        )
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict, dict]:
         request = urllib.request.Request(
-            self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}"), dict(response.headers)
@@ -72,8 +80,13 @@ class Console(run.Console):
 
 
 def summary(samples: list[float]) -> dict:
-    return {"n": len(samples), "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
-            "p99_ms": percentile(samples, 0.99), "max_ms": max(samples)}
+    return {
+        "n": len(samples),
+        "p50_ms": statistics.median(samples),
+        "p90_ms": percentile(samples, 0.9),
+        "p99_ms": percentile(samples, 0.99),
+        "max_ms": max(samples),
+    }
 
 
 def runtime_python(env_dir: Path) -> Path:
@@ -83,12 +96,20 @@ def runtime_python(env_dir: Path) -> Path:
     if built:
         return built[0]
     say(f"building runtime 2.11 into {env_dir} (minutes, once)")
-    code = ("import django; django.setup(); from jobs.executor import environments; "
-            "environments.runtime_environment('2.11', print)")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "aiconsole.settings", "AICONSOLE_ENV_DIR": str(env_dir),
-           "AICONSOLE_DATA_DIR": str(env_dir / "build-data"), "AICONSOLE_SECRET_KEY": os.urandom(24).hex()}
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).resolve().parent.parent, check=True,
-                   timeout=1800)
+    code = (
+        "import django; django.setup(); from jobs.executor import environments; "
+        "environments.runtime_environment('2.11', print)"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+        "AICONSOLE_ENV_DIR": str(env_dir),
+        "AICONSOLE_DATA_DIR": str(env_dir / "build-data"),
+        "AICONSOLE_SECRET_KEY": os.urandom(24).hex(),
+    }
+    subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=Path(__file__).resolve().parent.parent, check=True, timeout=1800
+    )
     return sorted(env_dir.glob("runtime-2.11-*/bin/python"))[0]
 
 
@@ -108,18 +129,27 @@ def train(env_dir: Path, storage: Path) -> Path:
 def deploy(console: Console, model: str, version: str, uri: str, **fields) -> float:
     """versions.create → the first 200 from :predict, in ms, as a client sees it."""
     started = time.perf_counter()
-    status, operation, _ = console.call("POST", f"/v1/projects/{PROJECT}/models/{model}/versions",
-                                        {"name": version, "deploymentUri": uri, **fields})
+    status, operation, _ = console.call(
+        "POST", f"/v1/projects/{PROJECT}/models/{model}/versions", {"name": version, "deploymentUri": uri, **fields}
+    )
     if status != 200:
         raise SystemExit(f"versions.create: {status} {operation}")
     name = operation["name"]
-    operation = wait_until(lambda: (found := console.call("GET", f"/v1/{name}")[1]).get("done") and found, 600,
-                           f"{model}/{version} to be created", 0.02)
+    operation = wait_until(
+        lambda: (found := console.call("GET", f"/v1/{name}")[1]).get("done") and found,
+        600,
+        f"{model}/{version} to be created",
+        0.02,
+    )
     if "error" in operation:
         raise SystemExit(f"{model}/{version} failed: {operation['error']}")
     predict = f"/v1/projects/{PROJECT}/models/{model}/versions/{version}:predict"
-    wait_until(lambda: console.call("POST", predict, {"instances": [INSTANCE]})[0] == 200, 300,
-               f"{model}/{version} to answer a prediction", 0.01)
+    wait_until(
+        lambda: console.call("POST", predict, {"instances": [INSTANCE]})[0] == 200,
+        300,
+        f"{model}/{version} to answer a prediction",
+        0.01,
+    )
     return (time.perf_counter() - started) * 1000
 
 
@@ -174,17 +204,25 @@ def _hammer(url: str, token: str, path: str, seconds: float, results) -> None:
 
 def throughput(console: Console, path: str, clients: int, seconds: float, *, token: bool = True) -> dict:
     results: multiprocessing.Queue = multiprocessing.Queue()
-    workers = [multiprocessing.Process(target=_hammer, args=(console.url, console.token if token else "", path,
-                                                             seconds, results))
-               for _ in range(clients)]
+    workers = [
+        multiprocessing.Process(
+            target=_hammer, args=(console.url, console.token if token else "", path, seconds, results)
+        )
+        for _ in range(clients)
+    ]
     for worker in workers:
         worker.start()
     counts = [results.get(timeout=seconds + 120) for _ in workers]
     for worker in workers:
         worker.join()
     requests = sum(c for c, _ in counts)
-    return {"clients": clients, "seconds": seconds, "requests": requests, "errors": sum(e for _, e in counts),
-            "per_second": requests / seconds}
+    return {
+        "clients": clients,
+        "seconds": seconds,
+        "requests": requests,
+        "errors": sum(e for _, e in counts),
+        "per_second": requests / seconds,
+    }
 
 
 def cold_start(console: Console, idle: float, runs: int) -> dict:
@@ -200,8 +238,12 @@ def cold_start(console: Console, idle: float, runs: int) -> dict:
             raise SystemExit(f"expected a cold start: {status} {body} {headers}")
         server.append(float(cold))
         client.append(elapsed)
-    return {"runs": runs, "server_p50_ms": statistics.median(server), "client_p50_ms": statistics.median(client),
-            "client_max_ms": max(client)}
+    return {
+        "runs": runs,
+        "server_p50_ms": statistics.median(server),
+        "client_p50_ms": statistics.median(client),
+        "client_max_ms": max(client),
+    }
 
 
 def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) -> dict:
@@ -220,8 +262,9 @@ def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) ->
     zygote = Zygote(python, scratch / "zygote", "bench")
     zygote.start(180)
     try:
-        process = zygote.spawn({"modelDir": str(models / "linear"), "modelFile": "model.pkl",
-                                "framework": "SCIKIT_LEARN"}, "bench")
+        process = zygote.spawn(
+            {"modelDir": str(models / "linear"), "modelFile": "model.pkl", "framework": "SCIKIT_LEARN"}, "bench"
+        )
         process.wait_ready(60)
         body = json.dumps({"instances": [INSTANCE]}).encode()
         for _ in range(200):
@@ -253,8 +296,7 @@ def serve_front(port: int) -> None:
     ensure_admin_and_project()
     controller.start()
     try:
-        uvicorn.run("console.asgi:application", host="127.0.0.1", port=port,
-                    lifespan="off", log_level="warning")
+        uvicorn.run("console.asgi:application", host="127.0.0.1", port=port, lifespan="off", log_level="warning")
     finally:
         controller.stop()
 
@@ -266,20 +308,18 @@ def run_suite(console: Console, models: Path, args, idle: float) -> dict:
     # The first deploy after start imports the runtime's libraries once (in the zygote).
     results["deploy_first_after_start_ms"] = deploy(console, "sklearn", "v1", str(models / "sklearn"))
     results["deploy_ms"] = [deploy(console, "sklearn", f"w{i}", str(models / "sklearn")) for i in range(5)]
-    results["deploy_xgboost_ms"] = deploy(console, "xgboost", "v1", str(models / "xgboost"),
-                                          manualScaling={"nodes": 1})
-    results["deploy_linear_ms"] = deploy(console, "linear", "v1", str(models / "linear"),
-                                         manualScaling={"nodes": 1})
+    results["deploy_xgboost_ms"] = deploy(console, "xgboost", "v1", str(models / "xgboost"), manualScaling={"nodes": 1})
+    results["deploy_linear_ms"] = deploy(console, "linear", "v1", str(models / "linear"), manualScaling={"nodes": 1})
     for name in ("sklearn", "xgboost", "linear"):
         results[f"rate_{name}"] = fixed_rate(
-            console, f"/v1/projects/{PROJECT}/models/{name}:predict", args.rate, args.seconds)
+            console, f"/v1/projects/{PROJECT}/models/{name}:predict", args.rate, args.seconds
+        )
     linear = f"/v1/projects/{PROJECT}/models/linear/versions/v1:predict"
     results["throughput_linear"] = throughput(console, linear, args.clients, args.seconds)
     results["throughput_linear_1_client"] = throughput(console, linear, 1, args.seconds)
     # The web stack's own floor at the same moment: the same request without a token is
     # refused (401) before any database or model work.
-    results["throughput_unauthenticated_401"] = throughput(console, linear, args.clients, args.seconds,
-                                                           token=False)
+    results["throughput_unauthenticated_401"] = throughput(console, linear, args.clients, args.seconds, token=False)
     deploy(console, "linear", "cold", str(models / "linear"))
     results["cold_start"] = cold_start(console, idle, args.cold_runs) if args.cold_runs else {}
     return results
@@ -300,18 +340,26 @@ def main() -> None:
     args = parser.parse_args()
     env_dir = env_cache(args.env_dir)
     idle = 2.0
-    results: dict = {"machine": f"{os.cpu_count()} CPUs, {platform.python_version()}, load average "
-                                f"{os.getloadavg()[0]:.2f} at start"}
+    results: dict = {
+        "machine": f"{os.cpu_count()} CPUs, {platform.python_version()}, load average {os.getloadavg()[0]:.2f} at start"
+    }
     with scratch("aiconsole-bench-models-") as folder:  # as root, serving processes run as another user
         models = train(env_dir, folder / "trained")
         variants = (("as_shipped", False), ("with_predict_front", True))
         for label, front in [v for v in variants if args.only in (None, v[0])]:
             data_dir = folder / label
-            console = Console(data_dir, env_dir, front=front, AICONSOLE_MODEL_IDLE_SECONDS=str(idle),
-                              AICONSOLE_STORAGE_ROOTS=str(models))
+            console = Console(
+                data_dir,
+                env_dir,
+                front=front,
+                AICONSOLE_MODEL_IDLE_SECONDS=str(idle),
+                AICONSOLE_STORAGE_ROOTS=str(models),
+            )
             try:
-                say(f"{label}: deploys, {args.seconds:.0f} s at {args.rate:.0f} req/s per model, throughput, "
-                    f"{args.cold_runs} cold starts")
+                say(
+                    f"{label}: deploys, {args.seconds:.0f} s at {args.rate:.0f} req/s per model, throughput, "
+                    f"{args.cold_runs} cold starts"
+                )
                 results[label] = run_suite(console, models, args, idle)
             finally:
                 console.stop()

@@ -79,6 +79,7 @@ STUDY_TIMING = """() => {
             .reduce((sum, r) => sum + r.decodedBodySize / 1024, 0)};
 }"""
 
+
 def fill_jobs(db: Path, template_id: int, count: int) -> float:
     """``count`` SUCCEEDED copies of one job row, job ids bulk_00000 …"""
     started = time.perf_counter()
@@ -100,11 +101,24 @@ def fill_log(db: Path, job_pk: int, lines: int) -> float:
     with sqlite3.connect(db, timeout=60) as conn:
         conn.execute("PRAGMA synchronous=OFF")
         for chunk in range(0, lines, 200_000):
-            rows = ((job_pk, "master-replica-0", "", n + 1, "stdout", "INFO",
-                     f"step {n} loss=0.{n % 1000:03d} accuracy=0.9", now)
-                    for n in range(chunk, min(lines, chunk + 200_000)))
-            conn.executemany("INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, "
-                             "message, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            rows = (
+                (
+                    job_pk,
+                    "master-replica-0",
+                    "",
+                    n + 1,
+                    "stdout",
+                    "INFO",
+                    f"step {n} loss=0.{n % 1000:03d} accuracy=0.9",
+                    now,
+                )
+                for n in range(chunk, min(lines, chunk + 200_000))
+            )
+            conn.executemany(
+                "INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, "
+                "message, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             conn.commit()
     return time.perf_counter() - started
 
@@ -131,8 +145,9 @@ def fill_study(console, job_id: str, count: int) -> float:
     job.trials.all().delete()
     Trial.objects.bulk_create(study_trials(job, count), batch_size=500)
     spec = job.training_input["hyperparameters"]
-    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, error_message="",
-                                         training_output=training_output(job, spec))
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.SUCCEEDED, error_message="", training_output=training_output(job, spec)
+    )
     return time.perf_counter() - started
 
 
@@ -152,15 +167,33 @@ def fill_compare(db: Path, template_id: int, jobs: int, points: int) -> tuple[fl
             values["job_id"] = job_id
             conn.execute(sql, (*[values[c] for c in columns if c in values], template_id))
             pk = conn.execute("SELECT id FROM jobs_job WHERE job_id = ?", (job_id,)).fetchone()[0]
-            conn.execute("UPDATE jobs_job SET training_input = json_set(training_input, '$.args', "
-                         "json_array('--lr', ?, '--epochs', '10')) WHERE id = ?", (f"{0.001 * (n + 1):g}", pk))
+            conn.execute(
+                "UPDATE jobs_job SET training_input = json_set(training_input, '$.args', "
+                "json_array('--lr', ?, '--epochs', '10')) WHERE id = ?",
+                (f"{0.001 * (n + 1):g}", pk),
+            )
             lr = 0.001 * (n + 1)
-            rows = ((pk, "", "tfevents", run, tag, step,
-                     (1 / (1 + lr * step) if tag == "loss" else 1 - 1 / (1 + lr * step)) + (0.05 if run == "validation" else 0),
-                     1_700_000_000.0 + step)
-                    for step in range(steps) for tag in ("loss", "accuracy") for run in ("train", "validation"))
-            conn.executemany("INSERT INTO jobs_metricpoint (job_id, trial_id, source, run, tag, step, value, wall_time) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            rows = (
+                (
+                    pk,
+                    "",
+                    "tfevents",
+                    run,
+                    tag,
+                    step,
+                    (1 / (1 + lr * step) if tag == "loss" else 1 - 1 / (1 + lr * step))
+                    + (0.05 if run == "validation" else 0),
+                    1_700_000_000.0 + step,
+                )
+                for step in range(steps)
+                for tag in ("loss", "accuracy")
+                for run in ("train", "validation")
+            )
+            conn.executemany(
+                "INSERT INTO jobs_metricpoint (job_id, trial_id, source, run, tag, step, value, wall_time) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             conn.commit()
     return time.perf_counter() - started, ids
 
@@ -196,11 +229,17 @@ def measure_compare(page, path: str, repeats: int) -> dict:
     for _ in range(repeats):
         page.goto(path, wait_until="load")
         page.wait_for_function("window.__chartsDrawn !== null", timeout=180_000)
-        samples.append(page.evaluate(TIMING) | page.evaluate(
-            "() => ({charts: window.__chartsDrawn, figures: document.querySelectorAll('figure.chart').length,"
-            " html_kb: performance.getEntriesByType('navigation')[0].decodedBodySize / 1024})"))
-    return {key: statistics.median(s[key] for s in samples if s[key] is not None)
-            for key in ("ttfb", "dcl", "load", "fcp", "charts", "html_kb")} | {"figures": samples[-1]["figures"]}
+        samples.append(
+            page.evaluate(TIMING)
+            | page.evaluate(
+                "() => ({charts: window.__chartsDrawn, figures: document.querySelectorAll('figure.chart').length,"
+                " html_kb: performance.getEntriesByType('navigation')[0].decodedBodySize / 1024})"
+            )
+        )
+    return {
+        key: statistics.median(s[key] for s in samples if s[key] is not None)
+        for key in ("ttfb", "dcl", "load", "fcp", "charts", "html_kb")
+    } | {"figures": samples[-1]["figures"]}
 
 
 def stop_at_once(console, job_id: str) -> None:
@@ -222,12 +261,15 @@ def measure(page, path: str, repeats: int) -> dict:
     for _ in range(repeats):
         page.goto(path, wait_until="load")
         samples.append(page.evaluate(TIMING))
+
     def med(values):
         values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
 
     return {key: med(s[key] for s in samples) for key in ("ttfb", "dcl", "load", "fcp")} | {
-        "rows": samples[-1]["rows"], "max_load": max(s["load"] for s in samples)}
+        "rows": samples[-1]["rows"],
+        "max_load": max(s["load"] for s in samples),
+    }
 
 
 def measure_study(page, path: str, repeats: int, charts: int) -> dict:
@@ -239,8 +281,12 @@ def measure_study(page, path: str, repeats: int, charts: int) -> dict:
         samples.append(page.evaluate(TIMING) | page.evaluate(STUDY_TIMING))
     keys = ("ttfb", "dcl", "load", "fcp", "charts", "longest", "blocking", "html_kb", "fragments_kb")
     result = {key: statistics.median(s[key] for s in samples if s[key] is not None) for key in keys}
-    return result | {"rows": samples[-1]["rows"], "figures": samples[-1]["figures"],
-                     "tables": samples[-1]["tables"], "max_charts": max(s["charts"] for s in samples)}
+    return result | {
+        "rows": samples[-1]["rows"],
+        "figures": samples[-1]["figures"],
+        "tables": samples[-1]["tables"],
+        "max_charts": max(s["charts"] for s in samples),
+    }
 
 
 def main() -> None:
@@ -248,15 +294,24 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--log-lines", type=int, default=1_000_000)
     parser.add_argument("--study-trials", type=int, default=2000)
-    parser.add_argument("--study-charts", type=int, default=9,
-                        help="charts the study page shows (history, parallel coordinates, 4 slices, contour, "
-                             "learning curves, importance): all drawn is when this many are")
+    parser.add_argument(
+        "--study-charts",
+        type=int,
+        default=9,
+        help="charts the study page shows (history, parallel coordinates, 4 slices, contour, "
+        "learning curves, importance): all drawn is when this many are",
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--study-repeats", type=int, default=None, help="loads of the study page (default: --repeats)")
     parser.add_argument("--compare-jobs", type=int, default=20, help="jobs on the compare page (at most 20)")
     parser.add_argument("--compare-points", type=int, default=10_000, help="metric points of each compared job")
-    parser.add_argument("--skip", choices=["jobs", "log", "study", "compare"], action="append", default=[],
-                        help="leave a page out (repeatable)")
+    parser.add_argument(
+        "--skip",
+        choices=["jobs", "log", "study", "compare"],
+        action="append",
+        default=[],
+        help="leave a page out (repeatable)",
+    )
     args = parser.parse_args()
     if harness.ensure_chromium() is None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
@@ -274,8 +329,11 @@ def main() -> None:
             log_s = fill_log(db, job_pk(db, "big_log"), args.log_lines) if "log" not in args.skip else 0.0
             study_s = 0.0
             if "study" not in args.skip:
-                console.submit("study", "gs://bench-bucket/trainer-0.1.tar.gz",
-                               hyperparameters={**STUDY_SPEC, "maxTrials": args.study_trials})
+                console.submit(
+                    "study",
+                    "gs://bench-bucket/trainer-0.1.tar.gz",
+                    hyperparameters={**STUDY_SPEC, "maxTrials": args.study_trials},
+                )
                 stop_at_once(console, "study")
                 study_s = fill_study(console, "study", args.study_trials)
             compare_s, compare_ids = 0.0, []
@@ -300,7 +358,8 @@ def main() -> None:
                     # sort on a computed column, over all 10,000 jobs.
                     results["job list, search"] = measure(page, base + "?q=bulk_0999", args.repeats)
                     results["job list, search, by duration"] = measure(
-                        page, base + "?q=bulk&sort=-duration", args.repeats)
+                        page, base + "?q=bulk&sort=-duration", args.repeats
+                    )
                 if "log" not in args.skip:
                     results["job page, newest lines"] = measure(page, base + "big_log/", args.repeats)
                     results["job page, oldest lines"] = measure(page, base + "big_log/?after=0", args.repeats)
@@ -316,36 +375,52 @@ def main() -> None:
                     for count in sorted({2, len(compare_ids)}):
                         path = compare_base + ",".join(compare_ids[:count])
                         compared[count] = measure_compare(page, path, args.repeats) | {
-                            "server": server_time(console, path, cookies, args.repeats)}
+                            "server": server_time(console, path, cookies, args.repeats)
+                        }
                 browser.close()
         finally:
             console.stop()
-    print(f"{args.jobs:,} jobs inserted in {jobs_s:.1f} s; {args.log_lines:,} log lines in {log_s:.1f} s; "
-          f"{args.study_trials:,} study trials in {study_s:.1f} s")
-    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before the loads, "
-          f"{os.getloadavg()[0]:.2f} after")
+    print(
+        f"{args.jobs:,} jobs inserted in {jobs_s:.1f} s; {args.log_lines:,} log lines in {log_s:.1f} s; "
+        f"{args.study_trials:,} study trials in {study_s:.1f} s"
+    )
+    print(
+        f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before the loads, "
+        f"{os.getloadavg()[0]:.2f} after"
+    )
     print(f"Chromium (headless), medians of {args.repeats} loads, ms from the start of navigation:")
     for name, r in results.items():
         fcp = f"{r['fcp']:.0f}" if r["fcp"] is not None else "—"
-        print(f"  {name:34} first byte {r['ttfb']:6.0f}   first paint {fcp:>5}   DOMContentLoaded "
-              f"{r['dcl']:6.0f}   load {r['load']:6.0f} (max {r['max_load']:.0f})   rows {r['rows']:,}")
+        print(
+            f"  {name:34} first byte {r['ttfb']:6.0f}   first paint {fcp:>5}   DOMContentLoaded "
+            f"{r['dcl']:6.0f}   load {r['load']:6.0f} (max {r['max_load']:.0f})   rows {r['rows']:,}"
+        )
     if compared:
         print(f"  compare page, {args.compare_points:,} points a job ({compare_s:.1f} s to insert):")
         for count, r in compared.items():
-            print(f"  {count:3} jobs: server (whole HTML, outside the browser) {1000 * r['server']:6.0f}   first byte "
-                  f"{r['ttfb']:6.0f}   DOMContentLoaded {r['dcl']:6.0f}   load {r['load']:6.0f}   all {r['figures']} "
-                  f"charts drawn {r['charts']:6.0f}   HTML {r['html_kb']:,.0f} kB")
+            print(
+                f"  {count:3} jobs: server (whole HTML, outside the browser) {1000 * r['server']:6.0f}   first byte "
+                f"{r['ttfb']:6.0f}   DOMContentLoaded {r['dcl']:6.0f}   load {r['load']:6.0f}   all {r['figures']} "
+                f"charts drawn {r['charts']:6.0f}   HTML {r['html_kb']:,.0f} kB"
+            )
         if len(compared) == 2:
             small, large = compared.values()
-            print(f"  ratio {max(compared)} jobs / 2 jobs: server {large['server'] / small['server']:.2f}   load "
-                  f"{large['load'] / small['load']:.2f}   charts drawn {large['charts'] / small['charts']:.2f}")
+            print(
+                f"  ratio {max(compared)} jobs / 2 jobs: server {large['server'] / small['server']:.2f}   load "
+                f"{large['load'] / small['load']:.2f}   charts drawn {large['charts'] / small['charts']:.2f}"
+            )
     if study is not None:
         r = study
-        print(f"  study page, {args.study_trials:,} trials ({args.study_repeats or args.repeats} loads): first byte "
-              f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
-              f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})")
-        print(f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
-              f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB   rows {r['rows']:,}   data tables {r['tables']}")
+        print(
+            f"  study page, {args.study_trials:,} trials ({args.study_repeats or args.repeats} loads): first byte "
+            f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
+            f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})"
+        )
+        print(
+            f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
+            f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
+            f"   rows {r['rows']:,}   data tables {r['tables']}"
+        )
 
 
 if __name__ == "__main__":

@@ -70,33 +70,54 @@ class Console:
 
     START_SECONDS = 120
 
-    def __init__(self, data_dir: Path, env_dir: Path, command: list[str] | None = None, port: int | None = None,
-                 **extra: str):
+    def __init__(
+        self, data_dir: Path, env_dir: Path, command: list[str] | None = None, port: int | None = None, **extra: str
+    ):
         self.data_dir = data_dir
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
-                         "AICONSOLE_ADMIN_PASSWORD": "bench-password-1", **extra})
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"
+        }
+        self.env.update(
+            {
+                "AICONSOLE_DATA_DIR": str(data_dir),
+                "AICONSOLE_ENV_DIR": str(env_dir),
+                "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+                **extra,
+            }
+        )
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.log = data_dir.parent / f"console-{self.port}.log"
         say(f"starting a console on port {self.port} (data dir {data_dir}, environments in {env_dir})")
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen(command or [AICONSOLE, "up", "--port", str(self.port)], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command or [AICONSOLE, "up", "--port", str(self.port)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            wait_until(lambda: self._up() or self.process.poll() is not None, self.START_SECONDS,
-                       "the console to answer")
+            wait_until(
+                lambda: self._up() or self.process.poll() is not None, self.START_SECONDS, "the console to answer"
+            )
         except SystemExit:
             self.stop()
-            raise SystemExit(f"the console did not start within {self.START_SECONDS} s; its output:\n"
-                             f"{log_tail(self.log)}") from None
+            raise SystemExit(
+                f"the console did not start within {self.START_SECONDS} s; its output:\n{log_tail(self.log)}"
+            ) from None
         if self.process.poll() is not None:
-            raise SystemExit(f"the console did not start (exit status {self.process.returncode}); its output:\n"
-                             f"{log_tail(self.log)}")
-        self.token = subprocess.run([AICONSOLE, "token", "create", "admin"], env=self.env, check=True,
-                                    capture_output=True, text=True, timeout=60).stdout.strip()
+            raise SystemExit(
+                f"the console did not start (exit status {self.process.returncode}); its output:\n{log_tail(self.log)}"
+            )
+        self.token = subprocess.run(
+            [AICONSOLE, "token", "create", "admin"],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
 
     def _up(self) -> bool:
         try:
@@ -106,17 +127,33 @@ class Console:
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
-            self.url + path, method=method, data=json.dumps(body).encode() if body else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
     def submit(self, job_id: str, package: Path, job_dir: Path, args: list[str] | None = None) -> None:
         """Package and job dir must lie in the project's area: ``STORAGE_DIR/<folder>/<project>/…``."""
         try:
-            self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
-                "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-                "args": args or [], "region": "us-central1", "runtimeVersion": "2.11", "jobDir": str(job_dir)}})
+            self.call(
+                "POST",
+                f"/v1/projects/{PROJECT}/jobs",
+                {
+                    "jobId": job_id,
+                    "trainingInput": {
+                        "scaleTier": "BASIC",
+                        "packageUris": [str(package)],
+                        "pythonModule": "trainer.task",
+                        "args": args or [],
+                        "region": "us-central1",
+                        "runtimeVersion": "2.11",
+                        "jobDir": str(job_dir),
+                    },
+                },
+            )
         except urllib.error.HTTPError as error:
             answer = error.read()[:1000].decode(errors="replace")
             raise SystemExit(f"submitting {job_id}: HTTP {error.code} {answer}") from None
@@ -124,8 +161,16 @@ class Console:
     def wait(self, job_id: str, poll: float = 0.05, timeout: float = 900) -> dict:
         """The job once SUCCEEDED (SystemExit for any other end, or none within ``timeout``: a first
         job builds the runtime, minutes on a new machine)."""
-        job = wait_until(lambda: (found := self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}"))["state"]
-                         in {"SUCCEEDED", "FAILED", "CANCELLED"} and found, timeout, f"job {job_id} to end", poll)
+        job = wait_until(
+            lambda: (
+                (found := self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}"))["state"]
+                in {"SUCCEEDED", "FAILED", "CANCELLED"}
+                and found
+            ),
+            timeout,
+            f"job {job_id} to end",
+            poll,
+        )
         if job["state"] != "SUCCEEDED":
             raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
         return job
@@ -159,16 +204,25 @@ def bench_latency(console: Console, storage: Path, runs: int) -> dict:
         console.submit(job_id, package, job_dir)
         console.wait(job_id)
         samples.append((float((job_dir / "first_line_at").read_text()) - submitted) * 1000)
-    return {"runs": runs, "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
-            "min_ms": min(samples), "max_ms": max(samples)}
+    return {
+        "runs": runs,
+        "p50_ms": statistics.median(samples),
+        "p90_ms": percentile(samples, 0.9),
+        "min_ms": min(samples),
+        "max_ms": max(samples),
+    }
 
 
 def run_direct(python: str, job_dir: Path, work_dir: Path, steps: int) -> tuple[float, float]:
     job_dir.mkdir(parents=True, exist_ok=True)
     work_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    process = subprocess.Popen([python, "-m", "trainer.task", "--steps", str(steps), "--job-dir", str(job_dir)],
-                               cwd=work_dir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [python, "-m", "trainer.task", "--steps", str(steps), "--job-dir", str(job_dir)],
+        cwd=work_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in process.stdout:  # read the output as a terminal or a log shipper would
         pass
     if process.wait(timeout=600) != 0:
@@ -196,8 +250,9 @@ def bench_overhead(console: Console, storage: Path, pairs: int, steps: int) -> d
         order = ("direct", "platform") if index % 2 == 0 else ("platform", "direct")
         for kind in order:
             if kind == "direct":
-                wall, own = run_direct(python, storage / "direct" / str(index), storage / "direct-cwd" / str(index),
-                                       steps)
+                wall, own = run_direct(
+                    python, storage / "direct" / str(index), storage / "direct-cwd" / str(index), steps
+                )
                 direct_wall.append(wall)
                 direct_trainer.append(own)
             else:
@@ -208,8 +263,10 @@ def bench_overhead(console: Console, storage: Path, pairs: int, steps: int) -> d
     med = statistics.median
     return {
         "pairs": pairs,
-        "direct_wall_s": med(direct_wall), "platform_wall_s": med(platform_wall),
-        "direct_trainer_s": med(direct_trainer), "platform_trainer_s": med(platform_trainer),
+        "direct_wall_s": med(direct_wall),
+        "platform_wall_s": med(platform_wall),
+        "direct_trainer_s": med(direct_trainer),
+        "platform_trainer_s": med(platform_trainer),
         "trainer_time_ratio": med(platform_trainer) / med(direct_trainer),
         "wall_time_ratio": med(platform_wall) / med(direct_wall),
     }
@@ -219,8 +276,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--overhead-pairs", type=int, default=7)
-    parser.add_argument("--overhead-steps", type=int, default=6_000_000,
-                        help="hashing steps of the overhead trainer (about 3 s at the default)")
+    parser.add_argument(
+        "--overhead-steps",
+        type=int,
+        default=6_000_000,
+        help="hashing steps of the overhead trainer (about 3 s at the default)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     add_env_dir_flag(parser)
     args = parser.parse_args()
@@ -236,14 +297,20 @@ def main() -> None:
         finally:
             console.stop()
     print(f"Submit → first trainer line (environment built), {latency['runs']} runs:")
-    print(f"  p50 {latency['p50_ms']:.1f} ms   p90 {latency['p90_ms']:.1f} ms   "
-          f"min {latency['min_ms']:.1f} ms   max {latency['max_ms']:.1f} ms   (goal p50 ≤ 150 ms)")
+    print(
+        f"  p50 {latency['p50_ms']:.1f} ms   p90 {latency['p90_ms']:.1f} ms   "
+        f"min {latency['min_ms']:.1f} ms   max {latency['max_ms']:.1f} ms   (goal p50 ≤ 150 ms)"
+    )
     print(f"Platform overhead, {overhead['pairs']} alternated pairs (medians):")
-    print(f"  trainer's own run time: direct {overhead['direct_trainer_s']:.3f} s, "
-          f"platform {overhead['platform_trainer_s']:.3f} s, ratio {overhead['trainer_time_ratio']:.3f} "
-          "(goal ≤ 1.02)")
-    print(f"  submit → SUCCEEDED seen by a client: direct {overhead['direct_wall_s']:.3f} s, "
-          f"platform {overhead['platform_wall_s']:.3f} s, ratio {overhead['wall_time_ratio']:.3f}")
+    print(
+        f"  trainer's own run time: direct {overhead['direct_trainer_s']:.3f} s, "
+        f"platform {overhead['platform_trainer_s']:.3f} s, ratio {overhead['trainer_time_ratio']:.3f} "
+        "(goal ≤ 1.02)"
+    )
+    print(
+        f"  submit → SUCCEEDED seen by a client: direct {overhead['direct_wall_s']:.3f} s, "
+        f"platform {overhead['platform_wall_s']:.3f} s, ratio {overhead['wall_time_ratio']:.3f}"
+    )
     if args.json:
         args.json.write_text(json.dumps({"latency": latency, "overhead": overhead}, indent=2))
 

@@ -73,8 +73,11 @@ def main() -> None:
         ratio = warm / cold if cold else None
         if ratio:
             ratios.append(ratio)
-        print(f"{name:8} {runtimes.default_python(runtime):7} {cold or 0:7.1f} {warm:7.1f} "
-              f"{(f'{ratio:.2f}' if ratio else '-'):>9} {size / 1e9:6.2f} GB  {frameworks}", flush=True)
+        print(
+            f"{name:8} {runtimes.default_python(runtime):7} {cold or 0:7.1f} {warm:7.1f} "
+            f"{(f'{ratio:.2f}' if ratio else '-'):>9} {size / 1e9:6.2f} GB  {frameworks}",
+            flush=True,
+        )
     if ratios:
         print(f"median warm/cold: {statistics.median(ratios):.2f}")
 

@@ -91,10 +91,13 @@ def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
     modules = {"trainer/__init__.py": "", "trainer/task.py": LATENCY_TASK}
     storage = {"embedded": embedded.data_dir / "storage", "scaled": cluster.data_dir / "storage"}
     # In the project's own storage area: a project may not name another folder's files.
-    packages = {mode: build_package(folder / "latency" / "default-project", modules)
-                for mode, folder in storage.items()}
-    say(f"submit → first trainer line, embedded and scaled alternated, {runs} runs each (the first pair builds "
-        "the job's environment)")
+    packages = {
+        mode: build_package(folder / "latency" / "default-project", modules) for mode, folder in storage.items()
+    }
+    say(
+        f"submit → first trainer line, embedded and scaled alternated, {runs} runs each (the first pair builds "
+        "the job's environment)"
+    )
     results: dict[str, list[float]] = {"embedded": [], "scaled": []}
     for index in range(-1, runs):  # the first pair builds the job layer on both sides
         for mode in ("embedded", "scaled"):
@@ -113,8 +116,11 @@ def bench_latency(embedded: Console, cluster: Cluster, runs: int) -> dict:
                 results[mode].append(float((job_dir / "first_line_at").read_text()) - submitted)
     summary: dict = {}
     for mode, values in results.items():
-        summary[mode] = {"p50_ms": round(statistics.median(values) * 1000, 1),
-                         "p90_ms": round(percentile(values, 0.9) * 1000, 1), "runs": len(values)}
+        summary[mode] = {
+            "p50_ms": round(statistics.median(values) * 1000, 1),
+            "p90_ms": round(percentile(values, 0.9) * 1000, 1),
+            "runs": len(values),
+        }
     summary["scaled_over_embedded_p50"] = round(summary["scaled"]["p50_ms"] / summary["embedded"]["p50_ms"], 2)
     return summary
 
@@ -125,21 +131,31 @@ def bench_recovery(cluster: Cluster, package: Path, kills: int) -> dict:
     for index in range(kills):
         job_id = f"recovery_{index}"
         cluster.submit(job_id, package, args=["--mode", "count", "--steps", "60"])
-        wait_for(lambda job_id=job_id: any(m.startswith("step 3") for _, _, m in cluster.log(job_id)), 120, 0.05,
-                 "step 3")
+        wait_for(
+            lambda job_id=job_id: any(m.startswith("step 3") for _, _, m in cluster.log(job_id)), 120, 0.05, "step 3"
+        )
         [before] = cluster.replicas(job_id)
         victim = next(name for name, process in cluster.workers.items() if process.pid == before["worker_pid"])
         cluster.workers[victim].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         cluster.workers[victim].wait(10)
-        wait_for(lambda job_id=job_id, before=before: (r := cluster.replicas(job_id)[0])["attempt"] > before["attempt"]
-                 and r["pid"]
-                 and alive(r["pid"]), 60, 0.02, "the replica to run again")
+        wait_for(
+            lambda job_id=job_id, before=before: (
+                (r := cluster.replicas(job_id)[0])["attempt"] > before["attempt"] and r["pid"] and alive(r["pid"])
+            ),
+            60,
+            0.02,
+            "the replica to run again",
+        )
         seconds.append(time.monotonic() - killed)
         cluster.start_worker(f"{victim}_{index}", *WORKER_ARGS)
         assert cluster.wait_state(job_id, TERMINAL, 120)["state"] == "SUCCEEDED", cluster.log_text(job_id)
-    return {"kills": kills, "p50_s": round(statistics.median(seconds), 2), "max_s": round(max(seconds), 2),
-            "all_s": [round(s, 2) for s in seconds]}
+    return {
+        "kills": kills,
+        "p50_s": round(statistics.median(seconds), 2),
+        "max_s": round(max(seconds), 2),
+        "all_s": [round(s, 2) for s in seconds],
+    }
 
 
 def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict:
@@ -173,15 +189,25 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
     for round_number, target in enumerate(targets):
         for index in range(2):
             job_id = f"chaos_{round_number}_{index}"
-            extra = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4",
-                     "workerCount": "1"} if index else {}
+            extra = (
+                {
+                    "scaleTier": "CUSTOM",
+                    "masterType": "n1-standard-4",
+                    "workerType": "n1-standard-4",
+                    "workerCount": "1",
+                }
+                if index
+                else {}
+            )
             cluster.submit(job_id, package, args=["--mode", "count", "--steps", str(rng.randint(20, 50))], **extra)
             jobs.append(job_id)
         time.sleep(rng.uniform(0.5, 2.5))  # let them get going before something breaks (chaos, not a wait)
         kills[target] += 1
         if target == "trainer":
-            running = cluster.sql("SELECT r.pid, j.job_id FROM jobs_replica r JOIN jobs_job j ON j.id = r.job_id "
-                                  "WHERE r.state = 'RUNNING' AND r.pid IS NOT NULL")
+            running = cluster.sql(
+                "SELECT r.pid, j.job_id FROM jobs_replica r JOIN jobs_job j ON j.id = r.job_id "
+                "WHERE r.state = 'RUNNING' AND r.pid IS NOT NULL"
+            )
             if running:
                 pid, job_id = rng.choice(running)
                 try:
@@ -212,13 +238,21 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
             if seqs != list(range(1, len(seqs) + 1)):
                 gaps.append(f"{job_id} {task}")
     states = [cluster.job(job_id)["state"] for job_id in jobs]
-    return {"rounds": rounds, "jobs": len(jobs), "kills": kills,
-            "outcomes": {state: states.count(state) for state in sorted(set(states))},
-            "failed_without_a_killed_trainer": [job_id for job_id, state in zip(jobs, states, strict=True)
-                                                if state == "FAILED" and job_id not in trainer_killed],
-            "every_job_terminal": all(state in TERMINAL for state in states),
-            "terminal_state_changed": left_terminal, "duplicate_live_replicas": duplicates,
-            "log_sequence_gaps": gaps}
+    return {
+        "rounds": rounds,
+        "jobs": len(jobs),
+        "kills": kills,
+        "outcomes": {state: states.count(state) for state in sorted(set(states))},
+        "failed_without_a_killed_trainer": [
+            job_id
+            for job_id, state in zip(jobs, states, strict=True)
+            if state == "FAILED" and job_id not in trainer_killed
+        ],
+        "every_job_terminal": all(state in TERMINAL for state in states),
+        "terminal_state_changed": left_terminal,
+        "duplicate_live_replicas": duplicates,
+        "log_sequence_gaps": gaps,
+    }
 
 
 def main() -> None:
@@ -229,9 +263,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     add_env_dir_flag(parser)
     args = parser.parse_args()
-    missing = [f"{what} at {where} ({why})" for what, where, why in (
-        ("PostgreSQL", SERVER, service_up("127.0.0.1", 5432)), ("Redis", "redis://127.0.0.1:6379", service_up(
-            "127.0.0.1", 6379))) if why]
+    missing = [
+        f"{what} at {where} ({why})"
+        for what, where, why in (
+            ("PostgreSQL", SERVER, service_up("127.0.0.1", 5432)),
+            ("Redis", "redis://127.0.0.1:6379", service_up("127.0.0.1", 6379)),
+        )
+        if why
+    ]
     if missing:
         raise SystemExit("scaled mode needs a local PostgreSQL and Redis; not reachable: " + "; ".join(missing))
     with scratch("aiconsole-bench-scaled-") as work:  # as root, the workers' trainers must reach the data dirs
@@ -242,8 +281,11 @@ def measure(args, work: Path, env_dir: Path) -> None:
     database_url, admin = scratch_database()
     redis_url = "redis://127.0.0.1:6379/14"
     redis.Redis.from_url(redis_url).flushdb()
-    cluster = Cluster(cluster_env(work / "scaled", database_url, redis_url, AICONSOLE_ENV_DIR=str(env_dir)),
-                      work / "scaled", database_url)
+    cluster = Cluster(
+        cluster_env(work / "scaled", database_url, redis_url, AICONSOLE_ENV_DIR=str(env_dir)),
+        work / "scaled",
+        database_url,
+    )
     (work / "scaled").mkdir()
     embedded = Console(work / "embedded", env_dir)
     try:
@@ -253,7 +295,9 @@ def measure(args, work: Path, env_dir: Path) -> None:
         cluster.start_worker("a", *WORKER_ARGS)
         cluster.start_worker("b", *WORKER_ARGS)
         storage = work / "scaled" / "storage"
-        package = build_package(storage / "packages" / "default-project", {"trainer/__init__.py": "", "trainer/task.py": TRAINER})
+        package = build_package(
+            storage / "packages" / "default-project", {"trainer/__init__.py": "", "trainer/task.py": TRAINER}
+        )
         results = {"latency": bench_latency(embedded, cluster, args.latency_runs)}
         print("latency", results["latency"], flush=True)
         if args.kills:

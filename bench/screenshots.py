@@ -42,17 +42,29 @@ VIEWPORTS = {"desktop": {"width": 1280, "height": 860}, "phone": {"width": 390, 
 def prepare(console: harness.LiveConsole) -> None:
     console.add_user("dana", "dana-password-1", role="roles/ml.developer")
     trainers.start_background_jobs(console)
-    streamer = trainers.package(console.storage / "browser-packages" / "default-project" / "custom", trainers.STREAMING_TASK)
-    console.submit("custom_1", streamer, scaleTier="CUSTOM", masterType="n1-standard-8", workerType="n1-standard-8",
-                   workerCount="2", masterConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
-                   workerConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}})
+    streamer = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "custom", trainers.STREAMING_TASK
+    )
+    console.submit(
+        "custom_1",
+        streamer,
+        scaleTier="CUSTOM",
+        masterType="n1-standard-8",
+        workerType="n1-standard-8",
+        workerCount="2",
+        masterConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+        workerConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+    )
     for job_id in ("study_1", "train_model", "custom_1"):
         job = console.wait(job_id)
         if job["state"] != "SUCCEEDED":
             raise SystemExit(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
     console.call("POST", f"/v1{P}/models", {"name": "census", "description": "Census income classifier"})
-    console.call("POST", f"/v1{P}/models/census/versions", {
-        "name": "v1", "deploymentUri": str(console.storage / "out" / "default-project" / "train_model" / "model")})
+    console.call(
+        "POST",
+        f"/v1{P}/models/census/versions",
+        {"name": "v1", "deploymentUri": str(console.storage / "out" / "default-project" / "train_model" / "model")},
+    )
 
 
 def main(args: argparse.Namespace) -> None:

@@ -68,17 +68,24 @@ for job_id in {jobs!r}:
                                              summary=summary_pb2.Summary(value=values)))
         writer.close()
     trainer_user.give_job_dir(str(job_dir), project)
-    Job.objects.create(project=project, job_id=job_id, state=JobState.SUCCEEDED, training_input={{"jobDir": str(job_dir)}})
+    Job.objects.create(project=project, job_id=job_id, state=JobState.SUCCEEDED,
+                       training_input={{"jobDir": str(job_dir)}})
 started = time.perf_counter()
 tensorboard_environment()
 print(json.dumps({{"environment": time.perf_counter() - started}}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-    env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": str(env_dir),
-                "AICONSOLE_ADMIN_PASSWORD": "bench-password-1"})
+    env.update(
+        {
+            "AICONSOLE_DATA_DIR": str(data_dir),
+            "AICONSOLE_ENV_DIR": str(env_dir),
+            "AICONSOLE_ADMIN_PASSWORD": "bench-password-1",
+        }
+    )
     say(f"writing {len(jobs)} jobs' event files; TensorBoard's environment in {env_dir} (a first run builds it)")
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
-                            timeout=1800)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=1800
+    )
     if result.returncode != 0:
         raise SystemExit(f"seeding the jobs failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])["environment"]
@@ -89,8 +96,9 @@ def signed_in(base: str) -> urllib.request.OpenerDirector:
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     page = opener.open(base + "/login/").read().decode()
     csrf = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
-    form = urllib.parse.urlencode({"username": "admin", "password": "bench-password-1",
-                                   "csrfmiddlewaretoken": csrf}).encode()
+    form = urllib.parse.urlencode(
+        {"username": "admin", "password": "bench-password-1", "csrfmiddlewaretoken": csrf}
+    ).encode()
     opener.open(urllib.request.Request(base + "/login/", data=form, headers={"Referer": base + "/login/"})).read()
     return opener
 
@@ -134,14 +142,20 @@ def main() -> None:
                 warm.append(time.perf_counter() - started)
         finally:
             console.stop()
-    print(f"TensorBoard behind the console, cold start with its environment built "
-          f"(environment ready in {environment:.2f} s), {args.rounds} jobs of {args.steps:,} steps "
-          "× 2 tags × train/validation, medians:")
-    print(f"  first page (index.html through the proxy): {statistics.median(first):.2f} s "
-          f"(min {min(first):.2f}, max {max(first):.2f})")
+    print(
+        f"TensorBoard behind the console, cold start with its environment built "
+        f"(environment ready in {environment:.2f} s), {args.rounds} jobs of {args.steps:,} steps "
+        "× 2 tags × train/validation, medians:"
+    )
+    print(
+        f"  first page (index.html through the proxy): {statistics.median(first):.2f} s "
+        f"(min {min(first):.2f}, max {max(first):.2f})"
+    )
     print(f"  scalars' tags of both runs: {statistics.median(data):.2f} s (min {min(data):.2f}, max {max(data):.2f})")
-    print(f"  then a small data request (data/runs) to the running TensorBoard: "
-          f"{statistics.median(warm) * 1000:.1f} ms (p90 {sorted(warm)[int(0.9 * (len(warm) - 1))] * 1000:.1f} ms)")
+    print(
+        f"  then a small data request (data/runs) to the running TensorBoard: "
+        f"{statistics.median(warm) * 1000:.1f} ms (p90 {sorted(warm)[int(0.9 * (len(warm) - 1))] * 1000:.1f} ms)"
+    )
 
 
 if __name__ == "__main__":

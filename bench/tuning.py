@@ -59,15 +59,22 @@ BRANIN_OPT = 0.397887
 HARTMANN_OPT = -3.32237
 
 _A = np.array([1.0, 1.2, 3.0, 3.2])
-_H_A = np.array([[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14],
-                 [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]])
-_H_P = 1e-4 * np.array([[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
-                        [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]])
+_H_A = np.array(
+    [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
+)
+_H_P = 1e-4 * np.array(
+    [
+        [1312, 1696, 5569, 124, 8283, 5886],
+        [2329, 4135, 8307, 3736, 1004, 9991],
+        [2348, 1451, 3522, 2883, 3047, 6650],
+        [4047, 8828, 8732, 5743, 1091, 381],
+    ]
+)
 
 
 def branin(x1, x2):
-    b, c, t = 5.1 / (4 * math.pi ** 2), 5 / math.pi, 1 / (8 * math.pi)
-    return (x2 - b * x1 ** 2 + c * x1 - 6) ** 2 + 10 * (1 - t) * np.cos(x1) + 10
+    b, c, t = 5.1 / (4 * math.pi**2), 5 / math.pi, 1 / (8 * math.pi)
+    return (x2 - b * x1**2 + c * x1 - 6) ** 2 + 10 * (1 - t) * np.cos(x1) + 10
 
 
 def hartmann6(x):
@@ -77,10 +84,17 @@ def hartmann6(x):
 
 
 def _spec(names, low, high, max_trials, algorithm):
-    return {"goal": "MINIMIZE", "maxTrials": max_trials, "maxParallelTrials": 1, "algorithm": algorithm,
-            "hyperparameterMetricTag": "objective",
-            "params": [{"parameterName": n, "type": "DOUBLE", "minValue": lo, "maxValue": hi,
-                        "scaleType": "UNIT_LINEAR_SCALE"} for n, lo, hi in zip(names, low, high, strict=True)]}
+    return {
+        "goal": "MINIMIZE",
+        "maxTrials": max_trials,
+        "maxParallelTrials": 1,
+        "algorithm": algorithm,
+        "hyperparameterMetricTag": "objective",
+        "params": [
+            {"parameterName": n, "type": "DOUBLE", "minValue": lo, "maxValue": hi, "scaleType": "UNIT_LINEAR_SCALE"}
+            for n, lo, hi in zip(names, low, high, strict=True)
+        ],
+    }
 
 
 def problems(budget: dict[str, int]) -> list[dict]:
@@ -89,12 +103,28 @@ def problems(budget: dict[str, int]) -> list[dict]:
     sample = np.random.default_rng(0).random((400_000, 6))
     hartmann_max = max(float(hartmann6(sample).max()), 0.0)  # sup is 0, far from every basin
     return [
-        {"name": "Branin", "optimum": BRANIN_OPT, "range": branin_max - BRANIN_OPT, "budget": budget["branin"],
-         "names": ["x1", "x2"], "low": [-5.0, 0.0], "high": [10.0, 15.0],
-         "f": lambda v: float(branin(v[0], v[1])), "strict": 0.1 * BRANIN_OPT},
-        {"name": "Hartmann-6", "optimum": HARTMANN_OPT, "range": hartmann_max - HARTMANN_OPT,
-         "budget": budget["hartmann"], "names": [f"x{i}" for i in range(1, 7)], "low": [0.0] * 6,
-         "high": [1.0] * 6, "f": lambda v: float(hartmann6(np.array(v))[0]), "strict": None},
+        {
+            "name": "Branin",
+            "optimum": BRANIN_OPT,
+            "range": branin_max - BRANIN_OPT,
+            "budget": budget["branin"],
+            "names": ["x1", "x2"],
+            "low": [-5.0, 0.0],
+            "high": [10.0, 15.0],
+            "f": lambda v: float(branin(v[0], v[1])),
+            "strict": 0.1 * BRANIN_OPT,
+        },
+        {
+            "name": "Hartmann-6",
+            "optimum": HARTMANN_OPT,
+            "range": hartmann_max - HARTMANN_OPT,
+            "budget": budget["hartmann"],
+            "names": [f"x{i}" for i in range(1, 7)],
+            "low": [0.0] * 6,
+            "high": [1.0] * 6,
+            "f": lambda v: float(hartmann6(np.array(v))[0]),
+            "strict": None,
+        },
     ]
 
 
@@ -145,9 +175,12 @@ def convergence(args) -> list[dict]:
     budgets = {"branin": args.branin_budget, "hartmann": args.hartmann_budget}
     for problem in problems(budgets):
         one_percent = problem["optimum"] + 0.01 * problem["range"]
-        print(f"\n{problem['name']}: f* = {problem['optimum']}, range over the domain {problem['range']:.4f}, "
-              f"1% threshold: f ≤ {one_percent:.4f} (regret ≤ {0.01 * problem['range']:.4f}); "
-              f"budget {problem['budget']} trials", flush=True)
+        print(
+            f"\n{problem['name']}: f* = {problem['optimum']}, range over the domain {problem['range']:.4f}, "
+            f"1% threshold: f ≤ {one_percent:.4f} (regret ≤ {0.01 * problem['range']:.4f}); "
+            f"budget {problem['budget']} trials",
+            flush=True,
+        )
         runs = [("ALGORITHM_UNSPECIFIED", 1), ("RANDOM_SEARCH", 1)]
         if args.parallel > 1:
             runs.insert(1, ("ALGORITHM_UNSPECIFIED", args.parallel))
@@ -157,14 +190,18 @@ def convergence(args) -> list[dict]:
             label = f"{algorithm} x{parallel}"
             summary = summarize([trials_to(v, one_percent) for v in studies], problem["budget"])
             rows.append({"problem": problem["name"], "label": label, "threshold": "1%", **summary})
-            print(f"  {label:28} 1% of range: {_fmt(summary, problem['budget'])}  "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"  {label:28} 1% of range: {_fmt(summary, problem['budget'])}  "
+                f"({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
             if parallel > 1:
                 sequential = next(r for r in rows if r["problem"] == problem["name"] and r["threshold"] == "1%")
                 print(f"  {'':28} x{parallel} / x1 medians: {summary['median'] / sequential['median']:.2f}", flush=True)
             if problem["strict"]:
-                strict = summarize([trials_to(v, problem["optimum"] + problem["strict"]) for v in studies],
-                                   problem["budget"])
+                strict = summarize(
+                    [trials_to(v, problem["optimum"] + problem["strict"]) for v in studies], problem["budget"]
+                )
                 rows.append({"problem": problem["name"], "label": label, "threshold": "strict", **strict})
                 print(f"  {'':28} regret ≤ {problem['strict']:.4f}: {_fmt(strict, problem['budget'])}", flush=True)
     return rows
@@ -178,15 +215,22 @@ def latency(args) -> None:
         history = []
         for _ in range(size):
             x = rng.random(6)
-            history.append(tuning.TrialRecord(
-                hyperparameters={n: repr(float(v)) for n, v in zip(problem["names"], x, strict=True)},
-                state="SUCCEEDED", objective=problem["f"](x)))
+            history.append(
+                tuning.TrialRecord(
+                    hyperparameters={n: repr(float(v)) for n, v in zip(problem["names"], x, strict=True)},
+                    state="SUCCEEDED",
+                    objective=problem["f"](x),
+                )
+            )
         histories[size] = history
     # maxTrials picks the sampler (GP up to GP_MAX_TRIALS); the GP is also timed past its range.
     for max_trials in (tuning.GP_MAX_TRIALS, 1000):
         spec = _spec(problem["names"], problem["low"], problem["high"], max_trials, "ALGORITHM_UNSPECIFIED")
-        print(f"\nsuggest(count=1) latency, 6 DOUBLE parameters, maxTrials {max_trials} (sampler: "
-              f"{tuning.sampler_name(spec)}), {args.latency_calls} calls per size:", flush=True)
+        print(
+            f"\nsuggest(count=1) latency, 6 DOUBLE parameters, maxTrials {max_trials} (sampler: "
+            f"{tuning.sampler_name(spec)}), {args.latency_calls} calls per size:",
+            flush=True,
+        )
         for size, history in histories.items():
             samples = []
             for call in range(args.latency_calls):
@@ -194,16 +238,30 @@ def latency(args) -> None:
                 tuning.suggest(spec, history, 1, seed=call * 10_000 + size)
                 samples.append((time.perf_counter() - started) * 1000)
             samples.sort()
-            print(f"  history {size:3}: p50 {statistics.median(samples):6.1f} ms, "
-                  f"p90 {samples[int(0.9 * (len(samples) - 1))]:6.1f} ms, max {samples[-1]:6.1f} ms", flush=True)
+            print(
+                f"  history {size:3}: p50 {statistics.median(samples):6.1f} ms, "
+                f"p90 {samples[int(0.9 * (len(samples) - 1))]:6.1f} ms, max {samples[-1]:6.1f} ms",
+                flush=True,
+            )
 
 
-STUDY_SPEC = {"goal": "MAXIMIZE", "maxParallelTrials": 4, "hyperparameterMetricTag": "accuracy", "params": [
-    {"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 1e-4, "maxValue": 0.1,
-     "scaleType": "UNIT_LOG_SCALE"},
-    {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
-    {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
-    {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]}]}
+STUDY_SPEC = {
+    "goal": "MAXIMIZE",
+    "maxParallelTrials": 4,
+    "hyperparameterMetricTag": "accuracy",
+    "params": [
+        {
+            "parameterName": "learning_rate",
+            "type": "DOUBLE",
+            "minValue": 1e-4,
+            "maxValue": 0.1,
+            "scaleType": "UNIT_LOG_SCALE",
+        },
+        {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
+        {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
+        {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
+    ],
+}
 
 
 def study_trials(job, count: int) -> list:
@@ -218,14 +276,33 @@ def study_trials(job, count: int) -> list:
         lr, layers, dropout = 10 ** rng.uniform(-4, -1), int(rng.integers(1, 9)), rng.uniform(0, 0.5)
         score = 0.9 - (math.log10(lr) + 2.5) ** 2 * 0.05 + 0.005 * layers - 0.1 * dropout
         failed = n % 25 == 0
-        reports = [] if failed else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)}
-                                     for s in range(1, 11)]
-        rows.append(Trial(job=job, trial_id=str(n), number=n, state=JobState.FAILED if failed else JobState.SUCCEEDED,
-                          hyperparameters={"learning_rate": repr(lr), "layers": str(layers),
-                                           "dropout": repr(dropout), "optimizer": "adam" if n % 3 else "sgd"},
-                          start_time=now, end_time=now, all_metrics=reports, final_metric=reports[-1] if reports else None,
-                          error_message="The replica master 0 exited with a non-zero status of 1. \n"
-                                        "Traceback (most recent call last):\nValueError: diverged" if failed else ""))
+        reports = (
+            []
+            if failed
+            else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)} for s in range(1, 11)]
+        )
+        rows.append(
+            Trial(
+                job=job,
+                trial_id=str(n),
+                number=n,
+                state=JobState.FAILED if failed else JobState.SUCCEEDED,
+                hyperparameters={
+                    "learning_rate": repr(lr),
+                    "layers": str(layers),
+                    "dropout": repr(dropout),
+                    "optimizer": "adam" if n % 3 else "sgd",
+                },
+                start_time=now,
+                end_time=now,
+                all_metrics=reports,
+                final_metric=reports[-1] if reports else None,
+                error_message="The replica master 0 exited with a non-zero status of 1. \n"
+                "Traceback (most recent call last):\nValueError: diverged"
+                if failed
+                else "",
+            )
+        )
     return rows
 
 
@@ -257,21 +334,34 @@ def page(args, data_dir: Path) -> None:
     user = get_user_model().objects.create_user(username="bench", password="bench-pw")
     iam.grant(user, "roles/ml.admin", project)
     spec = {**STUDY_SPEC, "maxTrials": args.page_trials}
-    job = services.submit_job(project, {"jobId": "study", "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": ["gs://bench/trainer.tar.gz"], "pythonModule": "trainer.task",
-        "region": "us-central1", "hyperparameters": spec}}, actor=user)
+    job = services.submit_job(
+        project,
+        {
+            "jobId": "study",
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": ["gs://bench/trainer.tar.gz"],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "hyperparameters": spec,
+            },
+        },
+        actor=user,
+    )
     rows = study_trials(job, args.page_trials)
     Trial.objects.bulk_create(rows, batch_size=500)
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, training_output=training_output(job, spec))
     client = Client()
     client.force_login(user)
-    print(f"\njob page with {args.page_trials} trials (4 parameters, 10 reports each), "
-          f"{args.page_repeats} renders each:", flush=True)
-    for label, query, headers in [("whole page (the charts follow it)", "", {}),
-                                  ("charts fragment (htmx, fetched once the page shows)", "?part=charts",
-                                   {"HTTP_HX_REQUEST": "true"}),
-                                  ("trial table fragment (htmx, FAILED only)", "?part=trials&trial_state=FAILED",
-                                   {"HTTP_HX_REQUEST": "true"})]:
+    print(
+        f"\njob page with {args.page_trials} trials (4 parameters, 10 reports each), {args.page_repeats} renders each:",
+        flush=True,
+    )
+    for label, query, headers in [
+        ("whole page (the charts follow it)", "", {}),
+        ("charts fragment (htmx, fetched once the page shows)", "?part=charts", {"HTTP_HX_REQUEST": "true"}),
+        ("trial table fragment (htmx, FAILED only)", "?part=trials&trial_state=FAILED", {"HTTP_HX_REQUEST": "true"}),
+    ]:
         samples, size = [], 0
         for _ in range(args.page_repeats):
             started = time.perf_counter()
@@ -279,8 +369,11 @@ def page(args, data_dir: Path) -> None:
             samples.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, response.status_code
             size = len(response.content)
-        print(f"  {label}: median {statistics.median(samples):.0f} ms, min {min(samples):.0f} ms, "
-              f"{size / 1e6:.2f} MB of HTML", flush=True)
+        print(
+            f"  {label}: median {statistics.median(samples):.0f} ms, min {min(samples):.0f} ms, "
+            f"{size / 1e6:.2f} MB of HTML",
+            flush=True,
+        )
 
 
 def main() -> None:

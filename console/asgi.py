@@ -17,15 +17,17 @@ from console.routing import websocket_urlpatterns  # noqa: E402
 from models_registry.asgi import PredictFront  # noqa: E402
 
 # Behind a trusted reverse proxy, everything below sees the client's address (aiconsole/proxies.py).
-application = TrustedProxyMiddleware(ProtocolTypeRouter(
-    {
-        # Online prediction's data plane: bearer-token :predict calls are answered before Django's
-        # per-request machinery, with the same services and checks (models_registry/asgi.py);
-        # everything else, the whole control plane, goes to Django.
-        "http": PredictFront(django_application),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-))
+application = TrustedProxyMiddleware(
+    ProtocolTypeRouter(
+        {
+            # Online prediction's data plane: bearer-token :predict calls are answered before Django's
+            # per-request machinery, with the same services and checks (models_registry/asgi.py);
+            # everything else, the whole control plane, goes to Django.
+            "http": PredictFront(django_application),
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
+)
 
 # Once, when the application is built (``aiconsole up`` imports this module before it serves):
 # everything loaded so far (Django, the apps, the libraries) lives as long as the process, and

@@ -62,6 +62,7 @@ class SameOriginOnly:
 
 
 websocket_urlpatterns: list = [
-    re_path(r"^ws/projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/logs/$",
-            SameOriginOnly(JobLogConsumer.as_asgi())),
+    re_path(
+        r"^ws/projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/logs/$", SameOriginOnly(JobLogConsumer.as_asgi())
+    ),
 ]

@@ -33,8 +33,13 @@ class JobsConfig(AppConfig):
         from jobs.builtin import algorithm as builtin
 
         def training(name: str, matches) -> kinds.JobKind:
-            return kinds.JobKind(name=name, matches=matches, check=services.check_training_input,
-                                 plans=_training_plans, runner=_job_runner)
+            return kinds.JobKind(
+                name=name,
+                matches=matches,
+                check=services.check_training_input,
+                plans=_training_plans,
+                runner=_job_runner,
+            )
 
         kinds.register(training("built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti)))
         kinds.register(training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters"))))

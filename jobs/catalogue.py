@@ -73,17 +73,12 @@ ACCELERATOR_TYPE_VALUES = (
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in (
-        Accelerator("NVIDIA_TESLA_K80", "gpu", (1, 2, 4, 8), {1: 8, 2: 16, 4: 32, 8: 64}, 0.45,
-                    "NVIDIA Tesla K80"),
+        Accelerator("NVIDIA_TESLA_K80", "gpu", (1, 2, 4, 8), {1: 8, 2: 16, 4: 32, 8: 64}, 0.45, "NVIDIA Tesla K80"),
         # P100 reaches 96 vCPUs with 4 GPUs only in some zones; we keep the common 64.
-        Accelerator("NVIDIA_TESLA_P100", "gpu", (1, 2, 4), {1: 16, 2: 32, 4: 64}, 1.46,
-                    "NVIDIA Tesla P100"),
-        Accelerator("NVIDIA_TESLA_V100", "gpu", (1, 2, 4, 8), {1: 12, 2: 24, 4: 48, 8: 96}, 2.48,
-                    "NVIDIA Tesla V100"),
-        Accelerator("NVIDIA_TESLA_P4", "gpu", (1, 2, 4), {1: 24, 2: 48, 4: 96}, 0.60,
-                    "NVIDIA Tesla P4"),
-        Accelerator("NVIDIA_TESLA_T4", "gpu", (1, 2, 4), {1: 24, 2: 48, 4: 96}, 0.35,
-                    "NVIDIA Tesla T4"),
+        Accelerator("NVIDIA_TESLA_P100", "gpu", (1, 2, 4), {1: 16, 2: 32, 4: 64}, 1.46, "NVIDIA Tesla P100"),
+        Accelerator("NVIDIA_TESLA_V100", "gpu", (1, 2, 4, 8), {1: 12, 2: 24, 4: 48, 8: 96}, 2.48, "NVIDIA Tesla V100"),
+        Accelerator("NVIDIA_TESLA_P4", "gpu", (1, 2, 4), {1: 24, 2: 48, 4: 96}, 0.60, "NVIDIA Tesla P4"),
+        Accelerator("NVIDIA_TESLA_T4", "gpu", (1, 2, 4), {1: 24, 2: 48, 4: 96}, 0.35, "NVIDIA Tesla T4"),
         # The A100 price is not in the fact sheet; $2.934/h per GPU is the remembered
         # Americas list price (an assumption, easy to change).
         Accelerator("NVIDIA_TESLA_A100", "gpu", (1, 2, 4, 8, 16), {}, 2.934, "NVIDIA A100"),
@@ -161,9 +156,15 @@ def _a2_types() -> list[MachineType]:
         ("a2-megagpu-16g", 96, 1360, 16),
     )
     return [
-        MachineType(name, COMPUTE_ENGINE, vcpus, float(memory),
-                    round(vcpus * _N1_RATES["highmem"], 4), a2_gpu_count=gpus,
-                    description=f"A100-only shape with {gpus} NVIDIA A100")
+        MachineType(
+            name,
+            COMPUTE_ENGINE,
+            vcpus,
+            float(memory),
+            round(vcpus * _N1_RATES["highmem"], 4),
+            a2_gpu_count=gpus,
+            description=f"A100-only shape with {gpus} NVIDIA A100",
+        )
         for name, vcpus, memory, gpus in shapes
     ]
 
@@ -172,8 +173,15 @@ def _legacy_gpu(name: str, base: str, gpu: str, count: int, description: str) ->
     """A legacy GPU type: its Compute Engine equivalent plus its built-in GPUs (§3.2)."""
     equivalent = _N1_BY_NAME[base]
     units = equivalent.units_per_hour + count * ACCELERATORS[gpu].units_per_hour
-    return MachineType(name, LEGACY, equivalent.vcpus, equivalent.memory_gb, round(units, 4),
-                       builtin_accelerator=(gpu, count), description=description)
+    return MachineType(
+        name,
+        LEGACY,
+        equivalent.vcpus,
+        equivalent.memory_gb,
+        round(units, 4),
+        builtin_accelerator=(gpu, count),
+        description=description,
+    )
 
 
 _N1_BY_NAME = {m.name: m for m in _n1_types()}
@@ -182,42 +190,30 @@ _N1_BY_NAME = {m.name: m for m in _n1_types()}
 # their Compute Engine equivalents.
 _LEGACY_CPU = [
     MachineType("standard", LEGACY, 4, 15.0, 0.3878, description="basic machine"),
-    MachineType("large_model", LEGACY, 8, 52.0, 0.9665,
-                description="lots of memory, for big parameter servers"),
-    MachineType("complex_model_s", LEGACY, 8, 7.2, 0.5788,
-                description="more compute than standard"),
-    MachineType("complex_model_m", LEGACY, 16, 14.4, 1.1576,
-                description="about twice complex_model_s"),
-    MachineType("complex_model_l", LEGACY, 32, 28.8, 2.3151,
-                description="about twice complex_model_m"),
+    MachineType("large_model", LEGACY, 8, 52.0, 0.9665, description="lots of memory, for big parameter servers"),
+    MachineType("complex_model_s", LEGACY, 8, 7.2, 0.5788, description="more compute than standard"),
+    MachineType("complex_model_m", LEGACY, 16, 14.4, 1.1576, description="about twice complex_model_s"),
+    MachineType("complex_model_l", LEGACY, 32, 28.8, 2.3151, description="about twice complex_model_m"),
 ]
 
 _LEGACY_GPU = [
     _legacy_gpu("standard_gpu", "n1-standard-8", "NVIDIA_TESLA_K80", 1, "standard + 1 K80"),
-    _legacy_gpu("complex_model_m_gpu", "n1-standard-16", "NVIDIA_TESLA_K80", 4,
-                "complex_model_m + 4 K80"),
-    _legacy_gpu("complex_model_l_gpu", "n1-standard-32", "NVIDIA_TESLA_K80", 8,
-                "complex_model_l + 8 K80"),
+    _legacy_gpu("complex_model_m_gpu", "n1-standard-16", "NVIDIA_TESLA_K80", 4, "complex_model_m + 4 K80"),
+    _legacy_gpu("complex_model_l_gpu", "n1-standard-32", "NVIDIA_TESLA_K80", 8, "complex_model_l + 8 K80"),
     _legacy_gpu("standard_p100", "n1-standard-8", "NVIDIA_TESLA_P100", 1, "standard + 1 P100"),
-    _legacy_gpu("complex_model_m_p100", "n1-standard-16", "NVIDIA_TESLA_P100", 4,
-                "complex_model_m + 4 P100"),
+    _legacy_gpu("complex_model_m_p100", "n1-standard-16", "NVIDIA_TESLA_P100", 4, "complex_model_m + 4 P100"),
     _legacy_gpu("standard_v100", "n1-standard-8", "NVIDIA_TESLA_V100", 1, "standard + 1 V100"),
-    _legacy_gpu("large_model_v100", "n1-highmem-8", "NVIDIA_TESLA_V100", 1,
-                "large_model + 1 V100"),
-    _legacy_gpu("complex_model_m_v100", "n1-standard-16", "NVIDIA_TESLA_V100", 4,
-                "complex_model_m + 4 V100"),
-    _legacy_gpu("complex_model_l_v100", "n1-standard-32", "NVIDIA_TESLA_V100", 8,
-                "complex_model_l + 8 V100"),
+    _legacy_gpu("large_model_v100", "n1-highmem-8", "NVIDIA_TESLA_V100", 1, "large_model + 1 V100"),
+    _legacy_gpu("complex_model_m_v100", "n1-standard-16", "NVIDIA_TESLA_V100", 4, "complex_model_m + 4 V100"),
+    _legacy_gpu("complex_model_l_v100", "n1-standard-32", "NVIDIA_TESLA_V100", 8, "complex_model_l + 8 V100"),
 ]
 
 # The TPU host itself costs nothing extra: the TPU cores are charged through the
 # acceleratorConfig that a cloud_tpu replica must carry.
-_CLOUD_TPU = MachineType(CLOUD_TPU, TPU, None, None, 0.0,
-                         description="a TPU VM with one Cloud TPU")
+_CLOUD_TPU = MachineType(CLOUD_TPU, TPU, None, None, 0.0, description="a TPU VM with one Cloud TPU")
 
 MACHINE_TYPES: dict[str, MachineType] = {
-    m.name: m for m in [*_N1_BY_NAME.values(), *_a2_types(), *_LEGACY_CPU, *_LEGACY_GPU,
-                        _CLOUD_TPU]
+    m.name: m for m in [*_N1_BY_NAME.values(), *_a2_types(), *_LEGACY_CPU, *_LEGACY_GPU, _CLOUD_TPU]
 }
 
 
@@ -268,28 +264,34 @@ class ScaleTier:
 SCALE_TIERS: dict[str, ScaleTier] = {
     t.name: t
     for t in (
-        ScaleTier("BASIC", (TierRole("master", 1, "standard"),),
-                  "1 master (standard: 4 vCPUs, 15 GB)"),
+        ScaleTier("BASIC", (TierRole("master", 1, "standard"),), "1 master (standard: 4 vCPUs, 15 GB)"),
         ScaleTier(
             "STANDARD_1",
-            (TierRole("master", 1, "complex_model_s"), TierRole("worker", 4, "complex_model_s"),
-             TierRole("ps", 3, "standard")),
-            "1 master and 4 workers (complex_model_s: 8 vCPUs, 7.2 GB), "
-            "3 parameter servers (standard: 4 vCPUs, 15 GB)",
+            (
+                TierRole("master", 1, "complex_model_s"),
+                TierRole("worker", 4, "complex_model_s"),
+                TierRole("ps", 3, "standard"),
+            ),
+            "1 master and 4 workers (complex_model_s: 8 vCPUs, 7.2 GB), 3 parameter servers (standard: 4 vCPUs, 15 GB)",
         ),
         ScaleTier(
             "PREMIUM_1",
-            (TierRole("master", 1, "complex_model_m"), TierRole("worker", 19, "complex_model_m"),
-             TierRole("ps", 11, "large_model")),
+            (
+                TierRole("master", 1, "complex_model_m"),
+                TierRole("worker", 19, "complex_model_m"),
+                TierRole("ps", 11, "large_model"),
+            ),
             "1 master and 19 workers (complex_model_m: 16 vCPUs, 14.4 GB), "
             "11 parameter servers (large_model: 8 vCPUs, 52 GB)",
         ),
-        ScaleTier("BASIC_GPU", (TierRole("master", 1, "standard_gpu"),),
-                  "1 master (standard_gpu: 8 vCPUs, 30 GB, 1 NVIDIA Tesla K80)"),
+        ScaleTier(
+            "BASIC_GPU",
+            (TierRole("master", 1, "standard_gpu"),),
+            "1 master (standard_gpu: 8 vCPUs, 30 GB, 1 NVIDIA Tesla K80)",
+        ),
         ScaleTier(
             "BASIC_TPU",
-            (TierRole("master", 1, "standard"),
-             TierRole("worker", 1, CLOUD_TPU, "TPU_V2", TPU_CORES_PER_DEVICE)),
+            (TierRole("master", 1, "standard"), TierRole("worker", 1, CLOUD_TPU, "TPU_V2", TPU_CORES_PER_DEVICE)),
             "1 master (standard: 4 vCPUs, 15 GB) and 1 Cloud TPU v2 worker (8 cores)",
         ),
         ScaleTier("CUSTOM", (), "Your own machine types and replica counts"),
@@ -379,8 +381,12 @@ class RuntimeVersion:
 # From the runtime version list (jobs/runtimes/runtimes.toml): the Pythons the original accepted
 # for each, and `chief` in TF_CONFIG from 2.x on (the extension runtime `current` is TF 2.x too).
 RUNTIME_VERSIONS: dict[str, RuntimeVersion] = {
-    name: RuntimeVersion(name, runtime.tensorflow, runtime.accepted_pythons,
-                         tf_config_chief=runtime.is_extension or not name.startswith("1."))
+    name: RuntimeVersion(
+        name,
+        runtime.tensorflow,
+        runtime.accepted_pythons,
+        tf_config_chief=runtime.is_extension or not name.startswith("1."),
+    )
     for name, runtime in runtimes.RUNTIMES.items()
 }
 
@@ -448,10 +454,7 @@ def _accelerator_of(machine_type: str, config: dict | None) -> tuple[str | None,
 
 def _group(task_type: str, count: int, machine_type: str, config: dict | None) -> list[ReplicaPlan]:
     accelerator_type, accelerator_count = _accelerator_of(machine_type, config)
-    return [
-        ReplicaPlan(task_type, index, machine_type, accelerator_type, accelerator_count)
-        for index in range(count)
-    ]
+    return [ReplicaPlan(task_type, index, machine_type, accelerator_type, accelerator_count) for index in range(count)]
 
 
 def replica_plan(training_input: dict) -> list[ReplicaPlan]:
@@ -465,17 +468,14 @@ def replica_plan(training_input: dict) -> list[ReplicaPlan]:
         plan: list[ReplicaPlan] = []
         for role in tier.roles:
             machine = MACHINE_TYPES[role.machine_type]
-            accelerator = machine.builtin_accelerator or (role.accelerator_type,
-                                                          role.accelerator_count)
-            plan += [ReplicaPlan(role.task_type, i, role.machine_type, *accelerator)
-                     for i in range(role.count)]
+            accelerator = machine.builtin_accelerator or (role.accelerator_type, role.accelerator_count)
+            plan += [ReplicaPlan(role.task_type, i, role.machine_type, *accelerator) for i in range(role.count)]
         return plan
     plan = _group("master", 1, training_input["masterType"], training_input.get("masterConfig"))
     for task_type, type_key, count_key, config_key in _CUSTOM_ROLES:
         count = int(training_input.get(count_key) or 0)
         if count > 0 and training_input.get(type_key):
-            plan += _group(task_type, count, training_input[type_key],
-                           training_input.get(config_key))
+            plan += _group(task_type, count, training_input[type_key], training_input.get(config_key))
     return plan
 
 

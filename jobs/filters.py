@@ -26,8 +26,18 @@ __all__ = ["MAX_FILTER_DEPTH", "MAX_FILTER_LENGTH", "FilterError", "comparison",
 
 _TIME_FIELDS = {"createTime": "create_time", "startTime": "start_time", "endTime": "end_time"}
 _STRING_FIELDS = {"jobId": "job_id", "errorMessage": "error_message"}
-_TRAINING_INPUT_FIELDS = {"scaleTier", "region", "runtimeVersion", "pythonVersion", "pythonModule",
-                          "masterType", "workerType", "parameterServerType", "evaluatorType", "jobDir"}
+_TRAINING_INPUT_FIELDS = {
+    "scaleTier",
+    "region",
+    "runtimeVersion",
+    "pythonVersion",
+    "pythonModule",
+    "masterType",
+    "workerType",
+    "parameterServerType",
+    "evaluatorType",
+    "jobDir",
+}
 
 
 def comparison(field: str, operator: str, value: str) -> Q:
@@ -43,8 +53,8 @@ def comparison(field: str, operator: str, value: str) -> Q:
     labelled = label_match(field, operator, value)
     if labelled is not None:
         return labelled
-    if field.startswith("trainingInput.") and field[len("trainingInput."):] in _TRAINING_INPUT_FIELDS:
-        return text_match(KeyTextTransform(field[len("trainingInput."):], "training_input"), operator, value)
+    if field.startswith("trainingInput.") and field[len("trainingInput.") :] in _TRAINING_INPUT_FIELDS:
+        return text_match(KeyTextTransform(field[len("trainingInput.") :], "training_input"), operator, value)
     raise FilterError(
         f"Invalid filter: unknown field {field!r}. Filterable fields: jobId, state, errorMessage, createTime, "
         "startTime, endTime, labels.<key>, trainingInput.{" + ", ".join(sorted(_TRAINING_INPUT_FIELDS)) + "}."

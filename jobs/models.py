@@ -187,14 +187,16 @@ class Job(models.Model):
 
     def mark_failed_in_queue(self, message: str) -> bool:
         """FAILED while still QUEUED: it could not be prepared ahead of its turn (jobs.executor.prebuild)."""
-        return self._transition({JobState.QUEUED}, state=JobState.FAILED, error_message=message,
-                                end_time=timezone.now(), runner="")
+        return self._transition(
+            {JobState.QUEUED}, state=JobState.FAILED, error_message=message, end_time=timezone.now(), runner=""
+        )
 
     def mark_crashed(self, message: str) -> bool:
         """The executor running the job crashed: FAILED from any state that has not ended,
         CANCELLING included, so no job waits for a runner that is gone."""
-        return self._transition(set(ACTIVE_STATES), state=JobState.FAILED, error_message=message,
-                                end_time=timezone.now(), runner="")
+        return self._transition(
+            set(ACTIVE_STATES), state=JobState.FAILED, error_message=message, end_time=timezone.now(), runner=""
+        )
 
     def request_cancel(self) -> bool:
         """QUEUED jobs are cancelled at once; started ones go through CANCELLING."""
@@ -213,11 +215,13 @@ class Job(models.Model):
 
     def mark_cancelling(self, message: str) -> bool:
         """The platform cancels a job (a scheduling limit ran out), giving its reason."""
-        if self._transition({JobState.QUEUED}, state=JobState.CANCELLED, error_message=message,
-                            end_time=timezone.now()):
+        if self._transition(
+            {JobState.QUEUED}, state=JobState.CANCELLED, error_message=message, end_time=timezone.now()
+        ):
             return True
-        return self._transition({JobState.PREPARING, JobState.RUNNING}, state=JobState.CANCELLING,
-                                error_message=message)
+        return self._transition(
+            {JobState.PREPARING, JobState.RUNNING}, state=JobState.CANCELLING, error_message=message
+        )
 
     def mark_cancelled(self, training_output: dict | None = None) -> bool:
         changes = {"state": JobState.CANCELLED, "end_time": timezone.now(), "runner": ""}
@@ -420,8 +424,9 @@ class Trial(models.Model):
         """Succeeded without ever reporting the metric tag: shown, never counted as a result."""
         return self.state == JobState.SUCCEEDED and self.final_metric is None
 
-    def finish(self, state: str, *, error_message: str = "", stopped_early: bool = False,
-               consumed_ml_units: float = 0.0) -> None:
+    def finish(
+        self, state: str, *, error_message: str = "", stopped_early: bool = False, consumed_ml_units: float = 0.0
+    ) -> None:
         self.state = state
         self.error_message = error_message
         self.is_stopped_early = stopped_early
@@ -431,8 +436,7 @@ class Trial(models.Model):
 
     def record_metrics(self, reports: list[dict]) -> None:
         """Every report so far; the last one is the final metric, as the original."""
-        self.all_metrics = [{"trainingStep": r["trainingStep"], "objectiveValue": r["objectiveValue"]}
-                            for r in reports]
+        self.all_metrics = [{"trainingStep": r["trainingStep"], "objectiveValue": r["objectiveValue"]} for r in reports]
         self.final_metric = self.all_metrics[-1] if self.all_metrics else None
         self.save(update_fields=["all_metrics", "final_metric"])
 

@@ -153,10 +153,23 @@ def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
         path.unlink(missing_ok=True)
         path.parent.rmdir()
         raise InvalidArgument(str(error), [FieldViolation("body", str(error))]) from None
-    package = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size),
-               "sha256": file_digest(path), "kind": info.kind, "modules": sorted(info.modules)[:50]}
-    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
-                 permission="ml.jobs.create", request={"name": filename}, response=package)
+    package = {
+        "uri": str(path),
+        "name": path.name,
+        "sizeBytes": str(path.stat().st_size),
+        "sha256": file_digest(path),
+        "kind": info.kind,
+        "modules": sorted(info.modules)[:50],
+    }
+    audit.record(
+        actor=actor,
+        project=project,
+        method=method,
+        resource_name=project.resource_name,
+        permission="ml.jobs.create",
+        request={"name": filename},
+        response=package,
+    )
     return package
 
 
@@ -170,10 +183,16 @@ def upload_data_file(project: Project, filename: str, stream, *, actor) -> dict:
     method = "aiconsole.DataService.UploadDataFile"
     audit.authorize(actor, "ml.jobs.create", project, method=method)
     path = _save_upload(project, filename, stream)
-    uploaded = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size),
-                "sha256": file_digest(path)}
-    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
-                 permission="ml.jobs.create", request={"name": filename}, response=uploaded)
+    uploaded = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size), "sha256": file_digest(path)}
+    audit.record(
+        actor=actor,
+        project=project,
+        method=method,
+        resource_name=project.resource_name,
+        permission="ml.jobs.create",
+        request={"name": filename},
+        response=uploaded,
+    )
     return uploaded
 
 
@@ -216,13 +235,17 @@ def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
     audit.authorize(actor, "ml.jobs.update", job, method=method)
     paths = [p.strip() for p in update_mask.split(",") if p.strip()]
     if not paths:
-        raise InvalidArgument.from_violations([FieldViolation("update_mask", "The update mask is required; "
-                                                                             "updatable fields: labels, etag.")])
+        raise InvalidArgument.from_violations(
+            [FieldViolation("update_mask", "The update mask is required; updatable fields: labels, etag.")]
+        )
     unknown = [p for p in paths if p not in UPDATABLE_FIELDS]
     if unknown:
         raise InvalidArgument.from_violations(
-            [FieldViolation("update_mask", f"Field {p!r} cannot be updated; updatable fields: labels, etag.")
-             for p in unknown])
+            [
+                FieldViolation("update_mask", f"Field {p!r} cannot be updated; updatable fields: labels, etag.")
+                for p in unknown
+            ]
+        )
     labels = body.get("labels") or {}
     violations = spec.validate_labels(labels, "job.labels")
     if violations:
@@ -230,14 +253,21 @@ def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
     with transaction.atomic():
         current = Job.objects.select_for_update().get(pk=job.pk)
         if "etag" in paths and body.get("etag") and body["etag"] != current.etag:
-            raise Aborted(f"The etag {body['etag']!r} does not match the job's current etag: "
-                          "the job changed since it was read. Read it again and retry.")
+            raise Aborted(
+                f"The etag {body['etag']!r} does not match the job's current etag: "
+                "the job changed since it was read. Read it again and retry."
+            )
         if "labels" in paths:
             current.touch_labels(labels)
-        audit.record(actor=actor, project=job.project, method=method, resource_name=job.resource_name,
-                     permission="ml.jobs.update",
-                     request={"name": job.resource_name, "updateMask": update_mask, "job": body},
-                     response=job_resource(current))
+        audit.record(
+            actor=actor,
+            project=job.project,
+            method=method,
+            resource_name=job.resource_name,
+            permission="ml.jobs.update",
+            request={"name": job.resource_name, "updateMask": update_mask, "job": body},
+            response=job_resource(current),
+        )
     job.refresh_from_db()
     return job
 
@@ -273,9 +303,15 @@ def record_log_read(job: Job, *, actor, via: str) -> None:
     Callers have already checked ml.jobs.get; follow-up pages of the same read are not recorded,
     so an open stream does not write an entry per batch.
     """
-    audit.record(actor=actor, project=job.project, method=f"{LOGGING_SERVICE}.ListLogEntries",
-                 resource_name=f"{job.resource_name}/logs", permission="ml.jobs.get", data_access=True,
-                 request={"resourceNames": [job.resource_name], "via": via})
+    audit.record(
+        actor=actor,
+        project=job.project,
+        method=f"{LOGGING_SERVICE}.ListLogEntries",
+        resource_name=f"{job.resource_name}/logs",
+        permission="ml.jobs.get",
+        data_access=True,
+        request={"resourceNames": [job.resource_name], "via": via},
+    )
 
 
 def list_jobs(project: Project, *, actor, filter_text: str = ""):
@@ -319,12 +355,21 @@ def runtime_versions() -> list[dict]:
         pythons = []
         for python in runtime.accepted_pythons:
             reason = runtimes.unavailable_reason(runtime.name, python)
-            pythons.append({"pythonVersion": python, "available": reason is None, **({"reason": reason} if reason else {})})
-        answer.append({"runtimeVersion": runtime.name, "tensorflowVersion": runtime.tensorflow,
-                       "default": runtime.name == catalogue.DEFAULT_RUNTIME_VERSION,
-                       "defaultPythonVersion": runtimes.default_python(runtime), "extension": runtime.is_extension,
-                       "frameworks": runtime.frameworks(), "notes": list(runtime.notes),
-                       "pythonVersions": pythons})
+            pythons.append(
+                {"pythonVersion": python, "available": reason is None, **({"reason": reason} if reason else {})}
+            )
+        answer.append(
+            {
+                "runtimeVersion": runtime.name,
+                "tensorflowVersion": runtime.tensorflow,
+                "default": runtime.name == catalogue.DEFAULT_RUNTIME_VERSION,
+                "defaultPythonVersion": runtimes.default_python(runtime),
+                "extension": runtime.is_extension,
+                "frameworks": runtime.frameworks(),
+                "notes": list(runtime.notes),
+                "pythonVersions": pythons,
+            }
+        )
     return answer
 
 
@@ -340,8 +385,6 @@ def announce_state(job: Job) -> None:
     payload = {"type": "job.state", "job": job.pk, "state": job.state}
     events.send_now(events.group_for_job(job.pk), payload)
     events.send_now(events.group_for_project_jobs(job.project_id), payload)
-
-
 
 
 _UPLOAD_REF = re.compile(r"[0-9a-f]{16}/[A-Za-z0-9_+-][A-Za-z0-9._+-]*")

@@ -22,13 +22,25 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
     path("projects/<str:project_id>/jobs/<str:job_id>/sharing/", sharing_views.job_sharing, name="sharing"),
     path("projects/<str:project_id>/jobs/<str:job_id>/sharing/add/", sharing_views.job_sharing_add, name="sharing_add"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/sharing/<int:user_id>/remove/", sharing_views.job_sharing_remove,
-         name="sharing_remove"),
+    path(
+        "projects/<str:project_id>/jobs/<str:job_id>/sharing/<int:user_id>/remove/",
+        sharing_views.job_sharing_remove,
+        name="sharing_remove",
+    ),
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/", metrics_views.job_metrics, name="metrics"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/metrics/download/", metrics_views.job_metrics_download,
-         name="metrics_download"),
-    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/trials/(?P<trial_id>[0-9]+)/(?P<path>.*)$",
-            tensorboard_views.job_tensorboard, name="trial_tensorboard"),
-    re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/(?P<path>.*)$",
-            tensorboard_views.job_tensorboard, name="tensorboard"),
+    path(
+        "projects/<str:project_id>/jobs/<str:job_id>/metrics/download/",
+        metrics_views.job_metrics_download,
+        name="metrics_download",
+    ),
+    re_path(
+        r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/trials/(?P<trial_id>[0-9]+)/(?P<path>.*)$",
+        tensorboard_views.job_tensorboard,
+        name="trial_tensorboard",
+    ),
+    re_path(
+        r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/tensorboard/(?P<path>.*)$",
+        tensorboard_views.job_tensorboard,
+        name="tensorboard",
+    ),
 ]

@@ -27,8 +27,10 @@ from models_registry.resources import model_resource, version_resource
 
 def _body(request, what: str) -> dict:
     if not isinstance(request.data, dict):
-        raise InvalidArgument(f"Invalid JSON payload received. Expected an object at '{what}'.",
-                              [FieldViolation(what, "Expected a JSON object.")])
+        raise InvalidArgument(
+            f"Invalid JSON payload received. Expected an object at '{what}'.",
+            [FieldViolation(what, "Expected a JSON object.")],
+        )
     return request.data
 
 
@@ -65,8 +67,9 @@ def model_item(request, project_id, model):
     if request.method == "DELETE":
         operation = services.delete_model(found, actor=request.user)
     else:
-        operation = services.update_model(found, _body(request, "model"),
-                                          request.query_params.get("updateMask", ""), actor=request.user)
+        operation = services.update_model(
+            found, _body(request, "model"), request.query_params.get("updateMask", ""), actor=request.user
+        )
     return Response(operations.operation_resource(operation))
 
 
@@ -97,8 +100,9 @@ def version_item(request, project_id, model, version):
     if request.method == "DELETE":
         operation = services.delete_version(target, actor=request.user)
     else:
-        operation = services.update_version(target, _body(request, "version"),
-                                            request.query_params.get("updateMask", ""), actor=request.user)
+        operation = services.update_version(
+            target, _body(request, "version"), request.query_params.get("updateMask", ""), actor=request.user
+        )
     return Response(operations.operation_resource(operation))
 
 
@@ -152,10 +156,14 @@ def error_answer(code: int, status: str, message: str, details: list | None = No
     return Answer(code, body.encode(), headers)
 
 
-UNAUTHENTICATED = ("Request is missing required authentication credential. Expected OAuth 2 access token, "
-                   "login cookie or other valid authentication credential.")
-BAD_TOKEN = ("Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or "
-             "other valid authentication credential.")
+UNAUTHENTICATED = (
+    "Request is missing required authentication credential. Expected OAuth 2 access token, "
+    "login cookie or other valid authentication credential."
+)
+BAD_TOKEN = (
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or "
+    "other valid authentication credential."
+)
 
 
 def _caller(request):
@@ -175,8 +183,9 @@ def _caller(request):
 
 
 def too_large() -> Answer:
-    return error_answer(413, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: "
-                                                 f"{conf.max_request_bytes()} bytes.")
+    return error_answer(
+        413, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: {conf.max_request_bytes()} bytes."
+    )
 
 
 def _read_body(request) -> bytes | None:
@@ -230,15 +239,20 @@ def predict(request, project_id, model, version=None):
 @api_view(["GET"])
 def operations_collection(request, project_id):
     project = find_project(project_id, actor=request.user)
-    return Response(_page(request, operations.list_operations(project, actor=request.user), "operations",
-                          operations.operation_resource))
+    return Response(
+        _page(
+            request,
+            operations.list_operations(project, actor=request.user),
+            "operations",
+            operations.operation_resource,
+        )
+    )
 
 
 @api_view(["GET"])
 def operation_item(request, project_id, operation_id):
     project = find_project(project_id, actor=request.user)
-    return Response(operations.operation_resource(operations.get_operation(project, operation_id,
-                                                                           actor=request.user)))
+    return Response(operations.operation_resource(operations.get_operation(project, operation_id, actor=request.user)))
 
 
 @api_view(["POST"])

@@ -8,8 +8,10 @@ def _batch_plans(job) -> list:
     # deferred: the batch runner loads the executor, wanted only where jobs run
     from models_registry import batch
 
-    return [catalogue.ReplicaPlan("worker", index, "n1-standard-4", None, 0)
-            for index in range(batch.replicas_needed(job.prediction_input))]
+    return [
+        catalogue.ReplicaPlan("worker", index, "n1-standard-4", None, 0)
+        for index in range(batch.replicas_needed(job.prediction_input))
+    ]
 
 
 def _batch_runner() -> type:
@@ -47,8 +49,15 @@ class ModelsRegistryConfig(AppConfig):
         # deferred: it imports models, loaded once the apps are
         from models_registry import services
 
-        kinds.register(kinds.JobKind(
-            name="batch prediction", input_field="predictionInput", matches=lambda ti, pi: pi is not None,
-            check=services.check_prediction_input, plans=_batch_plans, runner=_batch_runner))
+        kinds.register(
+            kinds.JobKind(
+                name="batch prediction",
+                input_field="predictionInput",
+                matches=lambda ti, pi: pi is not None,
+                check=services.check_prediction_input,
+                plans=_batch_plans,
+                runner=_batch_runner,
+            )
+        )
         kinds.register_service(kinds.BackgroundService("model serving", start=_serving_start, stop=_serving_stop))
         kinds.register_deploy_problem(services.deploy_problem)

@@ -37,8 +37,7 @@ class PredictFront:
             bearer = match and authorization[:7].lower() == "bearer "
             django_headers = front_headers(scope) if bearer else None  # None: Django answers
             if django_headers is not None:
-                return await self._predict(scope, receive, send, match.groups(), authorization[7:],
-                                           django_headers)
+                return await self._predict(scope, receive, send, match.groups(), authorization[7:], django_headers)
         return await self.app(scope, receive, send)
 
     async def _predict(self, scope, receive, send, names, token: str, django_headers: list) -> None:
@@ -61,8 +60,12 @@ class PredictFront:
             answer = await front_call(POOL, context, _answer, token, b"".join(body), names)
         else:
             answer = api.too_large()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer.body)).encode()),
-                   (b"x-request-id", context.request_id.encode()), *django_headers]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(answer.body)).encode()),
+            (b"x-request-id", context.request_id.encode()),
+            *django_headers,
+        ]
         headers += [(name.lower().encode(), value.encode()) for name, value in answer.headers.items()]
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": answer.body})

@@ -151,25 +151,36 @@ class BatchPredictionRunner(RunnerBase):
             detected = files.detect_model(folder, "FRAMEWORK_UNSPECIFIED", pi["uri"])
             runtime = runtime or catalogue.DEFAULT_RUNTIME_VERSION
             self.sink.service(f"Using the {detected.framework} model {detected.model_file} from {pi['uri']}.")
-            return self._spec(pi["uri"], runtime, str(detected.model_dir), detected.model_file,
-                              detected.framework, job.project), "n1-standard-4"
+            return self._spec(
+                pi["uri"], runtime, str(detected.model_dir), detected.model_file, detected.framework, job.project
+            ), "n1-standard-4"
         version = self._version(pi)
         self.sink.service(f"Using {version.resource_name} ({version.framework}, runtime {version.runtime_version}).")
-        return self._spec(version.resource_name, runtime or version.runtime_version, version.local_dir,
-                          version.model_file, version.framework, version.model.project), version.machine_type
+        return self._spec(
+            version.resource_name,
+            runtime or version.runtime_version,
+            version.local_dir,
+            version.model_file,
+            version.framework,
+            version.model.project,
+        ), version.machine_type
 
     @staticmethod
     def _spec(label, runtime, model_dir, model_file, framework, project) -> supervisor.ModelSpec:
         """Served as the account of the project the model's files belong to."""
-        return supervisor.ModelSpec(0, label, runtime, model_dir, model_file, framework, 1, 1, True, False,
-                                    project=project)
+        return supervisor.ModelSpec(
+            0, label, runtime, model_dir, model_file, framework, 1, 1, True, False, project=project
+        )
 
     def _version(self, pi: dict) -> Version:
         name = pi.get("versionName") or pi.get("modelName") or ""
         parts = name.split("/")
         project_id, model_name = parts[1], parts[3]
-        model = Model.objects.select_related("project", "default_version").filter(
-            project__project_id=project_id, name=model_name).first()
+        model = (
+            Model.objects.select_related("project", "default_version")
+            .filter(project__project_id=project_id, name=model_name)
+            .first()
+        )
         if model is None:
             raise PrepareError(f"The model {'/'.join(parts[:4])} does not exist.")
         if pi.get("versionName"):
@@ -182,15 +193,19 @@ class BatchPredictionRunner(RunnerBase):
                 raise PrepareError(f"The model {name} has no default version.")
         version.model = model
         if version.state != VersionState.READY:
-            raise PrepareError(f"The version {version.resource_name} is {version.state}, not READY"
-                               + (f": {version.error_message}" if version.error_message else "."))
+            raise PrepareError(
+                f"The version {version.resource_name} is {version.state}, not READY"
+                + (f": {version.error_message}" if version.error_message else ".")
+            )
         return version
 
     def _inputs(self, pi: dict, project) -> list[str]:
         data_format = pi.get("dataFormat")
         if data_format not in READABLE_FORMATS:
-            raise PrepareError(f"dataFormat {data_format} is not readable on this server: TFRecord input needs "
-                               "TensorFlow's reader; give JSON or TEXT files (one instance per line).")
+            raise PrepareError(
+                f"dataFormat {data_format} is not readable on this server: TFRecord input needs "
+                "TensorFlow's reader; give JSON or TEXT files (one instance per line)."
+            )
         inputs = files.expand_inputs(pi["inputPaths"], self._check_cancel, project=project)
         self.sink.service(f"Reading {len(inputs)} input file{'s' if len(inputs) != 1 else ''}.")
         return inputs
@@ -205,13 +220,15 @@ class BatchPredictionRunner(RunnerBase):
         self.replica_count = count
         for index in range(count):
             label = catalogue.replica_label("prediction", index)
-            replica = Replica.objects.create(job=job, task_type="prediction", task_index=index, label=label,
-                                             machine_type=machine, host="127.0.0.1")
+            replica = Replica.objects.create(
+                job=job, task_type="prediction", task_index=index, label=label, machine_type=machine, host="127.0.0.1"
+            )
             process, load_ms = supervisor.get().spawn(spec, label, self._on_log)
             process.replica_pk = replica.pk
             self.processes.append(process)
-            Replica.objects.filter(pk=replica.pk).update(state=ReplicaState.RUNNING, pid=process.pid,
-                                                         start_time=timezone.now())
+            Replica.objects.filter(pk=replica.pk).update(
+                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
+            )
             self.sink.service(f"Started {label} (pid {process.pid}); the model loaded in {load_ms:.0f} ms.")
 
     def _stop_processes(self) -> None:
@@ -235,9 +252,15 @@ class BatchPredictionRunner(RunnerBase):
         shards = [_Shard(output.create(name), csv) for name in names]
         batches: queue.Queue = queue.Queue(maxsize=count * 4)
         failures: list[BaseException] = []
-        threads = [threading.Thread(target=self._work, args=(process, shard, batches, failures), daemon=True,
-                                    name=f"batch-{self.job_pk}-{process.label}")
-                   for process, shard in zip(self.processes, shards, strict=True)]
+        threads = [
+            threading.Thread(
+                target=self._work,
+                args=(process, shard, batches, failures),
+                daemon=True,
+                name=f"batch-{self.job_pk}-{process.label}",
+            )
+            for process, shard in zip(self.processes, shards, strict=True)
+        ]
         for thread in threads:
             thread.start()
         try:
@@ -259,8 +282,9 @@ class BatchPredictionRunner(RunnerBase):
             output.publish([*names, stats])
         return {"predictions": sum(s.predictions for s in shards), "errors": sum(self.errors.values())}
 
-    def _produce(self, pi: dict, inputs: list[str], batches: queue.Queue, size: int, work: Path,
-                 failures: list) -> None:
+    def _produce(
+        self, pi: dict, inputs: list[str], batches: queue.Queue, size: int, work: Path, failures: list
+    ) -> None:
         data_format = pi["dataFormat"]
         batch: list = []
         for uri in inputs:
@@ -308,8 +332,12 @@ class BatchPredictionRunner(RunnerBase):
     # --- the outcome ----------------------------------------------------------------------------------------
 
     def _output(self, pi: dict, predictions: int) -> dict:
-        return {"outputPath": pi.get("outputPath", ""), "predictionCount": str(predictions),
-                "errorCount": str(sum(self.errors.values())), "nodeHours": round(self.node_seconds / 3600, 6)}
+        return {
+            "outputPath": pi.get("outputPath", ""),
+            "predictionCount": str(predictions),
+            "errorCount": str(sum(self.errors.values())),
+            "nodeHours": round(self.node_seconds / 3600, 6),
+        }
 
     def _conclude(self, job: Job, pi: dict, counts: dict) -> None:
         self._stop_processes()

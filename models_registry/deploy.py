@@ -70,8 +70,12 @@ def run(version_pk: int) -> None:
                 _fail(version, operation, "Version creation was cancelled.", code=CODE_CANCELLED)
             except Exception:
                 error_id = log_internal_error(logger, f"Deploying {version} failed")
-                _fail(version, operation, f"Internal error while creating the version (id "
-                      f"{error_id}); the console's log has the details.", code=CODE_INTERNAL)
+                _fail(
+                    version,
+                    operation,
+                    f"Internal error while creating the version (id {error_id}); the console's log has the details.",
+                    code=CODE_INTERNAL,
+                )
     finally:
         connection.close()
 
@@ -85,12 +89,14 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     dest = version_dir(version)
     shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
     dest.parent.mkdir(parents=True, exist_ok=True)
-    files.fetch_deployment(version.deployment_uri, dest, lambda: _check_cancel(operation),
-                           project=version.model.project)
+    files.fetch_deployment(
+        version.deployment_uri, dest, lambda: _check_cancel(operation), project=version.model.project
+    )
     detected = files.detect_model(dest, version.framework, version.deployment_uri)
     _check_cancel(operation)
-    Version.objects.filter(pk=version.pk).update(local_dir=str(detected.model_dir), model_file=detected.model_file,
-                                                 framework=detected.framework)
+    Version.objects.filter(pk=version.pk).update(
+        local_dir=str(detected.model_dir), model_file=detected.model_file, framework=detected.framework
+    )
     version.refresh_from_db()
     load_ms = supervisor.get().warm(version)
     _check_cancel(operation)
@@ -107,7 +113,9 @@ def _deploy(version: Version, operation: Operation | None) -> None:
 
 def _fail(version: Version, operation: Operation | None, reason: str, code: int = CODE_INVALID_ARGUMENT) -> None:
     supervisor.get().retire(version.pk)
-    message = reason if code != CODE_INVALID_ARGUMENT else f"Create Version failed. Bad model detected with error: {reason}"
+    message = (
+        reason if code != CODE_INVALID_ARGUMENT else f"Create Version failed. Bad model detected with error: {reason}"
+    )
     with transaction.atomic():  # the version and its operation are seen to change together
         version.mark_failed(message)
         if operation is not None:

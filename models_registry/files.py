@@ -35,8 +35,10 @@ DETECTION_ORDER = (
     ("XGBOOST", ("model.bst", "model.json", "model.ubj")),
     ("SCIKIT_LEARN", ("model.joblib", "model.pkl")),
 )
-EXPECTED = ("model.joblib or model.pkl (scikit-learn), model.bst, model.json or model.ubj (XGBoost, which also "
-            "loads model.joblib and model.pkl), or saved_model.pb (TensorFlow)")
+EXPECTED = (
+    "model.joblib or model.pkl (scikit-learn), model.bst, model.json or model.ubj (XGBoost, which also "
+    "loads model.joblib and model.pkl), or saved_model.pb (TensorFlow)"
+)
 
 
 class DeployError(Exception):
@@ -58,8 +60,11 @@ def _gcs_listing(uri: str) -> list:
     client = storage.gcs_client()
     folder = prefix.rstrip("/") + "/" if prefix else ""
     try:
-        blobs = [b for b in client.list_blobs(bucket_name, prefix=folder, max_results=conf.max_files() + 1)
-                 if not b.name.endswith("/")]
+        blobs = [
+            b
+            for b in client.list_blobs(bucket_name, prefix=folder, max_results=conf.max_files() + 1)
+            if not b.name.endswith("/")
+        ]
         if not blobs and prefix and not prefix.endswith("/"):
             blob = client.bucket(bucket_name).get_blob(prefix)
             blobs = [blob] if blob is not None else []
@@ -74,8 +79,7 @@ def _check_count(uri: str, count: int) -> None:
         raise DeployError(f"{uri} holds more than {limit} files; a model version may have at most {limit}.")
 
 
-def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | None = None, *,
-                     project=None) -> None:
+def fetch_deployment(uri: str, dest: Path, check_cancel: Callable[[], None] | None = None, *, project=None) -> None:
     """Copy (or extract) the deployment's files into ``dest``, which must not exist yet.
 
     With ``project``, a local uri (and every file a link in it leads to) must lie in that
@@ -116,8 +120,9 @@ def _take_file(uri: str, path: Path, dest: Path, project=None) -> None:
     if path.name.endswith(ARCHIVE_SUFFIXES):
         archive = dest / path.name
         try:
-            archives.safe_extract(archive, dest / "extracted", max_members=conf.max_files(),
-                                  max_total_bytes=conf.max_model_bytes())
+            archives.safe_extract(
+                archive, dest / "extracted", max_members=conf.max_files(), max_total_bytes=conf.max_model_bytes()
+            )
         except archives.ArchiveError as error:
             raise DeployError(f"The model archive cannot be used: {error}") from None
         finally:
@@ -172,7 +177,7 @@ def _fetch_gcs(uri: str, dest: Path) -> None:
         total += blob.size or 0
         if total > conf.max_model_bytes():
             raise DeployError(f"{uri} is larger than {conf.max_model_bytes()} bytes (AICONSOLE_MODEL_MAX_BYTES).")
-        target = dest / _safe_relative(blob.name[len(folder):])
+        target = dest / _safe_relative(blob.name[len(folder) :])
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             blob.download_to_filename(str(target))
@@ -207,13 +212,16 @@ def detect_model(folder: Path, framework: str, uri: str) -> Detected:
     if framework in MODEL_FILES:
         matching = [n for n in MODEL_FILES[framework] if n in names]
         if not matching:
-            raise DeployError(f"The framework is {framework}, which needs "
-                              f"{' or '.join(MODEL_FILES[framework])} in {uri}; found "
-                              f"{', '.join(sorted(set(candidates)))}.")
+            raise DeployError(
+                f"The framework is {framework}, which needs "
+                f"{' or '.join(MODEL_FILES[framework])} in {uri}; found "
+                f"{', '.join(sorted(set(candidates)))}."
+            )
         chosen_framework = framework
     else:
-        chosen_framework, matching = next((fw, [n for n in files if n in names])
-                                          for fw, files in DETECTION_ORDER if any(n in names for n in files))
+        chosen_framework, matching = next(
+            (fw, [n for n in files if n in names]) for fw, files in DETECTION_ORDER if any(n in names for n in files)
+        )
     if chosen_framework != "TENSORFLOW" and len(matching) > 1:
         raise DeployError(f"{uri} holds more than one model file ({', '.join(matching)}); keep exactly one.")
     return Detected(chosen_framework, folder, matching[0])
@@ -244,8 +252,7 @@ def _pattern(text: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z")
 
 
-def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = None, *,
-                  project=None) -> list[str]:
+def expand_inputs(paths: list[str], check_cancel: Callable[[], None] | None = None, *, project=None) -> list[str]:
     """Every input file the paths name, in order, each once; DeployError when one matches nothing.
     With ``project``, local ones must lie in its storage area or a shared root.
 
@@ -271,7 +278,7 @@ def _expand_gcs(path: str) -> list[str]:
             blob = storage.gcs_client().bucket(bucket_name).get_blob(name)
             return [path] if blob is not None else []
         pattern = _pattern(name)
-        blobs = storage.gcs_client().list_blobs(bucket_name, prefix=name[:wildcard.start()])
+        blobs = storage.gcs_client().list_blobs(bucket_name, prefix=name[: wildcard.start()])
         return [f"gs://{bucket_name}/{b.name}" for b in blobs if pattern.match(b.name) and not b.name.endswith("/")]
     except Exception as error:
         raise DeployError(f"Cannot list {path}: {error}") from None
@@ -293,10 +300,8 @@ def _expand_local(path: str, check_cancel=None, project=None) -> list[str]:
         pattern = parts[first:]
         depth = None if "**" in pattern else len(pattern)
         try:
-            walked = walks.walk_files(base, check_cancel=check_cancel, max_depth=depth,
-                                      file_links=True)
-            candidates = [found for found in walked
-                          if _glob_match(found.relative_to(base).parts, pattern)]
+            walked = walks.walk_files(base, check_cancel=check_cancel, max_depth=depth, file_links=True)
+            candidates = [found for found in walked if _glob_match(found.relative_to(base).parts, pattern)]
         except walks.WalkLimitError as error:
             raise DeployError(f"The input path {path} cannot be expanded: {error}") from None
     files = []
@@ -397,8 +402,9 @@ class OutputDir:
                 os.unlink(name, dir_fd=folder)
             except FileNotFoundError:
                 pass
-            descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640,
-                                 dir_fd=folder)
+            descriptor = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640, dir_fd=folder
+            )
         if self.owner is not None:
             os.fchown(descriptor, *self.owner)
         return open(descriptor, "w", encoding="utf-8")

@@ -61,11 +61,11 @@ class Model(models.Model):
     online_prediction_console_logging = models.BooleanField(default=False)
     labels = models.JSONField(default=dict, blank=True)
     etag = models.CharField(max_length=16, default=new_etag)
-    default_version = models.ForeignKey("Version", null=True, blank=True, on_delete=models.SET_NULL,
-                                        related_name="+")
+    default_version = models.ForeignKey("Version", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     create_time = models.DateTimeField(default=timezone.now)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     objects = ModelQuerySet.as_manager()
 
@@ -94,8 +94,7 @@ class Version(models.Model):
     deployment_uri = models.CharField(max_length=2048)
     runtime_version = models.CharField(max_length=10)
     python_version = models.CharField(max_length=10)
-    framework = models.CharField(max_length=24, choices=Framework.choices,
-                                 default=Framework.FRAMEWORK_UNSPECIFIED)
+    framework = models.CharField(max_length=24, choices=Framework.choices, default=Framework.FRAMEWORK_UNSPECIFIED)
     machine_type = models.CharField(max_length=40)
     auto_scaling = models.JSONField(null=True, blank=True)
     manual_scaling = models.JSONField(null=True, blank=True)
@@ -110,8 +109,9 @@ class Version(models.Model):
     local_dir = models.CharField(max_length=1024, blank=True)
     # The model file the serving process loads, relative to local_dir (model.joblib, ...).
     model_file = models.CharField(max_length=255, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["model", "name"], name="unique_version_name")]
@@ -157,16 +157,19 @@ class Version(models.Model):
         return bool(updated)
 
     def mark_ready(self) -> bool:
-        return self._transition({VersionState.CREATING, VersionState.UPDATING}, state=VersionState.READY,
-                                error_message="")
+        return self._transition(
+            {VersionState.CREATING, VersionState.UPDATING}, state=VersionState.READY, error_message=""
+        )
 
     def mark_failed(self, message: str) -> bool:
-        return self._transition({VersionState.CREATING, VersionState.UPDATING}, state=VersionState.FAILED,
-                                error_message=message)
+        return self._transition(
+            {VersionState.CREATING, VersionState.UPDATING}, state=VersionState.FAILED, error_message=message
+        )
 
     def mark_deleting(self) -> bool:
-        return self._transition({VersionState.READY, VersionState.FAILED, VersionState.UNKNOWN},
-                                state=VersionState.DELETING)
+        return self._transition(
+            {VersionState.READY, VersionState.FAILED, VersionState.UNKNOWN}, state=VersionState.DELETING
+        )
 
 
 class OperationType(models.TextChoices):
@@ -197,8 +200,9 @@ class Operation(models.Model):
     error = models.JSONField(null=True, blank=True)  # google.rpc.Status
     response = models.JSONField(null=True, blank=True)
     # The version a CREATE_VERSION operation builds: how a restarted console finds unfinished work.
-    target_version = models.ForeignKey(Version, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="operations")
+    target_version = models.ForeignKey(
+        Version, null=True, blank=True, on_delete=models.SET_NULL, related_name="operations"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "operation_id"], name="unique_operation_id")]
@@ -214,7 +218,8 @@ class Operation(models.Model):
     def finish(self, *, response: dict | None = None, error: dict | None = None) -> bool:
         """Complete the operation once; False when it was already done."""
         updated = Operation.objects.filter(pk=self.pk, done=False).update(
-            done=True, end_time=timezone.now(), response=response, error=error)
+            done=True, end_time=timezone.now(), response=response, error=error
+        )
         self.refresh_from_db()
         return bool(updated)
 

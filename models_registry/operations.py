@@ -20,9 +20,13 @@ def operation_resource(operation: Operation) -> dict:
         "operationType": operation.operation_type,
         "projectNumber": str(operation.project.project_number),
     }
-    for key, value in (("startTime", rfc3339(operation.start_time)), ("endTime", rfc3339(operation.end_time)),
-                       ("modelName", operation.model_name), ("version", operation.version),
-                       ("labels", operation.labels)):
+    for key, value in (
+        ("startTime", rfc3339(operation.start_time)),
+        ("endTime", rfc3339(operation.end_time)),
+        ("modelName", operation.model_name),
+        ("version", operation.version),
+        ("labels", operation.labels),
+    ):
         if value:
             metadata[key] = value
     if operation.cancellation_requested:
@@ -48,16 +52,28 @@ def get_operation(project: Project, operation_id: str, *, actor) -> Operation:
     method = f"{OPERATIONS}.GetOperation"
     audit.authorize(actor, "ml.operations.get", project, method=method, data_access=True)
     operation = find_operation(project, operation_id, actor=actor)
-    audit.record(actor=actor, project=project, method=method, resource_name=operation.resource_name,
-                 permission="ml.operations.get", data_access=True)
+    audit.record(
+        actor=actor,
+        project=project,
+        method=method,
+        resource_name=operation.resource_name,
+        permission="ml.operations.get",
+        data_access=True,
+    )
     return operation
 
 
 def list_operations(project: Project, *, actor):
     method = f"{OPERATIONS}.ListOperations"
     audit.authorize(actor, "ml.operations.list", project, method=method, data_access=True)
-    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
-                 permission="ml.operations.list", data_access=True)
+    audit.record(
+        actor=actor,
+        project=project,
+        method=method,
+        resource_name=project.resource_name,
+        permission="ml.operations.list",
+        data_access=True,
+    )
     return Operation.objects.filter(project=project).select_related("project").order_by("-pk")
 
 
@@ -69,7 +85,12 @@ def cancel_operation(project: Project, operation_id: str, *, actor) -> Operation
     with transaction.atomic():
         if not operation.done:
             Operation.objects.filter(pk=operation.pk).update(cancellation_requested=True)
-        audit.record(actor=actor, project=project, method=method, resource_name=operation.resource_name,
-                     permission="ml.operations.cancel")
+        audit.record(
+            actor=actor,
+            project=project,
+            method=method,
+            resource_name=operation.resource_name,
+            permission="ml.operations.cancel",
+        )
     operation.refresh_from_db()
     return operation

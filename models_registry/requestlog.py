@@ -52,8 +52,16 @@ def record(version, actor, status: int, latency_ms: float, request: bytes, respo
             count = len(json.loads(request).get("instances") or [])
         except (ValueError, AttributeError, TypeError, RecursionError):
             count = 0
-    row = (version.pk, timezone.now(), audit.principal_of(actor), status, latency_ms, count,
-           _cut(request) if keep else "", _cut(response) if keep else "")
+    row = (
+        version.pk,
+        timezone.now(),
+        audit.principal_of(actor),
+        status,
+        latency_ms,
+        count,
+        _cut(request) if keep else "",
+        _cut(response) if keep else "",
+    )
     if len(_pending) >= MAX_PENDING:
         _dropped += 1
         return
@@ -100,11 +108,22 @@ def _write() -> None:
         return
     close_old_connections()
     existing = set(Version.objects.filter(pk__in={r[0] for r in rows}).values_list("pk", flat=True))
-    PredictionLog.objects.bulk_create([
-        PredictionLog(version_id=pk, time=time, principal=principal, status_code=status, latency_ms=latency,
-                      instance_count=count, request=request, response=response)
-        for pk, time, principal, status, latency, count, request, response in rows if pk in existing])
+    PredictionLog.objects.bulk_create(
+        [
+            PredictionLog(
+                version_id=pk,
+                time=time,
+                principal=principal,
+                status_code=status,
+                latency_ms=latency,
+                instance_count=count,
+                request=request,
+                response=response,
+            )
+            for pk, time, principal, status, latency, count, request, response in rows
+            if pk in existing
+        ]
+    )
     if _dropped:
-        logger.warning("%d prediction log rows were dropped: requests came faster than they could be stored",
-                       _dropped)
+        logger.warning("%d prediction log rows were dropped: requests came faster than they could be stored", _dropped)
         _dropped = 0

@@ -50,8 +50,15 @@ EMPTY = {"@type": "type.googleapis.com/google.protobuf.Empty"}
 DUPLICATE_MODEL = "A model with the same name already exists."
 DUPLICATE_VERSION = "A version with the same name already exists."
 MODEL_UPDATABLE = ("description", "labels", "defaultVersion.name", "etag")
-VERSION_UPDATABLE = ("description", "labels", "requestLoggingConfig", "autoScaling.minNodes",
-                     "autoScaling.maxNodes", "manualScaling.nodes", "etag")
+VERSION_UPDATABLE = (
+    "description",
+    "labels",
+    "requestLoggingConfig",
+    "autoScaling.minNodes",
+    "autoScaling.maxNodes",
+    "manualScaling.nodes",
+    "etag",
+)
 
 
 class Unavailable(ServiceError):
@@ -91,8 +98,13 @@ def _new_operation(model: Model, kind: str, verb: str, *, version: Version | Non
             break
         operation_id = f"{prefix}-{millis + offset}"
     return Operation.objects.create(
-        project=model.project, operation_id=operation_id, operation_type=kind, model_name=model.resource_name,
-        version=version_resource(version) if version is not None else None, **fields)
+        project=model.project,
+        operation_id=operation_id,
+        operation_type=kind,
+        model_name=model.resource_name,
+        version=version_resource(version) if version is not None else None,
+        **fields,
+    )
 
 
 # --- models ------------------------------------------------------------------------------------------
@@ -106,18 +118,30 @@ def create_model(project: Project, body, *, actor) -> Model:
     try:
         with transaction.atomic():
             model = Model.objects.create(
-                project=project, name=data["name"], description=data["description"], regions=data["regions"],
+                project=project,
+                name=data["name"],
+                description=data["description"],
+                regions=data["regions"],
                 online_prediction_logging=data["onlinePredictionLogging"],
                 online_prediction_console_logging=data["onlinePredictionConsoleLogging"],
-                labels=data["labels"], created_by=actor if getattr(actor, "pk", None) else None)
+                labels=data["labels"],
+                created_by=actor if getattr(actor, "pk", None) else None,
+            )
             if getattr(actor, "pk", None):
                 iam.grant(actor, "roles/ml.modelOwner", model)
-            audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
-                         permission="ml.models.create", request={"parent": project.resource_name, "model": body},
-                         response=model_resource(model, typed=True))
+            audit.record(
+                actor=actor,
+                project=project,
+                method=method,
+                resource_name=project.resource_name,
+                permission="ml.models.create",
+                request={"parent": project.resource_name, "model": body},
+                response=model_resource(model, typed=True),
+            )
     except IntegrityError:
-        raise AlreadyExists(f"Field: model.name Error: {DUPLICATE_MODEL}",
-                            [FieldViolation("model.name", DUPLICATE_MODEL)]) from None
+        raise AlreadyExists(
+            f"Field: model.name Error: {DUPLICATE_MODEL}", [FieldViolation("model.name", DUPLICATE_MODEL)]
+        ) from None
     # A version is likely to follow: have its runtime's serving environment ready.
     transaction.on_commit(lambda: _prewarm(catalogue.DEFAULT_RUNTIME_VERSION, project))
     return model
@@ -132,8 +156,14 @@ def get_model(project: Project, name: str, *, actor, audited: bool = True) -> Mo
     model = find_model(project, name, actor=actor)
     audit.authorize(actor, "ml.models.get", model, method=method, data_access=True)
     if audited:
-        audit.record(actor=actor, project=project, method=method, resource_name=model.resource_name,
-                     permission="ml.models.get", data_access=True)
+        audit.record(
+            actor=actor,
+            project=project,
+            method=method,
+            resource_name=model.resource_name,
+            permission="ml.models.get",
+            data_access=True,
+        )
     return model
 
 
@@ -148,8 +178,11 @@ def _term(fields: dict[str, str]):
         labelled = filters.label_match(field, operator, value)
         if labelled is not None:
             return labelled
-        raise filters.FilterError(f"Invalid filter: unknown field {field!r}. Filterable fields: "
-                                  f"{', '.join(fields)}, createTime, labels.<key>.")
+        raise filters.FilterError(
+            f"Invalid filter: unknown field {field!r}. Filterable fields: "
+            f"{', '.join(fields)}, createTime, labels.<key>."
+        )
+
     return term
 
 
@@ -165,8 +198,14 @@ def list_models(project: Project, *, actor, filter_text: str = ""):
     method = f"{MODEL_SERVICE}.ListModels"
     if not iam.can(actor, "ml.models.list", project) and not iam.can_see_project(actor, project):
         raise iam.NotFound(project.resource_name)
-    audit.record(actor=actor, project=project, method=method, resource_name=project.resource_name,
-                 permission="ml.models.list", data_access=True)
+    audit.record(
+        actor=actor,
+        project=project,
+        method=method,
+        resource_name=project.resource_name,
+        permission="ml.models.list",
+        data_access=True,
+    )
     models = Model.objects.filter(project=project).visible_to(actor, "ml.models.get")
     models = models.select_related("project", "default_version")
     return _filtered(models, filter_text, {"name": "name", "description": "description"})
@@ -204,17 +243,23 @@ def update_model(model: Model, body, update_mask: str, *, actor) -> Operation:
         operation.response = model_resource(current, typed=True)
         operation.end_time = operation.create_time
         operation.save(update_fields=["response", "end_time"])
-        audit.record(actor=actor, project=current.project, method=method, resource_name=current.resource_name,
-                     permission="ml.models.update",
-                     request={"name": current.resource_name, "updateMask": update_mask, "model": body},
-                     response=operation.response)
+        audit.record(
+            actor=actor,
+            project=current.project,
+            method=method,
+            resource_name=current.resource_name,
+            permission="ml.models.update",
+            request={"name": current.resource_name, "updateMask": update_mask, "model": body},
+            response=operation.response,
+        )
     model.refresh_from_db()
     return operation
 
 
 def _stale(what: str) -> ServiceError:
-    return Aborted(f"The etag does not match the {what}'s current etag: it changed since it was read. "
-                   "Read it again and retry.")
+    return Aborted(
+        f"The etag does not match the {what}'s current etag: it changed since it was read. Read it again and retry."
+    )
 
 
 def delete_model(model: Model, *, actor) -> Operation:
@@ -223,15 +268,24 @@ def delete_model(model: Model, *, actor) -> Operation:
     audit.authorize(actor, "ml.models.delete", model, method=method)
     with transaction.atomic():
         if Version.objects.filter(model=model).exists():
-            raise FailedPrecondition(f"Model {model.name} has versions; delete them before the model "
-                                     "(a model with versions cannot be deleted).")
+            raise FailedPrecondition(
+                f"Model {model.name} has versions; delete them before the model "
+                "(a model with versions cannot be deleted)."
+            )
         operation = _new_operation(model, OperationType.DELETE_MODEL, "delete", done=True, response=EMPTY)
         operation.end_time = operation.create_time
         operation.save(update_fields=["end_time"])
-        audit.record(actor=actor, project=model.project, method=method, resource_name=model.resource_name,
-                     permission="ml.models.delete", request={"name": model.resource_name})
-        RoleBinding.objects.filter(project=model.project, resource_type=RoleBinding.ResourceType.MODEL,
-                                   resource_id=model.pk).delete()
+        audit.record(
+            actor=actor,
+            project=model.project,
+            method=method,
+            resource_name=model.resource_name,
+            permission="ml.models.delete",
+            request={"name": model.resource_name},
+        )
+        RoleBinding.objects.filter(
+            project=model.project, resource_type=RoleBinding.ResourceType.MODEL, resource_id=model.pk
+        ).delete()
         folder = conf.models_dir() / model.project.project_id / model.name
         transaction.on_commit(lambda: shutil.rmtree(folder, ignore_errors=True))
         model.delete()
@@ -273,26 +327,41 @@ def create_version(model: Model, body, *, actor) -> Operation:
         with transaction.atomic():
             locked = Model.objects.select_for_update().select_related("project").get(pk=model.pk)
             version = Version.objects.create(
-                model=locked, name=data["name"], description=data["description"],
-                deployment_uri=data["deploymentUri"], runtime_version=data["runtimeVersion"],
-                python_version=data["pythonVersion"], framework=data["framework"],
-                machine_type=data["machineType"], auto_scaling=data["autoScaling"],
-                manual_scaling=data["manualScaling"], request_logging_config=data["requestLoggingConfig"],
-                labels=data["labels"], created_by=actor if getattr(actor, "pk", None) else None)
+                model=locked,
+                name=data["name"],
+                description=data["description"],
+                deployment_uri=data["deploymentUri"],
+                runtime_version=data["runtimeVersion"],
+                python_version=data["pythonVersion"],
+                framework=data["framework"],
+                machine_type=data["machineType"],
+                auto_scaling=data["autoScaling"],
+                manual_scaling=data["manualScaling"],
+                request_logging_config=data["requestLoggingConfig"],
+                labels=data["labels"],
+                created_by=actor if getattr(actor, "pk", None) else None,
+            )
             if locked.default_version_id is None:
                 locked.default_version = version
                 locked.touch("default_version")
             version.model = locked
-            operation = _new_operation(locked, OperationType.CREATE_VERSION, "create", version=version,
-                                       target_version=version)
-            audit.record(actor=actor, project=locked.project, method=method, resource_name=locked.resource_name,
-                         permission="ml.versions.create",
-                         request={"parent": locked.resource_name, "version": body},
-                         response={"name": operation.resource_name})
+            operation = _new_operation(
+                locked, OperationType.CREATE_VERSION, "create", version=version, target_version=version
+            )
+            audit.record(
+                actor=actor,
+                project=locked.project,
+                method=method,
+                resource_name=locked.resource_name,
+                permission="ml.versions.create",
+                request={"parent": locked.resource_name, "version": body},
+                response={"name": operation.resource_name},
+            )
             deploy.enqueue(version.pk)
     except IntegrityError:
-        raise AlreadyExists(f"Field: version.name Error: {DUPLICATE_VERSION}",
-                            [FieldViolation("version.name", DUPLICATE_VERSION)]) from None
+        raise AlreadyExists(
+            f"Field: version.name Error: {DUPLICATE_VERSION}", [FieldViolation("version.name", DUPLICATE_VERSION)]
+        ) from None
     model.refresh_from_db()
     return operation
 
@@ -302,19 +371,40 @@ def get_version(model: Model, name: str, *, actor, audited: bool = True) -> Vers
     version = find_version(model, name)
     audit.authorize(actor, "ml.versions.get", version, method=method, data_access=True)
     if audited:
-        audit.record(actor=actor, project=model.project, method=method, resource_name=version.resource_name,
-                     permission="ml.versions.get", data_access=True)
+        audit.record(
+            actor=actor,
+            project=model.project,
+            method=method,
+            resource_name=version.resource_name,
+            permission="ml.versions.get",
+            data_access=True,
+        )
     return version
 
 
 def list_versions(model: Model, *, actor, filter_text: str = ""):
     method = f"{MODEL_SERVICE}.ListVersions"
     audit.authorize(actor, "ml.versions.list", model, method=method, data_access=True)
-    audit.record(actor=actor, project=model.project, method=method, resource_name=model.resource_name,
-                 permission="ml.versions.list", data_access=True)
+    audit.record(
+        actor=actor,
+        project=model.project,
+        method=method,
+        resource_name=model.resource_name,
+        permission="ml.versions.list",
+        data_access=True,
+    )
     versions = Version.objects.filter(model=model)
-    return _filtered(versions, filter_text, {"name": "name", "state": "state", "framework": "framework",
-                                            "runtimeVersion": "runtime_version", "deploymentUri": "deployment_uri"})
+    return _filtered(
+        versions,
+        filter_text,
+        {
+            "name": "name",
+            "state": "state",
+            "framework": "framework",
+            "runtimeVersion": "runtime_version",
+            "deploymentUri": "deployment_uri",
+        },
+    )
 
 
 def _require_ready(version: Version, action: str) -> None:
@@ -324,8 +414,9 @@ def _require_ready(version: Version, action: str) -> None:
 
 def _require_idle(version: Version, action: str) -> None:
     if version.is_busy:
-        raise FailedPrecondition(f"Version {version.name} is {version.state}: it cannot be {action} until that "
-                                 "finishes.")
+        raise FailedPrecondition(
+            f"Version {version.name} is {version.state}: it cannot be {action} until that finishes."
+        )
 
 
 def update_version(version: Version, body, update_mask: str, *, actor) -> Operation:
@@ -347,14 +438,25 @@ def update_version(version: Version, body, update_mask: str, *, actor) -> Operat
             setattr(current, attribute, value)
         current.etag = new_etag()
         current.save(update_fields=[*changes, "etag"])
-        operation = _new_operation(current.model, OperationType.UPDATE_VERSION, "update", version=current,
-                                   done=True, response=version_resource(current, typed=True))
+        operation = _new_operation(
+            current.model,
+            OperationType.UPDATE_VERSION,
+            "update",
+            version=current,
+            done=True,
+            response=version_resource(current, typed=True),
+        )
         operation.end_time = operation.create_time
         operation.save(update_fields=["end_time"])
-        audit.record(actor=actor, project=current.project, method=method, resource_name=current.resource_name,
-                     permission="ml.versions.update",
-                     request={"name": current.resource_name, "updateMask": update_mask, "version": body},
-                     response=operation.response)
+        audit.record(
+            actor=actor,
+            project=current.project,
+            method=method,
+            resource_name=current.resource_name,
+            permission="ml.versions.update",
+            request={"name": current.resource_name, "updateMask": update_mask, "version": body},
+            response=operation.response,
+        )
     version.refresh_from_db()
     if version.state == VersionState.READY:
         transaction.on_commit(lambda: supervisor.get().configure(version))
@@ -374,14 +476,17 @@ def _version_changes(current: Version, body: dict, paths: list[str], problems: s
         changes["request_logging_config"] = config or None
     scaling_paths = [p for p in paths if p.startswith(("autoScaling.", "manualScaling."))]
     if any(p.startswith("manualScaling.") for p in scaling_paths) and current.manual_scaling is None:
-        problems.add("version.manual_scaling", "This version uses autoScaling; manualScaling cannot be set "
-                                               "on it (create a new version instead).")
+        problems.add(
+            "version.manual_scaling",
+            "This version uses autoScaling; manualScaling cannot be set on it (create a new version instead).",
+        )
     elif any(p.startswith("autoScaling.") for p in scaling_paths) and current.manual_scaling is not None:
-        problems.add("version.auto_scaling", "This version uses manualScaling; autoScaling cannot be set "
-                                             "on it (create a new version instead).")
+        problems.add(
+            "version.auto_scaling",
+            "This version uses manualScaling; autoScaling cannot be set on it (create a new version instead).",
+        )
     elif scaling_paths and current.manual_scaling is not None:
-        _, manual = spec.check_scaling(None, {"nodes": (body.get("manualScaling") or {}).get("nodes", 1)},
-                                       problems)
+        _, manual = spec.check_scaling(None, {"nodes": (body.get("manualScaling") or {}).get("nodes", 1)}, problems)
         changes["manual_scaling"] = manual
     elif scaling_paths:
         auto = dict(current.auto_scaling or {})
@@ -409,14 +514,22 @@ def delete_version(version: Version, *, actor) -> Operation:
         current.model = model
         _require_idle(current, "deleted")
         if current.is_default and Version.objects.filter(model=model).exclude(pk=current.pk).exists():
-            raise FailedPrecondition(f"Version {current.name} is the default version of model {model.name}; "
-                                     "make another version the default before deleting it (the default "
-                                     "version can only be deleted when it is the last one).")
+            raise FailedPrecondition(
+                f"Version {current.name} is the default version of model {model.name}; "
+                "make another version the default before deleting it (the default "
+                "version can only be deleted when it is the last one)."
+            )
         current.mark_deleting()
         operation = _new_operation(model, OperationType.DELETE_VERSION, "delete", version=current)
-        audit.record(actor=actor, project=model.project, method=method, resource_name=current.resource_name,
-                     permission="ml.versions.delete", request={"name": current.resource_name},
-                     response={"name": operation.resource_name})
+        audit.record(
+            actor=actor,
+            project=model.project,
+            method=method,
+            resource_name=current.resource_name,
+            permission="ml.versions.delete",
+            request={"name": current.resource_name},
+            response={"name": operation.resource_name},
+        )
         transaction.on_commit(lambda: finish_delete_version(current, operation))
     return operation
 
@@ -430,10 +543,14 @@ def finish_delete_version(version: Version, operation: Operation | None = None) 
     shutil.rmtree(deploy.version_dir(version), ignore_errors=True)
     with transaction.atomic():
         Model.objects.filter(default_version=version).update(default_version=None, etag=new_etag())
-        operations = Operation.objects.filter(project=version.project, operation_type=OperationType.DELETE_VERSION,
-                                              done=False, version__name=version.resource_name)
+        operations = Operation.objects.filter(
+            project=version.project,
+            operation_type=OperationType.DELETE_VERSION,
+            done=False,
+            version__name=version.resource_name,
+        )
         version.delete()
-    for pending in ([operation] if operation is not None else list(operations)):
+    for pending in [operation] if operation is not None else list(operations):
         pending.finish(response=EMPTY)
 
 
@@ -448,9 +565,15 @@ def set_default_version(version: Version, *, actor) -> Version:
         _require_ready(current, "made the default")
         model.default_version = current
         model.touch("default_version")
-        audit.record(actor=actor, project=model.project, method=method, resource_name=current.resource_name,
-                     permission="ml.versions.update", request={"name": current.resource_name},
-                     response=version_resource(current, typed=True))
+        audit.record(
+            actor=actor,
+            project=model.project,
+            method=method,
+            resource_name=current.resource_name,
+            permission="ml.versions.update",
+            request={"name": current.resource_name},
+            response=version_resource(current, typed=True),
+        )
     return current
 
 
@@ -477,11 +600,16 @@ def recent_predictions(model: Model, version: Version, *, actor, limit: int = 50
     return logs
 
 
-def prediction_target(project_id: str, model_name: str, version_name: str | None, *, actor) -> tuple[Model, Version | None]:
+def prediction_target(
+    project_id: str, model_name: str, version_name: str | None, *, actor
+) -> tuple[Model, Version | None]:
     """The model (with its project and default version) and the named version of a predict call."""
 
-    model = (Model.objects.select_related("project", "default_version")
-             .filter(project__project_id=project_id, name=model_name).first())
+    model = (
+        Model.objects.select_related("project", "default_version")
+        .filter(project__project_id=project_id, name=model_name)
+        .first()
+    )
     if model is not None and version_name is None:
         return model, None
     version = Version.objects.filter(model=model, name=version_name).first() if model is not None else None
@@ -506,8 +634,10 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
     audit.authorize(actor, permission, version or model, method=PREDICT, data_access=True)
     target = version if version is not None else model.default_version
     if target is None:
-        raise FailedPrecondition(f"Model {model.name} has no default version: create a version, or name one "
-                                 f"({model.resource_name}/versions/VERSION:predict).")
+        raise FailedPrecondition(
+            f"Model {model.name} has no default version: create a version, or name one "
+            f"({model.resource_name}/versions/VERSION:predict)."
+        )
     target.model = model
     if target.state != VersionState.READY:
         reason = f": {target.error_message}" if target.error_message else "."
@@ -524,10 +654,17 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
     elif answer.code == INVALID:
         raise InvalidArgument(answer.body.decode("utf-8", "replace"))
     else:
-        raise ServiceError(f"The serving process of version {target.name} failed: "
-                           f"{answer.body.decode('utf-8', 'replace')}")
-    audit.record(actor=actor, project=model.project, method=PREDICT, resource_name=(version or model).resource_name,
-                 permission=permission, data_access=True)
+        raise ServiceError(
+            f"The serving process of version {target.name} failed: {answer.body.decode('utf-8', 'replace')}"
+        )
+    audit.record(
+        actor=actor,
+        project=model.project,
+        method=PREDICT,
+        resource_name=(version or model).resource_name,
+        permission=permission,
+        data_access=True,
+    )
     if model.online_prediction_logging:
         requestlog.record(target, actor, result.status, (time.perf_counter() - started) * 1000, body, result.body)
     return result
@@ -538,7 +675,8 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
 
 def check_prediction_input(prediction_input: dict, *, actor, project: Project) -> None:
     """What jobs.create checks on a predictionInput beyond its schema: local paths in the
-    project's storage area (or a shared root), and ``ml.models.predict`` (modelName) or ``ml.versions.predict`` (versionName)
+    project's storage area (or a shared root), and ``ml.models.predict`` (modelName) or
+    ``ml.versions.predict`` (versionName)
     on the model, which must exist."""
     violations = []
     path = "job.prediction_input"
@@ -577,8 +715,10 @@ def check_prediction_input(prediction_input: dict, *, actor, project: Project) -
 # --- uploaded model files -------------------------------------------------------------------------------
 
 MODEL_UPLOAD_SUFFIXES = (".joblib", ".pkl", ".bst", ".json", ".zip", ".tar.gz", ".tgz")
-UPLOAD_RULE = ("a model file (.joblib, .pkl, .bst or .json) or an archive (.zip or .tar.gz) of a folder "
-               "holding one, or a SavedModel (saved_model.pb)")
+UPLOAD_RULE = (
+    "a model file (.joblib, .pkl, .bst or .json) or an archive (.zip or .tar.gz) of a folder "
+    "holding one, or a SavedModel (saved_model.pb)"
+)
 
 
 def upload_model(model: Model, filename: str, stream, *, actor) -> dict:
@@ -595,7 +735,9 @@ def upload_model(model: Model, filename: str, stream, *, actor) -> dict:
     display = Path(filename or "").name
     suffix = next((s for s in MODEL_UPLOAD_SUFFIXES if display.lower().endswith(s)), None)
     if suffix is None:
-        raise InvalidArgument.from_violations([FieldViolation("model_file", f"{display or 'The file'} is not {UPLOAD_RULE}.")])
+        raise InvalidArgument.from_violations(
+            [FieldViolation("model_file", f"{display or 'The file'} is not {UPLOAD_RULE}.")]
+        )
     try:
         path = storage.save_upload(stream, display, project=model.project.project_id)
     except storage.StorageError as error:
@@ -613,11 +755,21 @@ def upload_model(model: Model, filename: str, stream, *, actor) -> dict:
         raise InvalidArgument.from_violations([FieldViolation("model_file", str(error))]) from None
     size = path.stat().st_size if path.exists() else (folder / f"model{suffix}").stat().st_size
     path.unlink(missing_ok=True)  # the archive's content is kept, not the archive
-    uploaded = {"uri": str(detected.model_dir), "name": display, "sizeBytes": str(size),
-                "framework": detected.framework}
-    audit.record(actor=actor, project=model.project, method=method, resource_name=model.resource_name,
-                 permission="ml.versions.create", request={"name": display},
-                 response={"name": display, "sizeBytes": str(size), "framework": detected.framework})
+    uploaded = {
+        "uri": str(detected.model_dir),
+        "name": display,
+        "sizeBytes": str(size),
+        "framework": detected.framework,
+    }
+    audit.record(
+        actor=actor,
+        project=model.project,
+        method=method,
+        resource_name=model.resource_name,
+        permission="ml.versions.create",
+        request={"name": display},
+        response={"name": display, "sizeBytes": str(size), "framework": detected.framework},
+    )
     return uploaded
 
 

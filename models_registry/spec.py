@@ -21,7 +21,8 @@ NAME_RULE = "A name should start with a letter and contain only letters, numbers
 DEFAULT_REGION = "us-central1"
 DEFAULT_MACHINE_TYPE = "mls1-c1-m2"
 MACHINE_TYPES = (
-    "mls1-c1-m2", "mls1-c4-m2",
+    "mls1-c1-m2",
+    "mls1-c4-m2",
     *(f"n1-{kind}-{cpus}" for kind in ("standard", "highmem", "highcpu") for cpus in (2, 4, 8, 16, 32)),
 )
 FRAMEWORKS = v1schema.ENUMS["Version.Framework"]
@@ -74,13 +75,16 @@ def check_types(body, fields: dict[str, Field], prefix: str) -> Problems:
         return problems
     for key, value in body.items():
         if key not in fields:
-            problems.add(prefix, f'Invalid JSON payload received. Unknown name "{key}" at \'{prefix}\': '
-                                 "Cannot find field.")
+            problems.add(
+                prefix, f"Invalid JSON payload received. Unknown name \"{key}\" at '{prefix}': Cannot find field."
+            )
             continue
         kind = _json_kind(fields[key])
         if value is not None and not _type_ok(value, kind):
-            problems.add(f"{prefix}.{_snake(key)}", f"Invalid value at '{prefix}.{_snake(key)}': expected "
-                                                    f"{kind.replace('strings', 'a list of strings')}.")
+            problems.add(
+                f"{prefix}.{_snake(key)}",
+                f"Invalid value at '{prefix}.{_snake(key)}': expected {kind.replace('strings', 'a list of strings')}.",
+            )
         elif kind in ("string", "strings"):
             check_length(value, key, f"{prefix}.{_snake(key)}", problems, fields[key])
     return problems
@@ -95,8 +99,7 @@ def check_length(value, key: str, field: str, problems: Problems, spec: Field = 
     for i, item in enumerate(value if isinstance(value, list) else [value]):
         if isinstance(item, str) and most_chars is not None and len(item) > most_chars:
             where = f"{field}[{i}]" if isinstance(value, list) else field
-            problems.add(where, f"{key} is too long: at most {most_chars} characters; got "
-                                f"{len(item)}.")
+            problems.add(where, f"{key} is too long: at most {most_chars} characters; got {len(item)}.")
 
 
 def check_name(name, field: str, problems: Problems) -> None:
@@ -116,13 +119,17 @@ def validate_model(body) -> dict:
         problems.add("model.regions", "Only one region per model is supported.")
     for region in regions:
         if region not in catalogue.REGIONS:
-            problems.add("model.regions", f"Region {region!r} is not available; choose one of "
-                                          f"{', '.join(sorted(catalogue.REGIONS))}.")
+            problems.add(
+                "model.regions",
+                f"Region {region!r} is not available; choose one of {', '.join(sorted(catalogue.REGIONS))}.",
+            )
     labels = body.get("labels") or {}
     problems.violations.extend(job_spec.validate_labels(labels, "model.labels"))
     problems.raise_if_any()
     return {
-        "name": body["name"], "description": body.get("description") or "", "regions": regions,
+        "name": body["name"],
+        "description": body.get("description") or "",
+        "regions": regions,
         "onlinePredictionLogging": bool(body.get("onlinePredictionLogging")),
         "onlinePredictionConsoleLogging": bool(body.get("onlinePredictionConsoleLogging")),
         "labels": labels,
@@ -156,22 +163,27 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
             problems.add(f"{prefix}.manual_scaling", f"Unknown field {unknown[0]!r}; manualScaling has nodes.")
         nodes = _integer(manual.get("nodes", 1), f"{prefix}.manual_scaling.nodes", problems, minimum=1)
         if nodes is not None and nodes > cap:
-            problems.add(f"{prefix}.manual_scaling.nodes", f"This server runs at most {cap} serving processes "
-                                                           "per version (AICONSOLE_MODEL_MAX_NODES).")
+            problems.add(
+                f"{prefix}.manual_scaling.nodes",
+                f"This server runs at most {cap} serving processes per version (AICONSOLE_MODEL_MAX_NODES).",
+            )
         return None, {"nodes": nodes} if nodes is not None else None
     if auto is None:
         return None, None
     unknown = [k for k in auto if k not in v1schema.message("AutoScaling").fields]
     if unknown:
-        problems.add(f"{prefix}.auto_scaling", f"Unknown field {unknown[0]!r}; autoScaling has minNodes, "
-                                               "maxNodes and metrics.")
+        problems.add(
+            f"{prefix}.auto_scaling", f"Unknown field {unknown[0]!r}; autoScaling has minNodes, maxNodes and metrics."
+        )
     result: dict = {}
     minimum = _integer(auto.get("minNodes", 0), f"{prefix}.auto_scaling.min_nodes", problems, minimum=0)
     if minimum is not None:
         result["minNodes"] = minimum
         if minimum > cap:
-            problems.add(f"{prefix}.auto_scaling.min_nodes", f"This server runs at most {cap} serving "
-                                                             "processes per version (AICONSOLE_MODEL_MAX_NODES).")
+            problems.add(
+                f"{prefix}.auto_scaling.min_nodes",
+                f"This server runs at most {cap} serving processes per version (AICONSOLE_MODEL_MAX_NODES).",
+            )
     if auto.get("maxNodes") not in (None, 0, "0"):
         maximum = _integer(auto["maxNodes"], f"{prefix}.auto_scaling.max_nodes", problems, minimum=1)
         if maximum is not None:
@@ -181,9 +193,11 @@ def check_scaling(auto, manual, problems: Problems, prefix: str = "version") -> 
     metrics = auto.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, list) or not all(
-                isinstance(m, dict) and m.get("name") in METRIC_NAMES for m in metrics):
-            problems.add(f"{prefix}.auto_scaling.metrics", "Each metric needs a name: CPU_USAGE or "
-                                                           "GPU_DUTY_CYCLE, and a target.")
+            isinstance(m, dict) and m.get("name") in METRIC_NAMES for m in metrics
+        ):
+            problems.add(
+                f"{prefix}.auto_scaling.metrics", "Each metric needs a name: CPU_USAGE or GPU_DUTY_CYCLE, and a target."
+            )
         else:
             result["metrics"] = metrics
     return result, None
@@ -198,13 +212,15 @@ def check_request_logging(config, problems: Problems, prefix: str = "version") -
     field = f"{prefix}.request_logging_config"
     unknown = [k for k in config if k not in _LOGGING_FIELDS]
     if unknown:
-        problems.add(field, f"Unknown field {unknown[0]!r}; requestLoggingConfig has samplingPercentage and "
-                            "bigqueryTableName.")
+        problems.add(
+            field, f"Unknown field {unknown[0]!r}; requestLoggingConfig has samplingPercentage and bigqueryTableName."
+        )
     result = {}
     rate = config.get("samplingPercentage", 0)
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
-        problems.add(f"{field}.sampling_percentage", "samplingPercentage is a fraction from 0 to 1 "
-                                                     "(0.1 logs 10% of requests).")
+        problems.add(
+            f"{field}.sampling_percentage", "samplingPercentage is a fraction from 0 to 1 (0.1 logs 10% of requests)."
+        )
     elif rate:
         result["samplingPercentage"] = rate
     table = config.get("bigqueryTableName")
@@ -212,8 +228,13 @@ def check_request_logging(config, problems: Problems, prefix: str = "version") -
         if not isinstance(table, str):
             problems.add(f"{field}.bigquery_table_name", "Must be a string.")
         elif len(table) > _LOGGING_FIELDS["bigqueryTableName"].max_chars:
-            check_length(table, "bigqueryTableName", f"{field}.bigquery_table_name", problems,
-                         _LOGGING_FIELDS["bigqueryTableName"])
+            check_length(
+                table,
+                "bigqueryTableName",
+                f"{field}.bigquery_table_name",
+                problems,
+                _LOGGING_FIELDS["bigqueryTableName"],
+            )
         elif table:
             result["bigqueryTableName"] = table
     return result
@@ -229,25 +250,34 @@ def validate_version(body) -> dict:
             problems.add(f"version.{_snake(key)}", reason)
     uri = body.get("deploymentUri") or ""
     if not uri.strip():
-        problems.add("version.deployment_uri", "deploymentUri is required: the Cloud Storage (gs://) or local "
-                                               "folder that holds the model file.")
+        problems.add(
+            "version.deployment_uri",
+            "deploymentUri is required: the Cloud Storage (gs://) or local folder that holds the model file.",
+        )
     runtime = body.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
     known = runtimes.RUNTIMES.get(runtime)
-    python = body.get("pythonVersion") or (runtimes.default_python(known) if known else catalogue.DEFAULT_PYTHON_VERSION)
+    python = body.get("pythonVersion") or (
+        runtimes.default_python(known) if known else catalogue.DEFAULT_PYTHON_VERSION
+    )
     if runtime not in catalogue.RUNTIME_VERSIONS:
-        problems.add("version.runtime_version", f'runtimeVersion "{runtime}" is not supported. Supported '
-                                                f"runtime versions: {', '.join(catalogue.RUNTIME_VERSIONS)}.")
+        problems.add(
+            "version.runtime_version",
+            f'runtimeVersion "{runtime}" is not supported. Supported '
+            f"runtime versions: {', '.join(catalogue.RUNTIME_VERSIONS)}.",
+        )
     elif python not in catalogue.RUNTIME_VERSIONS[runtime].python_versions:
         allowed = " or ".join(catalogue.RUNTIME_VERSIONS[runtime].python_versions)
-        problems.add("version.python_version", f"runtimeVersion {runtime} supports Python {allowed}, "
-                                               f"not {python}.")
+        problems.add("version.python_version", f"runtimeVersion {runtime} supports Python {allowed}, not {python}.")
     framework = body.get("framework") or "FRAMEWORK_UNSPECIFIED"
     if framework not in FRAMEWORKS:
         problems.add("version.framework", f"framework must be one of {', '.join(FRAMEWORKS)}; got {framework}.")
     machine = body.get("machineType") or DEFAULT_MACHINE_TYPE
     if machine not in MACHINE_TYPES:
-        problems.add("version.machine_type", f"Machine type {machine!r} is not supported for online "
-                                             f"prediction; choose one of {', '.join(MACHINE_TYPES)}.")
+        problems.add(
+            "version.machine_type",
+            f"Machine type {machine!r} is not supported for online "
+            f"prediction; choose one of {', '.join(MACHINE_TYPES)}.",
+        )
     auto, manual = check_scaling(body.get("autoScaling"), body.get("manualScaling"), problems)
     logging_config = check_request_logging(body.get("requestLoggingConfig"), problems)
     labels = body.get("labels") or {}
@@ -256,9 +286,16 @@ def validate_version(body) -> dict:
     if auto is None and manual is None:
         auto = {"minNodes": 0}  # the original's default for mls1 machines: scale to zero
     return {
-        "name": body["name"], "description": body.get("description") or "", "deploymentUri": uri.strip(),
-        "runtimeVersion": runtime, "pythonVersion": python, "framework": framework, "machineType": machine,
-        "autoScaling": auto, "manualScaling": manual, "requestLoggingConfig": logging_config or None,
+        "name": body["name"],
+        "description": body.get("description") or "",
+        "deploymentUri": uri.strip(),
+        "runtimeVersion": runtime,
+        "pythonVersion": python,
+        "framework": framework,
+        "machineType": machine,
+        "autoScaling": auto,
+        "manualScaling": manual,
+        "requestLoggingConfig": logging_config or None,
         "labels": labels,
     }
 
@@ -267,13 +304,23 @@ def mask_paths(update_mask: str | None, allowed: tuple[str, ...], what: str) -> 
     """The paths of an updateMask, each one this resource lets callers change."""
     paths = [p.strip() for p in (update_mask or "").split(",") if p.strip()]
     if not paths:
-        raise InvalidArgument.from_violations([FieldViolation(
-            "update_mask", f"The update mask is required; updatable fields of a {what}: {', '.join(allowed)}.")])
+        raise InvalidArgument.from_violations(
+            [
+                FieldViolation(
+                    "update_mask", f"The update mask is required; updatable fields of a {what}: {', '.join(allowed)}."
+                )
+            ]
+        )
     aliases = {p: p for p in allowed}
     aliases.update({_snake(p).replace("._", "."): p for p in allowed})
     unknown = [p for p in paths if p not in aliases]
     if unknown:
-        raise InvalidArgument.from_violations([FieldViolation(
-            "update_mask", f"Field {p!r} cannot be updated; updatable fields of a {what}: {', '.join(allowed)}.")
-            for p in unknown])
+        raise InvalidArgument.from_violations(
+            [
+                FieldViolation(
+                    "update_mask", f"Field {p!r} cannot be updated; updatable fields of a {what}: {', '.join(allowed)}."
+                )
+                for p in unknown
+            ]
+        )
     return [aliases[p] for p in paths]

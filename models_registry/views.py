@@ -49,10 +49,14 @@ def model_list(request, project_id):
     for model in models:
         states = list(model.versions.values_list("state", flat=True))
         counts[model.pk] = {"total": len(states), "ready": states.count(VersionState.READY)}
-    context = {"project": project, "models": [(m, counts[m.pk]) for m in models],
-               "can_create": iam.can(request.user, "ml.models.create", project),
-               "can_batch": iam.can(request.user, "ml.jobs.create", project),
-               "regions": sorted(catalogue.REGIONS), "default_region": spec.DEFAULT_REGION}
+    context = {
+        "project": project,
+        "models": [(m, counts[m.pk]) for m in models],
+        "can_create": iam.can(request.user, "ml.models.create", project),
+        "can_batch": iam.can(request.user, "ml.jobs.create", project),
+        "regions": sorted(catalogue.REGIONS),
+        "default_region": spec.DEFAULT_REGION,
+    }
     return render(request, "models_registry/model_list.html", context)
 
 
@@ -60,10 +64,13 @@ def model_list(request, project_id):
 @require_POST
 def model_create(request, project_id):
     project = _project(request, project_id)
-    body = {"name": request.POST.get("name", "").strip(), "description": request.POST.get("description", ""),
-            "regions": [request.POST.get("region") or spec.DEFAULT_REGION],
-            "onlinePredictionLogging": request.POST.get("logging") == "on",
-            "onlinePredictionConsoleLogging": request.POST.get("console_logging") == "on"}
+    body = {
+        "name": request.POST.get("name", "").strip(),
+        "description": request.POST.get("description", ""),
+        "regions": [request.POST.get("region") or spec.DEFAULT_REGION],
+        "onlinePredictionLogging": request.POST.get("logging") == "on",
+        "onlinePredictionConsoleLogging": request.POST.get("console_logging") == "on",
+    }
     try:
         model = services.create_model(project, body, actor=request.user)
     except ServiceError as error:
@@ -84,7 +91,9 @@ def _versions_context(request, model: Model) -> dict:
         version.model = model
         rows.append((version, serving.status(version.pk)))
     return {
-        "model": model, "project": model.project, "versions": rows,
+        "model": model,
+        "project": model.project,
+        "versions": rows,
         "busy": any(v.state in BUSY_STATES for v in versions),
         "ready_count": sum(v.state == VersionState.READY for v in versions),
         "can_update": iam.can(request.user, "ml.versions.update", model),
@@ -101,23 +110,33 @@ def model_detail(request, project_id, model):
         return render(request, "models_registry/model_detail.html#versions", context)
     ready = [v for v, _ in context["versions"] if v.state == VersionState.READY]
     example = json.dumps({"instances": [[1.0, 2.0, 3.0, 4.0]]}, indent=2)
-    context.update({
-        "ready_versions": ready, "example": example,
-        "can_create_version": iam.can(request.user, "ml.versions.create", found),
-        "can_predict": iam.can(request.user, "ml.models.predict", found)
-        or iam.can(request.user, "ml.versions.predict", found),
-        "can_delete_model": iam.can(request.user, "ml.models.delete", found) and not context["versions"],
-        "can_share": iam.can(request.user, "ml.models.getIamPolicy", found),
-        "runtimes": list(catalogue.RUNTIME_VERSIONS), "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION,
-        "machine_types": spec.MACHINE_TYPES, "frameworks": spec.FRAMEWORKS,
-    })
+    context.update(
+        {
+            "ready_versions": ready,
+            "example": example,
+            "can_create_version": iam.can(request.user, "ml.versions.create", found),
+            "can_predict": iam.can(request.user, "ml.models.predict", found)
+            or iam.can(request.user, "ml.versions.predict", found),
+            "can_delete_model": iam.can(request.user, "ml.models.delete", found) and not context["versions"],
+            "can_share": iam.can(request.user, "ml.models.getIamPolicy", found),
+            "runtimes": list(catalogue.RUNTIME_VERSIONS),
+            "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION,
+            "machine_types": spec.MACHINE_TYPES,
+            "frameworks": spec.FRAMEWORKS,
+        }
+    )
     return render(request, "models_registry/model_detail.html", context)
 
 
 def _version_body(post) -> dict:
-    body = {"name": post.get("name", "").strip(), "deploymentUri": post.get("deployment_uri", "").strip(),
-            "runtimeVersion": post.get("runtime_version") or None, "framework": post.get("framework") or None,
-            "machineType": post.get("machine_type") or None, "description": post.get("description", "")}
+    body = {
+        "name": post.get("name", "").strip(),
+        "deploymentUri": post.get("deployment_uri", "").strip(),
+        "runtimeVersion": post.get("runtime_version") or None,
+        "framework": post.get("framework") or None,
+        "machineType": post.get("machine_type") or None,
+        "description": post.get("description", ""),
+    }
     nodes = post.get("nodes", "").strip()
     if post.get("scaling") == "manual":
         body["manualScaling"] = {"nodes": nodes or "1"}
@@ -139,8 +158,11 @@ def version_create(request, project_id, model):
     except ServiceError as error:
         messages.error(request, _message(error))
     else:
-        messages.success(request, f"Creating version {request.POST.get('name')}: the model is being copied and "
-                                  "loaded. Its state changes to READY when it can serve predictions.")
+        messages.success(
+            request,
+            f"Creating version {request.POST.get('name')}: the model is being copied and "
+            "loaded. Its state changes to READY when it can serve predictions.",
+        )
     return redirect("models:detail", project_id=found.project.project_id, model=found.name)
 
 
@@ -154,8 +176,9 @@ def _version_action(request, project_id, model, version, action):
     else:
         failed = False
     if request.htmx:
-        context = _versions_context(request, Model.objects.select_related("project", "default_version")
-                                    .get(pk=found.pk))
+        context = _versions_context(
+            request, Model.objects.select_related("project", "default_version").get(pk=found.pk)
+        )
         context["notice"], context["notice_failed"] = note, failed
         return render(request, "models_registry/model_detail.html#versions", context)
     (messages.error if failed else messages.success)(request, note)
@@ -206,11 +229,21 @@ def try_prediction(request, project_id, model):
     try:
         version = services.find_version(found, version_name) if version_name else None
         result = services.predict(found, version, body, actor=request.user)
-        context.update(status=result.status, answer=_pretty(result.body), served_by=result.version.name,
-                       cold_start_ms=result.cold_start_ms)
+        context.update(
+            status=result.status,
+            answer=_pretty(result.body),
+            served_by=result.version.name,
+            cold_start_ms=result.cold_start_ms,
+        )
     except ServiceError as error:
-        context.update(status=error.http_status, answer=_pretty(json.dumps(
-            {"error": {"code": error.http_status, "message": error.message, "status": error.status}}).encode()))
+        context.update(
+            status=error.http_status,
+            answer=_pretty(
+                json.dumps(
+                    {"error": {"code": error.http_status, "message": error.message, "status": error.status}}
+                ).encode()
+            ),
+        )
     except iam.IamError as error:
         context.update(status=404 if isinstance(error, iam.NotFound) else 403, answer=str(error))
     return render(request, "models_registry/_prediction_result.html", context)
@@ -232,9 +265,14 @@ def version_detail(request, project_id, model, version):
     found = _model(request, project_id, model, audited=False)
     target = services.get_version(found, version, actor=request.user)
     logs = services.recent_predictions(found, target, actor=request.user) if found.online_prediction_logging else []
-    context = {"model": found, "project": found.project, "version": target,
-               "serving": supervisor.get().status(target.pk), "logs": logs,
-               "resource_json": json.dumps(version_resource(target), indent=2)}
+    context = {
+        "model": found,
+        "project": found.project,
+        "version": target,
+        "serving": supervisor.get().status(target.pk),
+        "logs": logs,
+        "resource_json": json.dumps(version_resource(target), indent=2),
+    }
     return render(request, "models_registry/version_detail.html", context)
 
 
@@ -257,9 +295,16 @@ def deploy_from_job(request, project_id):
     if chosen:  # a built-in algorithm's model/ folder (or the trial the job page showed) comes first
         candidates = [chosen] + [c for c in candidates if c.rstrip("/") != chosen.rstrip("/")]
     models = list(services.list_models(project, actor=request.user).order_by("name"))
-    context = {"project": project, "job": job, "job_dir": job_dir, "candidates": candidates, "models": models,
-               "succeeded": job.state == JobState.SUCCEEDED, "post": request.POST,
-               "runtime": _runtime_of(job)}
+    context = {
+        "project": project,
+        "job": job,
+        "job_dir": job_dir,
+        "candidates": candidates,
+        "models": models,
+        "succeeded": job.state == JobState.SUCCEEDED,
+        "post": request.POST,
+        "runtime": _runtime_of(job),
+    }
     if request.method == "POST" and context["succeeded"]:
         done = _deploy(request, project, job)
         if done is not None:
@@ -274,9 +319,13 @@ def _deploy(request, project, job):
             model = services.create_model(project, {"name": post.get("new_model", "").strip()}, actor=request.user)
         else:
             model = services.find_model(project, post.get("model", ""), actor=request.user)
-        body = {"name": post.get("version", "").strip(), "deploymentUri": post.get("deployment_uri", "").strip(),
-                "runtimeVersion": post.get("runtime_version") or None,
-                "description": f"Deployed from job {job.job_id}.", "labels": {"source_job": job.job_id.lower()}}
+        body = {
+            "name": post.get("version", "").strip(),
+            "deploymentUri": post.get("deployment_uri", "").strip(),
+            "runtimeVersion": post.get("runtime_version") or None,
+            "description": f"Deployed from job {job.job_id}.",
+            "labels": {"source_job": job.job_id.lower()},
+        }
         services.create_version(model, {k: v for k, v in body.items() if v is not None}, actor=request.user)
     except ServiceError as error:
         messages.error(request, _message(error))
@@ -297,8 +346,14 @@ def batch_new(request, project_id):
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     models = list(services.list_models(project, actor=request.user).order_by("name"))
-    context = {"project": project, "models": models, "post": request.POST, "regions": sorted(catalogue.REGIONS),
-               "formats": ("JSON", "TEXT"), "default_output": str(storage_dir(project))}
+    context = {
+        "project": project,
+        "models": models,
+        "post": request.POST,
+        "regions": sorted(catalogue.REGIONS),
+        "formats": ("JSON", "TEXT"),
+        "default_output": str(storage_dir(project)),
+    }
     if request.method == "POST":
         try:
             job = job_services.submit_job(project, _batch_body(request.POST, project), actor=request.user)
@@ -318,9 +373,12 @@ def storage_dir(project) -> Path:
 
 def _batch_body(post, project) -> dict:
     source = post.get("source", "")
-    prediction_input = {"dataFormat": post.get("data_format", "JSON"),
-                        "inputPaths": [p.strip() for p in post.get("input_paths", "").splitlines() if p.strip()],
-                        "outputPath": post.get("output_path", "").strip(), "region": post.get("region", "")}
+    prediction_input = {
+        "dataFormat": post.get("data_format", "JSON"),
+        "inputPaths": [p.strip() for p in post.get("input_paths", "").splitlines() if p.strip()],
+        "outputPath": post.get("output_path", "").strip(),
+        "region": post.get("region", ""),
+    }
     if source == "__uri__":
         prediction_input["uri"] = post.get("uri", "").strip()
     elif "/" in source:
@@ -349,9 +407,11 @@ def _sharing(request, project_id, model):
         remove_url_name="models:sharing_remove",
         url_args=args,
         back_url=reverse("models:detail", args=args),
-        breadcrumbs=((found.project.project_id, reverse("jobs:list", args=args[:1])),
-                     ("Models", reverse("models:list", args=args[:1])),
-                     (found.name, reverse("models:detail", args=args))),
+        breadcrumbs=(
+            (found.project.project_id, reverse("jobs:list", args=args[:1])),
+            ("Models", reverse("models:list", args=args[:1])),
+            (found.name, reverse("models:detail", args=args)),
+        ),
     )
 
 
@@ -372,12 +432,12 @@ def model_sharing_remove(request, project_id, model, user_id):
     return team_views.sharing_remove(request, *_sharing(request, project_id, model), user_id)
 
 
-
 def _runtime_of(job) -> str:
     """The runtime a job's model was trained on: what its version should serve on."""
     if builtin.is_builtin_job(job):
         return builtin.training_output(job)["builtInAlgorithmOutput"]["runtimeVersion"]
     return (job.training_input or {}).get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
+
 
 @login_required
 def batch_job(request, project_id, job_id):
@@ -393,6 +453,11 @@ def batch_job(request, project_id, job_id):
             outputs = [(p.name, p.stat().st_size) for p in sorted(folder.glob("prediction.*")) if p.is_file()]
         except storage.StorageError:
             outputs = []
-    context = {"project": project, "job": job, "input_json": json.dumps(prediction_input, indent=2),
-               "output": job.training_output or {}, "outputs": outputs}
+    context = {
+        "project": project,
+        "job": job,
+        "input_json": json.dumps(prediction_input, indent=2),
+        "output": job.training_output or {},
+        "outputs": outputs,
+    }
     return render(request, "models_registry/batch_job.html", context)

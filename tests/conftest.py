@@ -80,8 +80,9 @@ def _member(username, role, project):
 
     from aiconsole import iam
 
-    user = get_user_model().objects.create_user(username=username, email=f"{username}@example.com",
-                                                password="pw-" + username)
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.com", password="pw-" + username
+    )
     if role:
         iam.grant(user, role, project)
     return user
@@ -167,11 +168,10 @@ def run_job(executor, job_body, admin, project):
 
     def run(job_id: str, package: Path, timeout: float = 180, **training_input) -> Job:
         job = services.submit_job(project, job_body(job_id, package, **training_input), actor=admin)
-        wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, timeout,
-                 message=f"job {job_id} to finish")
+        wait_for(
+            lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, timeout, message=f"job {job_id} to finish"
+        )
         job.refresh_from_db()
         return job
 
     return run
-
-

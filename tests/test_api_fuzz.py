@@ -41,8 +41,9 @@ def served():
     from console.asgi import application
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off",
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True, name="fuzzed-console")
     thread.start()
     wait_for(lambda: server.started, 60, message="uvicorn to listen")

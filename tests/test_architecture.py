@@ -45,7 +45,7 @@ def _imports(tree: ast.AST):
 
 def _said_why(lines: list[str], node: ast.AST) -> bool:
     """A comment on the import's own lines, or on the line above the block of imports it is in."""
-    if any("#" in line for line in lines[node.lineno - 1:node.end_lineno]):
+    if any("#" in line for line in lines[node.lineno - 1 : node.end_lineno]):
         return True
     above = node.lineno - 2
     while above >= 0 and lines[above].strip().startswith(("import ", "from ")):
@@ -102,8 +102,12 @@ def _module_names(tree: ast.AST) -> dict[str, str]:
     ``filters``; ``import jobs.filters as f`` gives ``f``)."""
     names = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] in ALLOWED:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] in ALLOWED
+        ):
             for alias in node.names:
                 if _is_module(f"{node.module}.{alias.name}"):
                     names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -122,12 +126,23 @@ def test_no_module_reaches_into_another_modules_private_names():
             tree = ast.parse(path.read_text())
             modules = _module_names(tree)
             for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                        and node.module.split(".")[0] in ALLOWED:
-                    reaches += [f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{alias.name}"
-                                for alias in node.names if _private(alias.name)]
-                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                        and node.value.id in modules and _private(node.attr):
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.level == 0
+                    and node.module
+                    and node.module.split(".")[0] in ALLOWED
+                ):
+                    reaches += [
+                        f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{alias.name}"
+                        for alias in node.names
+                        if _private(alias.name)
+                    ]
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in modules
+                    and _private(node.attr)
+                ):
                     reaches.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {modules[node.value.id]}.{node.attr}")
     assert reaches == [], "\n".join(reaches)
 
@@ -156,8 +171,9 @@ def test_only_the_url_maps_reach_the_jobs_pages_and_rest_adapters():
             if relative.startswith(ADAPTER_USERS) or package == "console":
                 continue
             for node, module, _ in _imports(ast.parse(path.read_text())):
-                names = [module] + [f"{module}.{alias.name}" for alias in getattr(node, "names", [])
-                                    if isinstance(node, ast.ImportFrom)]
+                names = [module] + [
+                    f"{module}.{alias.name}" for alias in getattr(node, "names", []) if isinstance(node, ast.ImportFrom)
+                ]
                 if any(name == adapter or name.startswith(adapter + ".") for name in names for adapter in ADAPTERS):
                     wrong.append(f"{relative}:{node.lineno} imports {module}")
     assert wrong == [], "\n".join(wrong)

@@ -24,8 +24,9 @@ for path in sys.argv[1:]:
 def test_every_benchmark_script_loads():
     scripts = sorted(str(path) for path in (ROOT / "bench").glob("*.py") if path.name != "__init__.py")
     assert len(scripts) >= 10
-    result = subprocess.run([sys.executable, "-c", LOAD_ALL, *scripts], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_ALL, *scripts], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("loaded ") == len(scripts)
 
@@ -35,29 +36,105 @@ def test_every_benchmark_script_loads():
 # Each benchmark at its smallest: seconds, not minutes, yet every phase and every wait is passed
 # through once. The line expected last says the run reached its report.
 SHORT_RUNS = {
-    "run.py": (["--latency-runs", "2", "--overhead-pairs", "1", "--overhead-steps", "20000"],
-               "submit → SUCCEEDED seen by a client"),
+    "run.py": (
+        ["--latency-runs", "2", "--overhead-pairs", "1", "--overhead-steps", "20000"],
+        "submit → SUCCEEDED seen by a client",
+    ),
     "flood.py": (["--latency-runs", "1", "--rate", "5", "--seconds", "1", "--rounds", "1"], "p99 flood/quiet ratio"),
-    "logs.py": (["--latency-runs", "1", "--viewers", "2", "--fanout-seconds", "1", "--ingest-rates", "1000",
-                 "--ingest-seconds", "1", "--flat-lines", "2000", "--ingest-pairs", "1", "--big-log-lines", "1000"],
-                "socket: backlog after"),
+    "logs.py": (
+        [
+            "--latency-runs",
+            "1",
+            "--viewers",
+            "2",
+            "--fanout-seconds",
+            "1",
+            "--ingest-rates",
+            "1000",
+            "--ingest-seconds",
+            "1",
+            "--flat-lines",
+            "2000",
+            "--ingest-pairs",
+            "1",
+            "--big-log-lines",
+            "1000",
+        ],
+        "socket: backlog after",
+    ),
     "api_list.py": (["--jobs", "300", "--seconds", "1"], "throughput ratio, as shipped / Django alone"),
     "metrics.py": (["--points", "400", "--rounds", "1"], "ratio all at 1,000 a page"),
     "fronts_cpu.py": (["{scratch}", "--jobs", "200", "--requests", "50"], "predict, no version"),
-    "models.py": (["--seconds", "1", "--rate", "20", "--clients", "1", "--cold-runs", "1", "--only", "as_shipped"],
-                  '"serving_alone_linear"'),
+    "models.py": (
+        ["--seconds", "1", "--rate", "20", "--clients", "1", "--cold-runs", "1", "--only", "as_shipped"],
+        '"serving_alone_linear"',
+    ),
     "builtin.py": (["--rows", "400", "--repeats", "1"], "data analysis report"),
     "runtimes.py": (["--runtimes", "2.11", "--warm-only"], "TensorFlow 2.11"),
-    "tuning.py": (["--seeds", "1", "--branin-budget", "5", "--hartmann-budget", "5", "--parallel", "1",
-                   "--latency-calls", "2", "--page-trials", "10", "--page-repeats", "1"], "trial table fragment"),
+    "tuning.py": (
+        [
+            "--seeds",
+            "1",
+            "--branin-budget",
+            "5",
+            "--hartmann-budget",
+            "5",
+            "--parallel",
+            "1",
+            "--latency-calls",
+            "2",
+            "--page-trials",
+            "10",
+            "--page-repeats",
+            "1",
+        ],
+        "trial table fragment",
+    ),
     "tensorboard.py": (["--rounds", "1", "--steps", "10"], "a small data request"),
     "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
-    "pages.py": (["--jobs", "30", "--log-lines", "200", "--study-trials", "12", "--study-charts", "1", "--repeats",
-                  "1", "--compare-jobs", "2", "--compare-points", "20"], "study page, 12 trials"),
+    "pages.py": (
+        [
+            "--jobs",
+            "30",
+            "--log-lines",
+            "200",
+            "--study-trials",
+            "12",
+            "--study-charts",
+            "1",
+            "--repeats",
+            "1",
+            "--compare-jobs",
+            "2",
+            "--compare-points",
+            "20",
+        ],
+        "study page, 12 trials",
+    ),
     "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
-    "abuse.py": (["--seconds", "1", "--rate", "5", "--reports", "1000", "--scalars", "1000", "--csv-mb", "1",
-                  "--sockets", "5", "--slow", "5", "--client-timeout", "2", "--tensorboards", "1"],
-                 "p99 under abuse / quiet p99"),
+    "abuse.py": (
+        [
+            "--seconds",
+            "1",
+            "--rate",
+            "5",
+            "--reports",
+            "1000",
+            "--scalars",
+            "1000",
+            "--csv-mb",
+            "1",
+            "--sockets",
+            "5",
+            "--slow",
+            "5",
+            "--client-timeout",
+            "2",
+            "--tensorboards",
+            "1",
+        ],
+        "p99 under abuse / quiet p99",
+    ),
 }
 # Where the environment is already built: the suite's own cache (aiconsole/testing.py), given as
 # --env-dir; what takes minutes on a new machine is the same build the suite makes first.
@@ -106,8 +183,15 @@ def test_a_short_run_of_each_benchmark_ends_with_its_report(name, tmp_path_facto
         env["AICONSOLE_ENV_DIR"] = os.environ["AICONSOLE_ENV_DIR"]
     try:
         # A login shell's umask, not the suite's private one (aiconsole/testing.py).
-        result = subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], cwd=ROOT, env=env,
-                                capture_output=True, text=True, timeout=400, umask=0o022)
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / name), *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            umask=0o022,
+        )
     except subprocess.TimeoutExpired as error:
         pytest.fail(f"bench/{name} ran past 400 s; its output so far:\n{(error.stdout or b'')[-3000:]!r}")
     assert result.returncode == 0, f"bench/{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"

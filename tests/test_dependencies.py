@@ -26,8 +26,10 @@ EXTRAS = {name: requirements(group) for name, group in PYPROJECT["optional-depen
 
 def locked() -> dict[str, str]:
     text = (ROOT / "requirements.lock").read_text()
-    return {canonicalize_name(name): version
-            for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", text, re.MULTILINE)}
+    return {
+        canonicalize_name(name): version
+        for name, version in re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;\\]+)", text, re.MULTILINE)
+    }
 
 
 def test_django_is_a_supported_release():
@@ -58,7 +60,8 @@ def test_pages_load_the_one_vendored_plotly_js_that_the_plotly_package_builds_fi
     built_for = ".".join(plotly.offline.get_plotlyjs_version().split(".")[:2])
     assert vendored == built_for, (
         f"static/vendor/plotly.min.js is plotly.js {vendored}, the plotly package builds figures for "
-        f"{built_for}: copy the package's plotly/package_data/plotly.min.js over it, or pin plotly")
+        f"{built_for}: copy the package's plotly/package_data/plotly.min.js over it, or pin plotly"
+    )
     assert CORE["plotly"].specifier.contains(plotly.__version__)
     sources = [path.read_text() for path in (ROOT / "templates").rglob("*.html")]
     loads = {src for text in sources for src in re.findall(r"<script[^>]+src=\"([^\"]*plotly[^\"]*)\"", text)}
@@ -70,4 +73,5 @@ def test_the_lock_pins_every_declared_requirement_within_its_range():
     for name, requirement in {**CORE, **EXTRAS["test"]}.items():
         assert name in pins, f"{name} is not in requirements.lock: regenerate it (README, Quick start)"
         assert requirement.specifier.contains(pins[name], prereleases=True), (
-            f"requirements.lock pins {name}=={pins[name]}, outside {requirement.specifier}: regenerate it")
+            f"requirements.lock pins {name}=={pins[name]}, outside {requirement.specifier}: regenerate it"
+        )

@@ -94,13 +94,10 @@ def require_module(packages: list[PackageInfo], python_module: str) -> PackageIn
     """
     if not is_dotted_name(python_module):
         raise ArchiveError(
-            f"{python_module!r} is not a valid Python module name "
-            "(expected dotted identifiers such as trainer.task)"
+            f"{python_module!r} is not a valid Python module name (expected dotted identifiers such as trainer.task)"
         )
     if not packages:
-        raise ArchiveError(
-            f"The module {python_module} cannot be run: no trainer packages were given"
-        )
+        raise ArchiveError(f"The module {python_module} cannot be run: no trainer packages were given")
     for package in packages:
         if is_runnable(package, python_module):
             return package
@@ -112,8 +109,7 @@ def require_module(packages: list[PackageInfo], python_module: str) -> PackageIn
             )
     filenames = ", ".join(package.filename for package in packages)
     raise ArchiveError(
-        f"The module {python_module} was not found in the trainer packages ({filenames}). "
-        f"{describe_provided(packages)}"
+        f"The module {python_module} was not found in the trainer packages ({filenames}). {describe_provided(packages)}"
     )
 
 

@@ -83,9 +83,7 @@ def _file_mode(mode: int) -> int:
     return 0o755 if mode & 0o100 else 0o644
 
 
-def _write_file(
-    display: str, dest: Path, member: Member, source: BinaryIO, budget: ByteBudget
-) -> Path:
+def _write_file(display: str, dest: Path, member: Member, source: BinaryIO, budget: ByteBudget) -> Path:
     """Copy ``source`` into a new file, counting every byte written."""
     parent, _, leaf = member.name.rpartition("/")
     target = _make_dirs(dest, parent) / leaf
@@ -97,9 +95,7 @@ def _write_file(
             budget.spend(len(chunk))
             written += len(chunk)
             if written > member.size:
-                raise ArchiveError(
-                    f"{display}: member {member.name!r} holds more data than its header declares"
-                )
+                raise ArchiveError(f"{display}: member {member.name!r} holds more data than its header declares")
             out.write(chunk)
     return target
 
@@ -150,9 +146,7 @@ def _apply_data_filter(display: str, info: tarfile.TarInfo, dest: Path) -> None:
         raise ArchiveError(f"{display}: member {info.name!r} was refused: {exc}") from exc
 
 
-def extract_tar(
-    path: Path, display: str, scan: Scan, limits: Limits, dest: Path, budget: ByteBudget
-) -> list[Path]:
+def extract_tar(path: Path, display: str, scan: Scan, limits: Limits, dest: Path, budget: ByteBudget) -> list[Path]:
     created: list[Path] = []
     links: list[Member] = []
     expected = iter(scan.members)
@@ -166,17 +160,13 @@ def extract_tar(
             if member.kind == "symlink":
                 links.append(member)
                 continue
-            path_created = _extract_member(
-                display, dest, member, lambda info=info: tar.extractfile(info), budget
-            )
+            path_created = _extract_member(display, dest, member, lambda info=info: tar.extractfile(info), budget)
             if path_created is not None:
                 created.append(path_created)
     return created + _make_symlinks(dest, links)
 
 
-def extract_zip(
-    path: Path, display: str, scan: Scan, limits: Limits, dest: Path, budget: ByteBudget
-) -> list[Path]:
+def extract_zip(path: Path, display: str, scan: Scan, limits: Limits, dest: Path, budget: ByteBudget) -> list[Path]:
     created: list[Path] = []
     links: list[Member] = []
     expected = iter(scan.members)
@@ -188,9 +178,7 @@ def extract_zip(
             if member.kind == "symlink":
                 links.append(member)
                 continue
-            path_created = _extract_member(
-                display, dest, member, lambda info=info: zf.open(info), budget
-            )
+            path_created = _extract_member(display, dest, member, lambda info=info: zf.open(info), budget)
             if path_created is not None:
                 created.append(path_created)
     return created + _make_symlinks(dest, links)

@@ -52,9 +52,7 @@ def detect_format(path: Path, display: str) -> Format:
         raise ArchiveError(f"{display}: the zip archive is corrupt or truncated")
     if fmt.container == "tar" and _is_zip(path):
         # Installers that sniff content could read such a file differently.
-        raise ArchiveError(
-            f"{display}: the file is both a tar and a zip archive, which is ambiguous"
-        )
+        raise ArchiveError(f"{display}: the file is both a tar and a zip archive, which is ambiguous")
     return fmt
 
 

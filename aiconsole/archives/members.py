@@ -90,8 +90,7 @@ def link_target(display: str, name: str, target: str, what: str) -> str:
         reason, escapes = problem
         if escapes:
             raise ArchiveError(
-                f"{display}: member {name!r} is a {what} to {target!r}, "
-                "which points outside the archive"
+                f"{display}: member {name!r} is a {what} to {target!r}, which points outside the archive"
             )
         raise ArchiveError(f"{display}: member {name!r} is a {what} whose target {reason}")
     return target
@@ -102,8 +101,5 @@ def hardlink_target(display: str, name: str, target: str) -> str:
     link_target(display, name, target, "hard link")
     parts = target.split("/")
     if ".." in parts:
-        raise ArchiveError(
-            f"{display}: member {name!r} is a hard link to {target!r}, "
-            "which points outside the archive"
-        )
+        raise ArchiveError(f"{display}: member {name!r} is a hard link to {target!r}, which points outside the archive")
     return "/".join(part for part in parts if part not in ("", "."))

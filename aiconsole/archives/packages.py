@@ -116,9 +116,7 @@ def wheel_info(display: str, scan: Scan) -> PackageInfo:
         )
     for member in scan.members:
         if member.kind in ("symlink", "hardlink"):
-            raise ArchiveError(
-                f"{display}: member {member.name!r} is a link; wheels may not contain links"
-            )
+            raise ArchiveError(f"{display}: member {member.name!r} is a link; wheels may not contain links")
     dist_info = _wheel_dist_info(display, scan.members)
     _check_wheel_file(display, dist_info, scan.texts.get(f"{dist_info}/WHEEL"))
     metadata_text = scan.texts.get(f"{dist_info}/METADATA")
@@ -130,23 +128,18 @@ def wheel_info(display: str, scan: Scan) -> PackageInfo:
         raise ArchiveError(f"{display}: {dist_info}/METADATA does not give a Name and a Version")
     if _canonical_name(name) != _canonical_name(match["name"]):
         raise ArchiveError(
-            f"{display}: the file name says the project is {match['name']!r} "
-            f"but its METADATA says {name!r}"
+            f"{display}: the file name says the project is {match['name']!r} but its METADATA says {name!r}"
         )
     modules, packages = _modules_from_paths(_wheel_module_paths(scan.members))
     return PackageInfo(display, "wheel", name, version, modules, packages, _requires_dist(metadata_text))
 
 
 def _wheel_dist_info(display: str, members: list[Member]) -> str:
-    found = sorted(
-        {m.name.split("/")[0] for m in members if m.name.split("/")[0].endswith(".dist-info")}
-    )
+    found = sorted({m.name.split("/")[0] for m in members if m.name.split("/")[0].endswith(".dist-info")})
     if not found:
         raise ArchiveError(f"{display}: the wheel has no .dist-info directory")
     if len(found) > 1:
-        raise ArchiveError(
-            f"{display}: the wheel has several .dist-info directories: {', '.join(found)}"
-        )
+        raise ArchiveError(f"{display}: the wheel has several .dist-info directories: {', '.join(found)}")
     return found[0]
 
 
@@ -155,9 +148,7 @@ def _check_wheel_file(display: str, dist_info: str, text: str | None) -> None:
         raise ArchiveError(f"{display}: the wheel has no {dist_info}/WHEEL file")
     wheel_version = _parse_headers(text).get("wheel-version", "")
     if not re.fullmatch(r"1(\.\d+)*", wheel_version):
-        raise ArchiveError(
-            f"{display}: {dist_info}/WHEEL has an unsupported Wheel-Version {wheel_version!r}"
-        )
+        raise ArchiveError(f"{display}: {dist_info}/WHEEL has an unsupported Wheel-Version {wheel_version!r}")
 
 
 def _wheel_module_paths(members: list[Member]) -> Iterator[str]:
@@ -182,13 +173,14 @@ def sdist_info(display: str, scan: Scan) -> PackageInfo:
     files = {m.name for m in scan.members if m.kind != "dir"}
     if not any(f"{top}/{marker}" in files for marker in _SDIST_MARKERS):
         raise ArchiveError(
-            f"{display}: {top}/ contains no PKG-INFO, setup.py or pyproject.toml, "
-            "so it is not a Python source package"
+            f"{display}: {top}/ contains no PKG-INFO, setup.py or pyproject.toml, so it is not a Python source package"
         )
     pkg_info = scan.texts.get(f"{top}/PKG-INFO")
     name, version = _sdist_name_version(top, pkg_info)
     modules, packages = _modules_from_paths(_sdist_module_paths(top, scan.members))
-    egg_info = next((text for path, text in sorted(scan.texts.items()) if path.endswith(".egg-info/requires.txt")), None)
+    egg_info = next(
+        (text for path, text in sorted(scan.texts.items()) if path.endswith(".egg-info/requires.txt")), None
+    )
     requires = _requires_dist(pkg_info) or _egg_info_requires(egg_info)
     return PackageInfo(display, "sdist", name, version, modules, packages, requires)
 
@@ -205,9 +197,7 @@ def _sdist_top_directory(display: str, members: list[Member]) -> str:
         )
     top = tops[0]
     if any(m.name == top and m.kind != "dir" for m in members):
-        raise ArchiveError(
-            f"{display}: an sdist must contain a single top-level directory, not a file"
-        )
+        raise ArchiveError(f"{display}: an sdist must contain a single top-level directory, not a file")
     return top
 
 

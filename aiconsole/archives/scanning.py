@@ -39,9 +39,7 @@ def scan(
     return scan
 
 
-def _scan_tar(
-    path: Path, display: str, fmt: Format, limits: Limits, wanted: Callable[[str], bool]
-) -> Scan:
+def _scan_tar(path: Path, display: str, fmt: Format, limits: Limits, wanted: Callable[[str], bool]) -> Scan:
     compressed_size = path.stat().st_size
     members: list[Member] = []
     texts: dict[str, str] = {}

@@ -89,11 +89,7 @@ class _CountingReader:
         self._display = display
         self._limits = limits
         self._compressed_size = compressed_size
-        self._cap = (
-            limits.max_total_bytes
-            + limits.max_members * _TAR_OVERHEAD_PER_MEMBER
-            + _TAR_OVERHEAD_SLACK
-        )
+        self._cap = limits.max_total_bytes + limits.max_members * _TAR_OVERHEAD_PER_MEMBER + _TAR_OVERHEAD_SLACK
         self.count = 0
 
     def read(self, size: int = -1) -> bytes:
@@ -163,9 +159,7 @@ def tar_member(display: str, info: tarfile.TarInfo) -> Member | None:
     if info.size < 0:
         raise ArchiveError(f"{display}: member {info.name!r} declares a negative size")
     if info.issparse():
-        raise ArchiveError(
-            f"{display}: member {info.name!r} is a sparse file, which is not allowed"
-        )
+        raise ArchiveError(f"{display}: member {info.name!r} is a sparse file, which is not allowed")
     if info.isreg():
         return Member(name, "file", info.size, info.mode)
     if info.isdir():
@@ -177,6 +171,5 @@ def tar_member(display: str, info: tarfile.TarInfo) -> Member | None:
         target = hardlink_target(display, info.name, info.linkname)
         return Member(name, "hardlink", 0, info.mode, target)
     raise ArchiveError(
-        f"{display}: member {info.name!r} is {_tar_type(info)}; "
-        "only regular files, directories and links are allowed"
+        f"{display}: member {info.name!r} is {_tar_type(info)}; only regular files, directories and links are allowed"
     )

@@ -14,9 +14,7 @@ from aiconsole.archives.members import Member
 _MAX_LINK_HOPS = 40
 
 
-def check_tree(
-    display: str, members: list[Member], limits: Limits, compressed_size: int
-) -> None:
+def check_tree(display: str, members: list[Member], limits: Limits, compressed_size: int) -> None:
     """Checks that need every member: duplicates, parents, links, effective size."""
     kinds: dict[str, str] = {}
     first_index: dict[str, int] = {}
@@ -50,13 +48,9 @@ def _check_parents(display: str, member: Member, kinds: dict[str, str]) -> None:
         parent = "/".join(parts[:depth])
         kind = kinds.get(parent)
         if kind == "symlink":
-            raise ArchiveError(
-                f"{display}: member {member.name!r} is inside {parent!r}, which is a symbolic link"
-            )
+            raise ArchiveError(f"{display}: member {member.name!r} is inside {parent!r}, which is a symbolic link")
         if kind in ("file", "hardlink"):
-            raise ArchiveError(
-                f"{display}: member {member.name!r} is inside {parent!r}, which is a file"
-            )
+            raise ArchiveError(f"{display}: member {member.name!r} is inside {parent!r}, which is a file")
 
 
 def _check_hardlink(
@@ -74,8 +68,7 @@ def _check_symlink(display: str, member: Member, symlinks: dict[str, str]) -> No
     target = member.target or ""
     if not _resolves_inside(display, member.name, target, symlinks):
         raise ArchiveError(
-            f"{display}: member {member.name!r} is a symbolic link to {target!r}, "
-            "which points outside the archive"
+            f"{display}: member {member.name!r} is a symbolic link to {target!r}, which points outside the archive"
         )
 
 

@@ -30,9 +30,7 @@ _ZIP_DESCRIPTOR_MAX_BYTES = 24
 _ZIP_FLAG_ENCRYPTED = 0x1
 _ZIP_FLAG_DATA_DESCRIPTOR = 0x8
 _ZIP_FLAG_UTF8 = 0x800
-_ZIP_METHODS = frozenset(
-    {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
-)
+_ZIP_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA})
 _ZIP_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _ZIP_LOCAL_SIGNATURE = b"PK\x03\x04"
 
@@ -50,9 +48,9 @@ def _zip_file_type(mode: int) -> str:
 def _check_zip_sizes(display: str, info: zipfile.ZipInfo, limits: Limits) -> None:
     """Refuse declared sizes that cannot be honest or that expand suspiciously."""
     name = info.orig_filename
-    inconsistent = (
-        info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size
-    ) or (info.file_size > 0 and info.compress_size == 0)
+    inconsistent = (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size) or (
+        info.file_size > 0 and info.compress_size == 0
+    )
     if inconsistent:
         raise ArchiveError(f"{display}: member {name!r} declares inconsistent sizes")
     if info.file_size > RATIO_MIN_BYTES and info.file_size > limits.max_ratio * info.compress_size:
@@ -118,9 +116,7 @@ def zip_entries(
     return entries
 
 
-def check_zip_layout(
-    display: str, handle: BinaryIO, infos: Iterable[zipfile.ZipInfo], start_dir: int
-) -> None:
+def check_zip_layout(display: str, handle: BinaryIO, infos: Iterable[zipfile.ZipInfo], start_dir: int) -> None:
     """Make sure the entries tile the file exactly as the central directory says.
 
     This refuses overlapping entries (the non-recursive zip bomb), local
@@ -134,17 +130,11 @@ def check_zip_layout(
         header = handle.read(_ZIP_LOCAL_HEADER.size)
         if len(header) != _ZIP_LOCAL_HEADER.size:
             raise ArchiveError(f"{display}: the zip archive is truncated")
-        signature, _, flags, method, _, _, _, _, _, name_length, extra_length = (
-            _ZIP_LOCAL_HEADER.unpack(header)
-        )
+        signature, _, flags, method, _, _, _, _, _, name_length, extra_length = _ZIP_LOCAL_HEADER.unpack(header)
         raw_name = handle.read(name_length)
         encoding = "utf-8" if flags & _ZIP_FLAG_UTF8 else "cp437"
         local_name = raw_name.decode(encoding, errors="replace")
-        if (
-            signature != _ZIP_LOCAL_SIGNATURE
-            or local_name != info.orig_filename
-            or method != info.compress_type
-        ):
+        if signature != _ZIP_LOCAL_SIGNATURE or local_name != info.orig_filename or method != info.compress_type:
             raise ArchiveError(
                 f"{display}: member {info.orig_filename!r} is described differently in its "
                 "local header and in the zip directory"
@@ -170,15 +160,11 @@ def _check_zip_gap(display: str, gap: int, allowed: int) -> None:
 def _read_zip_link(display: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> str:
     """A zip symlink stores its target as the member's content."""
     if info.file_size > _MAX_LINK_TARGET_BYTES:
-        raise ArchiveError(
-            f"{display}: member {name!r} is a symbolic link with an oversized target"
-        )
+        raise ArchiveError(f"{display}: member {name!r} is a symbolic link with an oversized target")
     try:
         target = zf.read(info).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ArchiveError(
-            f"{display}: member {name!r} is a symbolic link whose target is not UTF-8"
-        ) from exc
+        raise ArchiveError(f"{display}: member {name!r} is a symbolic link whose target is not UTF-8") from exc
     return link_target(display, info.orig_filename, target, "symbolic link")
 
 

@@ -9,7 +9,6 @@ import aiconsole.models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -18,73 +17,118 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('timestamp', models.DateTimeField(db_index=True)),
-                ('log_type', models.CharField(choices=[('activity', 'Admin Activity'), ('data_access', 'Data Access')], max_length=12)),
-                ('project_id', models.CharField(db_index=True, max_length=30)),
-                ('principal', models.CharField(max_length=254)),
-                ('method_name', models.CharField(max_length=120)),
-                ('resource_name', models.CharField(max_length=300)),
-                ('permission', models.CharField(max_length=80)),
-                ('granted', models.BooleanField()),
-                ('status_code', models.IntegerField(default=0)),
-                ('status_message', models.TextField(blank=True)),
-                ('caller_ip', models.CharField(blank=True, max_length=45)),
-                ('user_agent', models.CharField(blank=True, max_length=500)),
-                ('request_id', models.CharField(blank=True, max_length=40)),
-                ('request', models.JSONField(blank=True, default=dict)),
-                ('response', models.JSONField(blank=True, default=dict)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('entry_hash', models.CharField(max_length=64, unique=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("timestamp", models.DateTimeField(db_index=True)),
+                (
+                    "log_type",
+                    models.CharField(
+                        choices=[("activity", "Admin Activity"), ("data_access", "Data Access")], max_length=12
+                    ),
+                ),
+                ("project_id", models.CharField(db_index=True, max_length=30)),
+                ("principal", models.CharField(max_length=254)),
+                ("method_name", models.CharField(max_length=120)),
+                ("resource_name", models.CharField(max_length=300)),
+                ("permission", models.CharField(max_length=80)),
+                ("granted", models.BooleanField()),
+                ("status_code", models.IntegerField(default=0)),
+                ("status_message", models.TextField(blank=True)),
+                ("caller_ip", models.CharField(blank=True, max_length=45)),
+                ("user_agent", models.CharField(blank=True, max_length=500)),
+                ("request_id", models.CharField(blank=True, max_length=40)),
+                ("request", models.JSONField(blank=True, default=dict)),
+                ("response", models.JSONField(blank=True, default=dict)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("entry_hash", models.CharField(max_length=64, unique=True)),
             ],
             options={
-                'verbose_name_plural': 'audit entries',
-                'ordering': ['-id'],
+                "verbose_name_plural": "audit entries",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='Project',
+            name="Project",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('project_id', models.CharField(max_length=30, unique=True, validators=[django.core.validators.RegexValidator('^[a-z][a-z0-9-]{4,28}[a-z0-9]$', 'Project id must be 6 to 30 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen.')])),
-                ('display_name', models.CharField(blank=True, max_length=100)),
-                ('project_number', models.BigIntegerField(default=aiconsole.models._project_number, unique=True)),
-                ('data_access_logs', models.BooleanField(default=False)),
-                ('created', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "project_id",
+                    models.CharField(
+                        max_length=30,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
+                                "Project id must be 6 to 30 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen.",
+                            )
+                        ],
+                    ),
+                ),
+                ("display_name", models.CharField(blank=True, max_length=100)),
+                ("project_number", models.BigIntegerField(default=aiconsole.models._project_number, unique=True)),
+                ("data_access_logs", models.BooleanField(default=False)),
+                ("created", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['project_id'],
+                "ordering": ["project_id"],
             },
         ),
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=100)),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('hint', models.CharField(max_length=12)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('last_used', models.DateTimeField(blank=True, null=True)),
-                ('revoked', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(blank=True, max_length=100)),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                ("hint", models.CharField(max_length=12)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("last_used", models.DateTimeField(blank=True, null=True)),
+                ("revoked", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_tokens",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='RoleBinding',
+            name="RoleBinding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('resource_type', models.CharField(choices=[('project', 'Project'), ('job', 'Job'), ('model', 'Model')], max_length=10)),
-                ('resource_id', models.BigIntegerField(blank=True, null=True)),
-                ('role', models.CharField(max_length=40)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bindings', to='aiconsole.project')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "resource_type",
+                    models.CharField(
+                        choices=[("project", "Project"), ("job", "Job"), ("model", "Model")], max_length=10
+                    ),
+                ),
+                ("resource_id", models.BigIntegerField(blank=True, null=True)),
+                ("role", models.CharField(max_length=40)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="bindings", to="aiconsole.project"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['user', 'project'], name='aiconsole_r_user_id_8f7fdd_idx')],
-                'constraints': [models.UniqueConstraint(fields=('project', 'resource_type', 'resource_id', 'role', 'user'), name='unique_role_binding', nulls_distinct=False)],
+                "indexes": [models.Index(fields=["user", "project"], name="aiconsole_r_user_id_8f7fdd_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("project", "resource_type", "resource_id", "role", "user"),
+                        name="unique_role_binding",
+                        nulls_distinct=False,
+                    )
+                ],
             },
         ),
     ]

@@ -14,12 +14,24 @@ def _hmac(label, message):
 def _canonical(row, seq):
     # Frozen copy of AuditEntry.canonical() as of this migration.
     fields = {
-        "timestamp": row.timestamp.isoformat(), "log_type": row.log_type, "seq": seq,
-        "project_id": row.project_id, "principal": row.principal, "service_name": row.service_name,
-        "method_name": row.method_name, "resource_name": row.resource_name, "permission": row.permission,
-        "granted": row.granted, "status_code": row.status_code, "status_message": row.status_message,
-        "caller_ip": row.caller_ip, "user_agent": row.user_agent, "request_id": row.request_id,
-        "request": row.request, "response": row.response, "service_data": row.service_data,
+        "timestamp": row.timestamp.isoformat(),
+        "log_type": row.log_type,
+        "seq": seq,
+        "project_id": row.project_id,
+        "principal": row.principal,
+        "service_name": row.service_name,
+        "method_name": row.method_name,
+        "resource_name": row.resource_name,
+        "permission": row.permission,
+        "granted": row.granted,
+        "status_code": row.status_code,
+        "status_message": row.status_message,
+        "caller_ip": row.caller_ip,
+        "user_agent": row.user_agent,
+        "request_id": row.request_id,
+        "request": row.request,
+        "response": row.response,
+        "service_data": row.service_data,
     }
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -41,62 +53,69 @@ def split_into_chains(apps, schema_editor):
             AuditEntry.objects.filter(pk=row.pk).update(seq=seq, prev_hash=prev, entry_hash=entry_hash)
             prev = entry_hash
         seal = _hmac("aiconsole.audit-chain-state", f"{log_type}|0|{genesis}|{seq}|{prev}")
-        AuditChain.objects.create(log_type=log_type, anchor_seq=0, anchor_hash=genesis, head_seq=seq,
-                                  head_hash=prev, seal=seal)
+        AuditChain.objects.create(
+            log_type=log_type, anchor_seq=0, anchor_hash=genesis, head_seq=seq, head_hash=prev, seal=seal
+        )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('aiconsole', '0001_initial'),
+        ("aiconsole", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditChain',
+            name="AuditChain",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('log_type', models.CharField(choices=[('activity', 'Admin Activity'), ('data_access', 'Data Access')], max_length=12, unique=True)),
-                ('anchor_seq', models.BigIntegerField(default=0)),
-                ('anchor_hash', models.CharField(max_length=64)),
-                ('head_seq', models.BigIntegerField(default=0)),
-                ('head_hash', models.CharField(max_length=64)),
-                ('purged_through', models.DateTimeField(blank=True, null=True)),
-                ('seal', models.CharField(max_length=64)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "log_type",
+                    models.CharField(
+                        choices=[("activity", "Admin Activity"), ("data_access", "Data Access")],
+                        max_length=12,
+                        unique=True,
+                    ),
+                ),
+                ("anchor_seq", models.BigIntegerField(default=0)),
+                ("anchor_hash", models.CharField(max_length=64)),
+                ("head_seq", models.BigIntegerField(default=0)),
+                ("head_hash", models.CharField(max_length=64)),
+                ("purged_through", models.DateTimeField(blank=True, null=True)),
+                ("seal", models.CharField(max_length=64)),
             ],
         ),
         migrations.AddField(
-            model_name='auditentry',
-            name='seq',
+            model_name="auditentry",
+            name="seq",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='auditentry',
-            name='service_data',
+            model_name="auditentry",
+            name="service_data",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='auditentry',
-            name='service_name',
-            field=models.CharField(default='ml.googleapis.com', max_length=80),
+            model_name="auditentry",
+            name="service_name",
+            field=models.CharField(default="ml.googleapis.com", max_length=80),
         ),
         migrations.AlterField(
-            model_name='auditentry',
-            name='permission',
+            model_name="auditentry",
+            name="permission",
             field=models.CharField(blank=True, max_length=80),
         ),
         migrations.AlterField(
-            model_name='auditentry',
-            name='project_id',
+            model_name="auditentry",
+            name="project_id",
             field=models.CharField(blank=True, db_index=True, max_length=30),
         ),
         migrations.RunPython(split_into_chains, migrations.RunPython.noop),
         migrations.AddIndex(
-            model_name='auditentry',
-            index=models.Index(fields=['project_id', 'id'], name='audit_project_keyset'),
+            model_name="auditentry",
+            index=models.Index(fields=["project_id", "id"], name="audit_project_keyset"),
         ),
         migrations.AddConstraint(
-            model_name='auditentry',
-            constraint=models.UniqueConstraint(fields=('log_type', 'seq'), name='unique_audit_chain_position'),
+            model_name="auditentry",
+            constraint=models.UniqueConstraint(fields=("log_type", "seq"), name="unique_audit_chain_position"),
         ),
     ]

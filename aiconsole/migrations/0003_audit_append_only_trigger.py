@@ -42,7 +42,6 @@ class PostgreSQLOnly(migrations.RunSQL):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("aiconsole", "0002_audit_chains"),
     ]

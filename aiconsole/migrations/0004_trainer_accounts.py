@@ -5,19 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('aiconsole', '0003_audit_append_only_trigger'),
+        ("aiconsole", "0003_audit_append_only_trigger"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TrainerAccount',
+            name="TrainerAccount",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('uid', models.PositiveIntegerField(unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('project', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='trainer_account', to='aiconsole.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("uid", models.PositiveIntegerField(unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "project",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="trainer_account",
+                        to="aiconsole.project",
+                    ),
+                ),
             ],
         ),
     ]

@@ -27,8 +27,10 @@ COMMAND_MODULES = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aiconsole", description="AI Console: self-hosted AI Platform Training.")
-    parser.add_argument("--data-dir", help="data directory (default: $AICONSOLE_DATA_DIR, else ~/.aiconsole, "
-                        "or /var/lib/aiconsole as root)")
+    parser.add_argument(
+        "--data-dir",
+        help="data directory (default: $AICONSOLE_DATA_DIR, else ~/.aiconsole, or /var/lib/aiconsole as root)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(commands)

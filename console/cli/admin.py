@@ -80,8 +80,10 @@ def cmd_projects_create(args) -> int:
     except ServiceError as error:
         return _refused(error)
     print(f"Created project [{project.project_id}] (number {project.project_number}).")
-    print(f"Give it an admin: aiconsole projects add-iam-policy-binding {project.project_id} "
-          "--member=user:NAME --role=roles/ml.admin")
+    print(
+        f"Give it an admin: aiconsole projects add-iam-policy-binding {project.project_id} "
+        "--member=user:NAME --role=roles/ml.admin"
+    )
     return 0
 
 
@@ -135,8 +137,9 @@ def cmd_users_create(args) -> int:
     from aiconsole.errors import ServiceError
 
     try:
-        user, password = accounts.create_user(args.username, actor=iam.SYSTEM, email=args.email or "",
-                                              password=password)
+        user, password = accounts.create_user(
+            args.username, actor=iam.SYSTEM, email=args.email or "", password=password
+        )
     except ServiceError as error:
         return _refused(error)
     print(f"Created user [{user.get_username()}].")
@@ -160,8 +163,10 @@ def cmd_users_list(args) -> int:
 
     print(f"{'USERNAME':<24} {'EMAIL':<32} {'PLATFORM ADMIN':<15} ACTIVE")
     for user in accounts.list_users(actor=iam.SYSTEM):
-        print(f"{user.get_username():<24} {user.email or '-':<32} {'yes' if user.is_superuser else 'no':<15} "
-              f"{'yes' if user.is_active else 'no'}")
+        print(
+            f"{user.get_username():<24} {user.email or '-':<32} {'yes' if user.is_superuser else 'no':<15} "
+            f"{'yes' if user.is_active else 'no'}"
+        )
     return 0
 
 
@@ -189,8 +194,10 @@ def cmd_users_set_password(args) -> int:
         print(f"Password: {chosen}")
         print("This password is shown once.")
     if not user.is_active:
-        print(f"[{user.get_username()}] is deactivated: 'aiconsole users reactivate {user.get_username()}' "
-              "lets them sign in.")
+        print(
+            f"[{user.get_username()}] is deactivated: 'aiconsole users reactivate {user.get_username()}' "
+            "lets them sign in."
+        )
     return 0
 
 
@@ -238,8 +245,10 @@ def cmd_audit_verify(args) -> int:
             print(f"{label}: {found}", file=sys.stderr)
         return 1
     counts = audit.chain_lengths()
-    print(f"Audit log intact: {counts['activity']} Admin Activity and {counts['data_access']} Data Access "
-          "entries verified.")
+    print(
+        f"Audit log intact: {counts['activity']} Admin Activity and {counts['data_access']} Data Access "
+        "entries verified."
+    )
     return 0
 
 
@@ -271,8 +280,10 @@ def register(commands) -> None:
     create.add_argument("project_id")
     create.add_argument("--display-name")
     create.set_defaults(func=cmd_projects_create)
-    for verb, func, help_text in (("add", cmd_add_binding, "grant a role on a project"),
-                                  ("remove", cmd_remove_binding, "take a role away on a project")):
+    for verb, func, help_text in (
+        ("add", cmd_add_binding, "grant a role on a project"),
+        ("remove", cmd_remove_binding, "take a role away on a project"),
+    ):
         binding = data_dir(project_commands.add_parser(f"{verb}-iam-policy-binding", help=help_text))
         binding.add_argument("project")
         binding.add_argument("--member", required=True, help="user:USERNAME or user:EMAIL")
@@ -287,14 +298,18 @@ def register(commands) -> None:
     user_create.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     user_create.set_defaults(func=cmd_users_create)
     data_dir(user_commands.add_parser("list", help="every account")).set_defaults(func=cmd_users_list)
-    set_password = data_dir(user_commands.add_parser(
-        "set-password", help="give a user a new password (prints a generated one); their sessions end"))
+    set_password = data_dir(
+        user_commands.add_parser(
+            "set-password", help="give a user a new password (prints a generated one); their sessions end"
+        )
+    )
     set_password.add_argument("username")
     set_password.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     set_password.set_defaults(func=cmd_users_set_password)
     for verb, func, help_text in (
-            ("deactivate", cmd_users_deactivate, "stop a user signing in; ends their sessions, revokes their tokens"),
-            ("reactivate", cmd_users_reactivate, "let a deactivated user sign in again")):
+        ("deactivate", cmd_users_deactivate, "stop a user signing in; ends their sessions, revokes their tokens"),
+        ("reactivate", cmd_users_reactivate, "let a deactivated user sign in again"),
+    ):
         parser = data_dir(user_commands.add_parser(verb, help=help_text))
         parser.add_argument("username")
         parser.set_defaults(func=func)

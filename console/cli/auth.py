@@ -34,11 +34,15 @@ def _verify(settings: config.Resolved) -> None:
         client.get(client.project_path("jobs"), params={"pageSize": 1})
     except ApiError as error:
         if error.code == 401:
-            raise CliError(f"the console at {settings.url} refused the token: {error.api_message.splitlines()[0]}"
-                           " Nothing was saved.") from None
+            raise CliError(
+                f"the console at {settings.url} refused the token: {error.api_message.splitlines()[0]}"
+                " Nothing was saved."
+            ) from None
         if error.code in (403, 404):
-            output.status(f"WARNING: the token works, but project {settings.project!r} is not visible to it "
-                          f"({error.status}); choose another with --project.")
+            output.status(
+                f"WARNING: the token works, but project {settings.project!r} is not visible to it "
+                f"({error.status}); choose another with --project."
+            )
             return
         raise
 
@@ -48,14 +52,22 @@ def cmd_login(args) -> int:
     saved = config.load_file()
     current = config.resolve({"url": args.url, "project": args.project, "region": args.region})
     token = _read_token(args)
-    settings = config.Resolved(url=current.url, token=token, project=current.project, region=current.region,
-                               sources={})
+    settings = config.Resolved(url=current.url, token=token, project=current.project, region=current.region, sources={})
     if not args.no_verify:
         _verify(settings)
-    path = config.save_file({**saved, "url": settings.url, "token": token, "project": settings.project,
-                             "region": settings.region or saved.get("region")})
-    output.status(f"Saved the console's address ({settings.url}), project ({settings.project}) and token "
-                  f"to {path} (readable by you only).")
+    path = config.save_file(
+        {
+            **saved,
+            "url": settings.url,
+            "token": token,
+            "project": settings.project,
+            "region": settings.region or saved.get("region"),
+        }
+    )
+    output.status(
+        f"Saved the console's address ({settings.url}), project ({settings.project}) and token "
+        f"to {path} (readable by you only)."
+    )
     return 0
 
 

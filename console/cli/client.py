@@ -46,10 +46,11 @@ class ApiError(CliError):
     def render(self) -> str:
         if not self.violations:
             return f"{self.status}: {self.api_message}"
-        lines = [f"{self.status}: the request has {len(self.violations)} invalid field"
-                 f"{'s' if len(self.violations) != 1 else ''}:"]
-        lines += [f"  - {v.field}: {v.description}" if v.field else f"  - {v.description}"
-                  for v in self.violations]
+        lines = [
+            f"{self.status}: the request has {len(self.violations)} invalid field"
+            f"{'s' if len(self.violations) != 1 else ''}:"
+        ]
+        lines += [f"  - {v.field}: {v.description}" if v.field else f"  - {v.description}" for v in self.violations]
         return "\n".join(lines)
 
 
@@ -71,15 +72,19 @@ def error_from_response(response: requests.Response) -> ApiError:
         envelope = None
     if not isinstance(envelope, dict):
         text = " ".join(response.text.split())[:200]
-        return ApiError(response.status_code, f"HTTP {response.status_code}",
-                        f"{response.reason or 'error'} from {response.url}" + (f": {text}" if text else ""))
+        return ApiError(
+            response.status_code,
+            f"HTTP {response.status_code}",
+            f"{response.reason or 'error'} from {response.url}" + (f": {text}" if text else ""),
+        )
     code = int(envelope.get("code") or response.status_code)
     message = str(envelope.get("message") or response.reason or "")
     if code == 401:
-        message += ("\nGive a token with --token, $AICONSOLE_TOKEN or 'aiconsole auth login' "
-                    "('aiconsole token create USER' on the console's machine makes one).")
-    return ApiError(code, str(envelope.get("status") or f"HTTP {code}"), message,
-                    _violations(envelope.get("details")))
+        message += (
+            "\nGive a token with --token, $AICONSOLE_TOKEN or 'aiconsole auth login' "
+            "('aiconsole token create USER' on the console's machine makes one)."
+        )
+    return ApiError(code, str(envelope.get("status") or f"HTTP {code}"), message, _violations(envelope.get("details")))
 
 
 class Client:
@@ -108,19 +113,35 @@ class Client:
     def job_path(self, job_id: str, suffix: str = "") -> str:
         return self.project_path("jobs", job_id + suffix)
 
-    def call(self, method: str, path: str, *, params: dict | None = None, body: object = None,
-             data: object = None, headers: dict | None = None, timeout: float = 60.0) -> dict:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict | None = None,
+        body: object = None,
+        data: object = None,
+        headers: dict | None = None,
+        timeout: float = 60.0,
+    ) -> dict:
         url = self.base + path
         try:
             response = self.session.request(
-                method, url, params={k: v for k, v in (params or {}).items() if v not in (None, "")},
-                json=body, data=data, headers=headers, timeout=(CONNECT_TIMEOUT, timeout))
+                method,
+                url,
+                params={k: v for k, v in (params or {}).items() if v not in (None, "")},
+                json=body,
+                data=data,
+                headers=headers,
+                timeout=(CONNECT_TIMEOUT, timeout),
+            )
         except requests.ConnectionError as error:
-            raise CliError(f"cannot reach the console at {self.base} ({_reason(error)}). Is it running? "
-                           "Set its address with --url, $AICONSOLE_URL or 'aiconsole auth login'.") from None
+            raise CliError(
+                f"cannot reach the console at {self.base} ({_reason(error)}). Is it running? "
+                "Set its address with --url, $AICONSOLE_URL or 'aiconsole auth login'."
+            ) from None
         except requests.Timeout:
-            raise CliError(f"the console at {self.base} did not answer {method} {path} "
-                           f"within {timeout:.0f}s") from None
+            raise CliError(f"the console at {self.base} did not answer {method} {path} within {timeout:.0f}s") from None
         if response.status_code >= 400:
             raise error_from_response(response)
         if not response.content:
@@ -128,8 +149,10 @@ class Client:
         try:
             answer = response.json()
         except ValueError:
-            raise CliError(f"the console at {self.base} answered {method} {path} with something that is "
-                           "not JSON; is --url the console's address?") from None
+            raise CliError(
+                f"the console at {self.base} answered {method} {path} with something that is "
+                "not JSON; is --url the console's address?"
+            ) from None
         if not isinstance(answer, dict):
             raise CliError(f"unexpected answer to {method} {path}: {answer!r:.200}")
         return answer
@@ -143,8 +166,13 @@ class Client:
 
 def _reason(error: Exception) -> str:
     text = str(error)
-    for marker in ("Connection refused", "Name or service not known", "No route to host",
-                   "Temporary failure in name resolution", "timed out"):
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "No route to host",
+        "Temporary failure in name resolution",
+        "timed out",
+    ):
         if marker in text:
             return marker.lower()
     return text[:200]

@@ -66,13 +66,17 @@ def cmd_worker(args) -> int:
     from jobs.cluster import placement
 
     if args.region not in catalogue.REGIONS:
-        print(f"aiconsole worker: --region: unknown region {args.region!r}; known: "
-              f"{', '.join(sorted(catalogue.REGIONS))}.", file=sys.stderr)
+        print(
+            f"aiconsole worker: --region: unknown region {args.region!r}; known: "
+            f"{', '.join(sorted(catalogue.REGIONS))}.",
+            file=sys.stderr,
+        )
         return 2
     try:
         accelerators = placement.parse_accelerators(args.accelerators or "")
-        cpus, memory = placement.parse_capacity(args.capacity or "", default_cpus=float(os.cpu_count() or 1),
-                                                default_memory_gb=_memory_gb())
+        cpus, memory = placement.parse_capacity(
+            args.capacity or "", default_cpus=float(os.cpu_count() or 1), default_memory_gb=_memory_gb()
+        )
         machine_types = placement.parse_machine_types(args.machine_types or "")
         ports = _ports(args.ports)
     except ValueError as error:
@@ -90,20 +94,40 @@ def cmd_worker(args) -> int:
     # must still run a BASIC job, whose machine type ("standard") stands for 4 CPUs and 15 GB.
     slots = 0 if args.capacity else settings.MAX_REPLICAS
     if slots:
-        print(f"No --capacity: this worker treats machine types as labels and runs at most {slots} replicas at "
-              "once (AICONSOLE_MAX_REPLICAS; a larger job runs alone), like embedded mode; give --capacity "
-              "cpus=N,memory=GB for strict accounting.", flush=True)
-    worker_agent = agent.register(region=args.region, machine_types=machine_types, accelerators=accelerators,
-                                  cpus=cpus, memory_gb=memory, address=args.address, ports=ports, slots=slots)
+        print(
+            f"No --capacity: this worker treats machine types as labels and runs at most {slots} replicas at "
+            "once (AICONSOLE_MAX_REPLICAS; a larger job runs alone), like embedded mode; give --capacity "
+            "cpus=N,memory=GB for strict accounting.",
+            flush=True,
+        )
+    worker_agent = agent.register(
+        region=args.region,
+        machine_types=machine_types,
+        accelerators=accelerators,
+        cpus=cpus,
+        memory_gb=memory,
+        address=args.address,
+        ports=ports,
+        slots=slots,
+    )
     worker = worker_agent.worker
-    print(f"Worker {worker.name} in {worker.region}: {placement.capacity_text(cpus, memory, slots)}"
-          + "".join(f", {n} x {a}" for a, n in accelerators.items())
-          + f"; replicas reachable at {worker.address}:{ports[0]}-{ports[1]}.", flush=True)
+    print(
+        f"Worker {worker.name} in {worker.region}: {placement.capacity_text(cpus, memory, slots)}"
+        + "".join(f", {n} x {a}" for a, n in accelerators.items())
+        + f"; replicas reachable at {worker.address}:{ports[0]}-{ports[1]}.",
+        flush=True,
+    )
     coordinator.start("worker")
     celery_worker = tasks.app.Worker(
-        queues=[worker.queue], pool="threads", concurrency=args.concurrency, hostname=f"{worker.name}@%h",
-        loglevel=os.environ.get("AICONSOLE_WORKER_LOG_LEVEL", "WARNING"), without_heartbeat=True,
-        without_mingle=True, without_gossip=True, quiet=True,
+        queues=[worker.queue],
+        pool="threads",
+        concurrency=args.concurrency,
+        hostname=f"{worker.name}@%h",
+        loglevel=os.environ.get("AICONSOLE_WORKER_LOG_LEVEL", "WARNING"),
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        quiet=True,
     )
     stopping = threading.Event()
 
@@ -137,8 +161,16 @@ def cmd_workers(args) -> int:
         worker = row["worker"]
         running = [f"{r.job.job_id}/{r.label}" for r in row["replicas"]] + [j.job_id for j in row["jobs"]]
         cap = row["capacity"] + "".join(f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
-        rows.append((worker.name, worker.region, row["state"], cap, " ".join(running) or "-",
-                     f"{(now - worker.heartbeat).total_seconds():.0f}s ago"))
+        rows.append(
+            (
+                worker.name,
+                worker.region,
+                row["state"],
+                cap,
+                " ".join(running) or "-",
+                f"{(now - worker.heartbeat).total_seconds():.0f}s ago",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -176,11 +208,15 @@ def register(commands) -> None:
 
     worker = commands.add_parser("worker", help="scaled mode: run replicas on this host")
     worker.add_argument("--region", required=True, help="the region whose jobs this worker takes, e.g. us-central1")
-    worker.add_argument("--machine-types", dest="machine_types",
-                        help="comma-separated machine types it takes (default: all)")
+    worker.add_argument(
+        "--machine-types", dest="machine_types", help="comma-separated machine types it takes (default: all)"
+    )
     worker.add_argument("--accelerators", help="its GPUs or TPUs, e.g. nvidia-tesla-t4=2")
-    worker.add_argument("--capacity", help="what it offers, e.g. cpus=16,memory=64 (GB), counted strictly; "
-                        "default: machine types are labels and it runs AICONSOLE_MAX_REPLICAS replicas at once")
+    worker.add_argument(
+        "--capacity",
+        help="what it offers, e.g. cpus=16,memory=64 (GB), counted strictly; "
+        "default: machine types are labels and it runs AICONSOLE_MAX_REPLICAS replicas at once",
+    )
     worker.add_argument("--address", help="the address other hosts reach its replicas at (default: detected)")
     worker.add_argument("--ports", default="20000-29999", help="ports its replicas listen on (TF_CONFIG)")
     worker.add_argument("--concurrency", type=int, default=8, help="replicas it prepares at once")

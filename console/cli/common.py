@@ -31,7 +31,7 @@ class Parser(argparse.ArgumentParser):
         rest: list[str] = []
         if "--" in args:
             split = args.index("--")
-            args, rest = args[:split], args[split + 1:]
+            args, rest = args[:split], args[split + 1 :]
         parsed, extras = super().parse_known_args(args, namespace)
         setattr(parsed, self.user_args_dest, rest)
         return parsed, extras
@@ -40,49 +40,77 @@ class Parser(argparse.ArgumentParser):
 def add_group(commands, name: str, help_text: str) -> argparse._SubParsersAction:
     """A command group (``jobs``, ``local``, ``auth``) whose subcommands use Parser."""
     group = commands.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
-    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND",
-                                parser_class=Parser)
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND", parser_class=Parser)
 
 
 # gcloud's regional endpoints for models, versions, operations and predictions (its
 # ``command_lib/ml_engine/constants.SUPPORTED_REGIONS_WITH_GLOBAL``).
-ENDPOINT_REGIONS = ("global", "asia-east1", "asia-northeast1", "asia-southeast1", "australia-southeast1",
-                    "europe-west1", "europe-west2", "europe-west3", "europe-west4", "northamerica-northeast1",
-                    "us-central1", "us-east1", "us-east4", "us-west1")
+ENDPOINT_REGIONS = (
+    "global",
+    "asia-east1",
+    "asia-northeast1",
+    "asia-southeast1",
+    "australia-southeast1",
+    "europe-west1",
+    "europe-west2",
+    "europe-west3",
+    "europe-west4",
+    "northamerica-northeast1",
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "us-west1",
+)
 
 
 def endpoint_region(text: str) -> str:
     if text not in ENDPOINT_REGIONS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a region with an AI Platform Prediction endpoint; "
-                                         f"choose from: {', '.join(ENDPOINT_REGIONS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a region with an AI Platform Prediction endpoint; "
+            f"choose from: {', '.join(ENDPOINT_REGIONS)}"
+        )
     return text
 
 
 def region_flag(parser: argparse.ArgumentParser) -> None:
     """gcloud's ``--region`` for models, versions and operations: it picks the global or a regional
     endpoint there; this console serves every region at its one address, so it is checked and kept."""
-    parser.add_argument("--region", type=endpoint_region, metavar="REGION",
-                        help="gcloud's endpoint: 'global' or a region such as us-central1 (the console serves "
-                             "them all at one address)")
+    parser.add_argument(
+        "--region",
+        type=endpoint_region,
+        metavar="REGION",
+        help="gcloud's endpoint: 'global' or a region such as us-central1 (the console serves them all at one address)",
+    )
 
 
 def connection_flags(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
     # gcloud's global --quiet answers its prompts; aiconsole never prompts, so scripts may keep it.
     parser.add_argument("--quiet", "-q", action="store_true", help="accepted for gcloud's scripts: nothing asks")
     group = parser.add_argument_group("console connection")
-    group.add_argument("--url", help="the console's address (default: $AICONSOLE_URL, the config file, "
-                                     f"or {config.DEFAULT_URL})")
+    group.add_argument(
+        "--url", help=f"the console's address (default: $AICONSOLE_URL, the config file, or {config.DEFAULT_URL})"
+    )
     group.add_argument("--token", help="API token (default: $AICONSOLE_TOKEN or the config file)")
-    group.add_argument("--project", help="project id (default: $AICONSOLE_PROJECT, the config file, "
-                                         f"or {config.DEFAULT_PROJECT})")
+    group.add_argument(
+        "--project", help=f"project id (default: $AICONSOLE_PROJECT, the config file, or {config.DEFAULT_PROJECT})"
+    )
     if formats:
-        parser.add_argument("--format", type=output.parse_format, default=None,
-                            help="output format: json, yaml or value(FIELD,...) (default: readable text)")
+        parser.add_argument(
+            "--format",
+            type=output.parse_format,
+            default=None,
+            help="output format: json, yaml or value(FIELD,...) (default: readable text)",
+        )
 
 
 def settings(args) -> config.Resolved:
-    return config.resolve({"url": getattr(args, "url", None), "token": getattr(args, "token", None),
-                           "project": getattr(args, "project", None)})
+    return config.resolve(
+        {
+            "url": getattr(args, "url", None),
+            "token": getattr(args, "token", None),
+            "project": getattr(args, "project", None),
+        }
+    )
 
 
 def client(args) -> Client:

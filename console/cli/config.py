@@ -45,8 +45,9 @@ def load_file() -> dict:
     try:
         data = json.loads(text)
     except ValueError as error:
-        raise ConfigError(f"the config file {path} is not valid JSON ({error}); "
-                          "run 'aiconsole auth login' again or delete it") from None
+        raise ConfigError(
+            f"the config file {path} is not valid JSON ({error}); run 'aiconsole auth login' again or delete it"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"the config file {path} must hold a JSON object")
     return {key: str(value) for key, value in data.items() if key in KEYS and value not in (None, "")}
@@ -88,8 +89,12 @@ class Resolved:
     sources: dict[str, str]
 
 
-_ENVIRONMENT = {"url": "AICONSOLE_URL", "token": "AICONSOLE_TOKEN", "project": "AICONSOLE_PROJECT",
-                "region": "AICONSOLE_REGION"}
+_ENVIRONMENT = {
+    "url": "AICONSOLE_URL",
+    "token": "AICONSOLE_TOKEN",
+    "project": "AICONSOLE_PROJECT",
+    "region": "AICONSOLE_REGION",
+}
 _DEFAULTS = {"url": DEFAULT_URL, "token": None, "project": DEFAULT_PROJECT, "region": None}
 
 
@@ -113,6 +118,10 @@ def resolve(flags: dict[str, str | None] | None = None) -> Resolved:
             values[key], sources[key] = from_file[key], str(config_path())
             continue
         values[key], sources[key] = _DEFAULTS[key], "default"
-    return Resolved(url=(values["url"] or DEFAULT_URL).rstrip("/"), token=values["token"],
-                    project=values["project"] or DEFAULT_PROJECT, region=values["region"],
-                    sources=sources)
+    return Resolved(
+        url=(values["url"] or DEFAULT_URL).rstrip("/"),
+        token=values["token"],
+        project=values["project"] or DEFAULT_PROJECT,
+        region=values["region"],
+        sources=sources,
+    )

@@ -23,10 +23,22 @@ TRACKS = {"beta", "alpha"}
 WRAPPER_DIR_VARIABLE = "AICONSOLE_GCLOUD_WRAPPER_DIR"
 # gcloud's global flags: kept (aiconsole's commands take them) or dropped, and whether each takes a value.
 KEPT = {"--project": True, "--format": True, "--region": True}
-DROPPED = {"--quiet": False, "-q": False, "--verbosity": True, "--account": True, "--configuration": True,
-           "--impersonate-service-account": True, "--billing-project": True, "--trace-token": True,
-           "--log-http": False, "--user-output-enabled": False, "--no-user-output-enabled": False,
-           "--flatten": True, "--flags-file": True, "--access-token-file": True}
+DROPPED = {
+    "--quiet": False,
+    "-q": False,
+    "--verbosity": True,
+    "--account": True,
+    "--configuration": True,
+    "--impersonate-service-account": True,
+    "--billing-project": True,
+    "--trace-token": True,
+    "--log-http": False,
+    "--user-output-enabled": False,
+    "--no-user-output-enabled": False,
+    "--flatten": True,
+    "--flags-file": True,
+    "--access-token-file": True,
+}
 
 
 def translate(argv: list[str]) -> list[str] | None:
@@ -44,7 +56,7 @@ def translate(argv: list[str]) -> list[str] | None:
         table = KEPT if name in KEPT else DROPPED if name in DROPPED else None
         if table is not None:
             takes_value = table[name] and "=" not in token
-            words = argv[index:index + (2 if takes_value else 1)]
+            words = argv[index : index + (2 if takes_value else 1)]
             if table is KEPT:
                 kept += words
             index += len(words)
@@ -87,8 +99,11 @@ def run(argv: list[str]) -> int:
         return main(translated)
     real = real_gcloud()
     if real is None:
-        print("gcloud: AI Console handles only `gcloud ai-platform …` and `gcloud ml-engine …`, and no other "
-              "gcloud (the Google Cloud SDK) is on PATH for: gcloud " + shlex.join(argv), file=sys.stderr)
+        print(
+            "gcloud: AI Console handles only `gcloud ai-platform …` and `gcloud ml-engine …`, and no other "
+            "gcloud (the Google Cloud SDK) is on PATH for: gcloud " + shlex.join(argv),
+            file=sys.stderr,
+        )
         return 127
     os.execv(real, [real, *argv])
     return 1  # not reached
@@ -104,7 +119,7 @@ def write_wrapper(folder: Path) -> Path:
         "# Written by `aiconsole gcloud-wrapper`: `gcloud ai-platform|ml-engine …` goes to AI Console,\n"
         "# any other gcloud command to Google's gcloud further along PATH.\n"
         f"{WRAPPER_DIR_VARIABLE}={shlex.quote(str(folder))} exec {shlex.quote(sys.executable)} "
-        "-m console.cli.gcloud \"$@\"\n"
+        '-m console.cli.gcloud "$@"\n'
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

@@ -65,8 +65,9 @@ def upload(path: Path, uri: str) -> None:
     except (api_errors.Unauthorized, auth_errors.GoogleAuthError):
         raise CliError(f"uploading to {uri} failed: {CREDENTIALS_HELP}") from None
     except api_errors.Forbidden:
-        raise CliError(f"uploading to {uri} failed: this machine's credentials may not write to "
-                       f"gs://{bucket}") from None
+        raise CliError(
+            f"uploading to {uri} failed: this machine's credentials may not write to gs://{bucket}"
+        ) from None
     except api_errors.GoogleAPIError as error:
         raise CliError(f"uploading to {uri} failed: {error}") from None
     except OSError as error:  # the emulator or Cloud Storage unreachable

@@ -22,10 +22,12 @@ from console.cli.client import ApiError, Client, CliError
 
 def _follow_up(job_id: str, args) -> str:
     project = f" --project {args.project}" if getattr(args, "project", None) else ""
-    return (f"Your job is still active. You may view the status of your job with the command\n\n"
-            f"  $ aiconsole jobs describe {job_id}{project}\n\n"
-            f"or continue streaming the logs with the command\n\n"
-            f"  $ aiconsole jobs stream-logs {job_id}{project}")
+    return (
+        f"Your job is still active. You may view the status of your job with the command\n\n"
+        f"  $ aiconsole jobs describe {job_id}{project}\n\n"
+        f"or continue streaming the logs with the command\n\n"
+        f"  $ aiconsole jobs stream-logs {job_id}{project}"
+    )
 
 
 def short_view(job: dict) -> str:
@@ -72,8 +74,7 @@ def _check_runtime(client: Client, training_input: dict) -> None:
 def cmd_submit_training(args) -> int:
     settings = common.settings(args)
     config_job = training.load_config(args.config) if args.config else {}
-    body = training.job_body(args.job, args, config_job, project=settings.project,
-                             default_region=settings.region)
+    body = training.job_body(args.job, args, config_job, project=settings.project, default_region=settings.region)
     local_files = training.local_package_files(args)
     if args.package_path and not Path(args.package_path).expanduser().is_dir():
         raise CliError(f"--package-path {args.package_path}: no such directory", exit_code=2)
@@ -98,8 +99,13 @@ def cmd_submit_training(args) -> int:
 
 # --- submit prediction -------------------------------------------------------------------------
 
-DATA_FORMATS = {"text": "TEXT", "json": "JSON", "tf-record": "TF_RECORD", "tf-record-gzip": "TF_RECORD_GZIP",
-                "csv": "CSV"}
+DATA_FORMATS = {
+    "text": "TEXT",
+    "json": "JSON",
+    "tf-record": "TF_RECORD",
+    "tf-record-gzip": "TF_RECORD_GZIP",
+    "csv": "CSV",
+}
 
 
 def _absolute(path: str) -> str:
@@ -112,9 +118,12 @@ def cmd_submit_prediction(args) -> int:
     settings = common.settings(args)
     if args.version and args.model_dir:
         raise CliError("--version cannot be used with --model-dir", exit_code=2)
-    prediction_input = {"dataFormat": DATA_FORMATS[args.data_format],
-                        "inputPaths": [_absolute(p) for p in args.input_paths],
-                        "outputPath": _absolute(args.output_path), "region": args.region or settings.region or ""}
+    prediction_input = {
+        "dataFormat": DATA_FORMATS[args.data_format],
+        "inputPaths": [_absolute(p) for p in args.input_paths],
+        "outputPath": _absolute(args.output_path),
+        "region": args.region or settings.region or "",
+    }
     if not prediction_input["region"]:
         raise CliError("--region is required (or $AICONSOLE_REGION)", exit_code=2)
     if args.model_dir:
@@ -123,8 +132,12 @@ def cmd_submit_prediction(args) -> int:
         prediction_input["versionName"] = f"projects/{settings.project}/models/{args.model}/versions/{args.version}"
     else:
         prediction_input["modelName"] = f"projects/{settings.project}/models/{args.model}"
-    optional = {"batchSize": args.batch_size, "maxWorkerCount": args.max_worker_count,
-                "runtimeVersion": args.runtime_version, "signatureName": args.signature_name}
+    optional = {
+        "batchSize": args.batch_size,
+        "maxWorkerCount": args.max_worker_count,
+        "runtimeVersion": args.runtime_version,
+        "signatureName": args.signature_name,
+    }
     prediction_input.update({k: str(v) if isinstance(v, int) else v for k, v in optional.items() if v is not None})
     body = {"jobId": args.job, "predictionInput": prediction_input}
     if args.labels:
@@ -157,30 +170,57 @@ def _trials_box(trials: list[dict]) -> str:
     for trial in sorted(trials, key=number):
         metric = trial.get("finalMetric") or {}
         params = trial.get("hyperparameters") or {}
-        rows.append([trial.get("trialId", ""), trial.get("state", ""), metric.get("objectiveValue", ""),
-                     metric.get("trainingStep", ""), "\n".join(f"{k}={v}" for k, v in sorted(params.items()))])
-    return output.box("Training Output Trials", ["TRIAL", "STATE", "OBJECTIVE_VALUE", "STEP", "HYPERPARAMETERS"],
-                      rows)
+        rows.append(
+            [
+                trial.get("trialId", ""),
+                trial.get("state", ""),
+                metric.get("objectiveValue", ""),
+                metric.get("trainingStep", ""),
+                "\n".join(f"{k}={v}" for k, v in sorted(params.items())),
+            ]
+        )
+    return output.box("Training Output Trials", ["TRIAL", "STATE", "OBJECTIVE_VALUE", "STEP", "HYPERPARAMETERS"], rows)
 
 
 def summary(job: dict) -> str:
     """``describe --summarize``: gcloud's boxed overview, input, output and trial tables."""
-    parts = [output.box("Job Overview", ["JOB_ID", "CREATE_TIME", "START_TIME", "END_TIME", "STATE"],
-                        [[job.get("jobId", ""), output.local_time(job.get("createTime")),
-                          output.local_time(job.get("startTime")), output.local_time(job.get("endTime")),
-                          job.get("state", "")]])]
+    parts = [
+        output.box(
+            "Job Overview",
+            ["JOB_ID", "CREATE_TIME", "START_TIME", "END_TIME", "STATE"],
+            [
+                [
+                    job.get("jobId", ""),
+                    output.local_time(job.get("createTime")),
+                    output.local_time(job.get("startTime")),
+                    output.local_time(job.get("endTime")),
+                    job.get("state", ""),
+                ]
+            ],
+        )
+    ]
     if job.get("errorMessage"):
         parts.append(output.box("Error", ["ERROR_MESSAGE"], [[job["errorMessage"].strip()]]))
     if "trainingInput" in job:
         ti = job["trainingInput"]
-        parts.append(_optional_box("Training Input Summary", [
-            ("RUNTIME_VERSION", ti.get("runtimeVersion")), ("PYTHON_VERSION", ti.get("pythonVersion")),
-            ("SCALE_TIER", ti.get("scaleTier")), ("PYTHON_MODULE", ti.get("pythonModule")),
-            ("MASTER_TYPE", ti.get("masterType")), ("WORKER_TYPE", ti.get("workerType")),
-            ("WORKER_COUNT", ti.get("workerCount")), ("PARAMETER_SERVER_TYPE", ti.get("parameterServerType")),
-            ("PARAMETER_SERVER_COUNT", ti.get("parameterServerCount")), ("REGION", ti.get("region")),
-            ("JOB_DIR", ti.get("jobDir")),
-        ]))
+        parts.append(
+            _optional_box(
+                "Training Input Summary",
+                [
+                    ("RUNTIME_VERSION", ti.get("runtimeVersion")),
+                    ("PYTHON_VERSION", ti.get("pythonVersion")),
+                    ("SCALE_TIER", ti.get("scaleTier")),
+                    ("PYTHON_MODULE", ti.get("pythonModule")),
+                    ("MASTER_TYPE", ti.get("masterType")),
+                    ("WORKER_TYPE", ti.get("workerType")),
+                    ("WORKER_COUNT", ti.get("workerCount")),
+                    ("PARAMETER_SERVER_TYPE", ti.get("parameterServerType")),
+                    ("PARAMETER_SERVER_COUNT", ti.get("parameterServerCount")),
+                    ("REGION", ti.get("region")),
+                    ("JOB_DIR", ti.get("jobDir")),
+                ],
+            )
+        )
         out = job.get("trainingOutput") or {}
         hp = bool(ti.get("hyperparameters")) or out.get("isHyperparameterTuningJob")
         columns = [("TRIALS", out.get("completedTrialCount", "0"))] if hp else []
@@ -192,16 +232,26 @@ def summary(job: dict) -> str:
             parts.append(_trials_box(out["trials"]))
     if "predictionInput" in job:
         pi = job["predictionInput"]
-        parts.append(_optional_box("Predict Input Summary", [
-            ("DATA_FORMAT", pi.get("dataFormat")), ("INPUT_PATHS", ", ".join(pi.get("inputPaths") or [])),
-            ("OUTPUT_PATH", pi.get("outputPath")),
-            ("MODEL", pi.get("versionName") or pi.get("modelName") or pi.get("uri")),
-            ("REGION", pi.get("region")),
-        ]))
+        parts.append(
+            _optional_box(
+                "Predict Input Summary",
+                [
+                    ("DATA_FORMAT", pi.get("dataFormat")),
+                    ("INPUT_PATHS", ", ".join(pi.get("inputPaths") or [])),
+                    ("OUTPUT_PATH", pi.get("outputPath")),
+                    ("MODEL", pi.get("versionName") or pi.get("modelName") or pi.get("uri")),
+                    ("REGION", pi.get("region")),
+                ],
+            )
+        )
         po = job.get("predictionOutput") or {}
-        parts.append(output.box("Predict Output Summary", ["PREDICTION_COUNT", "ERROR_COUNT", "NODE_HOURS"],
-                                [[po.get("predictionCount", "0"), po.get("errorCount", "0"),
-                                  po.get("nodeHours", 0)]]))
+        parts.append(
+            output.box(
+                "Predict Output Summary",
+                ["PREDICTION_COUNT", "ERROR_COUNT", "NODE_HOURS"],
+                [[po.get("predictionCount", "0"), po.get("errorCount", "0"), po.get("nodeHours", 0)]],
+            )
+        )
     return "".join(part for part in parts if part)
 
 
@@ -215,8 +265,10 @@ def cmd_describe(args) -> int:
         output.emit(job, None, summary(job))
     else:
         output.emit(job, args.format or output.Format("yaml"))
-    output.status(f"\nView job in the console at:\n{client.base}/projects/{client.project}/jobs/{args.job}/\n\n"
-                  f"View its logs with:\n  $ aiconsole jobs stream-logs {args.job}")
+    output.status(
+        f"\nView job in the console at:\n{client.base}/projects/{client.project}/jobs/{args.job}/\n\n"
+        f"View its logs with:\n  $ aiconsole jobs stream-logs {args.job}"
+    )
     return 0
 
 
@@ -229,8 +281,12 @@ def _sort(jobs: list[dict], sort_by: list[str]) -> list[dict]:
         field = spec.lstrip("~")
         present = [j for j in jobs if output.lookup(j, field) is not None]
         missing = [j for j in jobs if output.lookup(j, field) is None]
-        present.sort(key=lambda j, f=field: str(output.lookup(j, f)) if not isinstance(
-            output.lookup(j, f), int | float) else output.lookup(j, f), reverse=descending)
+        present.sort(
+            key=lambda j, f=field: (
+                str(output.lookup(j, f)) if not isinstance(output.lookup(j, f), int | float) else output.lookup(j, f)
+            ),
+            reverse=descending,
+        )
         jobs = present + missing
     return jobs
 
@@ -243,8 +299,9 @@ def cmd_list(args) -> int:
     jobs: list[dict] = []
     token = ""
     while True:
-        answer = client.get(client.project_path("jobs"),
-                            params={"filter": args.filter, "pageSize": page_size, "pageToken": token})
+        answer = client.get(
+            client.project_path("jobs"), params={"filter": args.filter, "pageSize": page_size, "pageToken": token}
+        )
         jobs += answer.get("jobs") or []
         token = answer.get("nextPageToken") or ""
         if not token or (limit and not args.sort_by and len(jobs) >= limit):
@@ -296,8 +353,12 @@ def cmd_update(args) -> int:
         try:
             # The etag in the mask makes the server refuse the change if the job moved on since
             # we read it; we then read it again and re-apply the same edits.
-            updated = client.call("PATCH", path, params={"updateMask": "labels,etag"},
-                                  body={"labels": labels, "etag": job.get("etag", "")})
+            updated = client.call(
+                "PATCH",
+                path,
+                params={"updateMask": "labels,etag"},
+                body={"labels": labels, "etag": job.get("etag", "")},
+            )
             break
         except ApiError as error:
             if error.status != "ABORTED" or attempt == 2:
@@ -315,8 +376,7 @@ def cmd_update(args) -> int:
 def cmd_stream_logs(args) -> int:
     client = common.client(args)
     wait = max(1, min(args.polling_interval, logs.WAIT_SECONDS)) if args.polling_interval else logs.WAIT_SECONDS
-    state = logs.follow(client, args.job, task_name=args.task_name, multiline=args.allow_multiline_logs,
-                        wait=wait)
+    state = logs.follow(client, args.job, task_name=args.task_name, multiline=args.allow_multiline_logs, wait=wait)
     return logs.outcome(client, args.job, state)
 
 
@@ -330,8 +390,10 @@ def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str =
     points: list[dict] = []
     token = ""
     while True:
-        answer = client.get(client.job_path(job_id, "/metrics"),
-                            params={"tag": tag, "trialId": trial_id, "pageSize": 10_000, "pageToken": token})
+        answer = client.get(
+            client.job_path(job_id, "/metrics"),
+            params={"tag": tag, "trialId": trial_id, "pageSize": 10_000, "pageToken": token},
+        )
         points += answer.get("metrics") or []
         token = answer.get("nextPageToken") or ""
         if not token:
@@ -373,8 +435,9 @@ def _compared(client: Client, entry) -> tuple[str, dict, dict | None]:
         return entry.label, job, None
     scored = [t for t in trials if (t.get("finalMetric") or {}).get("objectiveValue") is not None]
     if not scored:
-        raise CliError(f"Job [{entry.job_id}] is a tuning job with no trial result yet: name a trial, "
-                       f"e.g. {entry.job_id}/1.")
+        raise CliError(
+            f"Job [{entry.job_id}] is a tuning job with no trial result yet: name a trial, e.g. {entry.job_id}/1."
+        )
     pick = min if spec.get("goal") == "MINIMIZE" else max
     best = pick(scored, key=lambda t: float(t["finalMetric"]["objectiveValue"]))
     return Entry(entry.job_id, str(best["trialId"])).label, job, best
@@ -396,13 +459,15 @@ def cmd_compare(args) -> int:
         label, job, trial = _compared(client, entry)
         training_input = job.get("trainingInput") or {}
         labels.append(label)
-        inputs.append(compare.inputs(training_input, job.get("labels"),
-                                     trial.get("hyperparameters") or {} if trial else None))
+        inputs.append(
+            compare.inputs(training_input, job.get("labels"), trial.get("hyperparameters") or {} if trial else None)
+        )
         if trial is not None:
             goals = compare.study_goals(training_input.get("hyperparameters")) | goals
         points = fetch_metrics(client, entry.job_id, trial_id=str(trial["trialId"]) if trial else "")
-        finals.append(compare.final_values((p["tag"], p.get("run", ""), int(p["step"]), float(p["value"]))
-                                           for p in points))
+        finals.append(
+            compare.final_values((p["tag"], p.get("run", ""), int(p["step"]), float(p["value"])) for p in points)
+        )
         tags |= {compare.metric_name(p["tag"], p.get("run", "")): p["tag"] for p in points}
     rows = [row for row in compare.input_rows(inputs) if row.differs or args.all_inputs]
     if rows:
@@ -411,10 +476,16 @@ def cmd_compare(args) -> int:
         output.status("The jobs' inputs are the same.")
     metric_rows = compare.metric_rows(finals, tags, goals, args.lower or [], args.higher or [])
     if metric_rows:
-        sys.stdout.write("\n" + output.table(
-            ["METRIC", *labels, "BEST"],
-            [[row.name, *[_final_cell(cell) for cell in row.cells], "lower" if row.lower_is_better else "higher"]
-             for row in metric_rows]))
+        sys.stdout.write(
+            "\n"
+            + output.table(
+                ["METRIC", *labels, "BEST"],
+                [
+                    [row.name, *[_final_cell(cell) for cell in row.cells], "lower" if row.lower_is_better else "higher"]
+                    for row in metric_rows
+                ],
+            )
+        )
         output.status("* marks the best final value (the last report by step).")
     else:
         output.status("None of the jobs reported metrics.")
@@ -440,20 +511,25 @@ def register(commands) -> None:
     jobs = common.add_group(commands, "jobs", "submit and manage training jobs (gcloud ai-platform jobs)")
 
     submit_parser = jobs.add_parser("submit", help="submit a job")
-    submit = submit_parser.add_subparsers(dest="submit_command", required=True, metavar="KIND",
-                                          parser_class=common.Parser)
+    submit = submit_parser.add_subparsers(
+        dest="submit_command", required=True, metavar="KIND", parser_class=common.Parser
+    )
     train = submit.add_parser(
-        "training", help="submit a training job",
+        "training",
+        help="submit a training job",
         usage="aiconsole jobs submit training JOB [flags] [-- USER_ARGS ...]",
-        epilog="Everything after -- is passed to the trainer, before --job-dir.")
+        epilog="Everything after -- is passed to the trainer, before --job-dir.",
+    )
     train.user_args_dest = "user_args"
     train.add_argument("job", metavar="JOB", help="the job id: letters, digits and underscores")
     training.add_flags(train)
     waiting = train.add_mutually_exclusive_group()
-    waiting.add_argument("--stream-logs", action="store_true",
-                         help="wait for the job, printing its log; exit 1 unless it succeeds")
-    waiting.add_argument("--async", dest="async_", action="store_true",
-                         help="(the default) return as soon as the job is submitted")
+    waiting.add_argument(
+        "--stream-logs", action="store_true", help="wait for the job, printing its log; exit 1 unless it succeeds"
+    )
+    waiting.add_argument(
+        "--async", dest="async_", action="store_true", help="(the default) return as soon as the job is submitted"
+    )
     common.connection_flags(train)
     train.set_defaults(func=cmd_submit_training)
 
@@ -463,8 +539,13 @@ def register(commands) -> None:
     source.add_argument("--model-dir", metavar="PATH", help="a folder (local or gs://) holding a model file")
     source.add_argument("--model", help="a model of the project; its default version unless --version")
     prediction.add_argument("--version", help="a version of --model")
-    prediction.add_argument("--input-paths", type=training.comma_list, required=True, metavar="PATH,...",
-                            help="input files, wildcards allowed (gs://bucket/in/*.json)")
+    prediction.add_argument(
+        "--input-paths",
+        type=training.comma_list,
+        required=True,
+        metavar="PATH,...",
+        help="input files, wildcards allowed (gs://bucket/in/*.json)",
+    )
     prediction.add_argument("--output-path", required=True, metavar="PATH", help="where the results go")
     prediction.add_argument("--region")
     prediction.add_argument("--data-format", required=True, choices=list(DATA_FORMATS))
@@ -486,8 +567,9 @@ def register(commands) -> None:
     listing.add_argument("--filter", help="e.g. 'jobId:census* AND state=FAILED', 'labels.team:ml'")
     listing.add_argument("--limit", type=_positive, help="list at most this many jobs")
     listing.add_argument("--page-size", type=_positive, help="jobs fetched per request (at most 100)")
-    listing.add_argument("--sort-by", type=training.comma_list, metavar="FIELD,...",
-                         help="sort by these fields; ~FIELD sorts descending")
+    listing.add_argument(
+        "--sort-by", type=training.comma_list, metavar="FIELD,...", help="sort by these fields; ~FIELD sorts descending"
+    )
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_list)
 
@@ -498,10 +580,20 @@ def register(commands) -> None:
 
     update = jobs.add_parser("update", help="change a job's labels")
     update.add_argument("job", metavar="JOB")
-    update.add_argument("--update-labels", type=training.labels, action=training.MergeDict,
-                        metavar="KEY=VALUE,...", help="labels to add or change")
-    update.add_argument("--remove-labels", type=training.label_keys, action=training.ExtendList,
-                        metavar="KEY,...", help="labels to remove (missing ones are ignored)")
+    update.add_argument(
+        "--update-labels",
+        type=training.labels,
+        action=training.MergeDict,
+        metavar="KEY=VALUE,...",
+        help="labels to add or change",
+    )
+    update.add_argument(
+        "--remove-labels",
+        type=training.label_keys,
+        action=training.ExtendList,
+        metavar="KEY,...",
+        help="labels to remove (missing ones are ignored)",
+    )
     update.add_argument("--clear-labels", action="store_true", help="remove every label first")
     common.connection_flags(update)
     update.set_defaults(func=cmd_update)
@@ -509,10 +601,13 @@ def register(commands) -> None:
     stream = jobs.add_parser("stream-logs", help="print a job's log until it ends; exit 1 unless it succeeds")
     stream.add_argument("job", metavar="JOB")
     stream.add_argument("--task-name", help="only this replica, e.g. master-replica-0 or service")
-    stream.add_argument("--allow-multiline-logs", action="store_true",
-                        help="print a multi-line message as one record")
-    stream.add_argument("--polling-interval", type=_positive, metavar="SECONDS",
-                        help="longest wait for new lines per request (default 20)")
+    stream.add_argument("--allow-multiline-logs", action="store_true", help="print a multi-line message as one record")
+    stream.add_argument(
+        "--polling-interval",
+        type=_positive,
+        metavar="SECONDS",
+        help="longest wait for new lines per request (default 20)",
+    )
     common.connection_flags(stream, formats=False)
     stream.set_defaults(func=cmd_stream_logs)
 
@@ -520,8 +615,12 @@ def register(commands) -> None:
     metrics.add_argument("job", metavar="JOB")
     metrics.add_argument("--tag", help="only this metric, e.g. accuracy or epoch_loss")
     metrics.add_argument("--trial-id", help="only this trial of a tuning job")
-    metrics.add_argument("--format", choices=["csv", "json"], default="csv",
-                         help="csv (the default; tag,step,value,time,trialId,source,run) or json")
+    metrics.add_argument(
+        "--format",
+        choices=["csv", "json"],
+        default="csv",
+        help="csv (the default; tag,step,value,time,trialId,source,run) or json",
+    )
     common.connection_flags(metrics, formats=False)
     metrics.set_defaults(func=cmd_metrics)
 

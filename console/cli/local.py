@@ -50,8 +50,9 @@ for name in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
 
 
 def interpreter() -> str:
-    return (os.environ.get("AICONSOLE_LOCAL_PYTHON") or shutil.which("python") or shutil.which("python3")
-            or sys.executable)
+    return (
+        os.environ.get("AICONSOLE_LOCAL_PYTHON") or shutil.which("python") or shutil.which("python3") or sys.executable
+    )
 
 
 def local_tensorflow(python: str) -> str | None:
@@ -90,8 +91,7 @@ class _PrefixedOutput:
 
 
 def run_single(command: list[str], cwd: Path, module: str, user_args: list[str]) -> int:
-    tf_config = {"job": {"job_name": module, "args": user_args}, "task": {}, "cluster": {},
-                 "environment": "cloud"}
+    tf_config = {"job": {"job_name": module, "args": user_args}, "task": {}, "cluster": {}, "environment": "cloud"}
     process = subprocess.Popen(command, cwd=cwd, env={**os.environ, "TF_CONFIG": json.dumps(tf_config)})
     try:
         return _exit_status(process.wait())
@@ -106,33 +106,47 @@ def run_single(command: list[str], cwd: Path, module: str, user_args: list[str])
 
 
 def task_plans(args) -> list[catalogue.ReplicaPlan]:
-    counts = (("master", 1), ("worker", args.worker_count if args.worker_count is not None else 2),
-              ("ps", args.parameter_server_count if args.parameter_server_count is not None else 2),
-              ("evaluator", args.evaluator_count or 0))
-    return [catalogue.ReplicaPlan(task_type, index, "local", None, 0)
-            for task_type, number in counts for index in range(number)]
+    counts = (
+        ("master", 1),
+        ("worker", args.worker_count if args.worker_count is not None else 2),
+        ("ps", args.parameter_server_count if args.parameter_server_count is not None else 2),
+        ("evaluator", args.evaluator_count or 0),
+    )
+    return [
+        catalogue.ReplicaPlan(task_type, index, "local", None, 0)
+        for task_type, number in counts
+        for index in range(number)
+    ]
 
 
-def run_distributed(args, command: list[str], cwd: Path, module: str, user_args: list[str],
-                    chief: bool) -> int:
-    placements = [replicas.Placement(plan, "localhost", args.start_port + number)
-                  for number, plan in enumerate(task_plans(args))]
-    configs = replicas.cluster_configs(placements, job_id=module, training_input={"args": user_args},
-                                       use_chief=chief)
+def run_distributed(args, command: list[str], cwd: Path, module: str, user_args: list[str], chief: bool) -> int:
+    placements = [
+        replicas.Placement(plan, "localhost", args.start_port + number) for number, plan in enumerate(task_plans(args))
+    ]
+    configs = replicas.cluster_configs(placements, job_id=module, training_input={"args": user_args}, use_chief=chief)
     sink = _PrefixedOutput()
     processes = []
     for number, placement in enumerate(placements):
         tf_config, _ = configs[placement.label]
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "PYTHONUNBUFFERED": "1"}
-        process = replicas.ReplicaProcess(replica_id=number, label=placement.label,
-                                          task_type=placement.plan.task_type, command=command, env=env,
-                                          cwd=cwd, sink=sink, max_line_bytes=MAX_LINE_BYTES,
-                                          stop_grace=STOP_GRACE_SECONDS)
+        process = replicas.ReplicaProcess(
+            replica_id=number,
+            label=placement.label,
+            task_type=placement.plan.task_type,
+            command=command,
+            env=env,
+            cwd=cwd,
+            sink=sink,
+            max_line_bytes=MAX_LINE_BYTES,
+            stop_grace=STOP_GRACE_SECONDS,
+        )
         process.start()
         processes.append(process)
     tasks = ", ".join(p.label for p in processes)
-    output.status(f"Started {len(processes)} tasks on localhost ports {args.start_port}-"
-                  f"{args.start_port + len(processes) - 1}: {tasks}")
+    output.status(
+        f"Started {len(processes)} tasks on localhost ports {args.start_port}-"
+        f"{args.start_port + len(processes) - 1}: {tasks}"
+    )
     primary, others = processes[0], processes[1:]
     try:
         reported: set[str] = set()
@@ -157,10 +171,15 @@ def run_distributed(args, command: list[str], cwd: Path, module: str, user_args:
 
 @common.command("local.train")
 def cmd_train(args) -> int:
-    distributed_only = [flag for flag, value in (("--worker-count", args.worker_count),
-                                                 ("--parameter-server-count", args.parameter_server_count),
-                                                 ("--evaluator-count", args.evaluator_count))
-                        if value is not None]
+    distributed_only = [
+        flag
+        for flag, value in (
+            ("--worker-count", args.worker_count),
+            ("--parameter-server-count", args.parameter_server_count),
+            ("--evaluator-count", args.evaluator_count),
+        )
+        if value is not None
+    ]
     if distributed_only and not args.distributed:
         raise CliError(f"{', '.join(distributed_only)}: only used with --distributed", exit_code=2)
     cwd = Path.cwd()
@@ -191,19 +210,29 @@ SERVING_WORKER = Path(__file__).resolve().parents[2] / "models_registry" / "serv
 def cmd_predict(args) -> int:
     """Predict with a model folder in this machine's Python, as gcloud's local predict did."""
     body = models.request_body(args)
-    request = {"modelDir": str(Path(args.model_dir).expanduser().resolve()), "framework": args.framework,
-               "signature": args.signature_name, "instances": body["instances"]}
+    request = {
+        "modelDir": str(Path(args.model_dir).expanduser().resolve()),
+        "framework": args.framework,
+        "signature": args.signature_name,
+        "instances": body["instances"],
+    }
     python = interpreter()
     try:
-        done = subprocess.run([python, str(PREDICTOR), str(SERVING_WORKER)], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [python, str(PREDICTOR), str(SERVING_WORKER)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise CliError(f"{python} could not run the prediction: {error}") from None
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise CliError(f"{python} could not run the prediction (exit status {done.returncode}):\n"
-                       f"{done.stderr.strip()[-2000:]}") from None
+        raise CliError(
+            f"{python} could not run the prediction (exit status {done.returncode}):\n{done.stderr.strip()[-2000:]}"
+        ) from None
     if "error" in answer:
         raise CliError(answer["error"])
     output.emit(answer, args.format, models.predictions_text(answer["predictions"]))
@@ -213,37 +242,67 @@ def cmd_predict(args) -> int:
 def register(commands) -> None:
     local = common.add_group(commands, "local", "run trainers on this machine (gcloud ai-platform local)")
     train = local.add_parser(
-        "train", help="run a trainer here, as the console would, without the console",
+        "train",
+        help="run a trainer here, as the console would, without the console",
         usage="aiconsole local train --module-name MODULE [flags] [-- USER_ARGS ...]",
-        epilog="Everything after -- is passed to the trainer, before --job-dir.")
+        epilog="Everything after -- is passed to the trainer, before --job-dir.",
+    )
     train.user_args_dest = "user_args"
     train.add_argument("--module-name", required=True, metavar="MODULE", help="e.g. trainer.task")
-    train.add_argument("--package-path", metavar="DIR",
-                       help="the package folder; the trainer runs from its parent (default: run from here)")
+    train.add_argument(
+        "--package-path",
+        metavar="DIR",
+        help="the package folder; the trainer runs from its parent (default: run from here)",
+    )
     train.add_argument("--job-dir", metavar="PATH", help="passed to the trainer as --job-dir (created if local)")
     train.add_argument("--distributed", action="store_true", help="one process per task, on localhost")
     train.add_argument("--worker-count", type=training.count, metavar="N", help="workers (default 2)")
-    train.add_argument("--parameter-server-count", type=training.count, metavar="N",
-                       help="parameter servers (default 2)")
+    train.add_argument(
+        "--parameter-server-count", type=training.count, metavar="N", help="parameter servers (default 2)"
+    )
     train.add_argument("--evaluator-count", type=training.count, metavar="N", help="evaluators (default 0)")
-    train.add_argument("--start-port", type=int, default=DEFAULT_START_PORT, metavar="PORT",
-                       help=f"first port of the local cluster (default {DEFAULT_START_PORT})")
+    train.add_argument(
+        "--start-port",
+        type=int,
+        default=DEFAULT_START_PORT,
+        metavar="PORT",
+        help=f"first port of the local cluster (default {DEFAULT_START_PORT})",
+    )
     train.add_argument("--runtime-version", help="choose chief or master in TF_CONFIG as this runtime would")
-    train.add_argument("--use-chief-in-tf-config", type=training.boolean, metavar="BOOL",
-                       help="call the primary task chief (true) or master (false)")
+    train.add_argument(
+        "--use-chief-in-tf-config",
+        type=training.boolean,
+        metavar="BOOL",
+        help="call the primary task chief (true) or master (false)",
+    )
     train.set_defaults(func=cmd_train)
 
-    predict = local.add_parser("predict", help="predict with a model folder in this machine's Python "
-                                               "($AICONSOLE_LOCAL_PYTHON or python), without the console")
-    predict.add_argument("--model-dir", required=True, metavar="DIR",
-                         help="the folder with saved_model.pb, model.bst or model.joblib/model.pkl")
+    predict = local.add_parser(
+        "predict",
+        help="predict with a model folder in this machine's Python "
+        "($AICONSOLE_LOCAL_PYTHON or python), without the console",
+    )
+    predict.add_argument(
+        "--model-dir",
+        required=True,
+        metavar="DIR",
+        help="the folder with saved_model.pb, model.bst or model.joblib/model.pkl",
+    )
     inputs = predict.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--json-instances", metavar="FILE", help="one JSON instance per line ('-' for stdin)")
     inputs.add_argument("--json-request", metavar="FILE", help='a whole request: {"instances": [...]}')
     inputs.add_argument("--text-instances", metavar="FILE", help="one text instance per line")
-    predict.add_argument("--framework", type=models.framework, metavar="FRAMEWORK",
-                         help="tensorflow, scikit-learn or xgboost (default: found from the model file)")
+    predict.add_argument(
+        "--framework",
+        type=models.framework,
+        metavar="FRAMEWORK",
+        help="tensorflow, scikit-learn or xgboost (default: found from the model file)",
+    )
     predict.add_argument("--signature-name", help="the SavedModel signature (TensorFlow)")
-    predict.add_argument("--format", type=output.parse_format, default=None,
-                         help="output format: json, yaml or value(FIELD,...) (default: readable text)")
+    predict.add_argument(
+        "--format",
+        type=output.parse_format,
+        default=None,
+        help="output format: json, yaml or value(FIELD,...) (default: readable text)",
+    )
     predict.set_defaults(func=cmd_predict)

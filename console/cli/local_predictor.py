@@ -41,12 +41,18 @@ def main(argv):
         names = set(os.listdir(model_dir))
     except OSError as error:
         return _fail(f"--model-dir {model_dir}: {error.strerror or error}")
-    found = [(kind, name) for kind, files in MODEL_FILES for name in files if name in names
-             and (framework is None or kind == framework or (framework == "XGBOOST" and kind == "SCIKIT_LEARN"))]
+    found = [
+        (kind, name)
+        for kind, files in MODEL_FILES
+        for name in files
+        if name in names
+        and (framework is None or kind == framework or (framework == "XGBOOST" and kind == "SCIKIT_LEARN"))
+    ]
     if not found:
         wanted = ", ".join(name for kind, files in MODEL_FILES for name in files if framework in (None, kind))
-        return _fail(f"--model-dir {model_dir} holds no model file for {framework or 'any framework'}: expected "
-                     f"one of {wanted}")
+        return _fail(
+            f"--model-dir {model_dir} holds no model file for {framework or 'any framework'}: expected one of {wanted}"
+        )
     kind, model_file = found[0]
     try:
         predictor = worker.PREDICTORS[framework or kind](model_dir, model_file, request.get("signature"))
@@ -54,8 +60,10 @@ def main(argv):
     except worker.LoadError as error:
         return _fail(f"cannot load the model in {model_dir}: {error}")
     except ImportError as error:
-        return _fail(f"{sys.executable} cannot load a {framework or kind} model: {error}. Run with the Python "
-                     "of an environment that has it ($AICONSOLE_LOCAL_PYTHON)")
+        return _fail(
+            f"{sys.executable} cannot load a {framework or kind} model: {error}. Run with the Python "
+            "of an environment that has it ($AICONSOLE_LOCAL_PYTHON)"
+        )
     except Exception as error:  # the model's own failure, in its words, as a deployed version answers
         return _fail(f"Prediction failed: {type(error).__name__}: {str(error).strip()[:2000]}")
     print(json.dumps({"predictions": predictions}))

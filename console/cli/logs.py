@@ -22,8 +22,12 @@ RETRY_FOR_SECONDS = 120.0
 def format_entry(entry: dict, *, multiline: bool = False) -> list[str]:
     """One printed line per entry (one per message line unless ``multiline``)."""
     when = output.local_time(entry.get("timestamp"), "%Y-%m-%d %H:%M:%S %z")
-    fields = [str(entry.get("severity") or "DEFAULT"), when, str(entry.get("taskName") or "unknown_task"),
-              str(entry.get("trialId") or "")]
+    fields = [
+        str(entry.get("severity") or "DEFAULT"),
+        when,
+        str(entry.get("taskName") or "unknown_task"),
+        str(entry.get("trialId") or ""),
+    ]
     message = str(entry.get("message") or "")
     lines = [message] if multiline else (message.split("\n") or [""])
     return ["\t".join([*fields, line]) for line in lines]
@@ -49,16 +53,18 @@ def _fetch(client: Client, path: str, params: dict, wait: int) -> dict:
         delay = min(delay * 2, 10.0)
 
 
-def follow(client: Client, job_id: str, *, task_name: str | None = None, multiline: bool = False,
-           wait: int = WAIT_SECONDS) -> str:
+def follow(
+    client: Client, job_id: str, *, task_name: str | None = None, multiline: bool = False, wait: int = WAIT_SECONDS
+) -> str:
     """Print the job's log until it has ended; return its final state."""
     path = client.job_path(job_id, "/logs")
     cursor = ""
     shown_state = ""
     try:
         while True:
-            answer = _fetch(client, path, {"after": cursor, "taskName": task_name, "pageSize": PAGE_SIZE,
-                                           "waitSeconds": wait}, wait)
+            answer = _fetch(
+                client, path, {"after": cursor, "taskName": task_name, "pageSize": PAGE_SIZE, "waitSeconds": wait}, wait
+            )
             entries = answer.get("entries") or []
             for entry in entries:
                 for line in format_entry(entry, multiline=multiline):
@@ -72,8 +78,9 @@ def follow(client: Client, job_id: str, *, task_name: str | None = None, multili
             if answer.get("jobEnded") and len(entries) < PAGE_SIZE:
                 return state
     except KeyboardInterrupt:
-        output.status(f"\nStopped following the log; the job goes on. "
-                      f"Follow it again with: aiconsole jobs stream-logs {job_id}")
+        output.status(
+            f"\nStopped following the log; the job goes on. Follow it again with: aiconsole jobs stream-logs {job_id}"
+        )
         raise
 
 

@@ -29,10 +29,19 @@ FRAMEWORKS = {"scikit-learn": "SCIKIT_LEARN", "xgboost": "XGBOOST", "tensorflow"
 # gcloud's versions create flags for what this console does not serve: refused by name, with the
 # schema's reason, rather than dropped (a version that silently lost its container would mislead).
 _UNSERVED_VERSION_FLAGS = {
-    "accelerator": "acceleratorConfig", "prediction_class": "predictionClass", "package_uris": "packageUris",
-    "explanation_method": "explanationConfig", "num_integral_steps": "explanationConfig",
-    "num_paths": "explanationConfig", "image": "container", "command": "container", "args": "container",
-    "env_vars": "container", "ports": "container", "predict_route": "routes", "health_route": "routes",
+    "accelerator": "acceleratorConfig",
+    "prediction_class": "predictionClass",
+    "package_uris": "packageUris",
+    "explanation_method": "explanationConfig",
+    "num_integral_steps": "explanationConfig",
+    "num_paths": "explanationConfig",
+    "image": "container",
+    "command": "container",
+    "args": "container",
+    "env_vars": "container",
+    "ports": "container",
+    "predict_route": "routes",
+    "health_route": "routes",
 }
 
 
@@ -40,8 +49,10 @@ def framework(text: str) -> str:
     """``--framework``: gcloud's choices, also as the API's enum names the samples write (SCIKIT_LEARN)."""
     key = text.strip().lower().replace("_", "-")
     if key not in FRAMEWORKS:
-        raise argparse.ArgumentTypeError(f"invalid choice {text!r}; choose from: {', '.join(sorted(FRAMEWORKS))} "
-                                         "(or TENSORFLOW, SCIKIT_LEARN, XGBOOST)")
+        raise argparse.ArgumentTypeError(
+            f"invalid choice {text!r}; choose from: {', '.join(sorted(FRAMEWORKS))} "
+            "(or TENSORFLOW, SCIKIT_LEARN, XGBOOST)"
+        )
     return FRAMEWORKS[key]
 
 
@@ -66,8 +77,10 @@ def wait_operation(client: Client, operation: dict, message: str, *, timeout: fl
     while not operation.get("done"):
         if time.monotonic() > deadline:
             output.status("")
-            raise CliError(f"timed out waiting for {operation.get('name')}; it goes on: "
-                           f"'aiconsole operations' or the console show how it ends")
+            raise CliError(
+                f"timed out waiting for {operation.get('name')}; it goes on: "
+                f"'aiconsole operations' or the console show how it ends"
+            )
         time.sleep(POLL_SECONDS)
         output.status(".", end="")
         operation = client.get("/v1/" + operation["name"])
@@ -109,8 +122,9 @@ def cmd_models_list(args) -> int:
     client = common.client(args)
     models, token = [], ""
     while True:
-        answer = client.get(client.project_path("models"),
-                            params={"pageSize": 100, "pageToken": token, "filter": args.filter})
+        answer = client.get(
+            client.project_path("models"), params={"pageSize": 100, "pageToken": token, "filter": args.filter}
+        )
         models += answer.get("models") or []
         token = answer.get("nextPageToken") or ""
         if not token:
@@ -118,8 +132,10 @@ def cmd_models_list(args) -> int:
     if not models and args.format is None:
         output.status("Listed 0 items.")
         return 0
-    rows = [[m["name"].rsplit("/", 1)[-1], ((m.get("defaultVersion") or {}).get("name") or "").rsplit("/", 1)[-1]]
-            for m in models]
+    rows = [
+        [m["name"].rsplit("/", 1)[-1], ((m.get("defaultVersion") or {}).get("name") or "").rsplit("/", 1)[-1]]
+        for m in models
+    ]
     output.emit_list(models, args.format, output.table(["NAME", "DEFAULT_VERSION_NAME"], rows))
     return 0
 
@@ -157,25 +173,39 @@ def _version_body(args) -> dict:
         body.update(loaded)
     body["name"] = args.version
     fields = v1schema.message("Version").fields
-    refused = [f"--{name.replace('_', '-')}: {fields[field].unsupported}"
-               for name, field in _UNSERVED_VERSION_FLAGS.items() if getattr(args, f"unserved_{name}") is not None]
+    refused = [
+        f"--{name.replace('_', '-')}: {fields[field].unsupported}"
+        for name, field in _UNSERVED_VERSION_FLAGS.items()
+        if getattr(args, f"unserved_{name}") is not None
+    ]
     if refused:
         raise CliError("cannot create the version:\n" + "\n".join(f"  - {line}" for line in refused), exit_code=2)
-    given = {"deploymentUri": args.origin, "runtimeVersion": args.runtime_version,
-             "pythonVersion": args.python_version, "machineType": args.machine_type,
-             "description": args.description, "framework": args.framework,
-             "serviceAccount": args.service_account}
+    given = {
+        "deploymentUri": args.origin,
+        "runtimeVersion": args.runtime_version,
+        "pythonVersion": args.python_version,
+        "machineType": args.machine_type,
+        "description": args.description,
+        "framework": args.framework,
+        "serviceAccount": args.service_account,
+    }
     body.update({key: value for key, value in given.items() if value is not None})
     if args.min_nodes is not None or args.max_nodes is not None:
         scaling = dict(body.get("autoScaling") or {})
-        scaling.update({key: value for key, value in (("minNodes", args.min_nodes), ("maxNodes", args.max_nodes))
-                        if value is not None})
+        scaling.update(
+            {
+                key: value
+                for key, value in (("minNodes", args.min_nodes), ("maxNodes", args.max_nodes))
+                if value is not None
+            }
+        )
         body["autoScaling"] = scaling
     if args.labels:
         body["labels"] = {**(body.get("labels") or {}), **args.labels}
     if not body.get("deploymentUri"):
-        raise CliError("--origin is required (or deploymentUri in --config): the folder with the model file",
-                       exit_code=2)
+        raise CliError(
+            "--origin is required (or deploymentUri in --config): the folder with the model file", exit_code=2
+        )
     origin = body["deploymentUri"]
     if args.staging_bucket and not args.staging_bucket.startswith("gs://"):
         raise CliError(f"--staging-bucket must be a gs:// URI, not {args.staging_bucket!r}", exit_code=2)
@@ -193,8 +223,11 @@ def _stage_origin(origin: Path, bucket: str, model: str, version: str) -> str:
     found = [origin] if origin.is_file() else (p for p in origin.rglob("*") if p.is_file())
     files = sorted(itertools.islice(found, MAX_STAGED_FILES + 1))  # a link loop ends at the limit too
     if len(files) > MAX_STAGED_FILES:
-        raise CliError(f"--origin {origin} holds more than {MAX_STAGED_FILES} files; a model folder holds "
-                       "the model file and what it needs", exit_code=2)
+        raise CliError(
+            f"--origin {origin} holds more than {MAX_STAGED_FILES} files; a model folder holds "
+            "the model file and what it needs",
+            exit_code=2,
+        )
     base = f"{bucket.rstrip('/')}/{model}/{version}"
     output.status(f"Uploading {len(files)} file{'s' if len(files) != 1 else ''} of {origin} to {base}/...")
     for path in files:
@@ -221,8 +254,10 @@ def cmd_versions_list(args) -> int:
     client = common.client(args)
     versions, token = [], ""
     while True:
-        answer = client.get(_model_path(client, args.model, "versions"),
-                            params={"pageSize": 100, "pageToken": token, "filter": args.filter})
+        answer = client.get(
+            _model_path(client, args.model, "versions"),
+            params={"pageSize": 100, "pageToken": token, "filter": args.filter},
+        )
         versions += answer.get("versions") or []
         token = answer.get("nextPageToken") or ""
         if not token:
@@ -230,8 +265,15 @@ def cmd_versions_list(args) -> int:
     if not versions and args.format is None:
         output.status("Listed 0 items.")
         return 0
-    rows = [[v["name"].rsplit("/", 1)[-1], v.get("deploymentUri", ""), v.get("state", ""),
-             "yes" if v.get("isDefault") else ""] for v in versions]
+    rows = [
+        [
+            v["name"].rsplit("/", 1)[-1],
+            v.get("deploymentUri", ""),
+            v.get("state", ""),
+            "yes" if v.get("isDefault") else "",
+        ]
+        for v in versions
+    ]
     output.emit_list(versions, args.format, output.table(["NAME", "DEPLOYMENT_URI", "STATE", "DEFAULT"], rows))
     return 0
 
@@ -288,8 +330,11 @@ def request_body(args) -> dict:
             try:
                 instances.append(json.loads(line))
             except ValueError as error:
-                raise CliError(f"--json-instances {args.json_instances}, line {number}: not JSON ({error}); "
-                               "write one JSON instance per line", exit_code=2) from None
+                raise CliError(
+                    f"--json-instances {args.json_instances}, line {number}: not JSON ({error}); "
+                    "write one JSON instance per line",
+                    exit_code=2,
+                ) from None
     else:
         instances = [line for line in _read(args.text_instances).splitlines() if line.strip()]
     if not instances:
@@ -305,8 +350,10 @@ def predictions_text(predictions: list) -> str:
     if predictions and all(isinstance(p, dict) for p in predictions):
         keys = sorted({k for p in predictions for k in p})
         if all(set(p) == set(keys) for p in predictions):
-            return output.table([k.upper() for k in keys], [[json.dumps(p[k]) if isinstance(p[k], list | dict)
-                                                              else p[k] for k in keys] for p in predictions])
+            return output.table(
+                [k.upper() for k in keys],
+                [[json.dumps(p[k]) if isinstance(p[k], list | dict) else p[k] for k in keys] for p in predictions],
+            )
     return "\n".join(json.dumps(p) for p in predictions) + "\n"
 
 
@@ -333,8 +380,11 @@ def _post_predict(client: Client, path: str, body: dict) -> dict:
 @common.command("predict")
 def cmd_predict(args) -> int:
     client = common.client(args)
-    path = (_version_path(client, args.model, args.version, ":predict") if args.version
-            else _model_path(client, args.model + ":predict"))
+    path = (
+        _version_path(client, args.model, args.version, ":predict")
+        if args.version
+        else _model_path(client, args.model + ":predict")
+    )
     answer = _post_predict(client, path, request_body(args))
     predictions = answer.get("predictions") or []
     output.emit(answer, args.format, predictions_text(predictions))
@@ -349,12 +399,15 @@ def register(commands) -> None:
     create = models.add_parser("create", help="create a model")
     create.add_argument("model", metavar="MODEL")
     common.region_flag(create)
-    create.add_argument("--regions", type=training.comma_list, metavar="REGION",
-                        help="the model's region (default: --region unless global, else us-central1)")
+    create.add_argument(
+        "--regions",
+        type=training.comma_list,
+        metavar="REGION",
+        help="the model's region (default: --region unless global, else us-central1)",
+    )
     create.add_argument("--description")
     create.add_argument("--enable-logging", action="store_true", help="log online prediction requests")
-    create.add_argument("--enable-console-logging", action="store_true",
-                        help="keep what the serving processes print")
+    create.add_argument("--enable-console-logging", action="store_true", help="keep what the serving processes print")
     create.add_argument("--labels", type=training.labels, action=training.MergeDict, metavar="KEY=VALUE,...")
     common.connection_flags(create)
     create.set_defaults(func=cmd_models_create)
@@ -365,35 +418,44 @@ def register(commands) -> None:
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_models_list)
 
-    for name, func, text in (("describe", cmd_models_describe, "show a model"),
-                             ("delete", cmd_models_delete, "delete a model (it must have no versions)")):
+    for name, func, text in (
+        ("describe", cmd_models_describe, "show a model"),
+        ("delete", cmd_models_delete, "delete a model (it must have no versions)"),
+    ):
         parser = models.add_parser(name, help=text)
         parser.add_argument("model", metavar="MODEL")
         common.region_flag(parser)
         common.connection_flags(parser)
         parser.set_defaults(func=func)
 
-    versions = common.add_group(commands, "versions", "create and manage model versions "
-                                                      "(gcloud ai-platform versions)")
+    versions = common.add_group(commands, "versions", "create and manage model versions (gcloud ai-platform versions)")
     create = versions.add_parser("create", help="deploy a model version")
     create.add_argument("version", metavar="VERSION")
     create.add_argument("--model", required=True)
     create.add_argument("--origin", help="folder (local path or gs://) holding the model file")
     create.add_argument("--runtime-version")
     create.add_argument("--python-version")
-    create.add_argument("--framework", type=framework, metavar="FRAMEWORK",
-                        help=f"one of: {', '.join(sorted(FRAMEWORKS))} (TENSORFLOW, SCIKIT_LEARN, XGBOOST too)")
+    create.add_argument(
+        "--framework",
+        type=framework,
+        metavar="FRAMEWORK",
+        help=f"one of: {', '.join(sorted(FRAMEWORKS))} (TENSORFLOW, SCIKIT_LEARN, XGBOOST too)",
+    )
     create.add_argument("--machine-type")
     create.add_argument("--min-nodes", type=_node_count, metavar="N", help="autoScaling.minNodes")
     create.add_argument("--max-nodes", type=_node_count, metavar="N", help="autoScaling.maxNodes")
     create.add_argument("--service-account", metavar="EMAIL")
-    create.add_argument("--staging-bucket", metavar="gs://BUCKET",
-                        help="upload a local --origin there first and deploy from Cloud Storage, as gcloud did")
+    create.add_argument(
+        "--staging-bucket",
+        metavar="gs://BUCKET",
+        help="upload a local --origin there first and deploy from Cloud Storage, as gcloud did",
+    )
     common.region_flag(create)
     unserved = create.add_argument_group("refused here, with the reason (gcloud's beta flags included)")
     for name in _UNSERVED_VERSION_FLAGS:
-        unserved.add_argument(f"--{name.replace('_', '-')}", dest=f"unserved_{name}", metavar="VALUE",
-                              help=argparse.SUPPRESS)
+        unserved.add_argument(
+            f"--{name.replace('_', '-')}", dest=f"unserved_{name}", metavar="VALUE", help=argparse.SUPPRESS
+        )
     create.add_argument("--description")
     create.add_argument("--labels", type=training.labels, action=training.MergeDict, metavar="KEY=VALUE,...")
     create.add_argument("--config", metavar="FILE", help="YAML holding a Version (autoScaling, manualScaling, ...)")
@@ -408,9 +470,11 @@ def register(commands) -> None:
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_versions_list)
 
-    for name, func, text in (("describe", cmd_versions_describe, "show a version"),
-                             ("delete", cmd_versions_delete, "delete a version"),
-                             ("set-default", cmd_versions_set_default, "make a version the model's default")):
+    for name, func, text in (
+        ("describe", cmd_versions_describe, "show a version"),
+        ("delete", cmd_versions_delete, "delete a version"),
+        ("set-default", cmd_versions_set_default, "make a version the model's default"),
+    ):
         parser = versions.add_parser(name, help=text)
         parser.add_argument("version", metavar="VERSION")
         parser.add_argument("--model", required=True)
@@ -420,8 +484,7 @@ def register(commands) -> None:
 
     resources.register_model_commands(models, versions)
 
-    predict = commands.add_parser("predict", help="online prediction (gcloud ai-platform predict)",
-                                  allow_abbrev=False)
+    predict = commands.add_parser("predict", help="online prediction (gcloud ai-platform predict)", allow_abbrev=False)
     predict.add_argument("--model", required=True)
     predict.add_argument("--version", help="a version; default: the model's default version")
     inputs = predict.add_mutually_exclusive_group(required=True)

@@ -29,7 +29,7 @@ def parse_format(text: str) -> Format:
     if cleaned in ("json", "yaml"):
         return Format(cleaned)
     if cleaned.startswith("value(") and cleaned.endswith(")"):
-        fields = tuple(f.strip() for f in cleaned[len("value("):-1].split(",") if f.strip())
+        fields = tuple(f.strip() for f in cleaned[len("value(") : -1].split(",") if f.strip())
         if fields:
             return Format("value", fields)
     raise argparse.ArgumentTypeError(f"unknown format {text!r}; use one of: {', '.join(FORMATS)}")

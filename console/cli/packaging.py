@@ -90,8 +90,9 @@ def _only_archive(dist_dir: Path, root: Path) -> Path:
 
 def _run_build(command: list[str], root: Path, what: str) -> None:
     try:
-        result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600,
-                                stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            command, cwd=root, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise PackagingError(f"{what} in {root} could not run: {error}") from None
     if result.returncode != 0:
@@ -101,14 +102,29 @@ def _run_build(command: list[str], root: Path, what: str) -> None:
 
 def _setup_py_sdist(root: Path, work_dir: Path) -> Package:
     if importlib.util.find_spec("setuptools") is None:
-        raise PackagingError(f"{root / 'setup.py'} needs setuptools, which is not installed for "
-                             f"{sys.executable}; install it or build the sdist yourself and pass --packages")
+        raise PackagingError(
+            f"{root / 'setup.py'} needs setuptools, which is not installed for "
+            f"{sys.executable}; install it or build the sdist yourself and pass --packages"
+        )
     egg_base = work_dir / "egg-info"
     dist_dir = work_dir / "dist"
     egg_base.mkdir(parents=True, exist_ok=True)
     dist_dir.mkdir(parents=True, exist_ok=True)
-    _run_build([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(egg_base),
-                "sdist", "--dist-dir", str(dist_dir)], root, "python setup.py sdist")
+    _run_build(
+        [
+            sys.executable,
+            "setup.py",
+            "-q",
+            "egg_info",
+            "--egg-base",
+            str(egg_base),
+            "sdist",
+            "--dist-dir",
+            str(dist_dir),
+        ],
+        root,
+        "python setup.py sdist",
+    )
     return describe(_only_archive(dist_dir, root), f"setup.py sdist in {root}")
 
 
@@ -119,8 +135,11 @@ def _pyproject_sdist(root: Path, work_dir: Path) -> Package:
     dist_dir.mkdir(parents=True, exist_ok=True)
     before = _egg_info_dirs(root)
     try:
-        _run_build([find_uv_bin(), "build", "--sdist", "--quiet", "--out-dir", str(dist_dir), str(root)],
-                   root, "uv build --sdist")
+        _run_build(
+            [find_uv_bin(), "build", "--sdist", "--quiet", "--out-dir", str(dist_dir), str(root)],
+            root,
+            "uv build --sdist",
+        )
     finally:
         # setuptools writes NAME.egg-info into the source tree; leave the user's folder as it was.
         for leftover in _egg_info_dirs(root) - before:
@@ -136,8 +155,7 @@ def _source_files(folder: Path) -> list[Path]:
     found = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
-        if any(part.startswith(".") or part in _SKIPPED_DIRS or part.endswith(".egg-info")
-               for part in relative.parts):
+        if any(part.startswith(".") or part in _SKIPPED_DIRS or part.endswith(".egg-info") for part in relative.parts):
             continue
         if path.is_file() and not path.name.endswith(_SKIPPED_SUFFIXES):
             found.append(path)
@@ -170,18 +188,24 @@ def generated_sdist(folder: Path, work_dir: Path) -> Package:
     if not name.isidentifier():
         raise PackagingError(f"--package-path {folder}: {name!r} is not a valid Python package name")
     if not (folder / "__init__.py").is_file():
-        raise PackagingError(f"--package-path {folder} is not a Python package: it has no __init__.py "
-                             "(add an empty one, or put a setup.py in its parent folder)")
+        raise PackagingError(
+            f"--package-path {folder} is not a Python package: it has no __init__.py "
+            "(add an empty one, or put a setup.py in its parent folder)"
+        )
     top = f"{name}-{GENERATED_VERSION}"
     pkg_info = f"Metadata-Version: 2.1\nName: {name}\nVersion: {GENERATED_VERSION}\n"
     work_dir.mkdir(parents=True, exist_ok=True)
     target = work_dir / f"{top}.tar.gz"
-    with target.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped, \
-            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        target.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         _add(tar, f"{top}/PKG-INFO", pkg_info.encode(), 0)
         _add(tar, f"{top}/setup.py", _generated_setup(name).encode(), 0)
         _add(tar, f"{top}/MANIFEST.in", f"graft {name}\n".encode(), 0)
         for path in _source_files(folder):
-            _add(tar, f"{top}/{name}/{path.relative_to(folder).as_posix()}", path.read_bytes(),
-                 int(path.stat().st_mtime))
+            _add(
+                tar, f"{top}/{name}/{path.relative_to(folder).as_posix()}", path.read_bytes(), int(path.stat().st_mtime)
+            )
     return describe(target, f"generated setup.py for package {name!r}")

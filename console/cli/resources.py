@@ -57,8 +57,7 @@ def cmd_models_update(args) -> int:
     if not mask:
         output.status("No update to perform.")
         return 0
-    operation = client.call("PATCH", _model_path(client, args.model), params={"updateMask": ",".join(mask)},
-                            body=body)
+    operation = client.call("PATCH", _model_path(client, args.model), params={"updateMask": ",".join(mask)}, body=body)
     return _finish_update(client, operation, f"model [{args.model}]", args.format)
 
 
@@ -117,8 +116,9 @@ def _set_policy(client: Client, model: str, policy: dict) -> dict:
 def _member(text: str) -> str:
     kind, sep, name = text.partition(":")
     if not sep or not name or kind not in ("user", "serviceAccount", "group", "domain"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a member; write user:NAME (or serviceAccount:, group:, "
-                                         "domain:), as gcloud does")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a member; write user:NAME (or serviceAccount:, group:, domain:), as gcloud does"
+        )
     return text
 
 
@@ -193,8 +193,14 @@ def cmd_operations_list(args) -> int:
     if not found and args.format is None:
         output.status("Listed 0 items.")
         return 0
-    rows = [[op["name"].rsplit("/", 1)[-1], (op.get("metadata") or {}).get("operationType", ""),
-             "True" if op.get("done") else ""] for op in found]
+    rows = [
+        [
+            op["name"].rsplit("/", 1)[-1],
+            (op.get("metadata") or {}).get("operationType", ""),
+            "True" if op.get("done") else "",
+        ]
+        for op in found
+    ]
     output.emit_list(found, args.format, output.table(["NAME", "TYPE", "DONE"], rows))
     return 0
 
@@ -236,8 +242,9 @@ def cmd_locations_list(args) -> int:
         token = answer.get("nextPageToken") or ""
         if not token:
             break
-    output.emit_list(found, args.format, output.table(["NAME"], [[loc.get("name", "").rsplit("/", 1)[-1]]
-                                                                  for loc in found]))
+    output.emit_list(
+        found, args.format, output.table(["NAME"], [[loc.get("name", "").rsplit("/", 1)[-1]] for loc in found])
+    )
     return 0
 
 
@@ -248,8 +255,9 @@ def cmd_locations_describe(args) -> int:
         found = client.get(client.project_path("locations", args.location))
     except ApiError as error:
         if error.code == 404:
-            raise CliError(f"Location [{args.location}] is not a region this console knows; "
-                           "'aiconsole locations list' names them.") from None
+            raise CliError(
+                f"Location [{args.location}] is not a region this console knows; 'aiconsole locations list' names them."
+            ) from None
         raise
     output.emit(found, args.format or output.Format("yaml"))
     return 0
@@ -259,7 +267,7 @@ def cmd_locations_describe(args) -> int:
 
 REFUSED = {
     "explain": "explanations (AI Explanations) are not supported on this server: versions with an "
-               "explanationConfig are refused, so there is nothing to explain; use 'predict'",
+    "explanationConfig are refused, so there is nothing to explain; use 'predict'",
 }
 
 
@@ -275,10 +283,20 @@ def refused(name: str):
 
 
 def _label_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--update-labels", type=training.labels, action=training.MergeDict,
-                        metavar="KEY=VALUE,...", help="labels to add or change")
-    parser.add_argument("--remove-labels", type=training.label_keys, action=training.ExtendList,
-                        metavar="KEY,...", help="labels to remove (missing ones are ignored)")
+    parser.add_argument(
+        "--update-labels",
+        type=training.labels,
+        action=training.MergeDict,
+        metavar="KEY=VALUE,...",
+        help="labels to add or change",
+    )
+    parser.add_argument(
+        "--remove-labels",
+        type=training.label_keys,
+        action=training.ExtendList,
+        metavar="KEY,...",
+        help="labels to remove (missing ones are ignored)",
+    )
     parser.add_argument("--clear-labels", action="store_true", help="remove every label first")
 
 
@@ -292,10 +310,12 @@ def register_model_commands(models, versions) -> None:
     common.connection_flags(update)
     update.set_defaults(func=cmd_models_update)
 
-    for name, func, text in (("get-iam-policy", cmd_get_iam_policy, "show who may do what with a model"),
-                             ("set-iam-policy", cmd_set_iam_policy, "replace a model's IAM policy from a file"),
-                             ("add-iam-policy-binding", cmd_add_binding, "give a member a role on a model"),
-                             ("remove-iam-policy-binding", cmd_remove_binding, "take a member's role on a model")):
+    for name, func, text in (
+        ("get-iam-policy", cmd_get_iam_policy, "show who may do what with a model"),
+        ("set-iam-policy", cmd_set_iam_policy, "replace a model's IAM policy from a file"),
+        ("add-iam-policy-binding", cmd_add_binding, "give a member a role on a model"),
+        ("remove-iam-policy-binding", cmd_remove_binding, "take a member's role on a model"),
+    ):
         parser = models.add_parser(name, help=text)
         parser.add_argument("model", metavar="MODEL")
         if name == "set-iam-policy":
@@ -311,8 +331,9 @@ def register_model_commands(models, versions) -> None:
     version.add_argument("version", metavar="VERSION")
     version.add_argument("--model", required=True)
     version.add_argument("--description")
-    version.add_argument("--config", metavar="YAML_FILE",
-                         help="description, autoScaling, manualScaling, requestLoggingConfig to change")
+    version.add_argument(
+        "--config", metavar="YAML_FILE", help="description, autoScaling, manualScaling, requestLoggingConfig to change"
+    )
     version.add_argument("--min-nodes", type=training.count, metavar="N")
     version.add_argument("--max-nodes", type=training.count, metavar="N")
     _label_flags(version)
@@ -322,23 +343,25 @@ def register_model_commands(models, versions) -> None:
 
 
 def register(commands) -> None:
-    operations = common.add_group(commands, "operations", "long-running operations of models and versions "
-                                                          "(gcloud ai-platform operations)")
+    operations = common.add_group(
+        commands, "operations", "long-running operations of models and versions (gcloud ai-platform operations)"
+    )
     listing = operations.add_parser("list", help="list the project's operations")
     common.region_flag(listing)
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_operations_list)
-    for name, func, text in (("describe", cmd_operations_describe, "show an operation"),
-                             ("cancel", cmd_operations_cancel, "cancel an operation"),
-                             ("wait", cmd_operations_wait, "wait for an operation to end; print its result")):
+    for name, func, text in (
+        ("describe", cmd_operations_describe, "show an operation"),
+        ("cancel", cmd_operations_cancel, "cancel an operation"),
+        ("wait", cmd_operations_wait, "wait for an operation to end; print its result"),
+    ):
         parser = operations.add_parser(name, help=text)
         parser.add_argument("operation", metavar="OPERATION", help="its name (or its last part)")
         common.region_flag(parser)
         common.connection_flags(parser)
         parser.set_defaults(func=func)
 
-    locations = common.add_group(commands, "locations", "regions and what each offers (gcloud ai-platform "
-                                                        "locations)")
+    locations = common.add_group(commands, "locations", "regions and what each offers (gcloud ai-platform locations)")
     listing = locations.add_parser("list", help="list the regions")
     common.connection_flags(listing)
     listing.set_defaults(func=cmd_locations_list)
@@ -349,7 +372,12 @@ def register(commands) -> None:
 
     for name in REFUSED:
         # No prefix characters: whatever gcloud flags follow are taken as words, and the refusal says why.
-        parser = commands.add_parser(name, help=f"(not available here: {REFUSED[name].split(':')[0]})",
-                                     add_help=False, allow_abbrev=False, prefix_chars="\0")
+        parser = commands.add_parser(
+            name,
+            help=f"(not available here: {REFUSED[name].split(':')[0]})",
+            add_help=False,
+            allow_abbrev=False,
+            prefix_chars="\0",
+        )
         parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         parser.set_defaults(func=refused(name))

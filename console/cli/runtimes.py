@@ -17,14 +17,34 @@ def cmd_list(args) -> int:
     from jobs.executor.environments import inventory
 
     rows = inventory(with_sizes=True)
-    header = ("RUNTIME", "PYTHON", "BUILD", "TENSORFLOW", "SCIKIT-LEARN", "XGBOOST", "PANDAS", "INTERPRETER", "BUILT",
-              "SIZE")
-    table = [header] + [(
-        row["runtimeVersion"], row["pythonVersion"], row["variant"], row["frameworks"].get("TensorFlow", "-"),
-        row["frameworks"].get("scikit-learn", "-"), row["frameworks"].get("XGBoost", "-"),
-        row["frameworks"].get("pandas", "-"), row["interpreter"] or "missing", "yes" if row["built"] else "no",
-        _size(row["sizeBytes"]),
-    ) for row in rows if args.all or row["variant"] == "cpu"]
+    header = (
+        "RUNTIME",
+        "PYTHON",
+        "BUILD",
+        "TENSORFLOW",
+        "SCIKIT-LEARN",
+        "XGBOOST",
+        "PANDAS",
+        "INTERPRETER",
+        "BUILT",
+        "SIZE",
+    )
+    table = [header] + [
+        (
+            row["runtimeVersion"],
+            row["pythonVersion"],
+            row["variant"],
+            row["frameworks"].get("TensorFlow", "-"),
+            row["frameworks"].get("scikit-learn", "-"),
+            row["frameworks"].get("XGBoost", "-"),
+            row["frameworks"].get("pandas", "-"),
+            row["interpreter"] or "missing",
+            "yes" if row["built"] else "no",
+            _size(row["sizeBytes"]),
+        )
+        for row in rows
+        if args.all or row["variant"] == "cpu"
+    ]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
     for line in table:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
@@ -48,8 +68,11 @@ def cmd_build(args) -> int:
 
     runtime = runtimes.RUNTIMES.get(args.version)
     if runtime is None:
-        print(f"aiconsole runtimes build: unknown runtime version {args.version!r}; known: "
-              f"{', '.join(runtimes.RUNTIMES)}.", file=sys.stderr)
+        print(
+            f"aiconsole runtimes build: unknown runtime version {args.version!r}; known: "
+            f"{', '.join(runtimes.RUNTIMES)}.",
+            file=sys.stderr,
+        )
         return 2
     python = args.python or runtimes.default_python(runtime)
     reason = runtimes.unavailable_reason(runtime.name, python)
@@ -57,8 +80,9 @@ def cmd_build(args) -> int:
         print(f"aiconsole runtimes build: {reason}", file=sys.stderr)
         return 2
     try:
-        environment = environments.runtime_environment(runtime.name, lambda line: print(line, flush=True),
-                                                       python_version=python, variant=args.build)
+        environment = environments.runtime_environment(
+            runtime.name, lambda line: print(line, flush=True), python_version=python, variant=args.build
+        )
     except environments.EnvironmentError_ as error:
         print(f"aiconsole runtimes build: {error}", file=sys.stderr)
         return 1

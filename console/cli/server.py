@@ -108,15 +108,21 @@ def serve_web(host: str, port: int) -> int:
     import uvicorn
 
     _open_files_to_hard_limit()
-    config = uvicorn.Config("console.asgi:application", host=host, port=port, lifespan="off",
-                            http=_deadlined_protocol(),
-                            log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"), ws="auto",
-                            # Each viewer's copy of a log batch would be compressed separately: at
-                            # hundreds of viewers that is the largest single cost (bench/logs.py).
-                            ws_per_message_deflate=False,
-                            # X-Forwarded-For is believed only from AICONSOLE_TRUSTED_PROXIES, by the
-                            # application (aiconsole/proxies.py); uvicorn's own trusts 127.0.0.1.
-                            proxy_headers=False)
+    config = uvicorn.Config(
+        "console.asgi:application",
+        host=host,
+        port=port,
+        lifespan="off",
+        http=_deadlined_protocol(),
+        log_level=os.environ.get("AICONSOLE_SERVER_LOG_LEVEL", "warning"),
+        ws="auto",
+        # Each viewer's copy of a log batch would be compressed separately: at
+        # hundreds of viewers that is the largest single cost (bench/logs.py).
+        ws_per_message_deflate=False,
+        # X-Forwarded-For is believed only from AICONSOLE_TRUSTED_PROXIES, by the
+        # application (aiconsole/proxies.py); uvicorn's own trusts 127.0.0.1.
+        proxy_headers=False,
+    )
     server = uvicorn.Server(config)
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
     # the default one would end the process before online prediction and TensorBoards are
@@ -294,8 +300,11 @@ class Child:
         if self.process is None:
             if now >= self.due:
                 self.start()
-                print(f"aiconsole up: the {self.role} process is running again (pid {self.process.pid}).",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"aiconsole up: the {self.role} process is running again (pid {self.process.pid}).",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return
         code = self.process.poll()
         if code is None:
@@ -305,8 +314,11 @@ class Child:
             raise ChildFailed(f"aiconsole up: the {self.role} process could not start ({_ending(code)}).", code)
         self.deaths = 1 if now - self.started >= STEADY_SECONDS else self.deaths + 1
         delay = RESTART_DELAYS[min(self.deaths, len(RESTART_DELAYS)) - 1]
-        print(f"aiconsole up: the {self.role} process {_ending(code)}; starting it again in {delay:g} s.",
-              file=sys.stderr, flush=True)
+        print(
+            f"aiconsole up: the {self.role} process {_ending(code)}; starting it again in {delay:g} s.",
+            file=sys.stderr,
+            flush=True,
+        )
         self.process, self.due = None, now + delay
 
     def stop(self) -> None:

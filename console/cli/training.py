@@ -36,8 +36,7 @@ _PARSE_PHASE = ("Invalid JSON payload received.", "Invalid value at ")
 def scale_tier(text: str) -> str:
     key = text.strip().lower().replace("_", "-")
     if key not in SCALE_TIER_CHOICES:
-        raise argparse.ArgumentTypeError(
-            f"invalid choice {text!r}; choose from: {', '.join(SCALE_TIER_CHOICES)}")
+        raise argparse.ArgumentTypeError(f"invalid choice {text!r}; choose from: {', '.join(SCALE_TIER_CHOICES)}")
     return SCALE_TIER_CHOICES[key]
 
 
@@ -58,16 +57,20 @@ def accelerator(text: str) -> dict:
     values: dict[str, str] = {}
     for key, value in _pairs(text, "accelerator setting"):
         if key not in ("count", "type"):
-            raise argparse.ArgumentTypeError(f"unknown key {key!r} in {text!r}; valid keys are count and type "
-                                             "(e.g. count=1,type=nvidia-tesla-t4)")
+            raise argparse.ArgumentTypeError(
+                f"unknown key {key!r} in {text!r}; valid keys are count and type (e.g. count=1,type=nvidia-tesla-t4)"
+            )
         values[key] = value
     if "type" not in values:
-        raise argparse.ArgumentTypeError(f"{text!r} names no accelerator type; write count=N,type=TYPE with "
-                                         f"TYPE one of: {', '.join(ACCELERATOR_CHOICES)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no accelerator type; write count=N,type=TYPE with "
+            f"TYPE one of: {', '.join(ACCELERATOR_CHOICES)}"
+        )
     kind = values["type"].lower().replace("_", "-")
     if kind not in ACCELERATOR_CHOICES:
-        raise argparse.ArgumentTypeError(f"invalid accelerator type {values['type']!r}; choose from: "
-                                         f"{', '.join(ACCELERATOR_CHOICES)}")
+        raise argparse.ArgumentTypeError(
+            f"invalid accelerator type {values['type']!r}; choose from: {', '.join(ACCELERATOR_CHOICES)}"
+        )
     count = values.get("count", "1")
     if not count.isdigit() or int(count) < 1:
         raise argparse.ArgumentTypeError(f"accelerator count must be a positive whole number, not {count!r}")
@@ -118,19 +121,32 @@ class ExtendList(argparse.Action):
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``gcloud ai-platform jobs submit training`` that map onto the API."""
     code = parser.add_argument_group("trainer code")
-    code.add_argument("--package-path", metavar="DIR",
-                      help="a local Python package folder; built as an sdist and uploaded")
-    code.add_argument("--packages", type=comma_list, action=ExtendList, metavar="FILE,...",
-                      help="trainer packages: local sdists/wheels (uploaded) or gs:// URIs")
+    code.add_argument(
+        "--package-path", metavar="DIR", help="a local Python package folder; built as an sdist and uploaded"
+    )
+    code.add_argument(
+        "--packages",
+        type=comma_list,
+        action=ExtendList,
+        metavar="FILE,...",
+        help="trainer packages: local sdists/wheels (uploaded) or gs:// URIs",
+    )
     code.add_argument("--module-name", metavar="MODULE", help="the module to run, e.g. trainer.task")
-    code.add_argument("--staging-bucket", metavar="gs://BUCKET",
-                      help="upload local packages to this Cloud Storage bucket instead of the console")
-    code.add_argument("--config", metavar="FILE",
-                      help="YAML or JSON holding a whole Job (jobId, labels, trainingInput...); flags override it")
+    code.add_argument(
+        "--staging-bucket",
+        metavar="gs://BUCKET",
+        help="upload local packages to this Cloud Storage bucket instead of the console",
+    )
+    code.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML or JSON holding a whole Job (jobId, labels, trainingInput...); flags override it",
+    )
 
     job = parser.add_argument_group("job")
-    job.add_argument("--region", help="region (default: trainingInput.region in --config, $AICONSOLE_REGION "
-                                      "or the config file)")
+    job.add_argument(
+        "--region", help="region (default: trainingInput.region in --config, $AICONSOLE_REGION or the config file)"
+    )
     job.add_argument("--job-dir", metavar="PATH", help="output folder, passed to the trainer as --job-dir")
     job.add_argument("--runtime-version")
     job.add_argument("--python-version")
@@ -144,18 +160,24 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     job.add_argument("--kms-project")
 
     machines = parser.add_argument_group("machines")
-    machines.add_argument("--scale-tier", type=scale_tier, metavar="TIER",
-                          help=f"one of: {', '.join(SCALE_TIER_CHOICES)}")
+    machines.add_argument(
+        "--scale-tier", type=scale_tier, metavar="TIER", help=f"one of: {', '.join(SCALE_TIER_CHOICES)}"
+    )
     accelerator_help = f"count=N,type=TYPE with TYPE one of: {', '.join(ACCELERATOR_CHOICES)}"
     for role, name in (("master", "master"), ("worker", "worker"), ("parameter-server", "parameter server")):
         machines.add_argument(f"--{role}-machine-type", metavar="TYPE", help=f"the {name} machine type")
-        machines.add_argument(f"--{role}-accelerator", type=accelerator, metavar="count=N,type=TYPE",
-                              help=accelerator_help)
+        machines.add_argument(
+            f"--{role}-accelerator", type=accelerator, metavar="count=N,type=TYPE", help=accelerator_help
+        )
         machines.add_argument(f"--{role}-image-uri", metavar="IMAGE", help=f"custom container for the {name}")
         if role != "master":
             machines.add_argument(f"--{role}-count", type=count, metavar="N")
-    machines.add_argument("--use-chief-in-tf-config", type=boolean, metavar="BOOL",
-                          help="custom containers: call the master 'chief' in TF_CONFIG")
+    machines.add_argument(
+        "--use-chief-in-tf-config",
+        type=boolean,
+        metavar="BOOL",
+        help="custom containers: call the master 'chief' in TF_CONFIG",
+    )
     machines.add_argument("--tpu-tf-version", help="TensorFlow version of a TPU worker's custom container")
 
 
@@ -192,12 +214,17 @@ def load_config(path: str) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise CliError(f"--config {path} must hold a Job (a mapping with keys such as trainingInput), "
-                       f"not a {type(data).__name__}", exit_code=2)
+        raise CliError(
+            f"--config {path} must hold a Job (a mapping with keys such as trainingInput), not a {type(data).__name__}",
+            exit_code=2,
+        )
     unknown = [str(key) for key in data if key not in _JOB_FIELDS]
     if unknown:
-        raise CliError(f"--config {path}: unknown Job field{'s' if len(unknown) > 1 else ''} "
-                       f"{', '.join(repr(k) for k in unknown)}; a Job has {', '.join(_JOB_FIELDS)}", exit_code=2)
+        raise CliError(
+            f"--config {path}: unknown Job field{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)}; a Job has {', '.join(_JOB_FIELDS)}",
+            exit_code=2,
+        )
     if "trainingInput" in data and not isinstance(data["trainingInput"], dict):
         raise CliError(f"--config {path}: trainingInput must be a mapping", exit_code=2)
     return _plain(data)
@@ -213,11 +240,17 @@ def _kms_key_name(args, project: str) -> str | None:
         return None
     if args.kms_key.startswith("projects/"):
         return args.kms_key
-    missing = [flag for flag, value in (("--kms-keyring", args.kms_keyring), ("--kms-location", args.kms_location))
-               if not value]
+    missing = [
+        flag
+        for flag, value in (("--kms-keyring", args.kms_keyring), ("--kms-location", args.kms_location))
+        if not value
+    ]
     if missing:
-        raise CliError(f"--kms-key {args.kms_key} is a short name: give {' and '.join(missing)} too, "
-                       "or the full projects/P/locations/L/keyRings/R/cryptoKeys/K name", exit_code=2)
+        raise CliError(
+            f"--kms-key {args.kms_key} is a short name: give {' and '.join(missing)} too, "
+            "or the full projects/P/locations/L/keyRings/R/cryptoKeys/K name",
+            exit_code=2,
+        )
     project = args.kms_project or project
     return f"projects/{project}/locations/{args.kms_location}/keyRings/{args.kms_keyring}/cryptoKeys/{args.kms_key}"
 
@@ -248,17 +281,26 @@ def job_body(job_id: str, args, config_job: dict, *, project: str, default_regio
     body["jobId"] = job_id
     training_input = dict(body.get("trainingInput") or {})
     simple = {
-        "region": args.region, "pythonModule": args.module_name, "jobDir": _job_dir(args.job_dir),
-        "scaleTier": args.scale_tier, "masterType": args.master_machine_type,
-        "runtimeVersion": args.runtime_version, "pythonVersion": args.python_version,
-        "serviceAccount": args.service_account, "enableWebAccess": args.enable_web_access,
-        "network": args.network, "useChiefInTfConfig": args.use_chief_in_tf_config,
+        "region": args.region,
+        "pythonModule": args.module_name,
+        "jobDir": _job_dir(args.job_dir),
+        "scaleTier": args.scale_tier,
+        "masterType": args.master_machine_type,
+        "runtimeVersion": args.runtime_version,
+        "pythonVersion": args.python_version,
+        "serviceAccount": args.service_account,
+        "enableWebAccess": args.enable_web_access,
+        "network": args.network,
+        "useChiefInTfConfig": args.use_chief_in_tf_config,
     }
     training_input.update({key: value for key, value in simple.items() if value is not None})
     _paired_count(args, training_input, "worker", "workerType", "workerCount")
     _paired_count(args, training_input, "parameter-server", "parameterServerType", "parameterServerCount")
-    for role, key in (("master", "masterConfig"), ("worker", "workerConfig"),
-                      ("parameter_server", "parameterServerConfig")):
+    for role, key in (
+        ("master", "masterConfig"),
+        ("worker", "workerConfig"),
+        ("parameter_server", "parameterServerConfig"),
+    ):
         chosen = getattr(args, f"{role}_accelerator")
         if chosen is not None:
             _config_of(training_input, key)["acceleratorConfig"] = chosen
@@ -300,8 +342,10 @@ def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
     if not container and not training_input.get("pythonModule"):
         problems.append("--module-name is required (or trainingInput.pythonModule in --config)")
     if not container and not has_local_packages and not training_input.get("packageUris"):
-        problems.append("give the trainer's code: --package-path DIR or --packages FILE,... "
-                        "(or trainingInput.packageUris in --config)")
+        problems.append(
+            "give the trainer's code: --package-path DIR or --packages FILE,... "
+            "(or trainingInput.packageUris in --config)"
+        )
     if training_input.get("scaleTier") == "CUSTOM" and not training_input.get("masterType"):
         problems.append("--master-machine-type is required with --scale-tier custom")
     if args.staging_bucket and not args.staging_bucket.startswith("gs://"):
@@ -316,8 +360,9 @@ def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
         parse_errors = [v.description for v in error.violations if v.description.startswith(_PARSE_PHASE)]
         if parse_errors:
             where = f"--config {args.config} (with the flags applied)" if args.config else "the job"
-            raise CliError(f"{where} does not match the Job schema:\n"
-                           + "\n".join(f"  - {p}" for p in parse_errors), exit_code=2) from None
+            raise CliError(
+                f"{where} does not match the Job schema:\n" + "\n".join(f"  - {p}" for p in parse_errors), exit_code=2
+            ) from None
 
 
 # --- packages ----------------------------------------------------------------------------------
@@ -365,9 +410,14 @@ class _ProgressReader:
 def upload_to_console(client: Client, package: packaging.Package) -> str:
     progress = output.ByteProgress(f"Uploading {package.path.name} to {client.base}", package.size)
     with package.path.open("rb") as handle:
-        answer = client.call("POST", client.upload_path("packages"), params={"name": package.path.name},
-                             data=_ProgressReader(handle, package.size, progress),
-                             headers={"Content-Type": "application/octet-stream"}, timeout=600)
+        answer = client.call(
+            "POST",
+            client.upload_path("packages"),
+            params={"name": package.path.name},
+            data=_ProgressReader(handle, package.size, progress),
+            headers={"Content-Type": "application/octet-stream"},
+            timeout=600,
+        )
     progress.finish()
     uri = answer.get("uri")
     if not uri:

@@ -14,8 +14,10 @@ from jobs.resources import job_resource
 
 def _job_body(request) -> dict:
     if not isinstance(request.data, dict):
-        raise InvalidArgument("Invalid JSON payload received. Expected an object at 'job'.",
-                              [FieldViolation("job", "Expected a JSON object.")])
+        raise InvalidArgument(
+            "Invalid JSON payload received. Expected an object at 'job'.",
+            [FieldViolation("job", "Expected a JSON object.")],
+        )
     return request.data
 
 
@@ -42,8 +44,9 @@ def job_item(request, project_id, job_id):
     project = accounts.find_project(project_id, actor=request.user)
     if request.method == "PATCH":
         job = services.find_job(project, job_id, actor=request.user)
-        updated = services.update_job(job, _job_body(request), request.query_params.get("updateMask", ""),
-                                      actor=request.user)
+        updated = services.update_job(
+            job, _job_body(request), request.query_params.get("updateMask", ""), actor=request.user
+        )
         return Response(job_resource(updated))
     return Response(job_resource(services.get_job(project, job_id, actor=request.user)))
 
@@ -61,19 +64,29 @@ def project_config(request, project_id):
     project = accounts.find_project(project_id, actor=request.user)
     method = "google.cloud.ml.v1.ProjectManagementService.GetConfig"
     audit.authorize(request.user, "ml.projects.getConfig", project, method=method, data_access=True)
-    audit.record(actor=request.user, project=project, method=method, resource_name=project.resource_name,
-                 permission="ml.projects.getConfig", data_access=True)
+    audit.record(
+        actor=request.user,
+        project=project,
+        method=method,
+        resource_name=project.resource_name,
+        permission="ml.projects.getConfig",
+        data_access=True,
+    )
     number = project.project_number
-    return Response({
-        "serviceAccount": f"service-{number}@cloud-ml.google.com.iam.gserviceaccount.com",
-        "serviceAccountProject": str(number),
-        "config": {"tpuServiceAccount": f"service-{number}@cloud-tpu.iam.gserviceaccount.com"},
-    })
+    return Response(
+        {
+            "serviceAccount": f"service-{number}@cloud-ml.google.com.iam.gserviceaccount.com",
+            "serviceAccountProject": str(number),
+            "config": {"tpuServiceAccount": f"service-{number}@cloud-tpu.iam.gserviceaccount.com"},
+        }
+    )
 
 
 def _location(project, region: str) -> dict:
-    return {"name": f"{project.resource_name}/locations/{region}",
-            "capabilities": catalogue.location_capabilities(region)}
+    return {
+        "name": f"{project.resource_name}/locations/{region}",
+        "capabilities": catalogue.location_capabilities(region),
+    }
 
 
 @api_view(["GET"])
@@ -109,8 +122,9 @@ def package_upload(request, project_id):
     """Our extension (the original staged packages in Cloud Storage): the raw body is one trainer
     package; the answer's ``uri`` goes into ``trainingInput.packageUris``."""
     project = accounts.find_project(project_id, actor=request.user)
-    package = services.upload_package(project, request.query_params.get("name", ""), request._request,
-                                      actor=request.user)
+    package = services.upload_package(
+        project, request.query_params.get("name", ""), request._request, actor=request.user
+    )
     return Response(package)
 
 
@@ -120,5 +134,4 @@ def api_not_found(request, *args, **kwargs):
     from django.http import JsonResponse
 
     message = f"The requested URL {request.path} was not found on this server."
-    return JsonResponse({"error": {"code": 404, "message": message, "status": "NOT_FOUND", "details": []}},
-                        status=404)
+    return JsonResponse({"error": {"code": 404, "message": message, "status": "NOT_FOUND", "details": []}}, status=404)

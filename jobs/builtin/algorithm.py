@@ -54,16 +54,24 @@ def package_path() -> Path:
     root = Path(algorithms.__file__).parent
     sources = [(f"algorithms/{p.relative_to(root).as_posix()}", p.read_bytes()) for p in _sources()]
     digest = hashlib.sha256(json.dumps([[n, hashlib.sha256(d).hexdigest()] for n, d in sources]).encode())
-    target = (settings.STORAGE_DIR / "builtin-algorithms" / digest.hexdigest()[:16]
-              / f"{DIST_NAME}-{algorithms.__version__}-py3-none-any.whl")
+    target = (
+        settings.STORAGE_DIR
+        / "builtin-algorithms"
+        / digest.hexdigest()[:16]
+        / f"{DIST_NAME}-{algorithms.__version__}-py3-none-any.whl"
+    )
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     dist_info = f"{DIST_NAME}-{algorithms.__version__}.dist-info"
     files = sources + [
-        (f"{dist_info}/METADATA", (f"Metadata-Version: 2.1\nName: aiconsole-algorithms\n"
-                                   f"Version: {algorithms.__version__}\nSummary: AI Console built-in algorithms\n"
-                                   ).encode()),
+        (
+            f"{dist_info}/METADATA",
+            (
+                f"Metadata-Version: 2.1\nName: aiconsole-algorithms\n"
+                f"Version: {algorithms.__version__}\nSummary: AI Console built-in algorithms\n"
+            ).encode(),
+        ),
         (f"{dist_info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: aiconsole\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
     ]
     record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files) + f"{dist_info}/RECORD,,\n"
@@ -83,8 +91,13 @@ def runnable_input(training_input: dict) -> dict:
     if algorithm is None:
         return training_input
     # Our algorithms are current code: they run on the extension runtime, on the console's Python.
-    return {**training_input, "packageUris": [str(package_path())], "pythonModule": algorithm.module,
-            "runtimeVersion": runtimes.CURRENT, "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT])}
+    return {
+        **training_input,
+        "packageUris": [str(package_path())],
+        "pythonModule": algorithm.module,
+        "runtimeVersion": runtimes.CURRENT,
+        "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT]),
+    }
 
 
 # --- spec rules (pure; called by jobs.spec) ----------------------------------------------------------
@@ -97,8 +110,13 @@ def check_training_input(ti: dict, path: str) -> list[FieldViolation]:
     if algorithm is None:
         if algos.is_builtin_image(image):
             shipped = ", ".join(a.image for a in algos.ALGORITHMS)
-            return [FieldViolation(f"{path}.master_config.image_uri", f"masterConfig.imageUri {image} is a built-in "
-                                   f"algorithm this server does not provide. Built-in algorithms: {shipped}.")]
+            return [
+                FieldViolation(
+                    f"{path}.master_config.image_uri",
+                    f"masterConfig.imageUri {image} is a built-in "
+                    f"algorithm this server does not provide. Built-in algorithms: {shipped}.",
+                )
+            ]
         return []
     violations = []
 
@@ -110,11 +128,16 @@ def check_training_input(ti: dict, path: str) -> list[FieldViolation]:
             add(field, f"{key} cannot be set with a built-in algorithm image: the algorithm is the trainer.")
     for key in ("containerCommand", "containerArgs"):
         if (ti.get("masterConfig") or {}).get(key):
-            add(f"master_config.{'container_command' if key == 'containerCommand' else 'container_args'}",
-                f"masterConfig.{key} cannot be used with a built-in algorithm; give its arguments in args.")
+            add(
+                f"master_config.{'container_command' if key == 'containerCommand' else 'container_args'}",
+                f"masterConfig.{key} cannot be used with a built-in algorithm; give its arguments in args.",
+            )
     if not ti.get("jobDir"):
-        add("job_dir", "jobDir is required for a built-in algorithm: its model/, processed_data/ and artifacts/ "
-                       "are written there.")
+        add(
+            "job_dir",
+            "jobDir is required for a built-in algorithm: its model/, processed_data/ and artifacts/ "
+            "are written there.",
+        )
     _check_machines(ti, algorithm, add)
     values, problems = algos.parse_args(algorithm, list(ti.get("args", [])))
     for problem in problems:
@@ -127,11 +150,16 @@ def check_training_input(ti: dict, path: str) -> list[FieldViolation]:
 def _check_machines(ti: dict, algorithm: algos.Algorithm, add) -> None:
     tier = ti.get("scaleTier", "BASIC")
     if tier not in ("BASIC", "BASIC_GPU", "CUSTOM"):
-        add("scale_tier", f"A built-in algorithm runs on a single replica: scaleTier must be BASIC, BASIC_GPU or "
-                          f"CUSTOM, not {tier}.")
+        add(
+            "scale_tier",
+            f"A built-in algorithm runs on a single replica: scaleTier must be BASIC, BASIC_GPU or CUSTOM, not {tier}.",
+        )
         return
-    for key, field in (("workerCount", "worker_count"), ("parameterServerCount", "parameter_server_count"),
-                       ("evaluatorCount", "evaluator_count")):
+    for key, field in (
+        ("workerCount", "worker_count"),
+        ("parameterServerCount", "parameter_server_count"),
+        ("evaluatorCount", "evaluator_count"),
+    ):
         if int(ti.get(key) or 0) > 0:
             add(field, f"A built-in algorithm runs on a single replica: {key} must be 0.")
     gpus = _master_gpus(ti)
@@ -139,8 +167,10 @@ def _check_machines(ti: dict, algorithm: algos.Algorithm, add) -> None:
         add("master_type", f"The built-in {algorithm.title} cannot use TPUs.")
     elif gpus > algorithm.max_gpus:
         allowed = "no GPU" if not algorithm.max_gpus else f"at most {algorithm.max_gpus} GPU"
-        add("master_config.accelerator_config", f"The built-in {algorithm.title} takes {allowed}; the master would "
-                                                f"have {gpus}.")
+        add(
+            "master_config.accelerator_config",
+            f"The built-in {algorithm.title} takes {allowed}; the master would have {gpus}.",
+        )
 
 
 def _master_gpus(ti: dict) -> int | None:
@@ -168,11 +198,18 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
         field = f"hyperparameters.params[{index}]"
         if argument is None or argument.kind in ("path", "str"):
             tunable = ", ".join(a.name for a in algorithm.arguments if a.tunable)
-            add(f"{field}.parameter_name", f'parameterName "{name}" is not a tunable argument of the built-in '
-                                           f"{algorithm.title}. Tunable: {tunable}.")
+            add(
+                f"{field}.parameter_name",
+                f'parameterName "{name}" is not a tunable argument of the built-in '
+                f"{algorithm.title}. Tunable: {tunable}.",
+            )
             continue
-        samples = [param.get("minValue"), param.get("maxValue"), *param.get("discreteValues", []),
-                   *param.get("categoricalValues", [])]
+        samples = [
+            param.get("minValue"),
+            param.get("maxValue"),
+            *param.get("discreteValues", []),
+            *param.get("categoricalValues", []),
+        ]
         for value in (v for v in samples if v is not None):
             _, problem = algos.convert(argument, str(value))
             if problem:
@@ -181,9 +218,11 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
     tag = hp.get("hyperparameterMetricTag")
     known = algos.metrics_for(model_type)
     if tag and tag not in known:
-        add("hyperparameters.hyperparameter_metric_tag",
+        add(
+            "hyperparameters.hyperparameter_metric_tag",
             f'hyperparameterMetricTag "{tag}" is not a metric the built-in {algorithm.title} reports; for '
-            f"{model_type or 'its model types'} it reports {', '.join(known)}.")
+            f"{model_type or 'its model types'} it reports {', '.join(known)}.",
+        )
     elif tag and hp.get("goal") in ("MAXIMIZE", "MINIMIZE"):
         better = "MAXIMIZE" if tag in algos.MAXIMIZED_METRICS else "MINIMIZE"
         if hp["goal"] != better:
@@ -201,9 +240,13 @@ def check_submission(training_input: dict, *, project=None) -> list[FieldViolati
     algorithm = algos.by_image(image)
     if image and algorithm is None:
         shipped = " or ".join(a.image for a in algos.ALGORITHMS)
-        return [FieldViolation("job.training_input.master_config.image_uri",
-                               f"Custom containers are not supported on this server: masterConfig.imageUri must name "
-                               f"a built-in algorithm ({shipped}), or leave it out and give packageUris.")]
+        return [
+            FieldViolation(
+                "job.training_input.master_config.image_uri",
+                f"Custom containers are not supported on this server: masterConfig.imageUri must name "
+                f"a built-in algorithm ({shipped}), or leave it out and give packageUris.",
+            )
+        ]
     if algorithm is None:
         return []
     values, problems = algos.parse_args(algorithm, list(training_input.get("args", [])))
@@ -231,17 +274,20 @@ def _memory_gb(training_input: dict) -> float | None:
     return machine.memory_gb if machine else None
 
 
-def check_data_file(handle, path: str, values: dict, model_type: str | None, memory_gb: float | None,
-                    width: int | None = None) -> int:
+def check_data_file(
+    handle, path: str, values: dict, model_type: str | None, memory_gb: float | None, width: int | None = None
+) -> int:
     """Check a local CSV's size and its first megabyte (``handle``, opened for ``path``); return its
     column count."""
     size = os.fstat(handle.fileno()).st_size
     if size == 0:
         raise DataError(f"{path} is empty: a CSV with at least one row is required.")
     if memory_gb and size * MEMORY_SHARE > memory_gb * 1e9:
-        raise DataError(f"{path} is {size / 1e9:.2f} GB, too large for the master's {memory_gb:g} GB of memory: a "
-                        f"built-in algorithm takes CSV files of at most {memory_gb / MEMORY_SHARE:.2f} GB (a fifth of "
-                        "the machine's memory). Choose a machine type with more memory.")
+        raise DataError(
+            f"{path} is {size / 1e9:.2f} GB, too large for the master's {memory_gb:g} GB of memory: a "
+            f"built-in algorithm takes CSV files of at most {memory_gb / MEMORY_SHARE:.2f} GB (a fifth of "
+            "the machine's memory). Choose a machine type with more memory."
+        )
     data = handle.read(SCAN_BYTES)
     if len(data) == SCAN_BYTES and b"\n" in data:
         data = data[: data.rindex(b"\n") + 1]  # whole lines only
@@ -276,8 +322,11 @@ def training_output(job) -> dict:
     algorithm = algos.for_training_input(job.training_input)
     if algorithm is None:
         return output
-    info = {"framework": algorithm.framework, "runtimeVersion": runtimes.CURRENT,
-            "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT])}
+    info = {
+        "framework": algorithm.framework,
+        "runtimeVersion": runtimes.CURRENT,
+        "pythonVersion": runtimes.default_python(runtimes.RUNTIMES[runtimes.CURRENT]),
+    }
     output["isBuiltInAlgorithmJob"] = True
     job_info = dict(info)
     if job.state == "SUCCEEDED" and not job.is_hyperparameter_job and model_dir(job):
@@ -312,10 +361,18 @@ def results(job, trial_id: str = "") -> dict | None:
     base = f"{job_dir}/{trial_id}" if trial_id else job_dir
     evaluation = _read_json(f"{base}/artifacts/evaluation.json", job.project) if job_dir else None
     metadata = _read_json(f"{base}/artifacts/metadata.json", job.project) if job_dir else None
-    return {"algorithm": algorithm, "values": values, "output": training_output(job).get("builtInAlgorithmOutput"),
-            "evaluation": evaluation, "metadata": metadata, "base": base, "trial": trial_id,
-            "model_dir": f"{base}/model/" if evaluation else None,
-            "metric_rows": _metric_rows(evaluation), "confusion": _confusion_rows(evaluation)}
+    return {
+        "algorithm": algorithm,
+        "values": values,
+        "output": training_output(job).get("builtInAlgorithmOutput"),
+        "evaluation": evaluation,
+        "metadata": metadata,
+        "base": base,
+        "trial": trial_id,
+        "model_dir": f"{base}/model/" if evaluation else None,
+        "metric_rows": _metric_rows(evaluation),
+        "confusion": _confusion_rows(evaluation),
+    }
 
 
 def _confusion_rows(evaluation: dict | None) -> list:
@@ -328,14 +385,20 @@ def _metric_rows(evaluation: dict | None) -> list[list]:
     if not evaluation:
         return []
     names = algos.metrics_for(evaluation.get("model_type"))
-    return [[name, *(evaluation.get(split, {}).get(name) for split in ("test", "validation", "training"))]
-            for name in names if any(name in evaluation.get(s, {}) for s in ("test", "validation", "training"))]
+    return [
+        [name, *(evaluation.get(split, {}).get(name) for split in ("test", "validation", "training"))]
+        for name in names
+        if any(name in evaluation.get(s, {}) for s in ("test", "validation", "training"))
+    ]
 
 
 def best_trial(job) -> str:
     """The succeeded trial with the best objective, for the page of a tuning job."""
-    trials = [t for t in (job.training_output or {}).get("trials", []) if t.get("finalMetric")
-              and t.get("state") == "SUCCEEDED"]
+    trials = [
+        t
+        for t in (job.training_output or {}).get("trials", [])
+        if t.get("finalMetric") and t.get("state") == "SUCCEEDED"
+    ]
     if not trials:
         return ""
     maximize = ((job.training_input or {}).get("hyperparameters") or {}).get("goal") != "MINIMIZE"

@@ -73,8 +73,14 @@ stats = Stats()
 def analyse(uri: str, *, header: bool, model_type: str | None, compare: str | None, project) -> Analysis:
     """The analysis of ``uri`` (and ``compare``), files of ``project``'s area, waiting a bounded time for it."""
     limits = {"max_columns": settings.ANALYSIS_MAX_COLUMNS, "max_rows": settings.ANALYSIS_MAX_ROWS}
-    key = (project.project_id, _version(uri, project), _version(compare, project) if compare else None, header,
-           model_type or "", *limits.values())
+    key = (
+        project.project_id,
+        _version(uri, project),
+        _version(compare, project) if compare else None,
+        header,
+        model_type or "",
+        *limits.values(),
+    )
     with _lock:
         entry = _cache.get(key)
         if entry is not None:
@@ -119,8 +125,16 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def _run(key: tuple, entry: Analysis, uri: str, compare: str | None, header: bool, model_type: str | None,
-         limits: dict, project) -> None:
+def _run(
+    key: tuple,
+    entry: Analysis,
+    uri: str,
+    compare: str | None,
+    header: bool,
+    model_type: str | None,
+    limits: dict,
+    project,
+) -> None:
     with _lock:
         if _cache.get(key) is not entry:  # evicted while it waited for a slot: nobody will look
             entry.finish(FAILED, message="The analysis was dropped; reload the page to start it again.")
@@ -130,13 +144,23 @@ def _run(key: tuple, entry: Analysis, uri: str, compare: str | None, header: boo
     try:
         data, cut = builtin.read_csv_bytes(uri, project=project)
         other, other_cut = builtin.read_csv_bytes(compare, project=project) if compare else (None, False)
-        arguments = {"source": uri, "cut": cut, "compare_source": compare or "", "compare_cut": other_cut,
-                     "header": header, "model_type": model_type, **limits}
+        arguments = {
+            "source": uri,
+            "cut": cut,
+            "compare_source": compare or "",
+            "compare_cut": other_cut,
+            "header": header,
+            "model_type": model_type,
+            **limits,
+        }
         ok, value = _in_child(arguments, [data, *([other] if other is not None else [])], deadline)
     except TimeoutError:
-        entry.finish(TOO_LONG, message=f"The analysis took longer than {settings.ANALYSIS_SECONDS:g} seconds and "
-                     "was stopped. Analyse a smaller sample of the file, or ask an administrator to raise "
-                     "AICONSOLE_ANALYSIS_SECONDS.")
+        entry.finish(
+            TOO_LONG,
+            message=f"The analysis took longer than {settings.ANALYSIS_SECONDS:g} seconds and "
+            "was stopped. Analyse a smaller sample of the file, or ask an administrator to raise "
+            "AICONSOLE_ANALYSIS_SECONDS.",
+        )
     except (storage.StorageError, DataError) as error:
         entry.finish(FAILED, message=str(error))
     except Exception:  # the page must say it ended, not spin for ever
@@ -163,8 +187,9 @@ def _in_child(arguments: dict, files: list[bytes], deadline: float) -> tuple[boo
     which no other request of this process ran)."""
     context = _context()
     receiver, sender = context.Pipe()
-    child = context.Process(target=analysis_child.send_report, args=(sender, arguments, len(files)), daemon=True,
-                            name="data-analysis")
+    child = context.Process(
+        target=analysis_child.send_report, args=(sender, arguments, len(files)), daemon=True, name="data-analysis"
+    )
     with _lock:
         stats.computed += 1
     child.start()

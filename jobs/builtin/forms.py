@@ -16,12 +16,24 @@ from algorithms import catalogue as algos
 from jobs import catalogue
 
 # Form fields that become --name=value arguments, per algorithm (common ones for both).
-COMMON_ARGS = ("training_data_path", "validation_data_path", "test_data_path", "model_type", "validation_split",
-               "test_split", "seed")
+COMMON_ARGS = (
+    "training_data_path",
+    "validation_data_path",
+    "test_data_path",
+    "model_type",
+    "validation_split",
+    "test_split",
+    "seed",
+)
 ALGORITHM_ARGS = {
     "boosted_trees": ("objective", "eta", "max_depth", "num_boost_round"),
-    "linear_learner": ("learning_rate", "max_steps", "batch_size", "l1_regularization_strength",
-                       "l2_regularization_strength"),
+    "linear_learner": (
+        "learning_rate",
+        "max_steps",
+        "batch_size",
+        "l1_regularization_strength",
+        "l2_regularization_strength",
+    ),
 }
 _ARG_RE = re.compile(r"^--([A-Za-z_][\w-]*)")
 
@@ -29,11 +41,17 @@ _ARG_RE = re.compile(r"^--([A-Za-z_][\w-]*)")
 def _argument_field(algorithm: algos.Algorithm, name: str, **kwargs) -> forms.Field:
     argument = algorithm.argument(name)
     label = name.replace("_", " ").capitalize()
-    help_text = f"--{name}: {argument.help}" + (f" Default {argument.default}." if argument.default not in
-                                                  (None, False) else "")
+    help_text = f"--{name}: {argument.help}" + (
+        f" Default {argument.default}." if argument.default not in (None, False) else ""
+    )
     if argument.kind == "choice":
-        return forms.ChoiceField(label=label, required=False, help_text=help_text,
-                                 choices=[("", "—")] + [(c, c) for c in argument.choices], **kwargs)
+        return forms.ChoiceField(
+            label=label,
+            required=False,
+            help_text=help_text,
+            choices=[("", "—")] + [(c, c) for c in argument.choices],
+            **kwargs,
+        )
     if argument.kind == "int":
         return forms.IntegerField(label=label, required=False, help_text=help_text, **kwargs)
     if argument.kind == "float":
@@ -42,34 +60,53 @@ def _argument_field(algorithm: algos.Algorithm, name: str, **kwargs) -> forms.Fi
 
 
 class BuiltinJobForm(forms.Form):
-    job_id = forms.CharField(label="Job ID", max_length=200,
-                             help_text="Letters, digits and underscores; starts with a letter.")
-    algorithm = forms.ChoiceField(label="Algorithm", widget=forms.RadioSelect, initial="boosted_trees",
-                                  choices=[(a.name, f"{a.title} — {a.image}") for a in algos.ALGORITHMS])
-    data_file = forms.FileField(label="Upload a CSV", required=False,
-                                help_text="Stored in this server's storage and used as the training data.")
+    job_id = forms.CharField(
+        label="Job ID", max_length=200, help_text="Letters, digits and underscores; starts with a letter."
+    )
+    algorithm = forms.ChoiceField(
+        label="Algorithm",
+        widget=forms.RadioSelect,
+        initial="boosted_trees",
+        choices=[(a.name, f"{a.title} — {a.image}") for a in algos.ALGORITHMS],
+    )
+    data_file = forms.FileField(
+        label="Upload a CSV", required=False, help_text="Stored in this server's storage and used as the training data."
+    )
     preprocess = forms.BooleanField(label="Preprocess the data (--preprocess)", required=False, initial=True)
     header = forms.BooleanField(label="The CSV files have a header row (--header)", required=False)
-    job_dir = forms.CharField(label="Job directory", required=False, max_length=1000,
-                              help_text="Where model/, processed_data/ and artifacts/ go; gs://… or a path in this "
-                                        "server's storage. Empty: a folder for this job in the storage.")
+    job_dir = forms.CharField(
+        label="Job directory",
+        required=False,
+        max_length=1000,
+        help_text="Where model/, processed_data/ and artifacts/ go; gs://… or a path in this "
+        "server's storage. Empty: a folder for this job in the storage.",
+    )
     region = forms.ChoiceField(label="Region", initial="us-central1")
-    master_type = forms.ChoiceField(label="Machine type", required=False,
-                                    help_text="Empty: BASIC (a single n1-standard-4).")
-    extra_args = forms.CharField(label="Other arguments", required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                 help_text="Any other argument, shell-quoted, e.g. --subsample=0.8 --max_categories 50")
+    master_type = forms.ChoiceField(
+        label="Machine type", required=False, help_text="Empty: BASIC (a single n1-standard-4)."
+    )
+    extra_args = forms.CharField(
+        label="Other arguments",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Any other argument, shell-quoted, e.g. --subsample=0.8 --max_categories 50",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["region"].choices = [(r, r) for r in catalogue.REGIONS]
         self.fields["master_type"].choices = [("", "BASIC")] + [
             (name, catalogue.machine_summary(name))
-            for name, machine in catalogue.MACHINE_TYPES.items() if machine.category != "tpu"]
+            for name, machine in catalogue.MACHINE_TYPES.items()
+            if machine.category != "tpu"
+        ]
         for name in COMMON_ARGS:
             self.fields[name] = _argument_field(algos.BOOSTED_TREES, name)
-        self.fields["training_data_path"].help_text = ("--training_data_path: UTF-8 CSV without a header row, the "
-                                                       "target in the first column; gs://… or a path in this "
-                                                       "server's storage.")
+        self.fields["training_data_path"].help_text = (
+            "--training_data_path: UTF-8 CSV without a header row, the "
+            "target in the first column; gs://… or a path in this "
+            "server's storage."
+        )
         for algorithm in algos.ALGORITHMS:
             for name in ALGORITHM_ARGS[algorithm.name]:
                 self.fields[name] = _argument_field(algorithm, name)
@@ -100,24 +137,35 @@ class BuiltinJobForm(forms.Form):
     def job_body(self, *, training_data_path: str, default_job_dir: str) -> dict:
         data = self.cleaned_data
         algorithm = algos.by_name(data["algorithm"])
-        values = {**{name: data.get(name) for name in COMMON_ARGS + ALGORITHM_ARGS[algorithm.name]},
-                  "training_data_path": training_data_path}
+        values = {
+            **{name: data.get(name) for name in COMMON_ARGS + ALGORITHM_ARGS[algorithm.name]},
+            "training_data_path": training_data_path,
+        }
         args = [f"--{name}={value}" for name, value in values.items() if value not in (None, "")]
         for flag in ("preprocess", "header"):
             if data.get(flag):
                 args.append(f"--{flag}")
         args += data.get("extra_args") or []
-        training_input: dict = {"scaleTier": "CUSTOM" if data.get("master_type") else "BASIC",
-                                "masterConfig": {"imageUri": algorithm.image}, "region": data["region"],
-                                "args": args, "jobDir": data["job_dir"].strip() or default_job_dir}
+        training_input: dict = {
+            "scaleTier": "CUSTOM" if data.get("master_type") else "BASIC",
+            "masterConfig": {"imageUri": algorithm.image},
+            "region": data["region"],
+            "args": args,
+            "jobDir": data["job_dir"].strip() or default_job_dir,
+        }
         if data.get("master_type"):
             training_input["masterType"] = data["master_type"]
         return {"jobId": data["job_id"].strip(), "trainingInput": training_input}
 
     def add_violations(self, violations) -> None:
-        fields = {"job.job_id": "job_id", "job.training_input.job_dir": "job_dir",
-                  "job.training_input.region": "region", "job.training_input.master_type": "master_type",
-                  "job.training_input.master_config": "master_type", "job.training_input.scale_tier": "master_type"}
+        fields = {
+            "job.job_id": "job_id",
+            "job.training_input.job_dir": "job_dir",
+            "job.training_input.region": "region",
+            "job.training_input.master_type": "master_type",
+            "job.training_input.master_config": "master_type",
+            "job.training_input.scale_tier": "master_type",
+        }
         for violation in violations:
             name = None
             if violation.field == "job.training_input.args":
@@ -138,10 +186,15 @@ def initial_from_builtin_job(job, *, job_id: str, default_job_dir: str) -> dict:
     ti = job.training_input or {}
     algorithm = algos.for_training_input(ti)
     known = set(COMMON_ARGS) | set(ALGORITHM_ARGS.get(algorithm.name if algorithm else "", ()))
-    initial: dict = {"job_id": job_id, "algorithm": algorithm.name if algorithm else "boosted_trees",
-                     "region": ti.get("region", "us-central1"), "master_type": ti.get("masterType", ""),
-                     "job_dir": "" if ti.get("jobDir") == default_job_dir else ti.get("jobDir", ""),
-                     "preprocess": False, "header": False}
+    initial: dict = {
+        "job_id": job_id,
+        "algorithm": algorithm.name if algorithm else "boosted_trees",
+        "region": ti.get("region", "us-central1"),
+        "master_type": ti.get("masterType", ""),
+        "job_dir": "" if ti.get("jobDir") == default_job_dir else ti.get("jobDir", ""),
+        "preprocess": False,
+        "header": False,
+    }
     extra = []
     for arg in ti.get("args") or []:
         name, sep, value = arg.removeprefix("--").partition("=")
@@ -156,11 +209,16 @@ def initial_from_builtin_job(job, *, job_id: str, default_job_dir: str) -> dict:
 
 
 class DataAnalysisForm(forms.Form):
-    path = forms.CharField(label="CSV file", max_length=1000,
-                           help_text="gs://… or a path in this server's storage.")
-    compare = forms.CharField(label="Compare with (optional)", required=False, max_length=1000,
-                              help_text="A second CSV of the same columns, e.g. the test split, to look for drift.")
+    path = forms.CharField(label="CSV file", max_length=1000, help_text="gs://… or a path in this server's storage.")
+    compare = forms.CharField(
+        label="Compare with (optional)",
+        required=False,
+        max_length=1000,
+        help_text="A second CSV of the same columns, e.g. the test split, to look for drift.",
+    )
     header = forms.BooleanField(label="The first row is a header", required=False)
-    model_type = forms.ChoiceField(label="Target", required=False,
-                                   choices=[("", "Guess from the data"), ("classification", "Classes"),
-                                            ("regression", "Numbers")])
+    model_type = forms.ChoiceField(
+        label="Target",
+        required=False,
+        choices=[("", "Guess from the data"), ("classification", "Classes"), ("regression", "Numbers")],
+    )

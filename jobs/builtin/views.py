@@ -23,8 +23,11 @@ def builtin_submit(request, project_id):
         services.authorize_submit(project, actor=request.user)
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
-    source = services.get_job(project, request.GET["clone"], actor=request.user) if (
-        request.method == "GET" and request.GET.get("clone")) else None
+    source = (
+        services.get_job(project, request.GET["clone"], actor=request.user)
+        if (request.method == "GET" and request.GET.get("clone"))
+        else None
+    )
     initial = _clone_initial(project, source) if source else {"training_data_path": request.GET.get("data", "")}
     form = BuiltinJobForm(request.POST or None, request.FILES or None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -55,8 +58,9 @@ def _submit(request, project, form):
             return None
     default_job_dir = _default_job_dir(project, form.cleaned_data["job_id"])
     try:
-        return services.submit_job(project, form.job_body(training_data_path=data_path,
-                                                          default_job_dir=default_job_dir), actor=request.user)
+        return services.submit_job(
+            project, form.job_body(training_data_path=data_path, default_job_dir=default_job_dir), actor=request.user
+        )
     except ServiceError as error:
         form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)
     return None
@@ -72,8 +76,13 @@ def data_analysis(request, project_id):
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:  # only files of this project's storage area, read where they were checked
-            outcome = analysis_runner.analyse(data["path"], header=data["header"], model_type=data["model_type"],
-                                              compare=data["compare"] or None, project=project)
+            outcome = analysis_runner.analyse(
+                data["path"],
+                header=data["header"],
+                model_type=data["model_type"],
+                compare=data["compare"] or None,
+                project=project,
+            )
         except (storage.StorageError, DataError) as error:
             form.add_error("path", str(error))
         else:

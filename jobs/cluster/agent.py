@@ -96,9 +96,14 @@ class Agent:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._spawns: queue.Queue = queue.Queue()
-        self._threads = [threading.Thread(target=target, name=name, daemon=True) for target, name in (
-            (self._heartbeat_loop, "agent-heartbeat"), (self._spawner_loop, "agent-spawner"),
-            (self._supervise_loop, "agent-supervisor"))]
+        self._threads = [
+            threading.Thread(target=target, name=name, daemon=True)
+            for target, name in (
+                (self._heartbeat_loop, "agent-heartbeat"),
+                (self._spawner_loop, "agent-spawner"),
+                (self._supervise_loop, "agent-supervisor"),
+            )
+        ]
 
     @property
     def runner_id(self) -> str:
@@ -124,8 +129,11 @@ class Agent:
         now = timezone.now()
         for local in replicas:
             if local.sink is not None:
-                local.sink.service(f"{local.label} stopped: its worker {self.worker.name} is shutting down; "
-                                   "it starts again elsewhere.", severity="WARNING")
+                local.sink.service(
+                    f"{local.label} stopped: its worker {self.worker.name} is shutting down; "
+                    "it starts again elsewhere.",
+                    severity="WARNING",
+                )
                 local.sink.close()
             # Expire the lease now, so the coordinator restarts it without waiting for the lease.
             Replica.objects.filter(pk=local.pk, attempt=local.attempt).update(lease_expires=now)
@@ -136,10 +144,16 @@ class Agent:
     def start_replica(self, replica_pk: int, attempt: int) -> None:
         close_old_connections()
         now = timezone.now()
-        claimed = Replica.objects.filter(pk=replica_pk, attempt=attempt, worker=self.worker,
-                                         state=ReplicaState.PENDING).update(
-            state=ReplicaState.RUNNING, start_time=now, end_time=None, exit_code=None, pid=None,
-            lease_expires=now + timedelta(seconds=settings.WORKER_LEASE_SECONDS))
+        claimed = Replica.objects.filter(
+            pk=replica_pk, attempt=attempt, worker=self.worker, state=ReplicaState.PENDING
+        ).update(
+            state=ReplicaState.RUNNING,
+            start_time=now,
+            end_time=None,
+            exit_code=None,
+            pid=None,
+            lease_expires=now + timedelta(seconds=settings.WORKER_LEASE_SECONDS),
+        )
         if not claimed:
             return  # delivered twice, or superseded: somebody else owns this start
         replica = Replica.objects.select_related("job__project").get(pk=replica_pk)
@@ -161,8 +175,7 @@ class Agent:
             return
         except Exception:
             error_id = log_internal_error(logger, f"Starting {replica} failed")
-            self._finish(local, ReplicaState.FAILED, None,
-                         internal_error_message(error_id, "the worker"))
+            self._finish(local, ReplicaState.FAILED, None, internal_error_message(error_id, "the worker"))
             return
         if local.stopping:
             self._finish(local, ReplicaState.STOPPED, None)
@@ -172,16 +185,23 @@ class Agent:
         started.wait()
         local.process = process
         if process.popen is None:
-            self._finish(local, ReplicaState.FAILED, None, f"The replica {replica.task_type} {replica.task_index} "
-                         "could not be started.")
+            self._finish(
+                local,
+                ReplicaState.FAILED,
+                None,
+                f"The replica {replica.task_type} {replica.task_index} could not be started.",
+            )
             return
         Replica.objects.filter(pk=replica.pk, attempt=attempt).update(pid=process.pid)
         if local.stopping:  # a stop came while it was being forked: the heartbeat left it to us
             local.stopping = False
             self._stop(local, fenced=False)
             return
-        local.sink.service(f"Started {replica.label} on worker {self.worker.name} (pid {process.pid}"
-                           + (f", GPUs {replica.devices}" if replica.devices else "") + ").")
+        local.sink.service(
+            f"Started {replica.label} on worker {self.worker.name} (pid {process.pid}"
+            + (f", GPUs {replica.devices}" if replica.devices else "")
+            + ")."
+        )
         if job.mark_running():
             announce_state(job)
 
@@ -204,23 +224,45 @@ class Agent:
         def log(message: str, **options) -> None:
             local.sink.service(f"{replica.label}: {message}", **options)
 
-        environment = build_environment(training_input, files, log, check,
-                                        gpu=gpu_build(bool(replica.devices)), account=trainer_account(job.project))
-        extra = {"CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
-                 **metrics.trainer_env(replica_dir)}
+        environment = build_environment(
+            training_input,
+            files,
+            log,
+            check,
+            gpu=gpu_build(bool(replica.devices)),
+            account=trainer_account(job.project),
+        )
+        extra = {
+            "CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
+            **metrics.trainer_env(replica_dir),
+        }
         if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
-            local.metrics = metrics.Collector(job.pk, job_dir=launch.get("jobDir"),
-                                              metric_file=metrics.metric_file(replica_dir))
+            local.metrics = metrics.Collector(
+                job.pk, job_dir=launch.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
+            )
         return ReplicaProcess(
-            replica_id=replica.pk, label=replica.label, task_type=replica.task_type,
-            command=trainer_command(environment.python, training_input["pythonModule"], launch.get("args", []),
-                                    launch.get("jobDir")),
-            env=trainer_environment(passthrough=passthrough_env(), bin_dir=environment.bin_dir,
-                                    tmp_dir=replica_dir / "tmp", tf_config=launch["tfConfig"],
-                                    cluster_spec=launch["clusterSpec"], job_id=job.job_id, replica_id=replica.pk,
-                                    extra=extra),
-            cwd=replica_dir, sink=local.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            preexec=_die_with_agent, user=trainer_account(job.project), stop_grace=settings.STOP_GRACE_SECONDS,
+            replica_id=replica.pk,
+            label=replica.label,
+            task_type=replica.task_type,
+            command=trainer_command(
+                environment.python, training_input["pythonModule"], launch.get("args", []), launch.get("jobDir")
+            ),
+            env=trainer_environment(
+                passthrough=passthrough_env(),
+                bin_dir=environment.bin_dir,
+                tmp_dir=replica_dir / "tmp",
+                tf_config=launch["tfConfig"],
+                cluster_spec=launch["clusterSpec"],
+                job_id=job.job_id,
+                replica_id=replica.pk,
+                extra=extra,
+            ),
+            cwd=replica_dir,
+            sink=local.sink,
+            max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+            preexec=_die_with_agent,
+            user=trainer_account(job.project),
+            stop_grace=settings.STOP_GRACE_SECONDS,
         )
 
     def _spawner_loop(self) -> None:
@@ -255,7 +297,9 @@ class Agent:
                         message = failure_message(
                             Job.objects.only("training_input").get(pk=local.job_pk).training_input,
                             f"The replica {local.task_type} {local.task_index} exited with a non-zero "
-                            f"status of {exit_description(code)}.", list(local.process.stderr_tail))
+                            f"status of {exit_description(code)}.",
+                            list(local.process.stderr_tail),
+                        )
                     self._finish(local, state, code, message)
                 except Exception:
                     logger.exception("Recording the exit of %s failed", local.label)
@@ -269,15 +313,17 @@ class Agent:
         sink = local.sink
         if sink is not None:
             if state == ReplicaState.SUCCEEDED or state == ReplicaState.FAILED:
-                sink.service(f"{local.label} exited with status {exit_description(code) if code is not None else 'none'}.",
-                             severity="INFO" if state == ReplicaState.SUCCEEDED else "ERROR")
+                sink.service(
+                    f"{local.label} exited with status {exit_description(code) if code is not None else 'none'}.",
+                    severity="INFO" if state == ReplicaState.SUCCEEDED else "ERROR",
+                )
             if message and code is None and state == ReplicaState.FAILED:
                 sink.service(message, severity="ERROR")
             sink.close()
         if not (sink is not None and sink.fenced):
             Replica.objects.filter(pk=local.pk, attempt=local.attempt).update(
-                state=state, exit_code=code, end_time=timezone.now(), error_message=message,
-                lease_expires=None)
+                state=state, exit_code=code, end_time=timezone.now(), error_message=message, lease_expires=None
+            )
         with self._lock:
             self.replicas.pop(local.pk, None)
 
@@ -321,8 +367,12 @@ class Agent:
             for local in locals_:
                 mine |= Q(pk=local.pk, attempt=local.attempt)
             Replica.objects.filter(mine, worker=self.worker, state=ReplicaState.RUNNING).update(lease_expires=lease)
-            rows = {row["pk"]: row for row in Replica.objects.filter(pk__in=[r.pk for r in locals_]).values(
-                "pk", "attempt", "state", "stop_requested", "worker_id", "job__state")}
+            rows = {
+                row["pk"]: row
+                for row in Replica.objects.filter(pk__in=[r.pk for r in locals_]).values(
+                    "pk", "attempt", "state", "stop_requested", "worker_id", "job__state"
+                )
+            }
             for local in locals_:
                 row = rows.get(local.pk)
                 if local.done.is_set() or local.stopping:
@@ -330,17 +380,26 @@ class Agent:
                 if row is None or row["attempt"] != local.attempt or row["worker_id"] != self.worker.pk:
                     logger.warning("%s was started again elsewhere; stopping this copy", local.label)
                     _in_thread(self._stop, local, fenced=True)
-                elif row["stop_requested"] or row["job__state"] in (JobState.CANCELLING, JobState.CANCELLED,
-                                                                    JobState.FAILED, JobState.SUCCEEDED):
+                elif row["stop_requested"] or row["job__state"] in (
+                    JobState.CANCELLING,
+                    JobState.CANCELLED,
+                    JobState.FAILED,
+                    JobState.SUCCEEDED,
+                ):
                     _in_thread(self._stop, local, fenced=False)
         if runners:
             Job.objects.filter(pk__in=runners, worker=self.worker, runner=self.runner_id).update(lease_expires=lease)
-            rows = {row["pk"]: row for row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id",
-                                                                                          "runner")}
+            rows = {
+                row["pk"]: row
+                for row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id", "runner")
+            }
             for pk, runner in runners.items():
                 row = rows.get(pk)
-                if row is None or row["worker_id"] != self.worker.pk or (
-                        row["runner"] and row["runner"] != self.runner_id):
+                if (
+                    row is None
+                    or row["worker_id"] != self.worker.pk
+                    or (row["runner"] and row["runner"] != self.runner_id)
+                ):
                     logger.warning("Job %s was handed to another worker; stopping it here", pk)
                     runner.fenced = True
                     runner.cancel()
@@ -355,7 +414,8 @@ class Agent:
         if job is None:
             return  # handed elsewhere already, or cancelled
         Job.objects.filter(pk=job_pk).update(
-            lease_expires=timezone.now() + timedelta(seconds=settings.WORKER_LEASE_SECONDS), etag=new_etag())
+            lease_expires=timezone.now() + timedelta(seconds=settings.WORKER_LEASE_SECONDS), etag=new_etag()
+        )
         runner = kinds.of_job(job).runner()(job_pk, self.runner_id, on_done=self._job_done)
         with self._lock:
             self.jobs[job_pk] = runner
@@ -365,8 +425,8 @@ class Agent:
         with self._lock:
             self.jobs.pop(runner.job_pk, None)
         Job.objects.filter(pk=runner.job_pk, worker=self.worker).exclude(
-            state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]).update(
-            worker=None, lease_expires=None)
+            state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]
+        ).update(worker=None, lease_expires=None)
 
 
 def _in_thread(target, *args, **kwargs) -> None:
@@ -386,8 +446,17 @@ def _in_thread(target, *args, **kwargs) -> None:
 _agent: Agent | None = None
 
 
-def register(*, region: str, machine_types: list[str], accelerators: dict[str, int], cpus: float,
-             memory_gb: float, address: str | None, ports: tuple[int, int], slots: int = 0) -> Agent:
+def register(
+    *,
+    region: str,
+    machine_types: list[str],
+    accelerators: dict[str, int],
+    cpus: float,
+    memory_gb: float,
+    address: str | None,
+    ports: tuple[int, int],
+    slots: int = 0,
+) -> Agent:
     """Register this process as a worker and start its heartbeat (``slots``: see ``Worker.slots``)."""
     import os
     import uuid
@@ -395,10 +464,19 @@ def register(*, region: str, machine_types: list[str], accelerators: dict[str, i
     global _agent
     hostname = socket.gethostname()
     worker = Worker.objects.create(
-        name=f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:4]}", hostname=hostname,
-        address=address or _reachable_address(), region=region, machine_types=machine_types,
-        accelerators=accelerators, cpus=cpus, memory_gb=memory_gb, port_first=ports[0], port_last=ports[1],
-        slots=slots, pid=os.getpid())
+        name=f"{hostname}-{os.getpid()}-{uuid.uuid4().hex[:4]}",
+        hostname=hostname,
+        address=address or _reachable_address(),
+        region=region,
+        machine_types=machine_types,
+        accelerators=accelerators,
+        cpus=cpus,
+        memory_gb=memory_gb,
+        port_first=ports[0],
+        port_last=ports[1],
+        slots=slots,
+        pid=os.getpid(),
+    )
     _agent = Agent(worker)
     _agent.start()
     return _agent

@@ -31,21 +31,30 @@ def offers() -> dict[str, placement.Offer]:
     workers = {worker.pk: worker for worker in live_workers()}
     result = {
         worker.name: placement.Offer(
-            name=worker.name, region=worker.region, machine_types=frozenset(worker.machine_types or ()),
-            cpus=worker.cpus, memory_gb=worker.memory_gb, accelerators=dict(worker.accelerators or {}),
-            free_cpus=worker.cpus, free_memory_gb=worker.memory_gb,
+            name=worker.name,
+            region=worker.region,
+            machine_types=frozenset(worker.machine_types or ()),
+            cpus=worker.cpus,
+            memory_gb=worker.memory_gb,
+            accelerators=dict(worker.accelerators or {}),
+            free_cpus=worker.cpus,
+            free_memory_gb=worker.memory_gb,
             free_devices=placement.device_indices(worker.accelerators or {}),
-            ports=(worker.port_first, worker.port_last), slots=worker.slots, free_slots=worker.slots,
+            ports=(worker.port_first, worker.port_last),
+            slots=worker.slots,
+            free_slots=worker.slots,
         )
         for worker in workers.values()
     }
     names = {pk: worker.name for pk, worker in workers.items()}
     placed = Replica.objects.filter(worker_id__in=names, state__in=LIVE_REPLICA_STATES, job__worker=None)
-    for replica in placed.values("worker_id", "machine_type", "accelerator_type", "accelerator_count", "devices",
-                                 "port"):
+    for replica in placed.values(
+        "worker_id", "machine_type", "accelerator_type", "accelerator_count", "devices", "port"
+    ):
         offer = result[names[replica["worker_id"]]]
-        plan = catalogue.ReplicaPlan("", 0, replica["machine_type"], replica["accelerator_type"] or None,
-                                     replica["accelerator_count"])
+        plan = catalogue.ReplicaPlan(
+            "", 0, replica["machine_type"], replica["accelerator_type"] or None, replica["accelerator_count"]
+        )
         _subtract(offer, placement.replica_cost(plan), replica["devices"])
         if replica["port"]:
             offer.used_ports.add(replica["port"])
@@ -53,7 +62,7 @@ def offers() -> dict[str, placement.Offer]:
         offer = result[names[job.worker_id]]
         for plan in whole_job_plans(job):
             cost = placement.replica_cost(plan)
-            devices = offer.free_devices.get(cost.accelerator or "", [])[:cost.accelerators]
+            devices = offer.free_devices.get(cost.accelerator or "", [])[: cost.accelerators]
             _subtract(offer, cost, ",".join(map(str, devices)))
     return result
 
@@ -74,15 +83,17 @@ def summaries(*, include_gone: bool = False) -> list[dict]:
     rows = []
     for worker in shown.prefetch_related("replicas__job__project", "jobs__project"):
         offer = free.get(worker.name)
-        rows.append({
-            "worker": worker,
-            "state": "live" if worker.pk in live else ("stopped" if worker.stopped else "lost"),
-            "capacity": placement.capacity_text(worker.cpus, worker.memory_gb, worker.slots),
-            "free_cpus": offer.free_cpus if offer else None,
-            "free_memory_gb": offer.free_memory_gb if offer else None,
-            "free_devices": sum(len(d) for d in offer.free_devices.values()) if offer else None,
-            "free_slots": max(offer.free_slots, 0) if offer else None,
-            "replicas": [r for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES],
-            "jobs": [j for j in worker.jobs.all() if j.state in ACTIVE_STATES],
-        })
+        rows.append(
+            {
+                "worker": worker,
+                "state": "live" if worker.pk in live else ("stopped" if worker.stopped else "lost"),
+                "capacity": placement.capacity_text(worker.cpus, worker.memory_gb, worker.slots),
+                "free_cpus": offer.free_cpus if offer else None,
+                "free_memory_gb": offer.free_memory_gb if offer else None,
+                "free_devices": sum(len(d) for d in offer.free_devices.values()) if offer else None,
+                "free_slots": max(offer.free_slots, 0) if offer else None,
+                "replicas": [r for r in worker.replicas.all() if r.state in LIVE_REPLICA_STATES],
+                "jobs": [j for j in worker.jobs.all() if j.state in ACTIVE_STATES],
+            }
+        )
     return rows

@@ -198,8 +198,9 @@ class Coordinator(Controller):
 
     def _adopt(self) -> None:
         """Jobs an earlier coordinator was watching: watch them from here."""
-        started = Job.objects.filter(state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING],
-                                     worker=None).exclude(runner=self.runner_id)
+        started = Job.objects.filter(
+            state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING], worker=None
+        ).exclude(runner=self.runner_id)
         for job in started.only("pk", "runner"):
             with self._runners_lock:
                 if job.pk in self.runners:
@@ -266,11 +267,18 @@ class Coordinator(Controller):
             for assignment in assignments:
                 plan, worker = assignment.plan, workers[assignment.worker]
                 Replica.objects.create(
-                    job=job, task_type=plan.task_type, task_index=plan.index,
-                    label=catalogue.replica_label(plan.task_type, plan.index), machine_type=plan.machine_type,
-                    accelerator_type=plan.accelerator_type or "", accelerator_count=plan.accelerator_count,
-                    host=worker.address, port=assignment.port, worker=worker,
-                    devices=",".join(map(str, assignment.devices)), generation=job.restarts,
+                    job=job,
+                    task_type=plan.task_type,
+                    task_index=plan.index,
+                    label=catalogue.replica_label(plan.task_type, plan.index),
+                    machine_type=plan.machine_type,
+                    accelerator_type=plan.accelerator_type or "",
+                    accelerator_count=plan.accelerator_count,
+                    host=worker.address,
+                    port=assignment.port,
+                    worker=worker,
+                    devices=",".join(map(str, assignment.devices)),
+                    generation=job.restarts,
                 )
         # Hand the replicas to their workers from here, on this thread's warm connection: a new
         # runner thread's first query opens a database connection, tens of milliseconds.
@@ -284,7 +292,8 @@ class Coordinator(Controller):
     def _hand_over_whole(self, job: Job, worker: Worker) -> None:
         claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
         if Job.objects.filter(pk=job.pk, state=JobState.QUEUED, worker=None).update(
-                worker=worker, lease_expires=claim_by, wait_reason=""):
+            worker=worker, lease_expires=claim_by, wait_reason=""
+        ):
             transaction.on_commit(lambda: tasks.send_run_job(worker.queue, job.pk))
 
     # --- losing workers --------------------------------------------------------------------
@@ -292,9 +301,9 @@ class Coordinator(Controller):
     def _reconcile_replicas(self) -> None:
         """Replicas whose lease ran out: their worker stopped renewing it (killed, host gone)."""
         now = timezone.now()
-        lost = (Replica.objects.filter(state__in=LIVE_REPLICA_STATES, attempt__gt=0, lease_expires__lt=now,
-                                       job__worker=None)
-                .select_related("job", "worker"))
+        lost = Replica.objects.filter(
+            state__in=LIVE_REPLICA_STATES, attempt__gt=0, lease_expires__lt=now, job__worker=None
+        ).select_related("job", "worker")
         for replica in lost:
             self._replica_lost(replica)
 
@@ -310,32 +319,60 @@ class Coordinator(Controller):
                 return
             if replica.restarts < settings.MAX_REPLICA_RESTARTS:
                 restarts = replica.restarts + 1
-                if current.update(state=ReplicaState.PENDING, attempt=F("attempt") + 1, restarts=restarts,
-                                  worker=None, pid=None, lease_expires=None, exit_code=None,
-                                  not_before=now + timedelta(seconds=restart_backoff(restarts))):
-                    sink.service(f"{replica.label} was lost with {worker} (no heartbeat for "
-                                 f"{settings.WORKER_LEASE_SECONDS:g}s); it starts again elsewhere (restart "
-                                 f"{restarts} of {settings.MAX_REPLICA_RESTARTS}).", severity="WARNING")
+                if current.update(
+                    state=ReplicaState.PENDING,
+                    attempt=F("attempt") + 1,
+                    restarts=restarts,
+                    worker=None,
+                    pid=None,
+                    lease_expires=None,
+                    exit_code=None,
+                    not_before=now + timedelta(seconds=restart_backoff(restarts)),
+                ):
+                    sink.service(
+                        f"{replica.label} was lost with {worker} (no heartbeat for "
+                        f"{settings.WORKER_LEASE_SECONDS:g}s); it starts again elsewhere (restart "
+                        f"{restarts} of {settings.MAX_REPLICA_RESTARTS}).",
+                        severity="WARNING",
+                    )
                 return
-            if current.update(state=ReplicaState.LOST, end_time=now, attempt=F("attempt") + 1,
-                              error_message=f"The replica {replica.task_type} {replica.task_index} was lost "
-                                            f"{replica.restarts + 1} times with its workers."):
-                sink.service(f"{replica.label} was lost with {worker} again, {replica.restarts + 1} times in all.",
-                             severity="ERROR")
+            if current.update(
+                state=ReplicaState.LOST,
+                end_time=now,
+                attempt=F("attempt") + 1,
+                error_message=f"The replica {replica.task_type} {replica.task_index} was lost "
+                f"{replica.restarts + 1} times with its workers.",
+            ):
+                sink.service(
+                    f"{replica.label} was lost with {worker} again, {replica.restarts + 1} times in all.",
+                    severity="ERROR",
+                )
         finally:
             sink.close()
 
     def _restart_replicas(self) -> None:
         """Lost replicas waiting for a worker: place each on any worker it fits, then hand it over."""
         now = timezone.now()
-        waiting = (Replica.objects.filter(state=ReplicaState.PENDING, worker=None, attempt__gt=0,
-                                          job__state__in=[JobState.PREPARING, JobState.RUNNING])
-                   .filter(not_before__lte=now).select_related("job"))
+        waiting = (
+            Replica.objects.filter(
+                state=ReplicaState.PENDING,
+                worker=None,
+                attempt__gt=0,
+                job__state__in=[JobState.PREPARING, JobState.RUNNING],
+            )
+            .filter(not_before__lte=now)
+            .select_related("job")
+        )
         offers = None
         for replica in waiting:
             offers = offers if offers is not None else capacity.offers()
-            plan = catalogue.ReplicaPlan(replica.task_type, replica.task_index, replica.machine_type,
-                                         replica.accelerator_type or None, replica.accelerator_count)
+            plan = catalogue.ReplicaPlan(
+                replica.task_type,
+                replica.task_index,
+                replica.machine_type,
+                replica.accelerator_type or None,
+                replica.accelerator_count,
+            )
             region = replica.job.training_input.get("region", "")
             assignments = placement.place([plan], offers.values(), region, self.rng)
             if assignments is None:
@@ -343,11 +380,16 @@ class Coordinator(Controller):
             worker = Worker.objects.get(name=assignments[0].worker)
             launch = dict(replica.launch)
             launch["tfConfig"], launch["clusterSpec"] = _moved_configs(replica, worker.address, assignments[0].port)
-            if Replica.objects.filter(pk=replica.pk, attempt=replica.attempt, state=ReplicaState.PENDING,
-                                      worker=None).update(
-                    worker=worker, host=worker.address, port=assignments[0].port,
-                    devices=",".join(map(str, assignments[0].devices)), launch=launch,
-                    lease_expires=now + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)):
+            if Replica.objects.filter(
+                pk=replica.pk, attempt=replica.attempt, state=ReplicaState.PENDING, worker=None
+            ).update(
+                worker=worker,
+                host=worker.address,
+                port=assignments[0].port,
+                devices=",".join(map(str, assignments[0].devices)),
+                launch=launch,
+                lease_expires=now + timedelta(seconds=settings.WORKER_CLAIM_SECONDS),
+            ):
                 tasks.send_start_replica(worker.queue, replica.pk, replica.attempt)
                 offers = None
 
@@ -356,12 +398,18 @@ class Coordinator(Controller):
         now = timezone.now()
         unclaimed = Job.objects.filter(state=JobState.QUEUED, lease_expires__lt=now).exclude(worker=None)
         unclaimed.update(worker=None, lease_expires=None)
-        lost = Job.objects.filter(state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING],
-                                  lease_expires__lt=now).exclude(worker=None).select_related("worker")
+        lost = (
+            Job.objects.filter(
+                state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING], lease_expires__lt=now
+            )
+            .exclude(worker=None)
+            .select_related("worker")
+        )
         for job in lost:
             worker = job.worker.name if job.worker else "its worker"
             Replica.objects.filter(job=job, state__in=LIVE_REPLICA_STATES).update(
-                state=ReplicaState.STOPPED, end_time=now)
+                state=ReplicaState.STOPPED, end_time=now
+            )
             sink = LogSink(job.pk)
             try:
                 if job.state == JobState.CANCELLING:
@@ -370,8 +418,11 @@ class Coordinator(Controller):
                     Job.objects.filter(pk=job.pk).update(worker=None, lease_expires=None)
                     job.mark_cancelled()
                 elif job.restarts < settings.MAX_JOB_RESTARTS:
-                    sink.service(f"The job was lost with {worker}; it starts again (retry {job.restarts + 1} of "
-                                 f"{settings.MAX_JOB_RESTARTS}).", severity="WARNING")
+                    sink.service(
+                        f"The job was lost with {worker}; it starts again (retry {job.restarts + 1} of "
+                        f"{settings.MAX_JOB_RESTARTS}).",
+                        severity="WARNING",
+                    )
                     sink.flush()
                     job.requeue()
                 else:
@@ -393,19 +444,35 @@ def current_replicas(job: Job):
 def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
     """TF_CONFIG from the replicas' placements, then each replica to its worker's queue (attempt 1)."""
     training_input = job.training_input
-    placements = {r.label: Placement(catalogue.ReplicaPlan(r.task_type, r.task_index, r.machine_type,
-                                                           r.accelerator_type or None, r.accelerator_count),
-                                     r.host, r.port) for r in replicas}
+    placements = {
+        r.label: Placement(
+            catalogue.ReplicaPlan(
+                r.task_type, r.task_index, r.machine_type, r.accelerator_type or None, r.accelerator_count
+            ),
+            r.host,
+            r.port,
+        )
+        for r in replicas
+    }
     runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-    configs = cluster_configs(list(placements.values()), job_id=job.job_id, training_input=training_input,
-                              use_chief=catalogue.uses_chief(runtime_version))
+    configs = cluster_configs(
+        list(placements.values()),
+        job_id=job.job_id,
+        training_input=training_input,
+        use_chief=catalogue.uses_chief(runtime_version),
+    )
     claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
     for replica in replicas:
         tf_config, cluster_spec = configs[replica.label]
-        spec = {"tfConfig": tf_config, "clusterSpec": cluster_spec, "jobDir": job_dir,
-                "args": list(training_input.get("args", []))}
+        spec = {
+            "tfConfig": tf_config,
+            "clusterSpec": cluster_spec,
+            "jobDir": job_dir,
+            "args": list(training_input.get("args", [])),
+        }
         if Replica.objects.filter(pk=replica.pk, attempt=0, state=ReplicaState.PENDING).update(
-                attempt=1, launch=spec, lease_expires=claim_by):
+            attempt=1, launch=spec, lease_expires=claim_by
+        ):
             tasks.send_start_replica(replica.worker.queue, replica.pk, 1)
 
 
@@ -414,16 +481,19 @@ def _moved_configs(replica: Replica, host: str, port: int) -> tuple[dict, dict]:
     tf_config, cluster_spec = dict(replica.launch.get("tfConfig") or {}), dict(replica.launch.get("clusterSpec") or {})
     old, new = f"{replica.host}:{replica.port}", f"{host}:{port}"
     for config in (tf_config, cluster_spec):
-        config["cluster"] = {kind: [new if address == old else address for address in addresses]
-                             for kind, addresses in (config.get("cluster") or {}).items()}
+        config["cluster"] = {
+            kind: [new if address == old else address for address in addresses]
+            for kind, addresses in (config.get("cluster") or {}).items()
+        }
     return tf_config, cluster_spec
 
 
 class ScaledJobRunner(JobRunner):
     """Watches one job whose replicas run on workers; decides its outcome as embedded mode does."""
 
-    def __init__(self, job_pk: int, runner_id: str, on_done=None, coordinator: Coordinator | None = None,
-                 admitted: bool = False):
+    def __init__(
+        self, job_pk: int, runner_id: str, on_done=None, coordinator: Coordinator | None = None, admitted: bool = False
+    ):
         super().__init__(job_pk, runner_id, on_done)
         self.coordinator = coordinator
         self.admitted = admitted  # just admitted by this coordinator (not adopted from another)
@@ -471,8 +541,9 @@ class ScaledJobRunner(JobRunner):
             launch(job, replicas, job_dir)  # an adopted job whose replicas were never handed out
         if self.admitted:
             self._announce(job)
-            self.sink.service(f"Job {job.job_id} is preparing: {len(replicas)} replicas are placed on "
-                              f"{_worker_names(replicas)}.")
+            self.sink.service(
+                f"Job {job.job_id} is preparing: {len(replicas)} replicas are placed on {_worker_names(replicas)}."
+            )
         outcome = self._watch_remote(job)
         if outcome.get("detached"):
             return
@@ -527,7 +598,8 @@ class ScaledJobRunner(JobRunner):
         """Ask the workers to stop what still runs, and wait until they did (or were lost)."""
         live = current_replicas(job).filter(state__in=LIVE_REPLICA_STATES)
         live.filter(state=ReplicaState.PENDING).filter(pid=None).update(
-            state=ReplicaState.STOPPED, end_time=timezone.now(), attempt=F("attempt") + 1)
+            state=ReplicaState.STOPPED, end_time=timezone.now(), attempt=F("attempt") + 1
+        )
         live.update(stop_requested=True)
         names = ", ".join(live.values_list("label", flat=True))
         if names:
@@ -540,12 +612,16 @@ class ScaledJobRunner(JobRunner):
 
     def _release(self, job: Job) -> None:
         current_replicas(job).filter(state=ReplicaState.PENDING).update(
-            state=ReplicaState.STOPPED, attempt=F("attempt") + 1)
+            state=ReplicaState.STOPPED, attempt=F("attempt") + 1
+        )
 
     def _retry_or_fail(self, job: Job, lost: Replica, output: dict) -> None:
         if job.restarts < settings.MAX_JOB_RESTARTS:
-            self.sink.service(f"{lost.error_message} The job starts again from the beginning (retry "
-                              f"{job.restarts + 1} of {settings.MAX_JOB_RESTARTS}).", severity="WARNING")
+            self.sink.service(
+                f"{lost.error_message} The job starts again from the beginning (retry "
+                f"{job.restarts + 1} of {settings.MAX_JOB_RESTARTS}).",
+                severity="WARNING",
+            )
             self.sink.flush()
             Job.objects.filter(pk=job.pk).update(training_output=output, etag=new_etag())
             if job.requeue():

@@ -34,8 +34,12 @@ class Cost:
 
 def replica_cost(plan: catalogue.ReplicaPlan) -> Cost:
     machine = catalogue.MACHINE_TYPES[plan.machine_type]
-    return Cost(float(machine.vcpus or _MIN_CPUS), float(machine.memory_gb or _MIN_MEMORY_GB),
-                plan.accelerator_type, plan.accelerator_count if plan.accelerator_type else 0)
+    return Cost(
+        float(machine.vcpus or _MIN_CPUS),
+        float(machine.memory_gb or _MIN_MEMORY_GB),
+        plan.accelerator_type,
+        plan.accelerator_count if plan.accelerator_type else 0,
+    )
 
 
 def device_indices(accelerators: dict[str, int]) -> dict[str, list[int]]:
@@ -108,8 +112,8 @@ class Offer:
         self.charge(cost)
         devices: list[int] = []
         if cost.accelerator:
-            devices = self.free_devices[cost.accelerator][:cost.accelerators]
-            self.free_devices[cost.accelerator] = self.free_devices[cost.accelerator][cost.accelerators:]
+            devices = self.free_devices[cost.accelerator][: cost.accelerators]
+            self.free_devices[cost.accelerator] = self.free_devices[cost.accelerator][cost.accelerators :]
         return devices, self.take_port(rng)
 
     def take_port(self, rng: random.Random) -> int:
@@ -129,8 +133,9 @@ class Assignment:
     port: int
 
 
-def place(plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], region: str,
-          rng: random.Random | None = None) -> list[Assignment] | None:
+def place(
+    plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], region: str, rng: random.Random | None = None
+) -> list[Assignment] | None:
     """Every replica on some worker of the region, or None when they do not all fit now.
 
     Largest replicas first, each on the worker it leaves least room on (best fit), so large
@@ -159,12 +164,16 @@ def never_fits(plans: list[catalogue.ReplicaPlan], offers: Iterable[Offer], regi
     for plan in plans:
         cost = replica_cost(plan)
         if not any(offer.could_ever_fit(plan, cost) for offer in in_region):
-            return (f"No worker in {region} can ever run {catalogue.replica_label(plan.task_type, plan.index)} "
-                    f"({describe(plan)}): the workers there offer {offer_summary(in_region)}.")
+            return (
+                f"No worker in {region} can ever run {catalogue.replica_label(plan.task_type, plan.index)} "
+                f"({describe(plan)}): the workers there offer {offer_summary(in_region)}."
+            )
     idle = [_idle(offer) for offer in in_region]
     if place(plans, idle, region) is None:
-        return (f"The job's {len(plans)} replicas ({describe_all(plans)}) do not fit on the workers in {region} "
-                f"together, even with nothing else running: they offer {offer_summary(in_region)}.")
+        return (
+            f"The job's {len(plans)} replicas ({describe_all(plans)}) do not fit on the workers in {region} "
+            f"together, even with nothing else running: they offer {offer_summary(in_region)}."
+        )
     return None
 
 
@@ -215,16 +224,39 @@ def _size(cost: Cost) -> tuple:
 
 
 def _copy(offer: Offer) -> Offer:
-    return Offer(offer.name, offer.region, offer.machine_types, offer.cpus, offer.memory_gb, offer.accelerators,
-                 offer.free_cpus, offer.free_memory_gb, {k: list(v) for k, v in offer.free_devices.items()},
-                 offer.ports, set(offer.used_ports), offer.slots, offer.free_slots,
-                 alone=offer.labels and offer.free_slots >= offer.slots)
+    return Offer(
+        offer.name,
+        offer.region,
+        offer.machine_types,
+        offer.cpus,
+        offer.memory_gb,
+        offer.accelerators,
+        offer.free_cpus,
+        offer.free_memory_gb,
+        {k: list(v) for k, v in offer.free_devices.items()},
+        offer.ports,
+        set(offer.used_ports),
+        offer.slots,
+        offer.free_slots,
+        alone=offer.labels and offer.free_slots >= offer.slots,
+    )
 
 
 def _idle(offer: Offer) -> Offer:
-    return Offer(offer.name, offer.region, offer.machine_types, offer.cpus, offer.memory_gb, offer.accelerators,
-                 offer.cpus, offer.memory_gb, device_indices(offer.accelerators), offer.ports,
-                 slots=offer.slots, free_slots=offer.slots)
+    return Offer(
+        offer.name,
+        offer.region,
+        offer.machine_types,
+        offer.cpus,
+        offer.memory_gb,
+        offer.accelerators,
+        offer.cpus,
+        offer.memory_gb,
+        device_indices(offer.accelerators),
+        offer.ports,
+        slots=offer.slots,
+        free_slots=offer.slots,
+    )
 
 
 def parse_accelerators(text: str) -> dict[str, int]:
@@ -239,8 +271,9 @@ def parse_accelerators(text: str) -> dict[str, int]:
         try:
             number = int(count or "1")
         except ValueError:
-            raise ValueError(f"--accelerators: the count of {name.strip()} must be a whole number, "
-                             f"got {count!r}.") from None
+            raise ValueError(
+                f"--accelerators: the count of {name.strip()} must be a whole number, got {count!r}."
+            ) from None
         if number < 1:
             raise ValueError(f"--accelerators: the count of {name.strip()} must be at least 1.")
         result[key] = number

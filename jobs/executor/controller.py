@@ -118,9 +118,11 @@ class Controller:
         for job in waiting.exclude(training_input__scheduling__maxWaitTime=None).select_related("project"):
             limit = job.max_wait_seconds
             if limit is not None and (now - job.create_time).total_seconds() > limit:
-                message = (f"The job waited longer than its maximum wait time of "
-                           f"{job.scheduling['maxWaitTime']} (trainingInput.scheduling.maxWaitTime) "
-                           "and was cancelled.")
+                message = (
+                    f"The job waited longer than its maximum wait time of "
+                    f"{job.scheduling['maxWaitTime']} (trainingInput.scheduling.maxWaitTime) "
+                    "and was cancelled."
+                )
                 if job.mark_cancelling(message):
                     announce_state(job)
 
@@ -185,14 +187,15 @@ class Controller:
             sink.flush()  # stored before the job reads as ended, so readers see the whole log
             job.mark_cancelled()
         elif job.restarts >= settings.MAX_JOB_RESTARTS:
-            message = (f"The job was interrupted {job.restarts + 1} times because the console stopped "
-                       "while it ran; it is not restarted again.")
+            message = (
+                f"The job was interrupted {job.restarts + 1} times because the console stopped "
+                "while it ran; it is not restarted again."
+            )
             sink.service(message, severity="ERROR")
             sink.flush()
             job.mark_failed(message)
         else:
-            sink.service("The console stopped while this job was running; the job starts again.",
-                         severity="WARNING")
+            sink.service("The console stopped while this job was running; the job starts again.", severity="WARNING")
             with transaction.atomic():
                 job.requeue()
 

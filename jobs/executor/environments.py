@@ -76,8 +76,22 @@ def uv_binary() -> str:
 
 def tool_env() -> dict[str, str]:
     """What uv sees: enough to reach the package index, none of the console's secrets."""
-    keep = ("PATH", "HOME", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-            "http_proxy", "https_proxy", "no_proxy", "XDG_CACHE_HOME", "XDG_DATA_HOME", "PYENV_ROOT")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "PYENV_ROOT",
+    )
     env = {name: os.environ[name] for name in keep if name in os.environ}
     env.update({name: value for name, value in os.environ.items() if name.startswith("UV_")})
     env["UV_NO_PROGRESS"] = "1"
@@ -175,8 +189,9 @@ def interpreter_for(python: str, log: Log) -> str:
     raise EnvironmentError_(f"No Python {python} interpreter was found. {runtimes.how_to_provide(python)}")
 
 
-def runtime_environment(runtime_version: str | None, log: Log, *, python_version: str | None = None,
-                        variant: str = "cpu") -> Environment:
+def runtime_environment(
+    runtime_version: str | None, log: Log, *, python_version: str | None = None, variant: str = "cpu"
+) -> Environment:
     """The cached environment of a runtime version on its Python, built from its lock on first use."""
     runtime, python = runtimes.resolve_pair(runtime_version, python_version)
     reason = None if python in runtime.pythons else runtimes.unavailable_reason(runtime.name, python)
@@ -191,8 +206,10 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
     path = settings.ENV_DIR / f"runtime-{runtime.name}-py{python}-{variant}-{key[:16]}"
     if _ready(path):
         return shared(Environment(path=path, key=key))
-    log(f"Building the environment of runtime version {runtime.name} ({variant.upper()} build, TensorFlow "
-        f"{runtime.tensorflow}) on Python {full_version} from {lock.name}; this happens once per machine.")
+    log(
+        f"Building the environment of runtime version {runtime.name} ({variant.upper()} build, TensorFlow "
+        f"{runtime.tensorflow}) on Python {full_version} from {lock.name}; this happens once per machine."
+    )
 
     def build(target: Path) -> dict:
         run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
@@ -207,9 +224,16 @@ def runtime_environment(runtime_version: str | None, log: Log, *, python_version
             # was corrupted): fetch again once; a second mismatch is the index's, and is reported.
             log(f"uv's cache gave a file whose hash is not in {lock.name}; downloading again.")
             run_uv([*sync[:2], "--refresh", *sync[2:]], what=what)
-        return {"kind": "runtime", "runtimeVersion": runtime.name, "python": full_version, "variant": variant,
-                "lock": lock.name, "lockSha256": file_digest(lock), "packages": _freeze(target / "bin" / "python"),
-                "sizeBytes": size_on_disk(target)}  # measured once: listing runtimes never walks them
+        return {
+            "kind": "runtime",
+            "runtimeVersion": runtime.name,
+            "python": full_version,
+            "variant": variant,
+            "lock": lock.name,
+            "lockSha256": file_digest(lock),
+            "packages": _freeze(target / "bin" / "python"),
+            "sizeBytes": size_on_disk(target),
+        }  # measured once: listing runtimes never walks them
 
     environment = shared(build_once(path, key, build))
     log(f"Runtime version {runtime.name} environment is ready.")
@@ -267,8 +291,10 @@ def describe(runtime: Environment, packages: dict[str, str]) -> str:
     """``Runtime version 2.11, Python 3.7.16 (CPU build): TensorFlow 2.11.0, scikit-learn 1.0.2, …``"""
     info = runtime.info()
     frameworks = [f"{label} {version}" for label, version in runtimes.framework_versions(packages).items()]
-    return (f"Runtime version {info['runtimeVersion']}, Python {info['python']} ({info['variant'].upper()} "
-            f"build): {', '.join(frameworks) or 'no frameworks'}.")
+    return (
+        f"Runtime version {info['runtimeVersion']}, Python {info['python']} ({info['variant'].upper()} "
+        f"build): {', '.join(frameworks) or 'no frameworks'}."
+    )
 
 
 # --- the job's layer -------------------------------------------------------------------------
@@ -282,8 +308,9 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def job_environment(runtime: Environment, packages: list[Path], log: Log,
-                    account: trainer_user.TrainerUser | None = None) -> Environment:
+def job_environment(
+    runtime: Environment, packages: list[Path], log: Log, account: trainer_user.TrainerUser | None = None
+) -> Environment:
     """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions.
     With ``account`` (trainers run as their project's), the layer is that project's alone."""
     identity = [runtime.key] + [f"{p.name}:{file_digest(p)}" for p in packages]
@@ -312,11 +339,18 @@ def job_environment(runtime: Environment, packages: list[Path], log: Log,
             # Copies, not links into uv's cache: the layer's files get the project's group, and a
             # file linked into two projects' layers could carry only one of them.
             link = ["--link-mode", "copy"] if account is not None else []
-            run_uv(["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
-                    what="Installing the trainer packages")
+            run_uv(
+                ["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
+                what="Installing the trainer packages",
+            )
         changes = _changes(install, frozen)
-        info = {"kind": "job", "runtime": runtime.key, "installed": install, "changes": changes,
-                "packages": _freeze(python)}
+        info = {
+            "kind": "job",
+            "runtime": runtime.key,
+            "installed": install,
+            "changes": changes,
+            "packages": _freeze(python),
+        }
         _log_changes(info, log)
         return info
 
@@ -337,16 +371,27 @@ def _resolve(runtime: Environment, python: Path, packages: list[Path], frozen: d
         output = Path(scratch) / "resolved.txt"
         output.write_text("".join(f"{name}=={version}\n" for name, version in sorted(frozen.items())))
         try:
-            run_uv(["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python", str(python),
-                     str(requirements), "-o", str(output)],
-                    what="Resolving the trainer packages' requirements on the runtime")
+            run_uv(
+                [
+                    "pip",
+                    "compile",
+                    "--quiet",
+                    "--no-header",
+                    "--no-annotate",
+                    "--python",
+                    str(python),
+                    str(requirements),
+                    "-o",
+                    str(output),
+                ],
+                what="Resolving the trainer packages' requirements on the runtime",
+            )
         except EnvironmentError_ as error:
             raise EnvironmentError_(_diagnose(runtime, python, packages, frozen, str(error))) from None
         return _requirement_lines(output.read_text())
 
 
-def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str],
-              combined: str) -> str:
+def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str], combined: str) -> str:
     """Every requirement that cannot be installed on the runtime's Python, each with uv's reason."""
     requirements = [req for path in packages for req in package_requirements(path)]
     info = runtime.info()
@@ -357,8 +402,9 @@ def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: 
             source = Path(scratch) / "one.in"
             source.write_text(requirement + "\n")
             try:
-                run_uv(["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)],
-                        what=requirement)
+                run_uv(
+                    ["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)], what=requirement
+                )
             except EnvironmentError_ as error:
                 return _reason(str(error))
         return None
@@ -367,11 +413,12 @@ def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: 
         reasons = list(pool.map(check, requirements))
     failing = [(req, why) for req, why in zip(requirements, reasons, strict=True) if why]
     if not failing:
-        return (f"The trainer packages' requirements cannot be installed together on {where}:\n"
-                f"{_tail(combined, 30)}")
+        return f"The trainer packages' requirements cannot be installed together on {where}:\n{_tail(combined, 30)}"
     lines = "\n".join(f"- {req}: {why}" for req, why in failing)
-    return (f"{len(failing)} requirement{'s' if len(failing) > 1 else ''} of the trainer packages cannot be "
-            f"installed on {where}:\n{lines}")
+    return (
+        f"{len(failing)} requirement{'s' if len(failing) > 1 else ''} of the trainer packages cannot be "
+        f"installed on {where}:\n{lines}"
+    )
 
 
 def _reason(uv_message: str) -> str:
@@ -437,13 +484,20 @@ def inventory(*, with_sizes: bool = False) -> list[dict]:
                     continue
                 built = built_runtime(runtime, python, variant)
                 frameworks = runtime.frameworks()
-                rows.append({
-                    "runtimeVersion": runtime.name, "pythonVersion": python, "variant": variant,
-                    "frameworks": frameworks, "interpreter": interpreter,
-                    "columns": [frameworks.get(label, "—") for label in FRAMEWORK_COLUMNS],
-                    "downloadable": interpreter is None and runtimes.downloads_allowed(),
-                    "built": built is not None, "path": str(built.path) if built else None,
-                    "sizeBytes": _size_of(built) if built and with_sizes else None,
-                    "notes": list(runtime.notes), "extension": runtime.is_extension,
-                })
+                rows.append(
+                    {
+                        "runtimeVersion": runtime.name,
+                        "pythonVersion": python,
+                        "variant": variant,
+                        "frameworks": frameworks,
+                        "interpreter": interpreter,
+                        "columns": [frameworks.get(label, "—") for label in FRAMEWORK_COLUMNS],
+                        "downloadable": interpreter is None and runtimes.downloads_allowed(),
+                        "built": built is not None,
+                        "path": str(built.path) if built else None,
+                        "sizeBytes": _size_of(built) if built and with_sizes else None,
+                        "notes": list(runtime.notes),
+                        "extension": runtime.is_extension,
+                    }
+                )
     return rows

@@ -32,8 +32,14 @@ _LOG_LOCK_CLASS = 0x4C4F47  # "LOG"
 CUT_MARKER = " … [line cut: {} more bytes]"
 
 _LEVELS = {
-    "DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARNING", "WARN": "WARNING", "ERROR": "ERROR",
-    "CRITICAL": "CRITICAL", "FATAL": "CRITICAL", "EXCEPTION": "ERROR",
+    "DEBUG": "DEBUG",
+    "INFO": "INFO",
+    "WARNING": "WARNING",
+    "WARN": "WARNING",
+    "ERROR": "ERROR",
+    "CRITICAL": "CRITICAL",
+    "FATAL": "CRITICAL",
+    "EXCEPTION": "ERROR",
 }
 # "INFO:root:…", "[ERROR] …", "2024-01-01 12:00:00,123 - WARNING - …", "2024-… INFO …"
 _LEVEL_WORD = re.compile(
@@ -86,8 +92,9 @@ def detect_severity(text: str, stream: str, *, in_traceback: bool = False) -> st
     says = text[:SAYS_CHARS]  # the same string, not a copy, for any line shorter than that
     if ("rror" in says or "xception" in says) and _ERROR_LINE.match(says):
         return "ERROR"
-    if "arning: " in says and (says.startswith(("Warning: ", "warning: "))
-                               or (not says[0].isspace() and _PYTHON_WARNING.search(says, 1))):
+    if "arning: " in says and (
+        says.startswith(("Warning: ", "warning: ")) or (not says[0].isspace() and _PYTHON_WARNING.search(says, 1))
+    ):
         return "WARNING"
     return "INFO"
 
@@ -166,7 +173,7 @@ class LineSplitter:
             self.redrawn = True
         if len(self.buffer) > self.max_bytes:
             self.dropped += len(self.buffer) - self.max_bytes
-            del self.buffer[self.max_bytes:]
+            del self.buffer[self.max_bytes :]
 
     def _finish(self) -> str:
         text = clean_text(bytes(self.buffer).rstrip(b"\r"))
@@ -191,8 +198,10 @@ def _fitting(lines: list[str], chars: int) -> int:
 # A pending line: (task_name, trial_id, seq, stream, severity or None, message, time). Tuples,
 # not objects: a chatty trainer puts hundreds of thousands through here a second.
 _TASK, _TRIAL, _SEQ, _STREAM, _SEVERITY, _MESSAGE, _TIME = range(7)
-_INSERT = ("INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, message, time) "
-           "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+_INSERT = (
+    "INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, message, time) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 
 class LogSink:
@@ -206,9 +215,19 @@ class LogSink:
     process that forwards or shows them.
     """
 
-    def __init__(self, job_pk: int, *, max_pending: int = 50_000, max_pending_chars: int = 32 * 1024 * 1024,
-                 flush_interval: float = 0.03, batch_size: int = 2_000, batch_chars: int = 1024 * 1024,
-                 on_flush=None, publish: bool = True, fence: Callable[[object], bool] | None = None):
+    def __init__(
+        self,
+        job_pk: int,
+        *,
+        max_pending: int = 50_000,
+        max_pending_chars: int = 32 * 1024 * 1024,
+        flush_interval: float = 0.03,
+        batch_size: int = 2_000,
+        batch_chars: int = 1024 * 1024,
+        on_flush=None,
+        publish: bool = True,
+        fence: Callable[[object], bool] | None = None,
+    ):
         self.job_pk = job_pk
         # Scaled mode: called with a cursor inside each batch's transaction; False means this
         # writer was superseded (its replica started again elsewhere) and the batch is dropped.
@@ -239,8 +258,9 @@ class LogSink:
 
     # --- producers -------------------------------------------------------------------------
 
-    def emit_lines(self, task_name: str, stream: str, lines: list[str], *, severity: str | None = None,
-                   trial_id: str = "") -> None:
+    def emit_lines(
+        self, task_name: str, stream: str, lines: list[str], *, severity: str | None = None, trial_id: str = ""
+    ) -> None:
         """Queue lines that arrived together; beyond ``max_pending`` lines or ``max_pending_chars``
         characters waiting they are counted, not kept."""
         if not lines:
@@ -260,26 +280,33 @@ class LogSink:
             self._pending_chars += chars
             first = self._seq[key] + 1
             self._seq[key] += len(lines)
-            self._pending.extend((task_name, trial_id, seq, stream, severity, message, now)
-                                 for seq, message in enumerate(lines, first))
+            self._pending.extend(
+                (task_name, trial_id, seq, stream, severity, message, now) for seq, message in enumerate(lines, first)
+            )
         if stream == "service":
             self._wake.set()
 
-    def emit(self, task_name: str, stream: str, message: str, *, severity: str | None = None,
-             trial_id: str = "") -> None:
+    def emit(
+        self, task_name: str, stream: str, message: str, *, severity: str | None = None, trial_id: str = ""
+    ) -> None:
         self.emit_lines(task_name, stream, [message], severity=severity, trial_id=trial_id)
 
     def service(self, message: str, severity: str = "INFO", trial_id: str = "") -> None:
-        self.emit_lines(SERVICE_TASK, "service", message.splitlines() or [""], severity=severity,
-                        trial_id=trial_id)
+        self.emit_lines(SERVICE_TASK, "service", message.splitlines() or [""], severity=severity, trial_id=trial_id)
 
     def progress(self, task_name: str, stream: str, message: str, *, trial_id: str = "") -> None:
         """The latest state of a progress bar being redrawn: published, not stored."""
         # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.logs.stream import timestamp
 
-        item = {"taskName": task_name, "trialId": trial_id, "stream": stream, "message": message,
-                "severity": detect_severity(message, stream), "timestamp": timestamp(timezone.now())}
+        item = {
+            "taskName": task_name,
+            "trialId": trial_id,
+            "stream": stream,
+            "message": message,
+            "severity": detect_severity(message, stream),
+            "timestamp": timestamp(timezone.now()),
+        }
         with self._lock:
             self._progress[(task_name, trial_id, stream)] = item
 
@@ -326,8 +353,9 @@ class LogSink:
         stored = {(row["task_name"], row["trial_id"]): row["last"] for row in rows}
         with self._lock:
             # Lines emitted before loading were numbered from 1: shift them past the stored ones.
-            self._pending = deque(line[:_SEQ] + (line[_SEQ] + stored.get(line[:_SEQ], 0),) + line[_SEQ + 1:]
-                                  for line in self._pending)
+            self._pending = deque(
+                line[:_SEQ] + (line[_SEQ] + stored.get(line[:_SEQ], 0),) + line[_SEQ + 1 :] for line in self._pending
+            )
             for key, last in stored.items():
                 self._seq[key] += last
 
@@ -345,14 +373,27 @@ class LogSink:
             self._dropped.clear()
             for task_name, count in dropped.items():
                 self._seq[(SERVICE_TASK, "")] += 1
-                batch.append((SERVICE_TASK, "", self._seq[(SERVICE_TASK, "")], "service", "WARNING",
-                              f"{count} log lines from {task_name} were dropped: the trainer printed "
-                              "faster than they could be stored.", timezone.now()))
+                batch.append(
+                    (
+                        SERVICE_TASK,
+                        "",
+                        self._seq[(SERVICE_TASK, "")],
+                        "service",
+                        "WARNING",
+                        f"{count} log lines from {task_name} were dropped: the trainer printed "
+                        "faster than they could be stored.",
+                        timezone.now(),
+                    )
+                )
         severity = self._tracebacks.severity
-        return [line if line[_SEVERITY] else
-                line[:_SEVERITY] + (severity((line[_TASK], line[_TRIAL], line[_STREAM]), line[_MESSAGE], line[_STREAM]),)
-                + line[_SEVERITY + 1:]
-                for line in batch]
+        return [
+            line
+            if line[_SEVERITY]
+            else line[:_SEVERITY]
+            + (severity((line[_TASK], line[_TRIAL], line[_STREAM]), line[_MESSAGE], line[_STREAM]),)
+            + line[_SEVERITY + 1 :]
+            for line in batch
+        ]
 
     def _write_batch(self) -> bool:
         with self._writing:
@@ -373,9 +414,20 @@ class LogSink:
         # deferred: `aiconsole local train` runs this module without Django, which the models need
         from jobs.models import LogLine
 
-        return [LogLine(pk=pk, job_id=self.job_pk, task_name=line[_TASK], trial_id=line[_TRIAL], seq=line[_SEQ],
-                        stream=line[_STREAM], severity=line[_SEVERITY], message=line[_MESSAGE], time=line[_TIME])
-                for pk, line in zip(ids or [None] * len(batch), batch, strict=True)]
+        return [
+            LogLine(
+                pk=pk,
+                job_id=self.job_pk,
+                task_name=line[_TASK],
+                trial_id=line[_TRIAL],
+                seq=line[_SEQ],
+                stream=line[_STREAM],
+                severity=line[_SEVERITY],
+                message=line[_MESSAGE],
+                time=line[_TIME],
+            )
+            for pk, line in zip(ids or [None] * len(batch), batch, strict=True)
+        ]
 
     def _insert(self, batch: list[tuple]) -> list[int] | range:
         """Store a batch in one transaction (SQLite, one writer per job); return the new ids in order."""
@@ -416,15 +468,18 @@ class LogSink:
             for key in {(line[_TASK], line[_TRIAL]) for line in batch}:
                 # Under the lock seq rises with id, so the newest row holds the highest seq: one
                 # index step on (job, task_name, id), however long the log.
-                cursor.execute("SELECT seq FROM jobs_logline WHERE job_id = %s AND task_name = %s AND trial_id = %s "
-                               "ORDER BY id DESC LIMIT 1", [self.job_pk, *key])
+                cursor.execute(
+                    "SELECT seq FROM jobs_logline WHERE job_id = %s AND task_name = %s AND trial_id = %s "
+                    "ORDER BY id DESC LIMIT 1",
+                    [self.job_pk, *key],
+                )
                 row = cursor.fetchone()
                 last_seq[key] = row[0] if row else 0
             renumbered = []
             for line in batch:
                 key = (line[_TASK], line[_TRIAL])
                 last_seq[key] += 1
-                renumbered.append(line[:_SEQ] + (last_seq[key],) + line[_SEQ + 1:])
+                renumbered.append(line[:_SEQ] + (last_seq[key],) + line[_SEQ + 1 :])
             cursor.execute("SELECT max(id) FROM jobs_logline WHERE job_id = %s", [self.job_pk])
             self._last_id = cursor.fetchone()[0] or 0
             rows = LogLine.objects.bulk_create(self._as_rows(None, renumbered))
@@ -447,7 +502,8 @@ class LogSink:
             f'{{"id":"{pk}","timestamp":{text(line[_TIME])},"severity":"{line[_SEVERITY]}",'
             f'"taskName":{text(line[_TASK])},"trialId":{text(line[_TRIAL])},"seq":"{line[_SEQ]}",'
             f'"stream":"{line[_STREAM]}","message":{encode_basestring(line[_MESSAGE])}}}'
-            for pk, line in zip(ids, batch, strict=True))
+            for pk, line in zip(ids, batch, strict=True)
+        )
         publish_lines(self.job_pk, after=self._last_id, last=ids[-1], count=len(batch), entries_json=f"[{entries}]")
         self._last_id = ids[-1]
 

@@ -98,8 +98,14 @@ def prepare_ahead(job_pk: int) -> None:
         sink.service("Preparing the job's environment while it waits in the queue.")
         training_input = builtin.runnable_input(job.training_input)
         files = fetch_packages(training_input, scratch, still_queued, project=job.project)
-        build_environment(training_input, files, sink.service, still_queued, gpu=needs_gpu(training_input),
-                          account=trainer_account(job.project))
+        build_environment(
+            training_input,
+            files,
+            sink.service,
+            still_queued,
+            gpu=needs_gpu(training_input),
+            account=trainer_account(job.project),
+        )
         sink.service("The job's environment is ready; it starts when its replicas fit.")
     except Cancelled:
         pass

@@ -46,7 +46,7 @@ def descendants(root):
                 stat = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         if fields[0] != b"Z":  # a zombie is already dead; it only waits to be reaped
             children.setdefault(int(fields[1]), []).append(int(name))
     found, todo = [], [root]

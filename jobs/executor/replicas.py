@@ -27,8 +27,14 @@ from jobs import catalogue, runtimes
 from jobs.executor.logs import LineSplitter, LogSink
 
 CLUSTER_TYPES = ("master", "worker", "ps")
-_SIGNAL_NAMES = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGSEGV: "SIGSEGV",
-                 signal.SIGABRT: "SIGABRT", signal.SIGINT: "SIGINT", signal.SIGBUS: "SIGBUS"}
+_SIGNAL_NAMES = {
+    signal.SIGKILL: "SIGKILL",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGSEGV: "SIGSEGV",
+    signal.SIGABRT: "SIGABRT",
+    signal.SIGINT: "SIGINT",
+    signal.SIGBUS: "SIGBUS",
+}
 
 
 @dataclass(frozen=True)
@@ -52,8 +58,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
-def cluster_configs(placements: list[Placement], *, job_id: str, training_input: dict,
-                    use_chief: bool, trial_id: str = "") -> dict[str, tuple[dict, dict]]:
+def cluster_configs(
+    placements: list[Placement], *, job_id: str, training_input: dict, use_chief: bool, trial_id: str = ""
+) -> dict[str, tuple[dict, dict]]:
     """TF_CONFIG and CLUSTER_SPEC for every replica, keyed by replica label.
 
     TF_CONFIG's cluster names the master ``chief`` or ``master`` by runtime version and never lists
@@ -92,23 +99,33 @@ def trainer_command(python: Path, module: str, args: list[str], job_dir: str | N
     return command
 
 
-def trainer_environment(*, passthrough: dict[str, str], bin_dir: Path, tmp_dir: Path, tf_config: dict,
-                        cluster_spec: dict, job_id: str, replica_id: int, extra: dict[str, str] | None = None
-                        ) -> dict[str, str]:
+def trainer_environment(
+    *,
+    passthrough: dict[str, str],
+    bin_dir: Path,
+    tmp_dir: Path,
+    tf_config: dict,
+    cluster_spec: dict,
+    job_id: str,
+    replica_id: int,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """A clean environment built from scratch: nothing of the console's is inherited but the
     allow-listed ``passthrough`` variables (never secrets, database or broker URLs)."""
     env = dict(passthrough)
-    env.update({
-        "PATH": f"{bin_dir}{os.pathsep}{os.defpath}",
-        "VIRTUAL_ENV": str(bin_dir.parent),
-        "TMPDIR": str(tmp_dir),
-        "PYTHONUNBUFFERED": "1",
-        "TF_CONFIG": json.dumps(tf_config),
-        "CLUSTER_SPEC": json.dumps(cluster_spec),
-        "CLOUD_ML_JOB_ID": job_id,
-        # Lets a restarted console recognise its own orphans before stopping them.
-        "AICONSOLE_REPLICA": str(replica_id),
-    })
+    env.update(
+        {
+            "PATH": f"{bin_dir}{os.pathsep}{os.defpath}",
+            "VIRTUAL_ENV": str(bin_dir.parent),
+            "TMPDIR": str(tmp_dir),
+            "PYTHONUNBUFFERED": "1",
+            "TF_CONFIG": json.dumps(tf_config),
+            "CLUSTER_SPEC": json.dumps(cluster_spec),
+            "CLOUD_ML_JOB_ID": job_id,
+            # Lets a restarted console recognise its own orphans before stopping them.
+            "AICONSOLE_REPLICA": str(replica_id),
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -138,12 +155,15 @@ def failure_message(training_input: dict, message: str, stderr_tail: list[str]) 
     tail = traceback_tail(stderr_tail)
     missing = re.search(r"No module named '([\w.]+)'", tail or "")
     if missing:
-        runtime, python = runtimes.resolve_pair(training_input.get("runtimeVersion"),
-                                                training_input.get("pythonVersion"))
+        runtime, python = runtimes.resolve_pair(
+            training_input.get("runtimeVersion"), training_input.get("pythonVersion")
+        )
         module = missing.group(1)
-        message += (f" The trainer imports {module}, which runtime version {runtime.name} (Python {python}) "
-                    "does not provide; list it in the package's install_requires, or choose a runtime "
-                    "version that has it.")
+        message += (
+            f" The trainer imports {module}, which runtime version {runtime.name} (Python {python}) "
+            "does not provide; list it in the package's install_requires, or choose a runtime "
+            "version that has it."
+        )
     return message + (" \n" + tail if tail else "")
 
 
@@ -187,15 +207,18 @@ class ReplicaProcess:
         )
         self.started = time.monotonic()
         for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
-            reader = threading.Thread(target=self._pump, args=(stream, pipe), daemon=True,
-                                      name=f"{self.label}-{stream}")
+            reader = threading.Thread(
+                target=self._pump, args=(stream, pipe), daemon=True, name=f"{self.label}-{stream}"
+            )
             reader.start()
             self._readers.append(reader)
 
     def _pump(self, stream: str, pipe) -> None:
         progress = getattr(self.sink, "progress", None)  # a stand-in sink (local train) may only print
-        splitter = LineSplitter(self.max_line_bytes, on_progress=progress and (
-            lambda text: progress(self.label, stream, text, trial_id=self.trial_id)))
+        splitter = LineSplitter(
+            self.max_line_bytes,
+            on_progress=progress and (lambda text: progress(self.label, stream, text, trial_id=self.trial_id)),
+        )
         fd = pipe.fileno()
         try:
             while True:

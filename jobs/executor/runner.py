@@ -125,8 +125,10 @@ def give_to_trainers(job_dir: str, project) -> str:
     try:
         return trainer_user.give_job_dir(job_dir, project)
     except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(f"The job directory {job_dir} cannot be given to the project's trainers: "
-                           f"{getattr(error, 'strerror', None) or error}") from None
+        raise PrepareError(
+            f"The job directory {job_dir} cannot be given to the project's trainers: "
+            f"{getattr(error, 'strerror', None) or error}"
+        ) from None
 
 
 def lend_inputs(training_input: dict, *, project) -> None:
@@ -134,8 +136,9 @@ def lend_inputs(training_input: dict, *, project) -> None:
     try:
         trainer_user.lend_inputs(training_input.get("args", []), project=project)
     except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(f"The job's inputs cannot be given to the project's trainers: "
-                           f"{getattr(error, 'strerror', None) or error}") from None
+        raise PrepareError(
+            f"The job's inputs cannot be given to the project's trainers: {getattr(error, 'strerror', None) or error}"
+        ) from None
 
 
 def take_back_inputs(job: Job) -> None:
@@ -143,17 +146,30 @@ def take_back_inputs(job: Job) -> None:
     another running job of the project names too."""
     if not trainer_user.switching():
         return
-    others = (Job.objects.filter(project_id=job.project_id, state__in=ACTIVE_STATES).exclude(pk=job.pk)
-              .values_list("training_input", flat=True))
+    others = (
+        Job.objects.filter(project_id=job.project_id, state__in=ACTIVE_STATES)
+        .exclude(pk=job.pk)
+        .values_list("training_input", flat=True)
+    )
     try:
-        trainer_user.take_back_inputs((job.training_input or {}).get("args", []), project=job.project,
-                                      still_named=[(other or {}).get("args", []) for other in others])
+        trainer_user.take_back_inputs(
+            (job.training_input or {}).get("args", []),
+            project=job.project,
+            still_named=[(other or {}).get("args", []) for other in others],
+        )
     except (OSError, trainer_user.TrainerUserError) as error:
         logger.warning("Could not take back the inputs job %s was lent: %s", job.pk, error)
 
 
-def build_environment(training_input: dict, files: list[Path], log, check_cancel=lambda: None, *,
-                      gpu: bool = False, account: trainer_user.TrainerUser | None = None):
+def build_environment(
+    training_input: dict,
+    files: list[Path],
+    log,
+    check_cancel=lambda: None,
+    *,
+    gpu: bool = False,
+    account: trainer_user.TrainerUser | None = None,
+):
     """The runtime version's cached environment plus a layer with the job's packages.
 
     ``gpu``: the GPU-capable build of the runtime (for replicas with GPUs); the CPU build otherwise.
@@ -164,8 +180,11 @@ def build_environment(training_input: dict, files: list[Path], log, check_cancel
     log(why, **({"severity": "WARNING"} if differs else {}))
     try:
         runtime = environments.runtime_environment(
-            training_input.get("runtimeVersion"), log, python_version=training_input.get("pythonVersion"),
-            variant="gpu" if gpu else "cpu")
+            training_input.get("runtimeVersion"),
+            log,
+            python_version=training_input.get("pythonVersion"),
+            variant="gpu" if gpu else "cpu",
+        )
         check_cancel()
         environment = environments.job_environment(runtime, files, log, account)
     except environments.EnvironmentError_ as error:
@@ -179,8 +198,12 @@ def needs_gpu(training_input: dict) -> bool:
     """Whether the job runs on the runtime's GPU-capable build: a replica asks for GPUs and this
     host has them (in embedded mode accelerators are otherwise labels, and the CPU build is far
     smaller). ``AICONSOLE_GPU_BUILD`` = always / never overrides the host check."""
-    return gpu_build(any(plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
-                         for plan in catalogue.replica_plan(training_input)))
+    return gpu_build(
+        any(
+            plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
+            for plan in catalogue.replica_plan(training_input)
+        )
+    )
 
 
 def gpu_build(wants_gpus: bool) -> bool:
@@ -246,8 +269,7 @@ class RunnerBase:
                     if not self.fenced:
                         take_back_inputs(job)
         except Exception:
-            job = None if self.fenced else record_crash(self.job_pk, f"{self.label} for job "
-                                                                     f"{self.job_pk} crashed")
+            job = None if self.fenced else record_crash(self.job_pk, f"{self.label} for job {self.job_pk} crashed")
             try:
                 if job is not None:
                     self._announce(job)
@@ -289,8 +311,7 @@ class RunnerBase:
             return
         job.refresh_from_db()
         if self.abandoning and job.state in {JobState.PREPARING, JobState.RUNNING}:
-            self.sink.service("The console is shutting down; the job starts again when it is back.",
-                              severity="WARNING")
+            self.sink.service("The console is shutting down; the job starts again when it is back.", severity="WARNING")
             self.sink.flush()
             job.requeue()
             return
@@ -348,8 +369,9 @@ class JobRunner(RunnerBase):
 
     def _run_trials(self, job: Job, training_input: dict, environment, job_dir: str | None) -> None:
         """A hyperparameter tuning job: trials instead of one set of replicas (jobs.executor.trials)."""
-        loop = trials.TuningLoop(self, job, training_input, environment, job_dir, work_dir_for(job),
-                                 passthrough_env(), self.seed_history)
+        loop = trials.TuningLoop(
+            self, job, training_input, environment, job_dir, work_dir_for(job), passthrough_env(), self.seed_history
+        )
         outcome = loop.run()
         output = loop.training_output()
         if outcome.get("failed_message"):
@@ -358,8 +380,7 @@ class JobRunner(RunnerBase):
         self._conclude(job, outcome, output)
 
     def _prepare(self, job: Job, training_input: dict):
-        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel,
-                               project=job.project)
+        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel, project=job.project)
         job_dir = prepare_job_dir(training_input, project=job.project)
         lend_inputs(training_input, project=job.project)
         if job.is_hyperparameter_job:
@@ -367,8 +388,14 @@ class JobRunner(RunnerBase):
                 self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
             except ValueError as error:
                 raise PrepareError(str(error)) from None
-        environment = build_environment(training_input, files, self.sink.service, self._check_cancel,
-                                        gpu=needs_gpu(training_input), account=trainer_account(job.project))
+        environment = build_environment(
+            training_input,
+            files,
+            self.sink.service,
+            self._check_cancel,
+            gpu=needs_gpu(training_input),
+            account=trainer_account(job.project),
+        )
         return environment, job_dir
 
     def _placements(self, training_input: dict) -> list[Placement]:
@@ -379,19 +406,31 @@ class JobRunner(RunnerBase):
         self.replica_count = len(placements)
         runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
         configs = cluster_configs(
-            placements, job_id=job.job_id, training_input=training_input,
+            placements,
+            job_id=job.job_id,
+            training_input=training_input,
             use_chief=catalogue.uses_chief(runtime_version),
         )
         work = work_dir_for(job) / "replicas"
         passthrough = passthrough_env()
-        self.metrics = metrics.Collector(job.pk, job_dir=job_dir, metric_file=metrics.metric_file(
-            work / catalogue.replica_label("master", 0)), say=self.sink.service)
+        self.metrics = metrics.Collector(
+            job.pk,
+            job_dir=job_dir,
+            metric_file=metrics.metric_file(work / catalogue.replica_label("master", 0)),
+            say=self.sink.service,
+        )
         for placement in placements:
             plan = placement.plan
             replica = Replica.objects.create(
-                job=job, task_type=plan.task_type, task_index=plan.index, label=placement.label,
-                machine_type=plan.machine_type, accelerator_type=plan.accelerator_type or "",
-                accelerator_count=plan.accelerator_count, host=placement.host, port=placement.port,
+                job=job,
+                task_type=plan.task_type,
+                task_index=plan.index,
+                label=placement.label,
+                machine_type=plan.machine_type,
+                accelerator_type=plan.accelerator_type or "",
+                accelerator_count=plan.accelerator_count,
+                host=placement.host,
+                port=placement.port,
             )
             replica_dir = work / placement.label
             shutil.rmtree(replica_dir, ignore_errors=True)
@@ -401,11 +440,17 @@ class JobRunner(RunnerBase):
                 replica_id=replica.pk,
                 label=placement.label,
                 task_type=plan.task_type,
-                command=trainer_command(environment.python, training_input["pythonModule"],
-                                        training_input.get("args", []), job_dir),
+                command=trainer_command(
+                    environment.python, training_input["pythonModule"], training_input.get("args", []), job_dir
+                ),
                 env=trainer_environment(
-                    passthrough=passthrough, bin_dir=environment.bin_dir, tmp_dir=replica_dir / "tmp",
-                    tf_config=tf_config, cluster_spec=cluster_spec, job_id=job.job_id, replica_id=replica.pk,
+                    passthrough=passthrough,
+                    bin_dir=environment.bin_dir,
+                    tmp_dir=replica_dir / "tmp",
+                    tf_config=tf_config,
+                    cluster_spec=cluster_spec,
+                    job_id=job.job_id,
+                    replica_id=replica.pk,
                     extra=metrics.trainer_env(replica_dir),
                 ),
                 cwd=replica_dir,
@@ -494,16 +539,19 @@ class JobRunner(RunnerBase):
             return
         if outcome.get("timed_out"):
             limit = job.scheduling.get("maxRunningTime", "604800s")
-            job.mark_cancelling(f"The job exceeded its maximum running time of {limit} "
-                                "(trainingInput.scheduling.maxRunningTime) and was cancelled.")
+            job.mark_cancelling(
+                f"The job exceeded its maximum running time of {limit} "
+                "(trainingInput.scheduling.maxRunningTime) and was cancelled."
+            )
             self._finish_cancel(job, output)
             return
         failed = outcome.get("failed")
         if failed is not None:
             code = failed.poll()
-            message = (f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
-                       f"non-zero status of {exit_description(code)}.")
+            message = (
+                f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
+                f"non-zero status of {exit_description(code)}."
+            )
             self._fail(job, failure_message(job.training_input, message, list(failed.stderr_tail)), output)
             return
         self._succeed(job, output)
-

@@ -77,8 +77,13 @@ class TrialRun:
         loop, ti = self.loop, self.loop.training_input
         placements = [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(ti)]
         runtime_version = ti.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-        configs = cluster_configs(placements, job_id=loop.job.job_id, training_input=ti,
-                                  use_chief=catalogue.uses_chief(runtime_version), trial_id=self.trial_id)
+        configs = cluster_configs(
+            placements,
+            job_id=loop.job.job_id,
+            training_input=ti,
+            use_chief=catalogue.uses_chief(runtime_version),
+            trial_id=self.trial_id,
+        )
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir:
@@ -88,9 +93,16 @@ class TrialRun:
         for placement in placements:
             plan = placement.plan
             replica = Replica.objects.create(
-                job=loop.job, trial_id=self.trial_id, task_type=plan.task_type, task_index=plan.index,
-                label=placement.label, machine_type=plan.machine_type, accelerator_type=plan.accelerator_type or "",
-                accelerator_count=plan.accelerator_count, host=placement.host, port=placement.port,
+                job=loop.job,
+                trial_id=self.trial_id,
+                task_type=plan.task_type,
+                task_index=plan.index,
+                label=placement.label,
+                machine_type=plan.machine_type,
+                accelerator_type=plan.accelerator_type or "",
+                accelerator_count=plan.accelerator_count,
+                host=placement.host,
+                port=placement.port,
             )
             replica_dir = work / placement.label
             (replica_dir / "tmp").mkdir(parents=True)
@@ -98,27 +110,49 @@ class TrialRun:
             if plan.task_type == "master":
                 self.metric_file = metric_file
             tf_config, cluster_spec = configs[placement.label]
-            self.processes.append(ReplicaProcess(
-                replica_id=replica.pk, label=placement.label, task_type=plan.task_type, trial_id=self.trial_id,
-                command=trainer_command(loop.environment.python, ti["pythonModule"],
-                                        [*ti.get("args", []), *hp_args], job_dir),
-                env=trainer_environment(
-                    passthrough=loop.passthrough, bin_dir=loop.environment.bin_dir, tmp_dir=replica_dir / "tmp",
-                    tf_config=tf_config, cluster_spec=cluster_spec, job_id=loop.job.job_id, replica_id=replica.pk,
-                    extra={"CLOUD_ML_TRIAL_ID": self.trial_id, "CLOUD_ML_HP_METRIC_FILE": str(metric_file),
-                           "CLOUD_ML_HP_METRIC_TAG": loop.tag},
-                ),
-                cwd=replica_dir, sink=loop.sink, max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                user=trainer_user.for_project(loop.job.project), stop_grace=settings.STOP_GRACE_SECONDS,
-            ))
-        self.collector = metrics.Collector(loop.job.pk, trial_id=self.trial_id, job_dir=job_dir,
-                                           metric_file=self.metric_file,
-                                           say=lambda message: loop.sink.service(message, trial_id=self.trial_id))
+            self.processes.append(
+                ReplicaProcess(
+                    replica_id=replica.pk,
+                    label=placement.label,
+                    task_type=plan.task_type,
+                    trial_id=self.trial_id,
+                    command=trainer_command(
+                        loop.environment.python, ti["pythonModule"], [*ti.get("args", []), *hp_args], job_dir
+                    ),
+                    env=trainer_environment(
+                        passthrough=loop.passthrough,
+                        bin_dir=loop.environment.bin_dir,
+                        tmp_dir=replica_dir / "tmp",
+                        tf_config=tf_config,
+                        cluster_spec=cluster_spec,
+                        job_id=loop.job.job_id,
+                        replica_id=replica.pk,
+                        extra={
+                            "CLOUD_ML_TRIAL_ID": self.trial_id,
+                            "CLOUD_ML_HP_METRIC_FILE": str(metric_file),
+                            "CLOUD_ML_HP_METRIC_TAG": loop.tag,
+                        },
+                    ),
+                    cwd=replica_dir,
+                    sink=loop.sink,
+                    max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+                    user=trainer_user.for_project(loop.job.project),
+                    stop_grace=settings.STOP_GRACE_SECONDS,
+                )
+            )
+        self.collector = metrics.Collector(
+            loop.job.pk,
+            trial_id=self.trial_id,
+            job_dir=job_dir,
+            metric_file=self.metric_file,
+            say=lambda message: loop.sink.service(message, trial_id=self.trial_id),
+        )
         loop.sink.service(f"Trial {self.trial_id} starts with {' '.join(hp_args)}.", trial_id=self.trial_id)
         for process in self.processes:
             process.start()
             Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now())
+                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
+            )
 
     def read_metrics(self, *, final: bool = False) -> bool:
         """Pick up new reports (hypertune file, TF summaries); True when there were any."""
@@ -140,9 +174,12 @@ class TrialRun:
             return False
         if self._hypertune_reader is None:
             self._hypertune_reader = metrics.HypertuneReader(self.metric_file)
-        new = [{"trainingStep": str(r.step), "objectiveValue": r.value, "timestamp": r.wall_time}
-               for r in self._hypertune_reader.read() if r.tag == self.loop.tag[:255]]
-        self._hypertune = (self._hypertune + new)[-settings.METRIC_POINTS_MAX:]
+        new = [
+            {"trainingStep": str(r.step), "objectiveValue": r.value, "timestamp": r.wall_time}
+            for r in self._hypertune_reader.read()
+            if r.tag == self.loop.tag[:255]
+        ]
+        self._hypertune = (self._hypertune + new)[-settings.METRIC_POINTS_MAX :]
         return bool(new)
 
     def _read_summaries(self, *, final: bool = False) -> bool:
@@ -168,13 +205,18 @@ class TrialRun:
             process.wait_output()
             state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
             Replica.objects.filter(pk=process.replica_id).update(state=state, exit_code=code, end_time=timezone.now())
-            self.loop.sink.service(f"{process.label} exited with status {exit_description(code)}.",
-                                   severity="INFO" if code == 0 else "ERROR", trial_id=self.trial_id)
+            self.loop.sink.service(
+                f"{process.label} exited with status {exit_description(code)}.",
+                severity="INFO" if code == 0 else "ERROR",
+                trial_id=self.trial_id,
+            )
             if code != 0 and failure is None:
                 failure = process
         if failure is not None:
-            message = (f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
-                       f"non-zero status of {exit_description(failure.poll())}.")
+            message = (
+                f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
+                f"non-zero status of {exit_description(failure.poll())}."
+            )
             return {"failed": failure_message(self.loop.training_input, message, list(failure.stderr_tail))}
         if any(p.task_type == "master" and p.label in self.finished for p in self.processes):
             return {"succeeded": True}
@@ -190,13 +232,15 @@ class TrialRun:
         for process in running:
             process.wait_output()
             Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now())
+                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now()
+            )
         for process in self.processes:
             process.stop(0)  # reap anything a finished replica left behind in its group
 
     def consumed_ml_units(self) -> float:
-        plans = {catalogue.replica_label(p.task_type, p.index): p
-                 for p in catalogue.replica_plan(self.loop.training_input)}
+        plans = {
+            catalogue.replica_label(p.task_type, p.index): p for p in catalogue.replica_plan(self.loop.training_input)
+        }
         replicas = Replica.objects.filter(job=self.loop.job, trial_id=self.trial_id)
         return catalogue.consumed_ml_units((plans[r.label], r.duration_seconds) for r in replicas if r.label in plans)
 
@@ -204,8 +248,17 @@ class TrialRun:
 class TuningLoop:
     """Runs all of a tuning job's trials inside the job's runner thread."""
 
-    def __init__(self, runner, job: Job, training_input: dict, environment, job_dir: str | None, work: Path,
-                 passthrough: dict[str, str], seed_history: list[tuning.TrialRecord]):
+    def __init__(
+        self,
+        runner,
+        job: Job,
+        training_input: dict,
+        environment,
+        job_dir: str | None,
+        work: Path,
+        passthrough: dict[str, str],
+        seed_history: list[tuning.TrialRecord],
+    ):
         self.runner = runner
         self.sink = runner.sink
         self.job = job
@@ -251,8 +304,9 @@ class TuningLoop:
             return {"failed_message": f"Too many trials failed. {failure} {self._last_failure()}".strip()}
         trials = list(self.job.trials.all())
         if not trials:
-            return {"failed_message": "No trials were left to run: the resumed job already tried every "
-                                      "point of the grid."}
+            return {
+                "failed_message": "No trials were left to run: the resumed job already tried every point of the grid."
+            }
         if not any(t.state == JobState.SUCCEEDED for t in trials):
             return {"failed_message": f"All {len(trials)} trials failed. {self._last_failure()}".strip()}
         return {"succeeded": True}
@@ -292,9 +346,14 @@ class TuningLoop:
                 self.sink.service("Every point of the grid has been tried.")
         for hyperparameters in suggestions:
             number = self._trial_count() + 1
-            trial = Trial.objects.create(job=self.job, trial_id=str(number), number=number,
-                                         hyperparameters=hyperparameters, state=JobState.RUNNING,
-                                         start_time=timezone.now())
+            trial = Trial.objects.create(
+                job=self.job,
+                trial_id=str(number),
+                number=number,
+                hyperparameters=hyperparameters,
+                state=JobState.RUNNING,
+                start_time=timezone.now(),
+            )
             run = TrialRun(trial, self)
             self.running[trial.trial_id] = run
             run.start()
@@ -311,8 +370,7 @@ class TuningLoop:
                 self._finish(run, outcome)
                 changed = True
             elif new_reports and self._falls_behind(run):
-                self.sink.service(f"Trial {trial_id} falls behind the others; stopping it early.",
-                                  trial_id=trial_id)
+                self.sink.service(f"Trial {trial_id} falls behind the others; stopping it early.", trial_id=trial_id)
                 run.stop()
                 run.read_metrics(final=True)
                 self._finish(run, {"succeeded": True}, stopped_early=True)
@@ -326,19 +384,25 @@ class TuningLoop:
         finished = [r for r in self.history() if r.state != "RUNNING"]
         return tuning.should_stop_early(self.spec, finished, record_of(run.trial, run))
 
-    def _finish(self, run: TrialRun, outcome: dict, *, stopped_early: bool = False, state: str | None = None,
-                message: str = "") -> None:
+    def _finish(
+        self, run: TrialRun, outcome: dict, *, stopped_early: bool = False, state: str | None = None, message: str = ""
+    ) -> None:
         self.running.pop(run.trial_id, None)
         if state is None:
             state = JobState.FAILED if "failed" in outcome else JobState.SUCCEEDED
             message = outcome.get("failed", "")
         if state == JobState.SUCCEEDED and not run.reports:
-            self.sink.service(f"Trial {run.trial_id} succeeded without reporting the metric {self.tag!r}; "
-                              "it does not count as a result.", severity="WARNING", trial_id=run.trial_id)
+            self.sink.service(
+                f"Trial {run.trial_id} succeeded without reporting the metric {self.tag!r}; "
+                "it does not count as a result.",
+                severity="WARNING",
+                trial_id=run.trial_id,
+            )
         elif state == JobState.FAILED:
             self.sink.service(f"Trial {run.trial_id} failed. {message}", severity="ERROR", trial_id=run.trial_id)
-        run.trial.finish(state, error_message=message, stopped_early=stopped_early,
-                         consumed_ml_units=run.consumed_ml_units())
+        run.trial.finish(
+            state, error_message=message, stopped_early=stopped_early, consumed_ml_units=run.consumed_ml_units()
+        )
 
     def _stop_all(self, state: str, message: str) -> None:
         runs = list(self.running.values())
@@ -366,8 +430,9 @@ def trial_job_dir(job_dir: str | None, trial_id: str, *, project=None) -> str | 
     """``<jobDir>/<trialId>``: the original's job dir for a trial, created when it is local."""
     if not job_dir:
         return None
-    return trainer_user.give_job_dir(storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project),
-                                     project)
+    return trainer_user.give_job_dir(
+        storage.prepare_job_dir(f"{job_dir.rstrip('/')}/{trial_id}", project=project), project
+    )
 
 
 EVALUATION_RUNS = {"validation", "eval", "evaluation", "val", "test"}
@@ -381,16 +446,22 @@ def summary_reports(scalars, tag: str) -> list[dict]:
     """
     matching = [s for s in scalars if s.tag == tag]
     evaluated = [s for s in matching if s.run.rsplit("/", 1)[-1] in EVALUATION_RUNS]
-    return [{"trainingStep": str(s.step), "objectiveValue": s.value, "timestamp": s.wall_time}
-            for s in (evaluated or matching)]
+    return [
+        {"trainingStep": str(s.step), "objectiveValue": s.value, "timestamp": s.wall_time}
+        for s in (evaluated or matching)
+    ]
 
 
 def record_of(trial: Trial, run: TrialRun | None = None) -> tuning.TrialRecord:
     reports = run.reports if run is not None else (trial.all_metrics or [])
     state = "RUNNING" if trial.state in (JobState.RUNNING, JobState.QUEUED, JobState.PREPARING) else trial.state
-    return tuning.TrialRecord(hyperparameters=dict(trial.hyperparameters), state=state,
-                              objective=trial.objective_value, intermediate=tuning.intermediate_values(reports),
-                              stopped_early=trial.is_stopped_early)
+    return tuning.TrialRecord(
+        hyperparameters=dict(trial.hyperparameters),
+        state=state,
+        objective=trial.objective_value,
+        intermediate=tuning.intermediate_values(reports),
+        stopped_early=trial.is_stopped_early,
+    )
 
 
 def training_output(job: Job, spec: dict) -> dict:

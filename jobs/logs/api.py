@@ -57,17 +57,21 @@ def _number(params, name: str, default: int, maximum: int) -> int:
 def parse_query(params) -> LogsQuery:
     cursor_text = params.get("after", "")
     if cursor_text and not cursor_text.isdigit():
-        raise InvalidArgument(f"The cursor \"{cursor_text}\" is not valid; pass a nextCursor back unchanged.")
+        raise InvalidArgument(f'The cursor "{cursor_text}" is not valid; pass a nextCursor back unchanged.')
     severity = params.get("severity", "").upper()
     if severity and severity not in logstream.SEVERITIES:
-        raise InvalidArgument(f"Invalid severity \"{params['severity']}\"; use one of "
-                              f"{', '.join(logstream.SEVERITIES)}.")
-    log_filter = logstream.LogFilter(task=params.get("taskName", ""), trial=params.get("trialId", ""),
-                                     severity=severity, text=params.get("text", ""))
+        raise InvalidArgument(f'Invalid severity "{params["severity"]}"; use one of {", ".join(logstream.SEVERITIES)}.')
+    log_filter = logstream.LogFilter(
+        task=params.get("taskName", ""), trial=params.get("trialId", ""), severity=severity, text=params.get("text", "")
+    )
     page_size = _number(params, "pageSize", DEFAULT_PAGE_SIZE, 1_000_000) or DEFAULT_PAGE_SIZE
-    return LogsQuery(cursor=int(cursor_text or 0), cursor_text=cursor_text, filter=log_filter,
-                     page_size=min(page_size, MAX_PAGE_SIZE),
-                     wait=_number(params, "waitSeconds", 0, MAX_WAIT_SECONDS))
+    return LogsQuery(
+        cursor=int(cursor_text or 0),
+        cursor_text=cursor_text,
+        filter=log_filter,
+        page_size=min(page_size, MAX_PAGE_SIZE),
+        wait=_number(params, "waitSeconds", 0, MAX_WAIT_SECONDS),
+    )
 
 
 def _ended(state: str, end_time) -> bool:
@@ -85,8 +89,12 @@ def read_page(job_pk: int, query: LogsQuery) -> dict:
     else:  # lines a filter skipped need not be read again
         cursor = str(edge) if edge > query.cursor else query.cursor_text
     complete = len(entries) < query.page_size
-    return {"entries": entries, "nextCursor": cursor, "jobState": state,
-            "jobEnded": complete and _ended(state, end_time)}
+    return {
+        "entries": entries,
+        "nextCursor": cursor,
+        "jobState": state,
+        "jobEnded": complete and _ended(state, end_time),
+    }
 
 
 class JobListener:

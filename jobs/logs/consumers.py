@@ -60,8 +60,10 @@ MAX_TAIL = 5000
 PAGE = 1000
 MIN_PAUSE = 0.005  # below this the pause between frames is not worth a timer
 FRAME_CHARS = 1024 * 1024  # a frame of lines is sent once it holds this much
-SKIPPED = ("{count:,} log lines were printed faster than this page can show them live. They are stored: "
-           "reload the page or download the log to see them.")
+SKIPPED = (
+    "{count:,} log lines were printed faster than this page can show them live. They are stored: "
+    "reload the page or download the log to see them."
+)
 
 
 def _number(raw, default: int = 0, maximum: int | None = None) -> int:
@@ -265,8 +267,13 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         skipped = [item for item in batches if item[0] not in kept]
         first = skipped[0][1]
         count = sum(item[1]["count"] for item in skipped[1:])
-        count += first["count"] if first["after"] >= self.cursor else sum(  # partly sent by a read-back
-            1 for entry in self.feed.entries(skipped[0]) if int(entry["id"]) > self.cursor)
+        count += (
+            first["count"]
+            if first["after"] >= self.cursor
+            else sum(  # partly sent by a read-back
+                1 for entry in self.feed.entries(skipped[0]) if int(entry["id"]) > self.cursor
+            )
+        )
         if first["after"] > self.cursor:  # and what came before it, which the feed let go
             count += await database_sync_to_async(_count_between)(self.job.pk, self.cursor, first["after"])
         await self._skipped(skipped[-1][1]["last"], count)
@@ -276,8 +283,15 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         await self._flush_lines()
         self.cursor = upto
         self.stored += count
-        await self.send_json({"type": "skipped", "count": count, "cursor": str(upto), "stored": self.stored,
-                              "message": SKIPPED.format(count=count)})
+        await self.send_json(
+            {
+                "type": "skipped",
+                "count": count,
+                "cursor": str(upto),
+                "stored": self.stored,
+                "message": SKIPPED.format(count=count),
+            }
+        )
 
     def _follower_ended(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -339,5 +353,6 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         joined = ",".join(piece[1:-1] for piece in self.pieces)
         self.pieces, self.piece_chars = [], 0
         self.sent_chars += len(joined)
-        await self.send(text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},'
-                                  f'"entries":[{joined}]}}')
+        await self.send(
+            text_data=f'{{"type":"lines","cursor":"{self.cursor}","stored":{self.stored},"entries":[{joined}]}}'
+        )

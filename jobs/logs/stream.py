@@ -46,8 +46,16 @@ def timestamp(moment) -> str:
 
 def entry(pk, time, severity, task_name, trial_id, seq, stream, message) -> dict:
     """One stored line in the wire form shared by the REST API and the WebSocket."""
-    return {"id": str(pk), "timestamp": timestamp(time), "severity": severity, "taskName": task_name,
-            "trialId": trial_id, "seq": str(seq), "stream": stream, "message": message}
+    return {
+        "id": str(pk),
+        "timestamp": timestamp(time),
+        "severity": severity,
+        "taskName": task_name,
+        "trialId": trial_id,
+        "seq": str(seq),
+        "stream": stream,
+        "message": message,
+    }
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,12 @@ class LogFilter:
     def from_page(cls, params) -> LogFilter:
         """From the console's query parameters; unknown severities mean any."""
         severity = params.get("severity", "")
-        return cls(task=params.get("task", ""), trial=params.get("trial", ""),
-                   severity=severity if severity in SEVERITIES else "", text=params.get("text", "")[:200])
+        return cls(
+            task=params.get("task", ""),
+            trial=params.get("trial", ""),
+            severity=severity if severity in SEVERITIES else "",
+            text=params.get("text", "")[:200],
+        )
 
     @property
     def empty(self) -> bool:
@@ -72,7 +84,7 @@ class LogFilter:
 
     @property
     def severities(self) -> list[str]:
-        return SEVERITIES[SEVERITIES.index(self.severity):] if self.severity else SEVERITIES
+        return SEVERITIES[SEVERITIES.index(self.severity) :] if self.severity else SEVERITIES
 
     def apply(self, lines):
         if self.task:
@@ -87,15 +99,24 @@ class LogFilter:
 
     def matches(self, item: dict) -> bool:
         """The same test as ``apply``, on a wire-form entry."""
-        return ((not self.task or item["taskName"] == self.task)
-                and (not self.trial or item["trialId"] == self.trial)
-                and (not self.severity or item["severity"] in self.severities)
-                and (not self.text or self.text.lower() in item["message"].lower()))
+        return (
+            (not self.task or item["taskName"] == self.task)
+            and (not self.trial or item["trialId"] == self.trial)
+            and (not self.severity or item["severity"] in self.severities)
+            and (not self.text or self.text.lower() in item["message"].lower())
+        )
 
     def as_params(self) -> dict:
-        return {name: value for name, value in
-                (("task", self.task), ("trial", self.trial), ("severity", self.severity), ("text", self.text))
-                if value}
+        return {
+            name: value
+            for name, value in (
+                ("task", self.task),
+                ("trial", self.trial),
+                ("severity", self.severity),
+                ("text", self.text),
+            )
+            if value
+        }
 
 
 # --- keyset reads ------------------------------------------------------------------------------
@@ -118,8 +139,9 @@ def read_after(job_pk: int, log_filter: LogFilter, after: int, limit: int, upto:
     return [entry(*row) for row in lines.order_by("id").values_list(*_FIELDS)[:limit]]
 
 
-def read_newest(job_pk: int, log_filter: LogFilter, limit: int, *, after: int = 0,
-                before: int | None = None) -> tuple[list[dict], bool]:
+def read_newest(
+    job_pk: int, log_filter: LogFilter, limit: int, *, after: int = 0, before: int | None = None
+) -> tuple[list[dict], bool]:
     """The newest ``limit`` matching lines in ``(after, before)``, oldest first, and whether
     older matching lines remain in that range."""
     lines = _lines(job_pk, log_filter)
@@ -127,7 +149,7 @@ def read_newest(job_pk: int, log_filter: LogFilter, limit: int, *, after: int = 
         lines = lines.filter(id__gt=after)
     if before is not None:
         lines = lines.filter(id__lt=before)
-    rows = list(lines.order_by("-id").values_list(*_FIELDS)[:limit + 1])
+    rows = list(lines.order_by("-id").values_list(*_FIELDS)[: limit + 1])
     more = len(rows) > limit
     return [entry(*row) for row in reversed(rows[:limit])], more
 
@@ -166,8 +188,10 @@ def stored_count(job_pk: int, upto: int) -> int:
 def publish_lines(job_pk: int, *, after: int, last: int, count: int, entries_json: str) -> None:
     """One stored batch. ``after`` is the last id of the writer's previous batch, so a listener
     that sees ``after`` beyond what it has knows a batch went missing and reads the gap back."""
-    send_to_group(group_for_job(job_pk), {"type": "log.lines", "after": after, "last": last, "count": count,
-                                          "entries": entries_json})
+    send_to_group(
+        group_for_job(job_pk),
+        {"type": "log.lines", "after": after, "last": last, "count": count, "entries": entries_json},
+    )
 
 
 def publish_progress(job_pk: int, entries: list[dict]) -> None:
@@ -232,8 +256,9 @@ class JobFeed:
         self.next += 1
         self.lines += message.get("count", 0)
         self.chars += len(message.get("entries", ""))
-        while len(self.items) > 1 and (len(self.items) > FEED_BATCHES or self.lines > FEED_LINES
-                                       or self.chars > FEED_CHARS):
+        while len(self.items) > 1 and (
+            len(self.items) > FEED_BATCHES or self.lines > FEED_LINES or self.chars > FEED_CHARS
+        ):
             dropped = self.items.popleft()[1]
             self.lines -= dropped.get("count", 0)
             self.chars -= len(dropped.get("entries", ""))

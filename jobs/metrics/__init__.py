@@ -1,1 +1,2 @@
-"""Metrics: hypertune reports and TF summaries read while jobs run, stored as points, their charts, the compare page, and TensorBoard."""
+"""Metrics: hypertune reports and TF summaries read while jobs run, stored as points; their
+charts, the compare page, and TensorBoard."""

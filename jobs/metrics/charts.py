@@ -39,8 +39,10 @@ class Chart:
         (one chart per task; plotly.js is served from static/vendor/, never from a CDN)."""
         if self.figure is None:
             return ""
-        return (f'<script type="application/json" class="chart-figure">{self.figure_json}</script>\n'
-                f'<div class="plotly-graph-div" style="height:100%; width:100%; min-height:{self.height}px"></div>')
+        return (
+            f'<script type="application/json" class="chart-figure">{self.figure_json}</script>\n'
+            f'<div class="plotly-graph-div" style="height:100%; width:100%; min-height:{self.height}px"></div>'
+        )
 
     @property
     def figure_json(self) -> str:
@@ -65,8 +67,7 @@ class Chart:
         """The data as an HTML table, built here: a template loop over a 2,000-trial study's
         rows costs seconds, this costs milliseconds."""
         head = "".join(f'<th scope="col">{escape(str(c))}</th>' for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>"
-                       for row in self.rows)
+        body = "".join("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in row) + "</tr>" for row in self.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def drawn(self) -> DrawnChart:
@@ -105,8 +106,13 @@ def points(trials: list[dict]) -> list[dict]:
         metric = trial.get("finalMetric")
         if metric is None:
             continue
-        result.append({"trial": int(trial["trialId"]), "objective": float(metric["objectiveValue"]),
-                       "params": dict(trial.get("hyperparameters") or {})})
+        result.append(
+            {
+                "trial": int(trial["trialId"]),
+                "objective": float(metric["objectiveValue"]),
+                "params": dict(trial.get("hyperparameters") or {}),
+            }
+        )
     return result
 
 
@@ -124,14 +130,25 @@ def optimization_history(data: list[dict], maximize: bool = True) -> Chart:
     trials = [p["trial"] for p in data]
     objectives = [p["objective"] for p in data]
     best = best_so_far(objectives, maximize)
-    figure = go.Figure([
-        go.Scatter(x=_array(trials), y=_array(objectives), mode="markers", name="Objective",
-                   marker={"symbol": "circle", "size": 9}),
-        go.Scatter(x=_array(trials), y=_array(best), mode="lines", name="Best so far", line={"dash": "dash"}),
-    ])
+    figure = go.Figure(
+        [
+            go.Scatter(
+                x=_array(trials),
+                y=_array(objectives),
+                mode="markers",
+                name="Objective",
+                marker={"symbol": "circle", "size": 9},
+            ),
+            go.Scatter(x=_array(trials), y=_array(best), mode="lines", name="Best so far", line={"dash": "dash"}),
+        ]
+    )
     figure.update_layout(xaxis_title="Trial", yaxis_title="Objective value", margin={"t": 20})
-    return Chart("Optimization history", figure, ["Trial", "Objective", "Best so far"],
-                 [[t, o, b] for t, o, b in zip(trials, objectives, best, strict=True)])
+    return Chart(
+        "Optimization history",
+        figure,
+        ["Trial", "Objective", "Best so far"],
+        [[t, o, b] for t, o, b in zip(trials, objectives, best, strict=True)],
+    )
 
 
 def _numeric(values: list[str]) -> list[float] | None:
@@ -145,8 +162,7 @@ def _log_ticks(low: float, high: float) -> list[float]:
     """Tick values for a log axis from ``low`` to ``high``: 1, 2 and 5 times each power of ten
     while the range spans less than three decades, the powers of ten alone after that."""
     steps = (1, 2, 5) if math.log10(high) - math.log10(low) < 3 else (1,)
-    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-             for m in steps]
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1) for m in steps]
     inside = [t for t in ticks if low * (1 - 1e-9) <= t <= high * (1 + 1e-9)]
     return inside if len(inside) >= 2 else [low, high]
 
@@ -156,17 +172,26 @@ def _dimension(name: str, values: list[str], log: bool = False) -> dict:
     if numbers is not None and log and numbers and all(n > 0 for n in numbers):
         # Parcoords has no log axis: plot log10 and label the ticks with the values themselves.
         ticks = _log_ticks(min(numbers), max(numbers))
-        return {"label": f"{name} (log)", "values": [math.log10(n) for n in numbers],
-                "tickvals": [math.log10(t) for t in ticks], "ticktext": [f"{t:g}" for t in ticks]}
+        return {
+            "label": f"{name} (log)",
+            "values": [math.log10(n) for n in numbers],
+            "tickvals": [math.log10(t) for t in ticks],
+            "ticktext": [f"{t:g}" for t in ticks],
+        }
     if numbers is not None:
         return {"label": name, "values": numbers}
     categories = sorted(set(values))
-    return {"label": name, "values": [categories.index(v) for v in values],
-            "tickvals": list(range(len(categories))), "ticktext": categories}
+    return {
+        "label": name,
+        "values": [categories.index(v) for v in values],
+        "tickvals": list(range(len(categories))),
+        "ticktext": categories,
+    }
 
 
-def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset(), *, item: str = "Trial",
-                         objective: str = "Objective") -> Chart:
+def parallel_coordinates(
+    data: list[dict], log: set[str] | frozenset = frozenset(), *, item: str = "Trial", objective: str = "Objective"
+) -> Chart:
     """One axis per parameter and one for the objective; log-scaled parameters on log axes.
     ``item`` and ``objective`` name the table's first and last columns (the compare page's are
     the job and the chosen metric)."""
@@ -175,30 +200,49 @@ def parallel_coordinates(data: list[dict], log: set[str] | frozenset = frozenset
     objectives = [p["objective"] for p in data]
     dimensions.append({"label": objective, "values": objectives})
     dimensions = [{**d, "values": _array(d["values"])} for d in dimensions]
-    figure = go.Figure(go.Parcoords(line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True},
-                                    dimensions=dimensions))
+    figure = go.Figure(
+        go.Parcoords(
+            line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True}, dimensions=dimensions
+        )
+    )
     figure.update_layout(margin={"t": 40})
-    return Chart("Parallel coordinates", figure, [item, *names, objective],
-                 [[p["trial"], *[p["params"].get(n, "") for n in names], p["objective"]] for p in data])
+    return Chart(
+        "Parallel coordinates",
+        figure,
+        [item, *names, objective],
+        [[p["trial"], *[p["params"].get(n, "") for n in names], p["objective"]] for p in data],
+    )
 
 
 def slice_plot(data: list[dict], name: str, log: bool = False) -> Chart:
     values = [p["params"].get(name, "") for p in data]
     numbers = _numeric(values)
-    figure = go.Figure(go.Scatter(x=_array(numbers if numbers is not None else values),
-                                  y=_array([p["objective"] for p in data]), mode="markers",
-                                  text=_array([f"Trial {p['trial']}" for p in data])))
+    figure = go.Figure(
+        go.Scatter(
+            x=_array(numbers if numbers is not None else values),
+            y=_array([p["objective"] for p in data]),
+            mode="markers",
+            text=_array([f"Trial {p['trial']}" for p in data]),
+        )
+    )
     figure.update_layout(xaxis_title=name, yaxis_title="Objective value", margin={"t": 20})
     if log and numbers is not None:
         figure.update_xaxes(type="log")
-    return Chart(f"Slice: {name}", figure, ["Trial", name, "Objective"],
-                 [[p["trial"], v, p["objective"]] for p, v in zip(data, values, strict=True)])
+    return Chart(
+        f"Slice: {name}",
+        figure,
+        ["Trial", name, "Objective"],
+        [[p["trial"], v, p["objective"]] for p, v in zip(data, values, strict=True)],
+    )
 
 
 def log_scaled(spec: dict | None) -> set[str]:
     """Parameters the spec puts on a log axis (UNIT_LOG_SCALE): their charts use log axes too."""
-    return {p["parameterName"] for p in (spec or {}).get("params", [])
-            if p.get("scaleType") == "UNIT_LOG_SCALE" and p.get("type") in ("DOUBLE", "INTEGER")}
+    return {
+        p["parameterName"]
+        for p in (spec or {}).get("params", [])
+        if p.get("scaleType") == "UNIT_LOG_SCALE" and p.get("type") in ("DOUBLE", "INTEGER")
+    }
 
 
 # Contour: objectives averaged over a grid of this many cells a side, gaps interpolated by Plotly.
@@ -224,8 +268,9 @@ def _bins(positions: list[float], cells: int) -> tuple[list[float], list[int]]:
     return [low + width * (i + 0.5) for i in range(cells)], index
 
 
-def contour_plot(data: list[dict], x_name: str, y_name: str, log: set[str] | frozenset = frozenset(),
-                 maximize: bool = True) -> Chart:
+def contour_plot(
+    data: list[dict], x_name: str, y_name: str, log: set[str] | frozenset = frozenset(), maximize: bool = True
+) -> Chart:
     """The objective over two parameters: trials as points over a contour of their objectives
     averaged on a grid (empty cells interpolated), on log axes where the parameter is log-scaled."""
     xs, x_pos, x_axis = _axis([p["params"].get(x_name, "") for p in data], x_name in log)
@@ -236,27 +281,49 @@ def contour_plot(data: list[dict], x_name: str, y_name: str, log: set[str] | fro
     sums: dict[tuple[int, int], list[float]] = {}
     for i, j, value in zip(x_index, y_index, objectives, strict=True):
         sums.setdefault((i, j), []).append(value)
-    z = [[(sum(sums[i, j]) / len(sums[i, j])) if (i, j) in sums else None for i in range(CONTOUR_CELLS)]
-         for j in range(CONTOUR_CELLS)]
+    z = [
+        [(sum(sums[i, j]) / len(sums[i, j])) if (i, j) in sums else None for i in range(CONTOUR_CELLS)]
+        for j in range(CONTOUR_CELLS)
+    ]
     unlog = {"type": "log"}
     traces = []
     if len(sums) >= 3:
-        traces.append(go.Contour(
-            x=[10 ** c for c in x_centres] if x_axis == unlog else x_centres,
-            y=[10 ** c for c in y_centres] if y_axis == unlog else y_centres,
-            z=z, connectgaps=True, colorscale="Viridis", reversescale=not maximize, opacity=0.85,
-            colorbar={"title": {"text": "Objective"}}, hoverinfo="skip", name="Objective"))
-    traces.append(go.Scatter(x=_array(xs), y=_array(ys), mode="markers", name="Trials",
-                             marker={"color": "#000000", "size": 7, "line": {"color": "#FFFFFF", "width": 1}},
-                             text=_array([f"Trial {p['trial']}: {p['objective']:.6g}" for p in data]),
-                             hoverinfo="text"))
+        traces.append(
+            go.Contour(
+                x=[10**c for c in x_centres] if x_axis == unlog else x_centres,
+                y=[10**c for c in y_centres] if y_axis == unlog else y_centres,
+                z=z,
+                connectgaps=True,
+                colorscale="Viridis",
+                reversescale=not maximize,
+                opacity=0.85,
+                colorbar={"title": {"text": "Objective"}},
+                hoverinfo="skip",
+                name="Objective",
+            )
+        )
+    traces.append(
+        go.Scatter(
+            x=_array(xs),
+            y=_array(ys),
+            mode="markers",
+            name="Trials",
+            marker={"color": "#000000", "size": 7, "line": {"color": "#FFFFFF", "width": 1}},
+            text=_array([f"Trial {p['trial']}: {p['objective']:.6g}" for p in data]),
+            hoverinfo="text",
+        )
+    )
     figure = go.Figure(traces)
     figure.update_layout(xaxis_title=x_name, yaxis_title=y_name, margin={"t": 20}, showlegend=False)
     figure.update_xaxes(**x_axis)
     figure.update_yaxes(**y_axis)
-    return Chart(f"Contour: {x_name} × {y_name}", figure, ["Trial", x_name, y_name, "Objective"],
-                 [[p["trial"], p["params"].get(x_name, ""), p["params"].get(y_name, ""), p["objective"]]
-                  for p in data], key="contour")
+    return Chart(
+        f"Contour: {x_name} × {y_name}",
+        figure,
+        ["Trial", x_name, y_name, "Objective"],
+        [[p["trial"], p["params"].get(x_name, ""), p["params"].get(y_name, ""), p["objective"]] for p in data],
+        key="contour",
+    )
 
 
 INTERMEDIATE_MARKERS_MAX = 5_000
@@ -283,8 +350,15 @@ def intermediate_values(trials: list[dict]) -> Chart:
         x.append(math.nan)  # a gap: the next trial's line starts anew
         y.append(math.nan)
         text.append("")
-        rows.append([int(trial["trialId"]), trial.get("state", ""), "yes" if stopped else "no", len(reports),
-                     ", ".join(f"{step}: {value:.6g}" for step, value in reports)])
+        rows.append(
+            [
+                int(trial["trialId"]),
+                trial.get("state", ""),
+                "yes" if stopped else "no",
+                len(reports),
+                ", ".join(f"{step}: {value:.6g}" for step, value in reports),
+            ]
+        )
     # Past this many reports the lines go without markers: 20,000 SVG markers take the browser
     # half a second to draw and cover each other; hovering a line still names each report.
     markers = sum(len(x) for x, _, _ in groups.values()) <= INTERMEDIATE_MARKERS_MAX
@@ -292,17 +366,32 @@ def intermediate_values(trials: list[dict]) -> Chart:
     for stopped, (x, y, text) in groups.items():
         if x:
             # numpy arrays: Plotly checks plain lists item by item, which is slow at 20,000 points.
-            traces.append(go.Scatter(
-                x=np.array(x), y=np.array(y), text=np.array(text, dtype=object),
-                mode="lines+markers" if markers else "lines",
-                connectgaps=False,
-                name="Stopped early" if stopped else "Ran to the end", hoverinfo="text+x+y",
-                line={"color": COLORWAY[5] if stopped else COLORWAY[0], "width": 1, "dash": "dot" if stopped else "solid"},
-                marker={"size": 4, "symbol": "x" if stopped else "circle"}))
+            traces.append(
+                go.Scatter(
+                    x=np.array(x),
+                    y=np.array(y),
+                    text=np.array(text, dtype=object),
+                    mode="lines+markers" if markers else "lines",
+                    connectgaps=False,
+                    name="Stopped early" if stopped else "Ran to the end",
+                    hoverinfo="text+x+y",
+                    line={
+                        "color": COLORWAY[5] if stopped else COLORWAY[0],
+                        "width": 1,
+                        "dash": "dot" if stopped else "solid",
+                    },
+                    marker={"size": 4, "symbol": "x" if stopped else "circle"},
+                )
+            )
     figure = go.Figure(traces)
     figure.update_layout(xaxis_title="Training step", yaxis_title="Reported objective", margin={"t": 20})
-    return Chart("Intermediate values", figure, ["Trial", "State", "Stopped early", "Reports", "Step: value"],
-                 rows, key="intermediate")
+    return Chart(
+        "Intermediate values",
+        figure,
+        ["Trial", "State", "Stopped early", "Reports", "Step: value"],
+        rows,
+        key="intermediate",
+    )
 
 
 # Importance needs enough finished trials to say anything; below this the page says so instead.
@@ -321,8 +410,10 @@ def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str
     if len(data) < IMPORTANCE_MIN_TRIALS or len(spec.get("params") or []) < 1:
         return {}
     step = max(1, math.ceil(len(data) / IMPORTANCE_MAX_TRIALS))
-    records = [tuning.TrialRecord(hyperparameters=p["params"], state="SUCCEEDED", objective=p["objective"])
-               for p in data[::step]]
+    records = [
+        tuning.TrialRecord(hyperparameters=p["params"], state="SUCCEEDED", objective=p["objective"])
+        for p in data[::step]
+    ]
     study = tuning.build_study({**spec, "goal": "MAXIMIZE" if maximize else "MINIMIZE"}, records)
     if len(study.trials) < IMPORTANCE_MIN_TRIALS:
         return {}
@@ -339,16 +430,38 @@ def importances(spec: dict, data: list[dict], maximize: bool = True) -> dict[str
 
 def parameter_importance(scores: dict[str, float], trials_with_result: int) -> Chart:
     if not scores:
-        return Chart("Parameter importance", None, [], [], key="importance",
-                     note=f"Parameter importance appears once {IMPORTANCE_MIN_TRIALS} trials have a result "
-                          f"({trials_with_result} so far).")
+        return Chart(
+            "Parameter importance",
+            None,
+            [],
+            [],
+            key="importance",
+            note=f"Parameter importance appears once {IMPORTANCE_MIN_TRIALS} trials have a result "
+            f"({trials_with_result} so far).",
+        )
     names = list(scores)
-    figure = go.Figure(go.Bar(x=[scores[n] for n in names], y=names, orientation="h",
-                              marker={"color": COLORWAY[0]}, text=[f"{scores[n]:.2f}" for n in names]))
-    figure.update_layout(xaxis_title="Importance (share of the objective's variation)", margin={"t": 20},
-                         height=max(200, 60 + 30 * len(names)), yaxis={"autorange": "reversed"})
-    return Chart("Parameter importance", figure, ["Parameter", "Importance"],
-                 [[n, round(scores[n], 4)] for n in names], key="importance")
+    figure = go.Figure(
+        go.Bar(
+            x=[scores[n] for n in names],
+            y=names,
+            orientation="h",
+            marker={"color": COLORWAY[0]},
+            text=[f"{scores[n]:.2f}" for n in names],
+        )
+    )
+    figure.update_layout(
+        xaxis_title="Importance (share of the objective's variation)",
+        margin={"t": 20},
+        height=max(200, 60 + 30 * len(names)),
+        yaxis={"autorange": "reversed"},
+    )
+    return Chart(
+        "Parameter importance",
+        figure,
+        ["Parameter", "Importance"],
+        [[n, round(scores[n], 4)] for n in names],
+        key="importance",
+    )
 
 
 def contour_pair(names: list[str], scores: dict[str, float], chosen: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -362,8 +475,9 @@ def contour_pair(names: list[str], scores: dict[str, float], chosen: tuple[str, 
     return ranked[0], ranked[1]
 
 
-def tuning_charts(training_output: dict, goal: str | None, spec: dict | None = None,
-                  contour: tuple[str, str] | None = None) -> list[Chart]:
+def tuning_charts(
+    training_output: dict, goal: str | None, spec: dict | None = None, contour: tuple[str, str] | None = None
+) -> list[Chart]:
     """Every chart for a tuning job's page; empty until a trial has a result.
 
     ``spec`` (the job's HyperparameterSpec) gives log axes and parameter importance; ``contour``
@@ -397,11 +511,22 @@ def distribution_chart(name: str, distribution: dict) -> Chart:
     if distribution["kind"] == "histogram":
         bins = distribution["bins"]
         labels = [f"{b['low']:g} – {b['high']:g}" for b in bins]
-        figure = go.Figure(go.Bar(x=[(b["low"] + b["high"]) / 2 for b in bins], y=[b["count"] for b in bins],
-                                  width=[(b["high"] - b["low"]) or 1 for b in bins], hovertext=labels, name=name))
+        figure = go.Figure(
+            go.Bar(
+                x=[(b["low"] + b["high"]) / 2 for b in bins],
+                y=[b["count"] for b in bins],
+                width=[(b["high"] - b["low"]) or 1 for b in bins],
+                hovertext=labels,
+                name=name,
+            )
+        )
         figure.update_layout(xaxis_title=name, yaxis_title="Rows", bargap=0.02, margin={"t": 20}, height=260)
-        return Chart(f"Distribution of {name}", figure, ["Range", "Rows"],
-                     [[label, b["count"]] for label, b in zip(labels, bins, strict=True)])
+        return Chart(
+            f"Distribution of {name}",
+            figure,
+            ["Range", "Rows"],
+            [[label, b["count"]] for label, b in zip(labels, bins, strict=True)],
+        )
     values = distribution["values"]
     figure = go.Figure(go.Bar(x=[str(v) for v, _ in values], y=[c for _, c in values], name=name))
     figure.update_layout(xaxis_title=name, yaxis_title="Rows", margin={"t": 20}, height=260)
@@ -412,27 +537,44 @@ def analysis_charts(report: dict) -> dict[str, list[DrawnChart] | DrawnChart | N
     """The data analysis page's charts of a report, drawn: 200 columns' figures cost seconds of
     CPU to build, so they are built once, beside the analysis, not in each page view."""
     correlations, balance = report["correlations"], report["label_balance"]
-    return {"distribution_charts": [distribution_chart(name, d).drawn() for name, d in report["distributions"].items()],
-            "correlation_chart": correlation_chart(correlations).drawn() if correlations else None,
-            "balance_chart": label_balance_chart(balance).drawn() if balance else None}
+    return {
+        "distribution_charts": [distribution_chart(name, d).drawn() for name, d in report["distributions"].items()],
+        "correlation_chart": correlation_chart(correlations).drawn() if correlations else None,
+        "balance_chart": label_balance_chart(balance).drawn() if balance else None,
+    }
 
 
 def correlation_chart(correlations: list[dict]) -> Chart:
     names = [c["column"] for c in correlations]
-    figure = go.Figure(go.Bar(x=[c["value"] for c in correlations], y=names, orientation="h",
-                              hovertext=[c["measure"] for c in correlations]))
-    figure.update_layout(xaxis_title="Strength of the relation with the target", margin={"t": 20},
-                         height=max(200, 40 + 28 * len(names)), yaxis={"autorange": "reversed"})
-    return Chart("Correlation with the target", figure, ["Column", "Measure", "Value"],
-                 [[c["column"], c["measure"], c["value"]] for c in correlations])
+    figure = go.Figure(
+        go.Bar(
+            x=[c["value"] for c in correlations],
+            y=names,
+            orientation="h",
+            hovertext=[c["measure"] for c in correlations],
+        )
+    )
+    figure.update_layout(
+        xaxis_title="Strength of the relation with the target",
+        margin={"t": 20},
+        height=max(200, 40 + 28 * len(names)),
+        yaxis={"autorange": "reversed"},
+    )
+    return Chart(
+        "Correlation with the target",
+        figure,
+        ["Column", "Measure", "Value"],
+        [[c["column"], c["measure"], c["value"]] for c in correlations],
+    )
 
 
 def label_balance_chart(balance: list[list]) -> Chart:
     total = sum(count for _, count in balance) or 1
     figure = go.Figure(go.Bar(x=[str(v) for v, _ in balance], y=[c for _, c in balance]))
     figure.update_layout(xaxis_title="Class", yaxis_title="Rows", margin={"t": 20}, height=260)
-    return Chart("Label balance", figure, ["Class", "Rows", "Share"],
-                 [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance])
+    return Chart(
+        "Label balance", figure, ["Class", "Rows", "Share"], [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance]
+    )
 
 
 # --- a job's metric curves (jobs.metrics.points) -------------------------------------------------------------
@@ -465,8 +607,9 @@ def thin(points: list[tuple[int, float]], limit: int = METRIC_POINTS_PER_SERIES)
     return kept if kept[-1] == points[-1] else [*kept, points[-1]]
 
 
-def metric_charts(rows, *, groups: dict[str, str] | None = None,
-                  points_per_series: int = METRIC_POINTS_PER_SERIES) -> list[Chart]:
+def metric_charts(
+    rows, *, groups: dict[str, str] | None = None, points_per_series: int = METRIC_POINTS_PER_SERIES
+) -> list[Chart]:
     """One chart per tag, one line per run (``train`` and ``validation`` overlaid; per trial in a
     tuning job), from ``(tag, trial_id, run, source, step, value)`` rows in any order.
 
@@ -479,8 +622,9 @@ def metric_charts(rows, *, groups: dict[str, str] | None = None,
     return [_metric_chart(tag, series, groups, points_per_series) for tag, series in sorted(tags.items())]
 
 
-def _metric_chart(tag: str, series: dict, groups: dict[str, str] | None = None,
-                  points_per_series: int = METRIC_POINTS_PER_SERIES) -> Chart:
+def _metric_chart(
+    tag: str, series: dict, groups: dict[str, str] | None = None, points_per_series: int = METRIC_POINTS_PER_SERIES
+) -> Chart:
     keys = sorted(series, key=_series_order)
     with_trial = any(trial for trial, _, _ in keys)
     colours = {group: n for n, group in enumerate(groups)} if groups is not None else None
@@ -496,16 +640,35 @@ def _metric_chart(tag: str, series: dict, groups: dict[str, str] | None = None,
         name = _series_name(key, with_trial, groups)
         evaluation = key[1].rsplit("/", 1)[-1] in EVALUATION_RUN_NAMES
         colour = colours.get(key[0], index) if colours is not None else index
-        traces.append(go.Scatter(
-            x=np.array([p[0] for p in drawn]), y=np.array([p[1] for p in drawn]), name=name,
-            mode="lines+markers" if len(drawn) <= 200 else "lines",
-            line={"color": COLORWAY[colour % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
-            marker={"size": 5}))
+        traces.append(
+            go.Scatter(
+                x=np.array([p[0] for p in drawn]),
+                y=np.array([p[1] for p in drawn]),
+                name=name,
+                mode="lines+markers" if len(drawn) <= 200 else "lines",
+                line={"color": COLORWAY[colour % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
+                marker={"size": 5},
+            )
+        )
         rows += [[name, step, value] for step, value in drawn]
     if thinned:
-        note = " ".join(filter(None, [note, f"Long lines are thinned to {points_per_series:,} points "
-                                             "in the chart and the table; the CSV has every point."]))
+        note = " ".join(
+            filter(
+                None,
+                [
+                    note,
+                    f"Long lines are thinned to {points_per_series:,} points "
+                    "in the chart and the table; the CSV has every point.",
+                ],
+            )
+        )
     figure = go.Figure(traces)
-    figure.update_layout(xaxis_title="Step", yaxis_title=tag, margin={"t": 20}, height=360,
-                         legend={"orientation": "h", "y": -0.25}, uirevision=tag)
+    figure.update_layout(
+        xaxis_title="Step",
+        yaxis_title=tag,
+        margin={"t": 20},
+        height=360,
+        legend={"orientation": "h", "y": -0.25},
+        uirevision=tag,
+    )
     return Chart(tag, figure, ["Run", "Step", "Value"], rows, key=f"metric-{tag}", note=note)

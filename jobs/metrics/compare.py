@@ -29,8 +29,11 @@ from jobs import catalogue
 MAX_ENTRIES = 20
 # The name of a quantity to minimize: loss, error(s), mse, mae, rmse, perplexity, cost, regret, wer/cer,
 # latency, time (as a word of the tag, so "timestep_accuracy" is not one).
-LOWER_IS_BETTER = re.compile(r"loss|error|(^|[_\-. ])(err|mse|mae|rmse|mape|perplexity|ppl|cost|regret|wer|cer|"
-                             r"latency|time|seconds)($|[_\-. ])", re.IGNORECASE)
+LOWER_IS_BETTER = re.compile(
+    r"loss|error|(^|[_\-. ])(err|mse|mae|rmse|mape|perplexity|ppl|cost|regret|wer|cer|"
+    r"latency|time|seconds)($|[_\-. ])",
+    re.IGNORECASE,
+)
 ROLE_NAMES = {"master": "Master", "worker": "Workers", "ps": "Parameter servers", "evaluator": "Evaluators"}
 MISSING = "—"
 
@@ -123,16 +126,21 @@ def _machines(training_input: dict) -> dict[str, str]:
     return result
 
 
-def inputs(training_input: dict | None, labels: dict | None = None,
-           hyperparameters: dict | None = None) -> dict[str, tuple[str, str]]:
+def inputs(
+    training_input: dict | None, labels: dict | None = None, hyperparameters: dict | None = None
+) -> dict[str, tuple[str, str]]:
     """One entry's inputs, ``row name → (kind, value)``; kinds: ``job``, ``machine``, ``flag``,
     ``label``. A trial's hyperparameters are flags (the trainer gets them as ``--name=value``
     after its args) and are listed in a ``Tuned hyperparameters`` row."""
     training_input = training_input or {}
     rows: dict[str, tuple[str, str]] = {"Scale tier": ("job", training_input.get("scaleTier") or "BASIC")}
     rows |= {name: ("machine", value) for name, value in _machines(training_input).items()}
-    for name, key in (("Runtime version", "runtimeVersion"), ("Python version", "pythonVersion"),
-                      ("Region", "region"), ("Python module", "pythonModule")):
+    for name, key in (
+        ("Runtime version", "runtimeVersion"),
+        ("Python version", "pythonVersion"),
+        ("Region", "region"),
+        ("Python module", "pythonModule"),
+    ):
         rows[name] = ("job", str(training_input.get(key) or MISSING))
     packages = training_input.get("packageUris") or []
     rows["Packages"] = ("job", ", ".join(str(p).rsplit("/", 1)[-1] for p in packages) or MISSING)
@@ -168,10 +176,10 @@ def input_rows(per_entry: list[dict[str, tuple[str, str]]]) -> list[InputRow]:
         for name, (kind, _) in rows.items():
             names.setdefault(name, kind)
     order = list(names)
-    ordered = sorted(order, key=lambda n: (KIND_ORDER[names[n]], n if names[n] in ("flag", "label") else "",
-                                           order.index(n)))
-    return [InputRow(name, names[name], [rows.get(name, ("", MISSING))[1] for rows in per_entry])
-            for name in ordered]
+    ordered = sorted(
+        order, key=lambda n: (KIND_ORDER[names[n]], n if names[n] in ("flag", "label") else "", order.index(n))
+    )
+    return [InputRow(name, names[name], [rows.get(name, ("", MISSING))[1] for rows in per_entry]) for name in ordered]
 
 
 # --- final metrics --------------------------------------------------------------------------------------
@@ -203,12 +211,15 @@ class MetricRow:
 
     @property
     def cells(self) -> list[dict | None]:
-        return [None if v is None else {"value": format_value(v[1]), "step": v[0], "best": i in self.best}
-                for i, v in enumerate(self.values)]
+        return [
+            None if v is None else {"value": format_value(v[1]), "step": v[0], "best": i in self.best}
+            for i, v in enumerate(self.values)
+        ]
 
 
-def lower_is_better(tag: str, goals: dict[str, str], lower: Iterable[str] = (),
-                    higher: Iterable[str] = ()) -> tuple[bool, str]:
+def lower_is_better(
+    tag: str, goals: dict[str, str], lower: Iterable[str] = (), higher: Iterable[str] = ()
+) -> tuple[bool, str]:
     """Whether a lower value of ``tag`` is better, and why (see the module's docstring)."""
     if tag in set(lower):
         return True, "your choice"
@@ -221,8 +232,13 @@ def lower_is_better(tag: str, goals: dict[str, str], lower: Iterable[str] = (),
     return False, "not a loss or error, by its name"
 
 
-def metric_rows(per_entry: list[dict[str, tuple[int, float]]], tags: dict[str, str], goals: dict[str, str],
-                lower: Iterable[str] = (), higher: Iterable[str] = ()) -> list[MetricRow]:
+def metric_rows(
+    per_entry: list[dict[str, tuple[int, float]]],
+    tags: dict[str, str],
+    goals: dict[str, str],
+    lower: Iterable[str] = (),
+    higher: Iterable[str] = (),
+) -> list[MetricRow]:
     """Every metric's final value per entry, best marked. ``tags`` maps each metric name to its tag."""
     lower, higher = list(lower), list(higher)
     rows = []

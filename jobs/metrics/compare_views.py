@@ -30,8 +30,13 @@ def compare_jobs(request, project_id):
         query.setlist("jobs", [",".join(v for v in values if v)])
         return redirect(f"{request.path}?{query.urlencode(safe=',/')}")
     entries, malformed = compare.parse_entries(values)
-    context = {"project": project, "jobs_text": values[0] if values else "",
-               "max_entries": compare.MAX_ENTRIES, "problems": [], "entries": []}
+    context = {
+        "project": project,
+        "jobs_text": values[0] if values else "",
+        "max_entries": compare.MAX_ENTRIES,
+        "problems": [],
+        "entries": [],
+    }
     status = _check(entries, malformed, context["problems"])
     if status == 200 and entries:
         resolved, missing = _resolve(project, entries, request.user, context["problems"])
@@ -47,9 +52,11 @@ def _check(entries: list[compare.Entry], malformed: list[str], problems: list[st
     if malformed:
         problems.append(f"Not a job ID or jobId/trialId: {', '.join(malformed)}.")
     if len(entries) > compare.MAX_ENTRIES:
-        extra = ", ".join(e.label for e in entries[compare.MAX_ENTRIES:])
-        problems.append(f"At most {compare.MAX_ENTRIES} jobs can be compared; {len(entries)} were given. "
-                        f"Leave out some of them, e.g. {extra}.")
+        extra = ", ".join(e.label for e in entries[compare.MAX_ENTRIES :])
+        problems.append(
+            f"At most {compare.MAX_ENTRIES} jobs can be compared; {len(entries)} were given. "
+            f"Leave out some of them, e.g. {extra}."
+        )
     return 400 if problems else 200
 
 
@@ -77,8 +84,9 @@ def _resolve(project, entries, actor, problems: list[str]) -> tuple[list[tuple],
         elif job.is_hyperparameter_job:
             trial = _best_trial(job)
             if trial is None:
-                problems.append(f"{job.job_id} is a tuning job with no trial result yet: name a trial, "
-                                f"e.g. {job.job_id}/1.")
+                problems.append(
+                    f"{job.job_id} is a tuning job with no trial result yet: name a trial, e.g. {job.job_id}/1."
+                )
                 continue
             entry = compare.Entry(job.job_id, trial.trial_id)
         if all(e != entry for e, _, _ in resolved):
@@ -97,17 +105,23 @@ def _best_trial(job):
 
 def _comparison(resolved: list[tuple], params) -> dict:
     labels = [entry.label for entry, _, _ in resolved]
-    inputs = compare.input_rows([
-        compare.inputs(job.training_input, job.labels, trial.hyperparameters if trial else None)
-        for _, job, trial in resolved])
+    inputs = compare.input_rows(
+        [
+            compare.inputs(job.training_input, job.labels, trial.hyperparameters if trial else None)
+            for _, job, trial in resolved
+        ]
+    )
     goals: dict[str, str] = {}
     for _, job, trial in resolved:
         if trial is not None:
             goals = compare.study_goals(job.training_input.get("hyperparameters")) | goals
     chart_rows, finals, tags = [], [], {}
     for index, (entry, job, _) in enumerate(resolved):
-        rows = list(metrics.points_for(job, trial_id=entry.trial_id).order_by("pk")
-                    .values_list("tag", "run", "source", "step", "value"))
+        rows = list(
+            metrics.points_for(job, trial_id=entry.trial_id)
+            .order_by("pk")
+            .values_list("tag", "run", "source", "step", "value")
+        )
         group = f"{index:02d}"
         chart_rows += [(tag, group, run, source, step, value) for tag, run, source, step, value in rows]
         finals.append(compare.final_values((tag, run, step, value) for tag, run, _, step, value in rows))
@@ -121,16 +135,22 @@ def _comparison(resolved: list[tuple], params) -> dict:
     runs = max(1, len({(g, r) for _, g, r, _, _, _ in chart_rows}))
     return {
         "entries": [{"label": e.label, "job": job, "trial": trial} for e, job, trial in resolved],
-        "input_rows": inputs, "only_differences": params.get("inputs") == "differ",
+        "input_rows": inputs,
+        "only_differences": params.get("inputs") == "differ",
         "inputs_toggle_query": _query(params, inputs=[] if params.get("inputs") == "differ" else ["differ"]),
         "differing": sum(row.differs for row in inputs),
-        "metric_rows": metric_rows, "chosen_metric": chosen,
-        "metric_charts": charts.metric_charts(chart_rows, groups=dict(zip((f"{i:02d}" for i in range(len(labels))),
-                                                                          labels, strict=True)),
-                                              points_per_series=max(50, POINTS_PER_CHART // runs)),
+        "metric_rows": metric_rows,
+        "chosen_metric": chosen,
+        "metric_charts": charts.metric_charts(
+            chart_rows,
+            groups=dict(zip((f"{i:02d}" for i in range(len(labels))), labels, strict=True)),
+            points_per_series=max(50, POINTS_PER_CHART // runs),
+        ),
         "parallel_chart": charts.parallel_coordinates(parallel, item="Job", objective=chosen.name)
-        if chosen and len(parallel) >= 2 else None,
-        "lower": lower, "higher": higher,
+        if chosen and len(parallel) >= 2
+        else None,
+        "lower": lower,
+        "higher": higher,
     }
 
 

@@ -155,7 +155,7 @@ class HypertuneReader:
             lines = lines[1:]  # the end of the long line
         self._skipping = not end
         self._offset += consumed
-        self._tail = (self._tail + data[:consumed])[-self.TAIL:]
+        self._tail = (self._tail + data[:consumed])[-self.TAIL :]
         text = "\n".join(line.decode(errors="replace") for line in lines if len(line) <= HYPERTUNE_LINE_BYTES)
         return [report for report in parse_hypertune(text) if self._new(report)]
 
@@ -231,8 +231,15 @@ class Collector:
     (the executor's sink): where the job reached ``AICONSOLE_METRIC_POINTS_MAX``.
     """
 
-    def __init__(self, job_pk: int, *, trial_id: str = "", job_dir: str | None = None,
-                 metric_file: Path | None = None, say: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        job_pk: int,
+        *,
+        trial_id: str = "",
+        job_dir: str | None = None,
+        metric_file: Path | None = None,
+        say: Callable[[str], None] | None = None,
+    ):
         self.job_pk = job_pk
         self.trial_id = trial_id
         self.metric_file = metric_file
@@ -282,9 +289,11 @@ class Collector:
             with self.budget.lock:
                 said, self.budget.said = self.budget.said, True
             if not said and self.say is not None:
-                self.say(f"This job reached {settings.METRIC_POINTS_MAX:,} metric points "
-                         "(AICONSOLE_METRIC_POINTS_MAX): later ones are not stored. TensorBoard still shows what "
-                         "its event files hold.")
+                self.say(
+                    f"This job reached {settings.METRIC_POINTS_MAX:,} metric points "
+                    "(AICONSOLE_METRIC_POINTS_MAX): later ones are not stored. TensorBoard still shows what "
+                    "its event files hold."
+                )
         return granted
 
     def _point(self, source: str, run: str, tag: str, step: int, value: float, wall_time: float) -> tuple:
@@ -293,14 +302,19 @@ class Collector:
     def _hypertune_points(self) -> list[tuple]:
         if self.hypertune is None:
             return []
-        return [self._point(MetricSource.HYPERTUNE.value, "", r.tag, r.step, r.value, r.wall_time)
-                for r in self.hypertune.read()]
+        return [
+            self._point(MetricSource.HYPERTUNE.value, "", r.tag, r.step, r.value, r.wall_time)
+            for r in self.hypertune.read()
+        ]
 
     def _event_points(self) -> list[tuple]:
         if self.events is None:
             return []
-        return [self._point(MetricSource.TFEVENTS.value, s.run, s.tag, s.step, s.value, s.wall_time)
-                for s in self.events.poll() if math.isfinite(s.value)]
+        return [
+            self._point(MetricSource.TFEVENTS.value, s.run, s.tag, s.step, s.value, s.wall_time)
+            for s in self.events.poll()
+            if math.isfinite(s.value)
+        ]
 
 
 INSERT_COLUMNS = ("job_id", "trial_id", "source", "run", "tag", "step", "value", "wall_time")
@@ -312,11 +326,13 @@ def insert(rows: list[tuple]) -> None:
     if not rows:
         return
     quote = connection.ops.quote_name
-    sql = (f"INSERT INTO {quote(MetricPoint._meta.db_table)} ({', '.join(quote(c) for c in INSERT_COLUMNS)}) "
-           f"VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})")
+    sql = (
+        f"INSERT INTO {quote(MetricPoint._meta.db_table)} ({', '.join(quote(c) for c in INSERT_COLUMNS)}) "
+        f"VALUES ({', '.join(['%s'] * len(INSERT_COLUMNS))})"
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(rows), INSERT_BATCH):
-            cursor.executemany(sql, rows[start:start + INSERT_BATCH])
+            cursor.executemany(sql, rows[start : start + INSERT_BATCH])
 
 
 # --- the read side ---------------------------------------------------------------------------------
@@ -343,16 +359,25 @@ def wire(row: tuple) -> dict:
     """A ``values_list(*ROW_FIELDS)`` row in the API's form (``step`` an int64 string, as the
     API writes int64s; ``time`` RFC 3339)."""
     _, tag, step, value, wall_time, trial_id, source, run = row
-    return {"tag": tag, "step": str(step), "value": value, "time": rfc3339(wall_time), "trialId": trial_id,
-            "source": source, "run": run}
+    return {
+        "tag": tag,
+        "step": str(step),
+        "value": value,
+        "time": rfc3339(wall_time),
+        "trialId": trial_id,
+        "source": source,
+        "run": run,
+    }
 
 
 def page_size(raw: str | None) -> int:
     if raw in (None, ""):
         return DEFAULT_PAGE_SIZE
     if not str(raw).isdigit():
-        raise InvalidArgument(f'Invalid value at \'page_size\' (TYPE_INT32), "{raw}"',
-                              [FieldViolation("page_size", f'Invalid value "{raw}"')])
+        raise InvalidArgument(
+            f"Invalid value at 'page_size' (TYPE_INT32), \"{raw}\"",
+            [FieldViolation("page_size", f'Invalid value "{raw}"')],
+        )
     return min(int(raw), MAX_PAGE_SIZE) or DEFAULT_PAGE_SIZE
 
 

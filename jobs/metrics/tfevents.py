@@ -185,8 +185,11 @@ class EventScanner:
     def poll(self) -> list[Scalar]:
         """Scalars written since the last poll (on the first poll: all so far)."""
         grown = []
-        listed = find_gcs_event_files(self.root, self.max_entries) if self.gcs else \
-            find_event_files(self.root, self.max_entries)
+        listed = (
+            find_gcs_event_files(self.root, self.max_entries)
+            if self.gcs
+            else find_event_files(self.root, self.max_entries)
+        )
         for path, size in listed:
             if path not in self._files and len(self._files) < self.max_files:
                 self._files[path] = _FileState()
@@ -209,7 +212,7 @@ class EventScanner:
 
     def _run(self, path: Path | str) -> str:
         if self.gcs:
-            run = path[len(self.root) + 1:].rpartition("/")[0]
+            run = path[len(self.root) + 1 :].rpartition("/")[0]
             return run
         run = path.parent.relative_to(self.root).as_posix()
         return "" if run == "." else run
@@ -260,8 +263,7 @@ def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int
     try:
         bucket, prefix = storage.parse_gcs_uri(root, require_object=False)
         prefix = f"{prefix.rstrip('/')}/" if prefix else ""
-        blobs = storage.gcs_client().list_blobs(bucket, prefix=prefix, max_results=max_entries,
-                                                timeout=WALK_SECONDS)
+        blobs = storage.gcs_client().list_blobs(bucket, prefix=prefix, max_results=max_entries, timeout=WALK_SECONDS)
         for blob in blobs:
             if blob.name.rpartition("/")[2].startswith(EVENT_FILE_PREFIX):
                 yield f"gs://{bucket}/{blob.name}", blob.size or 0

@@ -22,8 +22,13 @@ def job_metrics(request, project_id, job_id):
     project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
     rows = metrics.points_for(job).order_by("pk").values_list("tag", "trial_id", "run", "source", "step", "value")
-    context = {"project": project, "job": job, "metric_charts": charts.metric_charts(rows),
-               "active": job.state in ACTIVE_STATES, "refresh_seconds": REFRESH_SECONDS}
+    context = {
+        "project": project,
+        "job": job,
+        "metric_charts": charts.metric_charts(rows),
+        "active": job.state in ACTIVE_STATES,
+        "refresh_seconds": REFRESH_SECONDS,
+    }
     return render(request, "jobs/_metrics.html", context)
 
 

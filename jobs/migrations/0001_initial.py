@@ -9,103 +9,167 @@ import jobs.models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('aiconsole', '0001_initial'),
+        ("aiconsole", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.CharField(max_length=128)),
-                ('training_input', models.JSONField(blank=True, null=True)),
-                ('prediction_input', models.JSONField(blank=True, null=True)),
-                ('training_output', models.JSONField(blank=True, default=dict)),
-                ('state', models.CharField(choices=[('STATE_UNSPECIFIED', 'State Unspecified'), ('QUEUED', 'Queued'), ('PREPARING', 'Preparing'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('CANCELLING', 'Cancelling'), ('CANCELLED', 'Cancelled')], default='QUEUED', max_length=20)),
-                ('error_message', models.TextField(blank=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('etag', models.CharField(default=jobs.models.new_etag, max_length=16)),
-                ('priority', models.IntegerField(default=0)),
-                ('create_time', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('start_time', models.DateTimeField(blank=True, null=True)),
-                ('end_time', models.DateTimeField(blank=True, null=True)),
-                ('runner', models.CharField(blank=True, max_length=120)),
-                ('restarts', models.IntegerField(default=0)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='aiconsole.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("job_id", models.CharField(max_length=128)),
+                ("training_input", models.JSONField(blank=True, null=True)),
+                ("prediction_input", models.JSONField(blank=True, null=True)),
+                ("training_output", models.JSONField(blank=True, default=dict)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("STATE_UNSPECIFIED", "State Unspecified"),
+                            ("QUEUED", "Queued"),
+                            ("PREPARING", "Preparing"),
+                            ("RUNNING", "Running"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                            ("CANCELLING", "Cancelling"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        default="QUEUED",
+                        max_length=20,
+                    ),
+                ),
+                ("error_message", models.TextField(blank=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("etag", models.CharField(default=jobs.models.new_etag, max_length=16)),
+                ("priority", models.IntegerField(default=0)),
+                ("create_time", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("start_time", models.DateTimeField(blank=True, null=True)),
+                ("end_time", models.DateTimeField(blank=True, null=True)),
+                ("runner", models.CharField(blank=True, max_length=120)),
+                ("restarts", models.IntegerField(default=0)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="jobs", to="aiconsole.project"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-create_time', '-pk'],
+                "ordering": ["-create_time", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='LogLine',
+            name="LogLine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_name', models.CharField(max_length=40)),
-                ('trial_id', models.CharField(blank=True, max_length=10)),
-                ('seq', models.BigIntegerField()),
-                ('stream', models.CharField(max_length=7)),
-                ('severity', models.CharField(choices=[('DEBUG', 'Debug'), ('INFO', 'Info'), ('WARNING', 'Warning'), ('ERROR', 'Error'), ('CRITICAL', 'Critical')], max_length=8)),
-                ('message', models.TextField()),
-                ('time', models.DateTimeField()),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_lines', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("task_name", models.CharField(max_length=40)),
+                ("trial_id", models.CharField(blank=True, max_length=10)),
+                ("seq", models.BigIntegerField()),
+                ("stream", models.CharField(max_length=7)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("DEBUG", "Debug"),
+                            ("INFO", "Info"),
+                            ("WARNING", "Warning"),
+                            ("ERROR", "Error"),
+                            ("CRITICAL", "Critical"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("message", models.TextField()),
+                ("time", models.DateTimeField()),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="log_lines", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['pk'],
+                "ordering": ["pk"],
             },
         ),
         migrations.CreateModel(
-            name='Replica',
+            name="Replica",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trial_id', models.CharField(blank=True, max_length=10)),
-                ('task_type', models.CharField(max_length=10)),
-                ('task_index', models.IntegerField()),
-                ('label', models.CharField(max_length=40)),
-                ('machine_type', models.CharField(max_length=40)),
-                ('accelerator_type', models.CharField(blank=True, max_length=40)),
-                ('accelerator_count', models.IntegerField(default=0)),
-                ('state', models.CharField(choices=[('PENDING', 'Pending'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('STOPPED', 'Stopped')], default='PENDING', max_length=10)),
-                ('host', models.CharField(blank=True, max_length=255)),
-                ('port', models.IntegerField(blank=True, null=True)),
-                ('pid', models.IntegerField(blank=True, null=True)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('start_time', models.DateTimeField(blank=True, null=True)),
-                ('end_time', models.DateTimeField(blank=True, null=True)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='replicas', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trial_id", models.CharField(blank=True, max_length=10)),
+                ("task_type", models.CharField(max_length=10)),
+                ("task_index", models.IntegerField()),
+                ("label", models.CharField(max_length=40)),
+                ("machine_type", models.CharField(max_length=40)),
+                ("accelerator_type", models.CharField(blank=True, max_length=40)),
+                ("accelerator_count", models.IntegerField(default=0)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("PENDING", "Pending"),
+                            ("RUNNING", "Running"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                            ("STOPPED", "Stopped"),
+                        ],
+                        default="PENDING",
+                        max_length=10,
+                    ),
+                ),
+                ("host", models.CharField(blank=True, max_length=255)),
+                ("port", models.IntegerField(blank=True, null=True)),
+                ("pid", models.IntegerField(blank=True, null=True)),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("start_time", models.DateTimeField(blank=True, null=True)),
+                ("end_time", models.DateTimeField(blank=True, null=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="replicas", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['pk'],
+                "ordering": ["pk"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['project', '-create_time'], name='jobs_job_project_fd10c2_idx'),
+            model_name="job",
+            index=models.Index(fields=["project", "-create_time"], name="jobs_job_project_fd10c2_idx"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['state'], name='jobs_job_state_7f24c5_idx'),
+            model_name="job",
+            index=models.Index(fields=["state"], name="jobs_job_state_7f24c5_idx"),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.UniqueConstraint(fields=('project', 'job_id'), name='unique_job_id_per_project'),
+            model_name="job",
+            constraint=models.UniqueConstraint(fields=("project", "job_id"), name="unique_job_id_per_project"),
         ),
         migrations.AddIndex(
-            model_name='logline',
-            index=models.Index(fields=['job', 'id'], name='jobs_loglin_job_id_b23b3a_idx'),
+            model_name="logline",
+            index=models.Index(fields=["job", "id"], name="jobs_loglin_job_id_b23b3a_idx"),
         ),
         migrations.AddIndex(
-            model_name='logline',
-            index=models.Index(fields=['job', 'task_name', 'id'], name='jobs_loglin_job_id_a9fd04_idx'),
+            model_name="logline",
+            index=models.Index(fields=["job", "task_name", "id"], name="jobs_loglin_job_id_a9fd04_idx"),
         ),
         migrations.AddIndex(
-            model_name='replica',
-            index=models.Index(fields=['job', 'trial_id'], name='jobs_replic_job_id_02630c_idx'),
+            model_name="replica",
+            index=models.Index(fields=["job", "trial_id"], name="jobs_replic_job_id_02630c_idx"),
         ),
     ]

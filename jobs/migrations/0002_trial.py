@@ -5,32 +5,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_initial'),
+        ("jobs", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Trial',
+            name="Trial",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trial_id', models.CharField(max_length=10)),
-                ('number', models.IntegerField()),
-                ('hyperparameters', models.JSONField(default=dict)),
-                ('state', models.CharField(choices=[('STATE_UNSPECIFIED', 'State Unspecified'), ('QUEUED', 'Queued'), ('PREPARING', 'Preparing'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed'), ('CANCELLING', 'Cancelling'), ('CANCELLED', 'Cancelled')], default='RUNNING', max_length=20)),
-                ('start_time', models.DateTimeField(blank=True, null=True)),
-                ('end_time', models.DateTimeField(blank=True, null=True)),
-                ('final_metric', models.JSONField(blank=True, null=True)),
-                ('all_metrics', models.JSONField(blank=True, default=list)),
-                ('is_stopped_early', models.BooleanField(default=False)),
-                ('error_message', models.TextField(blank=True)),
-                ('consumed_ml_units', models.FloatField(default=0.0)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='trials', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trial_id", models.CharField(max_length=10)),
+                ("number", models.IntegerField()),
+                ("hyperparameters", models.JSONField(default=dict)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("STATE_UNSPECIFIED", "State Unspecified"),
+                            ("QUEUED", "Queued"),
+                            ("PREPARING", "Preparing"),
+                            ("RUNNING", "Running"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                            ("CANCELLING", "Cancelling"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        default="RUNNING",
+                        max_length=20,
+                    ),
+                ),
+                ("start_time", models.DateTimeField(blank=True, null=True)),
+                ("end_time", models.DateTimeField(blank=True, null=True)),
+                ("final_metric", models.JSONField(blank=True, null=True)),
+                ("all_metrics", models.JSONField(blank=True, default=list)),
+                ("is_stopped_early", models.BooleanField(default=False)),
+                ("error_message", models.TextField(blank=True)),
+                ("consumed_ml_units", models.FloatField(default=0.0)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="trials", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'number'],
-                'constraints': [models.UniqueConstraint(fields=('job', 'trial_id'), name='unique_trial_id_per_job')],
+                "ordering": ["job", "number"],
+                "constraints": [models.UniqueConstraint(fields=("job", "trial_id"), name="unique_trial_id_per_job")],
             },
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_trial'),
+        ("jobs", "0002_trial"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='logline',
-            index=models.Index(fields=['job', 'severity', 'id'], name='jobs_loglin_job_id_a9c015_idx'),
+            model_name="logline",
+            index=models.Index(fields=["job", "severity", "id"], name="jobs_loglin_job_id_a9c015_idx"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0004_scaled_mode'),
+        ("jobs", "0004_scaled_mode"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='worker',
-            name='slots',
+            model_name="worker",
+            name="slots",
             field=models.IntegerField(default=0),
         ),
     ]

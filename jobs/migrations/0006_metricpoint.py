@@ -5,28 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0005_worker_slots'),
+        ("jobs", "0005_worker_slots"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MetricPoint',
+            name="MetricPoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trial_id', models.CharField(blank=True, max_length=10)),
-                ('source', models.CharField(choices=[('hypertune', 'Hypertune'), ('tfevents', 'Tfevents')], max_length=9)),
-                ('run', models.CharField(blank=True, max_length=255)),
-                ('tag', models.CharField(max_length=255)),
-                ('step', models.BigIntegerField()),
-                ('value', models.FloatField()),
-                ('wall_time', models.FloatField()),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='metric_points', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trial_id", models.CharField(blank=True, max_length=10)),
+                (
+                    "source",
+                    models.CharField(choices=[("hypertune", "Hypertune"), ("tfevents", "Tfevents")], max_length=9),
+                ),
+                ("run", models.CharField(blank=True, max_length=255)),
+                ("tag", models.CharField(max_length=255)),
+                ("step", models.BigIntegerField()),
+                ("value", models.FloatField()),
+                ("wall_time", models.FloatField()),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="metric_points", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['pk'],
-                'indexes': [models.Index(fields=['job', 'id'], name='jobs_metric_job_id_8942d6_idx'), models.Index(fields=['job', 'tag', 'id'], name='jobs_metric_job_id_b9e26f_idx'), models.Index(fields=['job', 'trial_id', 'id'], name='jobs_metric_job_id_ffb68d_idx')],
+                "ordering": ["pk"],
+                "indexes": [
+                    models.Index(fields=["job", "id"], name="jobs_metric_job_id_8942d6_idx"),
+                    models.Index(fields=["job", "tag", "id"], name="jobs_metric_job_id_b9e26f_idx"),
+                    models.Index(fields=["job", "trial_id", "id"], name="jobs_metric_job_id_ffb68d_idx"),
+                ],
             },
         ),
     ]

@@ -31,9 +31,17 @@ LOCK_DIR = HERE / "locks"
 CURRENT = "current"
 VARIANTS = ("cpu", "gpu")
 # The frameworks that job logs and the catalogue name, by distribution (the builds' names too).
-FRAMEWORKS = {"tensorflow": "TensorFlow", "tensorflow-cpu": "TensorFlow", "tensorflow-gpu": "TensorFlow",
-              "scikit-learn": "scikit-learn", "xgboost": "XGBoost", "xgboost-cpu": "XGBoost",
-              "pandas": "pandas", "numpy": "NumPy", "scipy": "SciPy"}
+FRAMEWORKS = {
+    "tensorflow": "TensorFlow",
+    "tensorflow-cpu": "TensorFlow",
+    "tensorflow-gpu": "TensorFlow",
+    "scikit-learn": "scikit-learn",
+    "xgboost": "XGBoost",
+    "xgboost-cpu": "XGBoost",
+    "pandas": "pandas",
+    "numpy": "NumPy",
+    "scipy": "SciPy",
+}
 
 
 @dataclass(frozen=True)
@@ -95,10 +103,15 @@ def _load() -> dict[str, Runtime]:
     for name, entry in data.items():
         pythons = tuple(entry["pythons"])
         runtimes[name] = Runtime(
-            name=name, pythons=pythons, original_pythons=tuple(entry.get("original_pythons", pythons)),
-            tensorflow=entry["tensorflow"], packages=tuple(entry.get("packages", ())),
-            cpu=tuple(entry.get("cpu", ())), gpu=tuple(entry.get("gpu", ())),
-            notes=tuple(entry.get("notes", ())), source=entry.get("source", ""),
+            name=name,
+            pythons=pythons,
+            original_pythons=tuple(entry.get("original_pythons", pythons)),
+            tensorflow=entry["tensorflow"],
+            packages=tuple(entry.get("packages", ())),
+            cpu=tuple(entry.get("cpu", ())),
+            gpu=tuple(entry.get("gpu", ())),
+            notes=tuple(entry.get("notes", ())),
+            source=entry.get("source", ""),
         )
     return dict(sorted(runtimes.items(), key=lambda item: _order(item[0])))
 
@@ -139,8 +152,12 @@ def _mapping() -> dict[str, str]:
 def interpreter_version(python: str) -> str | None:
     """``major.minor.micro`` of an interpreter, or None when it does not run."""
     try:
-        result = subprocess.run([python, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                                capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [python, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() if result.returncode == 0 else None
@@ -156,8 +173,9 @@ def _uv_find(version: str) -> str | None:
 
     env = {**tool_env(), "UV_PYTHON_DOWNLOADS": "never"}
     try:
-        result = subprocess.run([uv_binary(), "python", "find", "--system", version],
-                                capture_output=True, text=True, env=env, timeout=30)
+        result = subprocess.run(
+            [uv_binary(), "python", "find", "--system", version], capture_output=True, text=True, env=env, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = result.stdout.strip()
@@ -177,9 +195,11 @@ def _pyenv_roots() -> list[Path]:
 
 def _pyenv_find(version: str) -> str | None:
     for root in _pyenv_roots():
-        candidates = sorted((root / "versions").glob(f"{version}.*/bin/python{version}"),
-                            key=lambda path: [int(p) for p in re.findall(r"\d+", path.parent.parent.name)],
-                            reverse=True)
+        candidates = sorted(
+            (root / "versions").glob(f"{version}.*/bin/python{version}"),
+            key=lambda path: [int(p) for p in re.findall(r"\d+", path.parent.parent.name)],
+            reverse=True,
+        )
         for candidate in candidates:
             if _matches(candidate, version):
                 return str(candidate)
@@ -206,8 +226,9 @@ def find_python(version: str) -> str | None:
         return known
     mapped = _mapping().get(version)
     if mapped and not _matches(mapped, version):
-        raise PythonNotFound(f"AICONSOLE_PYTHONS maps Python {version} to {mapped}, which is not a "
-                             f"working Python {version} interpreter.")
+        raise PythonNotFound(
+            f"AICONSOLE_PYTHONS maps Python {version} to {mapped}, which is not a working Python {version} interpreter."
+        )
     for _, path in where_to_look(version):
         if path:
             _found[version] = path
@@ -225,8 +246,13 @@ def install_python(version: str, log) -> str:
     from jobs.executor.environments import tool_env, uv_binary
 
     log(f"No Python {version} interpreter on this machine; installing one with uv (this happens once).")
-    process = subprocess.Popen([uv_binary(), "python", "install", version], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env={**tool_env(), "UV_NO_PROGRESS": "0"})
+    process = subprocess.Popen(
+        [uv_binary(), "python", "install", version],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**tool_env(), "UV_NO_PROGRESS": "0"},
+    )
     output = []
     for line in process.stdout:
         line = line.rstrip()
@@ -234,8 +260,9 @@ def install_python(version: str, log) -> str:
             output.append(line)
             log(line)
     if process.wait() != 0:
-        raise PythonNotFound(f"Installing Python {version} with uv failed: {' '.join(output[-3:])} "
-                             f"{how_to_provide(version)}")
+        raise PythonNotFound(
+            f"Installing Python {version} with uv failed: {' '.join(output[-3:])} {how_to_provide(version)}"
+        )
     found = _uv_find(version)
     if not found:
         raise PythonNotFound(f"uv installed Python {version} but cannot find it. {how_to_provide(version)}")
@@ -244,8 +271,10 @@ def install_python(version: str, log) -> str:
 
 
 def how_to_provide(version: str) -> str:
-    return (f"Install Python {version} (for example `uv python install {version}` or "
-            f"`pyenv install {version}`), or name one with AICONSOLE_PYTHONS={version}=/path/to/python{version}.")
+    return (
+        f"Install Python {version} (for example `uv python install {version}` or "
+        f"`pyenv install {version}`), or name one with AICONSOLE_PYTHONS={version}=/path/to/python{version}."
+    )
 
 
 def resolve_pair(runtime_version: str | None, python_version: str | None) -> tuple[Runtime, str]:
@@ -265,10 +294,16 @@ def python_choice(runtime_version: str | None, python_version: str | None) -> tu
         return python, f"Python {python}, as the job asks (pythonVersion).", False
     original = "2.7" if "2.7" in runtime.original_pythons else None
     if original and original not in runtime.pythons:
-        return python, (f"Python {python}: the job sets no pythonVersion, and on AI Platform runtime version "
-                        f"{runtime.name} then ran Python 2.7, which this console cannot provide (uv installs no "
-                        f"packages for Python 2.7). It runs on Python {python}, the runtime's other Python; set "
-                        f"pythonVersion to {python} to say so."), True
+        return (
+            python,
+            (
+                f"Python {python}: the job sets no pythonVersion, and on AI Platform runtime version "
+                f"{runtime.name} then ran Python 2.7, which this console cannot provide (uv installs no "
+                f"packages for Python 2.7). It runs on Python {python}, the runtime's other Python; set "
+                f"pythonVersion to {python} to say so."
+            ),
+            True,
+        )
     return python, f"Python {python}, runtime version {runtime.name}'s default (the job sets no pythonVersion).", False
 
 
@@ -277,12 +312,16 @@ def unavailable_reason(runtime_version: str | None, python_version: str | None) 
     runtime, python = resolve_pair(runtime_version, python_version)
     if python not in runtime.pythons:
         if python == "2.7":
-            return (f"Python 2.7 for runtime version {runtime.name} cannot be provided: AI Console installs "
-                    "runtime stacks with uv, which does not install packages for Python 2.7, so there is no "
-                    f"Python 2.7 stack. Runtime version {runtime.name} also offered Python "
-                    f"{', '.join(runtime.pythons)}: set pythonVersion to {runtime.pythons[0]}.")
-        return (f"Runtime version {runtime.name} has no package stack for Python {python}; it runs on "
-                f"Python {', '.join(runtime.pythons)}.")
+            return (
+                f"Python 2.7 for runtime version {runtime.name} cannot be provided: AI Console installs "
+                "runtime stacks with uv, which does not install packages for Python 2.7, so there is no "
+                f"Python 2.7 stack. Runtime version {runtime.name} also offered Python "
+                f"{', '.join(runtime.pythons)}: set pythonVersion to {runtime.pythons[0]}."
+            )
+        return (
+            f"Runtime version {runtime.name} has no package stack for Python {python}; it runs on "
+            f"Python {', '.join(runtime.pythons)}."
+        )
     try:
         if find_python(python):
             return None
@@ -290,6 +329,8 @@ def unavailable_reason(runtime_version: str | None, python_version: str | None) 
         return f"Runtime version {runtime.name} needs Python {python}: {error}"
     if downloads_allowed():
         return None  # installed with uv when the first job prepares, with progress in its log
-    return (f"Runtime version {runtime.name} needs Python {python}, and no Python {python} interpreter "
-            f"was found (looked in AICONSOLE_PYTHONS, the console's own, uv's and pyenv's interpreters; "
-            f"downloads are off: AICONSOLE_PYTHON_DOWNLOADS=never). {how_to_provide(python)}")
+    return (
+        f"Runtime version {runtime.name} needs Python {python}, and no Python {python} interpreter "
+        f"was found (looked in AICONSOLE_PYTHONS, the console's own, uv's and pyenv's interpreters; "
+        f"downloads are off: AICONSOLE_PYTHON_DOWNLOADS=never). {how_to_provide(python)}"
+    )

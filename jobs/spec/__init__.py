@@ -81,11 +81,12 @@ def validate_job(body: dict) -> dict:
     if "labels" in job:
         errors.extend(validate_labels(job["labels"]))
     if "trainingInput" in job and "predictionInput" in job:
-        errors.add("job.prediction_input", "A job takes exactly one of trainingInput or "
-                                           "predictionInput, not both.")
+        errors.add("job.prediction_input", "A job takes exactly one of trainingInput or predictionInput, not both.")
     elif "trainingInput" not in job and "predictionInput" not in job:
-        errors.add("job.training_input", "A job needs trainingInput (a training job) or "
-                                         "predictionInput (a batch prediction job).")
+        errors.add(
+            "job.training_input",
+            "A job needs trainingInput (a training job) or predictionInput (a batch prediction job).",
+        )
     if "trainingInput" in job:
         check_training_input(job["trainingInput"], "job.training_input", errors)
     if "predictionInput" in job:
@@ -100,8 +101,7 @@ def validate_training_input(data: dict, field: str = "job.training_input") -> di
     return _validate(data, "TrainingInput", field, check_training_input)
 
 
-def validate_hyperparameters(data: dict, field: str = "job.training_input.hyperparameters"
-                             ) -> dict:
+def validate_hyperparameters(data: dict, field: str = "job.training_input.hyperparameters") -> dict:
     """Validate a HyperparameterSpec on its own and return its normalised copy."""
     return _validate(data, "HyperparameterSpec", field, check_hyperparameters)
 

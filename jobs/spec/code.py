@@ -27,17 +27,23 @@ def check_code(ti: dict, path: str, errors: Violations) -> None:
     for key, config in configs.items():
         image = config.get("imageUri")
         if image and not _IMAGE_RE.match(image):
-            errors.add(f"{path}.{snake(key)}.image_uri", f"{key}.imageUri must be a container "
-                       "image reference such as gcr.io/my-project/trainer:latest.")
+            errors.add(
+                f"{path}.{snake(key)}.image_uri",
+                f"{key}.imageUri must be a container image reference such as gcr.io/my-project/trainer:latest.",
+            )
         if image and not master_image:
-            errors.add(f"{path}.{snake(key)}.image_uri", f"{key}.imageUri requires "
-                       "masterConfig.imageUri: a job runs either Python packages or containers.")
+            errors.add(
+                f"{path}.{snake(key)}.image_uri",
+                f"{key}.imageUri requires masterConfig.imageUri: a job runs either Python packages or containers.",
+            )
     _check_packages(ti, path, errors, required=not master_image)
     if container:
         for key in ("runtimeVersion", "pythonVersion"):
             if ti.get(key):
-                errors.add(f"{path}.{snake(key)}", f"{key} cannot be set together with "
-                           "imageUri: a custom container brings its own runtime.")
+                errors.add(
+                    f"{path}.{snake(key)}",
+                    f"{key} cannot be set together with imageUri: a custom container brings its own runtime.",
+                )
     else:
         _check_runtime(ti, path, errors)
     _check_container_fields(ti, path, configs, container, errors)
@@ -46,28 +52,39 @@ def check_code(ti: dict, path: str, errors: Violations) -> None:
 def _check_packages(ti: dict, path: str, errors: Violations, *, required: bool) -> None:
     packages = ti.get("packageUris", [])
     if required and not packages:
-        errors.add(f"{path}.package_uris", "packageUris is required: give at least one Python "
-                   "package, or set masterConfig.imageUri to run a custom container.")
+        errors.add(
+            f"{path}.package_uris",
+            "packageUris is required: give at least one Python "
+            "package, or set masterConfig.imageUri to run a custom container.",
+        )
     if len(packages) > _MAX_PACKAGES:
-        errors.add(f"{path}.package_uris", f"packageUris can list at most {_MAX_PACKAGES} "
-                                           f"packages; got {len(packages)}.")
+        errors.add(
+            f"{path}.package_uris", f"packageUris can list at most {_MAX_PACKAGES} packages; got {len(packages)}."
+        )
     for i, uri in enumerate(packages):
         if not uri.strip():
             errors.add(f"{path}.package_uris[{i}]", "A package URI must not be empty.")
     module = ti.get("pythonModule")
     if required and not module:
-        errors.add(f"{path}.python_module", "pythonModule is required: name the module to run, "
-                   "e.g. trainer.task, or set masterConfig.imageUri to run a custom container.")
+        errors.add(
+            f"{path}.python_module",
+            "pythonModule is required: name the module to run, "
+            "e.g. trainer.task, or set masterConfig.imageUri to run a custom container.",
+        )
     elif module and not _MODULE_RE.match(module):
-        errors.add(f"{path}.python_module", f'pythonModule "{module}" must be a dotted Python '
-                                            "module name such as trainer.task.")
+        errors.add(
+            f"{path}.python_module",
+            f'pythonModule "{module}" must be a dotted Python module name such as trainer.task.',
+        )
 
 
 def _check_runtime(ti: dict, path: str, errors: Violations) -> None:
     runtime = ti.get("runtimeVersion")
     if runtime and runtime not in RUNTIME_VERSIONS:
-        errors.add(f"{path}.runtime_version", f'runtimeVersion "{runtime}" is not supported. '
-                   f"Supported runtime versions: {', '.join(RUNTIME_VERSIONS)}.")
+        errors.add(
+            f"{path}.runtime_version",
+            f'runtimeVersion "{runtime}" is not supported. Supported runtime versions: {", ".join(RUNTIME_VERSIONS)}.',
+        )
         return
     python = ti.get("pythonVersion")
     effective = runtime or DEFAULT_RUNTIME_VERSION
@@ -79,12 +96,12 @@ def _check_runtime(ti: dict, path: str, errors: Violations) -> None:
             "3.5": "Python 3.5 requires a runtimeVersion from 1.4 to 1.14.",
         }.get(python, f'pythonVersion "{python}" is not supported.')
         default = "" if runtime else " (the default)"
-        errors.add(f"{path}.python_version", f"{why} runtimeVersion {effective}{default} "
-                                             f"supports Python {one_of(allowed)}.")
+        errors.add(
+            f"{path}.python_version", f"{why} runtimeVersion {effective}{default} supports Python {one_of(allowed)}."
+        )
 
 
-def _check_container_fields(ti: dict, path: str, configs: dict, container: bool,
-                            errors: Violations) -> None:
+def _check_container_fields(ti: dict, path: str, configs: dict, container: bool, errors: Violations) -> None:
     master_image = configs["masterConfig"].get("imageUri")
     machines = roles.role_machines(ti)
     for task, _, _, key, _ in roles.ROLES:
@@ -93,19 +110,23 @@ def _check_container_fields(ti: dict, path: str, configs: dict, container: bool,
             if not config.get(name):
                 continue
             if not (config.get("imageUri") or master_image):
-                errors.add(f"{field}.{snake(name)}", f"{name} can only be used with a custom "
-                                                     "container (set imageUri).")
+                errors.add(f"{field}.{snake(name)}", f"{name} can only be used with a custom container (set imageUri).")
             elif ti.get("args"):
-                errors.add(f"{field}.{snake(name)}", f"{name} cannot be combined with "
-                           "trainingInput.args; put the arguments in containerArgs instead.")
+                errors.add(
+                    f"{field}.{snake(name)}",
+                    f"{name} cannot be combined with trainingInput.args; put the arguments in containerArgs instead.",
+                )
         machine, count = machines[task]
         tf_version = config.get("tpuTfVersion")
         if tf_version and machine != CLOUD_TPU:
-            errors.add(f"{field}.tpu_tf_version", "tpuTfVersion only applies to a cloud_tpu "
-                                                  "replica.")
+            errors.add(f"{field}.tpu_tf_version", "tpuTfVersion only applies to a cloud_tpu replica.")
         elif tf_version and not re.fullmatch(r"\d+\.\d+", tf_version):
-            errors.add(f"{field}.tpu_tf_version", f'tpuTfVersion "{tf_version}" must be a '
-                                                  "runtime version as major.minor, e.g. 2.11.")
+            errors.add(
+                f"{field}.tpu_tf_version",
+                f'tpuTfVersion "{tf_version}" must be a runtime version as major.minor, e.g. 2.11.',
+            )
         elif machine == CLOUD_TPU and count > 0 and container and not tf_version:
-            errors.add(f"{field}.tpu_tf_version", "tpuTfVersion is required for a cloud_tpu "
-                                                  "replica that runs a custom container.")
+            errors.add(
+                f"{field}.tpu_tf_version",
+                "tpuTfVersion is required for a cloud_tpu replica that runs a custom container.",
+            )

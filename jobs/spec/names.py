@@ -19,17 +19,18 @@ def validate_job_id(job_id: object, field: str = "job.job_id") -> list[FieldViol
     if job_id is None or job_id == "":
         return [FieldViolation(field, "A job id is required.")]
     if not isinstance(job_id, str) or not _JOB_ID_RE.match(job_id):
-        return [FieldViolation(
-            field,
-            f"Job id {shown(job_id)} is invalid: it must start with a letter "
-            "and contain only letters, numbers and underscores, at most 128 characters.",
-        )]
+        return [
+            FieldViolation(
+                field,
+                f"Job id {shown(job_id)} is invalid: it must start with a letter "
+                "and contain only letters, numbers and underscores, at most 128 characters.",
+            )
+        ]
     return []
 
 
 _MAX_LABELS = 64
-_LABEL_RULE = ("lowercase letters (international letters allowed), digits, underscores and "
-               "dashes, at most 63 characters")
+_LABEL_RULE = "lowercase letters (international letters allowed), digits, underscores and dashes, at most 63 characters"
 
 
 def _label_char_ok(char: str) -> bool:
@@ -38,8 +39,7 @@ def _label_char_ok(char: str) -> bool:
 
 
 def _label_key_ok(key: str) -> bool:
-    return (0 < len(key) <= 63 and key[0].isalpha() and not key[0].isupper()
-            and all(_label_char_ok(c) for c in key))
+    return 0 < len(key) <= 63 and key[0].isalpha() and not key[0].isupper() and all(_label_char_ok(c) for c in key)
 
 
 def _label_value_ok(value: str) -> bool:
@@ -55,10 +55,16 @@ def validate_labels(labels: object, field: str = "job.labels") -> list[FieldViol
         errors.add(field, f"A resource can have at most {_MAX_LABELS} labels; got {len(labels)}.")
     for key, value in labels.items():
         if not isinstance(key, str) or not _label_key_ok(key):
-            errors.add(field, f"Label key {shown(key)} is invalid: keys must "
-                              f"start with a lowercase letter and use only {_LABEL_RULE}.")
+            errors.add(
+                field,
+                f"Label key {shown(key)} is invalid: keys must "
+                f"start with a lowercase letter and use only {_LABEL_RULE}.",
+            )
         if not isinstance(value, str) or not _label_value_ok(value):
-            errors.add(field, f"Label value {shown(value)} of key "
-                              f"{shown(key)} is invalid: values may be empty "
-                              f"and use only {_LABEL_RULE}.")
+            errors.add(
+                field,
+                f"Label value {shown(value)} of key "
+                f"{shown(key)} is invalid: values may be empty "
+                f"and use only {_LABEL_RULE}.",
+            )
     return errors

@@ -48,8 +48,7 @@ def check_region(ti: dict, path: str, errors: Violations) -> None:
     for kind, field in _requested_accelerators(ti, path):
         if kind not in available:
             where = [name for name, r in REGIONS.items() if kind in r.accelerators]
-            errors.add(field, f"{kind} is not available in region {region}. Regions with "
-                              f"{kind}: {', '.join(where)}.")
+            errors.add(field, f"{kind} is not available in region {region}. Regions with {kind}: {', '.join(where)}.")
 
 
 def check_region_name(region: str | None, field: str, errors: Violations) -> bool:
@@ -57,8 +56,7 @@ def check_region_name(region: str | None, field: str, errors: Violations) -> boo
         errors.add(field, "region is required, e.g. us-central1.")
         return False
     if region not in REGIONS:
-        errors.add(field, f'Region "{region}" is not supported. Supported regions: '
-                          f"{', '.join(REGIONS)}.")
+        errors.add(field, f'Region "{region}" is not supported. Supported regions: {", ".join(REGIONS)}.')
         return False
     return True
 
@@ -71,8 +69,7 @@ def check_scheduling(scheduling: dict | None, path: str, errors: Violations) -> 
         errors.add(f"{path}.max_running_time", "maxRunningTime must be longer than 0s.")
     # The service refuses waits shorter than 30 minutes.
     if waiting is not None and seconds(waiting) < 1800:
-        errors.add(f"{path}.max_wait_time", f"maxWaitTime must be at least 1800s (30 minutes); "
-                                            f"got {waiting}.")
+        errors.add(f"{path}.max_wait_time", f"maxWaitTime must be at least 1800s (30 minutes); got {waiting}.")
     priority = scheduling.get("priority")
     if priority is not None and not 0 <= priority <= 1000:
         errors.add(f"{path}.priority", f"priority must be between 0 and 1000; got {priority}.")
@@ -88,26 +85,29 @@ _DISK_GB_RANGE = (10, 64000)
 def check_identity(ti: dict, path: str, errors: Violations) -> None:
     network = ti.get("network")
     if network and not _NETWORK_RE.match(network):
-        errors.add(f"{path}.network", "network must look like projects/{projectNumber}/global/"
-                   "networks/{network}, e.g. projects/12345/global/networks/myVPC.")
+        errors.add(
+            f"{path}.network",
+            "network must look like projects/{projectNumber}/global/"
+            "networks/{network}, e.g. projects/12345/global/networks/myVPC.",
+        )
     account = ti.get("serviceAccount")
     if account and not _EMAIL_RE.match(account):
-        errors.add(f"{path}.service_account", f'serviceAccount "{account}" must be a service '
-                                              "account email address.")
+        errors.add(f"{path}.service_account", f'serviceAccount "{account}" must be a service account email address.')
     if "encryptionConfig" in ti:
         key = ti["encryptionConfig"].get("kmsKeyName")
         if not key or not _KMS_RE.match(key):
-            errors.add(f"{path}.encryption_config.kms_key_name", "kmsKeyName must look like "
-                       "projects/{project}/locations/{location}/keyRings/{keyRing}/cryptoKeys/"
-                       "{key}.")
+            errors.add(
+                f"{path}.encryption_config.kms_key_name",
+                "kmsKeyName must look like "
+                "projects/{project}/locations/{location}/keyRings/{keyRing}/cryptoKeys/"
+                "{key}.",
+            )
     for _, _, _, key, _ in roles.ROLES:
         disk = (ti.get(key) or {}).get("diskConfig") or {}
         field = f"{path}.{snake(key)}.disk_config"
         size, kind = disk.get("bootDiskSizeGb"), disk.get("bootDiskType")
         low, high = _DISK_GB_RANGE
         if size is not None and not low <= size <= high:
-            errors.add(f"{field}.boot_disk_size_gb", f"bootDiskSizeGb must be between {low} and "
-                                                     f"{high}; got {size}.")
+            errors.add(f"{field}.boot_disk_size_gb", f"bootDiskSizeGb must be between {low} and {high}; got {size}.")
         if kind is not None and kind not in _DISK_TYPES:
-            errors.add(f"{field}.boot_disk_type", f'bootDiskType "{kind}" must be pd-ssd or '
-                                                  "pd-standard.")
+            errors.add(f"{field}.boot_disk_type", f'bootDiskType "{kind}" must be pd-ssd or pd-standard.')

@@ -13,8 +13,7 @@ ROLES = (
     # task type, machine type field, count field, config field, words for messages
     ("master", "masterType", None, "masterConfig", "master"),
     ("worker", "workerType", "workerCount", "workerConfig", "worker"),
-    ("ps", "parameterServerType", "parameterServerCount", "parameterServerConfig",
-     "parameter server"),
+    ("ps", "parameterServerType", "parameterServerCount", "parameterServerConfig", "parameter server"),
     ("evaluator", "evaluatorType", "evaluatorCount", "evaluatorConfig", "evaluator"),
 )
 
@@ -31,8 +30,7 @@ def tier(ti: dict) -> str:
 def role_machines(ti: dict) -> dict[str, tuple[str | None, int]]:
     """Task type -> (machine type, replica count) the job will really use."""
     if tier(ti) == "CUSTOM":
-        return {task: (ti.get(type_key), count(ti, count_key))
-                for task, type_key, count_key, _, _ in ROLES}
+        return {task: (ti.get(type_key), count(ti, count_key)) for task, type_key, count_key, _, _ in ROLES}
     machines: dict[str, tuple[str | None, int]] = {task: (None, 0) for task, *_ in ROLES}
     for role in SCALE_TIERS[tier(ti)].roles:
         machines[role.task_type] = (role.machine_type, role.count)

@@ -22,10 +22,15 @@ _S = v1schema.S
 _SHOWN_CHARS = 200  # the most of a refused value a message repeats
 
 _SCALAR_TYPE_NAMES = {
-    "string": "TYPE_STRING", "bytes": "TYPE_BYTES", "bool": "TYPE_BOOL", "int32": "TYPE_INT32",
-    "int64": "TYPE_INT64", "double": "TYPE_DOUBLE",
+    "string": "TYPE_STRING",
+    "bytes": "TYPE_BYTES",
+    "bool": "TYPE_BOOL",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "double": "TYPE_DOUBLE",
     "duration": "type.googleapis.com/google.protobuf.Duration",
-    "timestamp": "type.googleapis.com/google.protobuf.Timestamp", "map": "map<string, string>",
+    "timestamp": "type.googleapis.com/google.protobuf.Timestamp",
+    "map": "map<string, string>",
 }
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _DURATION_RE = re.compile(r"^\d+(\.\d{1,9})?s$")
@@ -64,8 +69,7 @@ def _check_size(value: object, spec: Field, name: str, path: str, errors: Violat
     for i, item in enumerate(value if isinstance(value, list) else [value]):
         if isinstance(item, str) and most_chars is not None and len(item) > most_chars:
             where = f"{path}[{i}]" if isinstance(value, list) else path
-            errors.add(where, f"{name} is too long: at most {most_chars} characters; got "
-                              f"{len(item)}.")
+            errors.add(where, f"{name} is too long: at most {most_chars} characters; got {len(item)}.")
             fits = False
     return fits
 
@@ -83,12 +87,10 @@ def parse_message(value: object, message: str, path: str, errors: Violations) ->
     for key, raw in value.items():
         name = key if key in fields else by_proto_name.get(str(key))
         if name is None:
-            errors.add(path, f"Invalid JSON payload received. Unknown name \"{key}\" at "
-                             f"'{path}': Cannot find field.")
+            errors.add(path, f"Invalid JSON payload received. Unknown name \"{key}\" at '{path}': Cannot find field.")
             continue
         if name in seen:  # given both as jsonName and as proto_name
-            errors.add(path, f"Invalid JSON payload received. Duplicate field \"{key}\" at "
-                             f"'{path}'.")
+            errors.add(path, f"Invalid JSON payload received. Duplicate field \"{key}\" at '{path}'.")
             continue
         seen.add(name)
         spec = fields[name]
@@ -151,6 +153,7 @@ def _parse_map(value: object, path: str, errors: Violations) -> object:
         else:
             _invalid_value(errors, f"{path}[{i}].value", _S, item)
     return out
+
 
 def _as_bool(value: object) -> bool | None:
     if isinstance(value, bool):

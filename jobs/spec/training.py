@@ -57,8 +57,10 @@ def _check_cluster(ti: dict, path: str, errors: Violations) -> None:
             for key in (type_key, count_key):
                 # A zero count is the proto3 default, indistinguishable from leaving it out.
                 if key and ti.get(key) and ti[key] != "0":
-                    errors.add(f"{path}.{snake(key)}", f"{key} can only be set when scaleTier "
-                                                       f"is CUSTOM; {tier} has a fixed cluster.")
+                    errors.add(
+                        f"{path}.{snake(key)}",
+                        f"{key} can only be set when scaleTier is CUSTOM; {tier} has a fixed cluster.",
+                    )
         return
     master = ti.get("masterType")
     _check_machine_name(master, "masterType", f"{path}.master_type", errors)
@@ -69,15 +71,16 @@ def _check_cluster(ti: dict, path: str, errors: Violations) -> None:
         if count < 0:
             errors.add(count_path, f"{count_key} must be 0 or greater; got {count}.")
         if count > most:
-            errors.add(count_path, f"{count_key} must be at most {most} on this server "
-                                   f"(AICONSOLE_MAX_REPLICA_COUNT); got {count}.")
+            errors.add(
+                count_path,
+                f"{count_key} must be at most {most} on this server (AICONSOLE_MAX_REPLICA_COUNT); got {count}.",
+            )
         if count > 0 and not machine:
             errors.add(type_path, f"{type_key} must be specified when {count_key} > 0.")
         if not machine:
             continue
         if machine == CLOUD_TPU and task != "worker":
-            errors.add(type_path, f"cloud_tpu can only be used as masterType or workerType, "
-                                  f"not as {type_key}.")
+            errors.add(type_path, f"cloud_tpu can only be used as masterType or workerType, not as {type_key}.")
             continue
         if not _check_machine_name(machine, type_key, type_path, errors):
             continue
@@ -91,19 +94,24 @@ def _check_machine_name(machine: str | None, key: str, field: str, errors: Viola
         return machine is not None
     compute_engine = [m for m, t in MACHINE_TYPES.items() if t.category == COMPUTE_ENGINE]
     legacy = [m for m, t in MACHINE_TYPES.items() if t.category == LEGACY]
-    errors.add(field, f'{key} "{machine}" is not a supported machine type. Use a Compute Engine '
-                      f"type ({', '.join(compute_engine)}), a legacy type "
-                      f"({', '.join(legacy)}) or cloud_tpu.")
+    errors.add(
+        field,
+        f'{key} "{machine}" is not a supported machine type. Use a Compute Engine '
+        f"type ({', '.join(compute_engine)}), a legacy type "
+        f"({', '.join(legacy)}) or cloud_tpu.",
+    )
     return False
 
 
-def _check_same_category(master: str | None, machine: str, key: str, field: str,
-                         errors: Violations) -> None:
+def _check_same_category(master: str | None, machine: str, key: str, field: str, errors: Violations) -> None:
     master_category = MACHINE_TYPES[master].category if master in MACHINE_TYPES else None
     category = MACHINE_TYPES[machine].category
     # cloud_tpu pairs with either kind of master.
     if master_category in (None, TPU) or category == TPU or category == master_category:
         return
-    errors.add(field, f"Compute Engine and legacy machine types cannot be mixed: masterType "
-                      f"{master} is a {_CATEGORY_WORDS[master_category]} type but {key} "
-                      f"{machine} is a {_CATEGORY_WORDS[category]} type.")
+    errors.add(
+        field,
+        f"Compute Engine and legacy machine types cannot be mixed: masterType "
+        f"{master} is a {_CATEGORY_WORDS[master_category]} type but {key} "
+        f"{machine} is a {_CATEGORY_WORDS[category]} type.",
+    )

@@ -52,12 +52,13 @@ def _squared_differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _matern52(squared_differences: np.ndarray, lengthscales: np.ndarray) -> np.ndarray:
-    d = np.sqrt(np.maximum(squared_differences @ (5.0 / lengthscales ** 2), 0.0))
+    d = np.sqrt(np.maximum(squared_differences @ (5.0 / lengthscales**2), 0.0))
     return (1 + d + d * d / 3) * np.exp(-d)
 
 
-def _profile_likelihood(squared_differences: np.ndarray, y: np.ndarray, lengthscales: np.ndarray,
-                        noise: float) -> float:
+def _profile_likelihood(
+    squared_differences: np.ndarray, y: np.ndarray, lengthscales: np.ndarray, noise: float
+) -> float:
     """Log marginal likelihood with the signal variance at its optimum (up to a constant)."""
     k = _matern52(squared_differences, lengthscales) + noise * np.eye(len(y))
     try:
@@ -84,9 +85,13 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     posterior still conditions on every trial."""
     if len(y) > FIT_MAX_TRIALS:
         ranked = np.argsort(y)
-        rest = ranked[FIT_MAX_TRIALS // 2:]
-        keep = np.concatenate([ranked[: FIT_MAX_TRIALS // 2],
-                               rest[np.linspace(0, len(rest) - 1, FIT_MAX_TRIALS - FIT_MAX_TRIALS // 2).astype(int)]])
+        rest = ranked[FIT_MAX_TRIALS // 2 :]
+        keep = np.concatenate(
+            [
+                ranked[: FIT_MAX_TRIALS // 2],
+                rest[np.linspace(0, len(rest) - 1, FIT_MAX_TRIALS - FIT_MAX_TRIALS // 2).astype(int)],
+            ]
+        )
         x, y = x[keep], y[keep]
     squared_differences = _squared_differences(x, x)
     scores: dict[tuple, float] = {}
@@ -97,8 +102,10 @@ def fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
             scores[key] = _profile_likelihood(squared_differences, y, lengthscales, noise)
         return scores[key]
 
-    lengthscales, noise = max(((np.full(x.shape[1], ls), noise) for ls in _LENGTHSCALES for noise in _NOISES[::2]),
-                              key=lambda pair: likelihood(*pair))
+    lengthscales, noise = max(
+        ((np.full(x.shape[1], ls), noise) for ls in _LENGTHSCALES for noise in _NOISES[::2]),
+        key=lambda pair: likelihood(*pair),
+    )
     score = likelihood(lengthscales, noise)
     for _ in range(2):
         for dim in range(x.shape[1]):
@@ -169,8 +176,11 @@ class NumpyGPSampler(BaseSampler):
 
     def infer_relative_search_space(self, study, trial):
         space = optuna.search_space.intersection_search_space(study.get_trials(deepcopy=False))
-        return {name: dist for name, dist in space.items()
-                if isinstance(dist, FloatDistribution | IntDistribution) and dist.low < dist.high}
+        return {
+            name: dist
+            for name, dist in space.items()
+            if isinstance(dist, FloatDistribution | IntDistribution) and dist.low < dist.high
+        }
 
     def sample_independent(self, study, trial, param_name, param_distribution):
         return self._random.sample_independent(study, trial, param_name, param_distribution)
@@ -181,8 +191,11 @@ class NumpyGPSampler(BaseSampler):
         names = sorted(search_space)
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
         done = [t for t in trials if t.state == TrialState.COMPLETE and all(n in t.params for n in names)]
-        running = [t for t in trials if t.state == TrialState.RUNNING and t.number != trial.number
-                   and all(n in t.params for n in names)]
+        running = [
+            t
+            for t in trials
+            if t.state == TrialState.RUNNING and t.number != trial.number and all(n in t.params for n in names)
+        ]
         if len(done) < self._n_startup:
             return {}
         dists = [search_space[n] for n in names]
@@ -208,8 +221,9 @@ class NumpyGPSampler(BaseSampler):
         posterior = _Posterior(x, y, lengthscales, noise)
         if running:  # kriging believer: the running trials' outcomes are taken to be the GP's mean
             pending = unit(running)
-            posterior = _Posterior(np.vstack([x, pending]), np.concatenate([y, posterior.predict(pending)[0]]),
-                                   lengthscales, noise)
+            posterior = _Posterior(
+                np.vstack([x, pending]), np.concatenate([y, posterior.predict(pending)[0]]), lengthscales, noise
+            )
         best_point = self._maximize(posterior, x, y, lengthscales, basin)
         return {n: _from_unit(d, v) for n, d, v in zip(names, dists, best_point, strict=True)}
 
@@ -221,8 +235,9 @@ class NumpyGPSampler(BaseSampler):
             return None
         return basin if basin.contains(self._rng.random((1000, x.shape[1]))).mean() < 0.5 else None
 
-    def _maximize(self, posterior: _Posterior, x: np.ndarray, y: np.ndarray, lengthscales: np.ndarray,
-                  basin: _Basin | None = None):
+    def _maximize(
+        self, posterior: _Posterior, x: np.ndarray, y: np.ndarray, lengthscales: np.ndarray, basin: _Basin | None = None
+    ):
         """The candidate with the highest expected improvement, outside ``basin`` if given."""
         best = float(y.min())
 
@@ -234,13 +249,14 @@ class NumpyGPSampler(BaseSampler):
 
         dim = x.shape[1]
         top = x[np.argsort(y)[:5]]
-        local = (top[:, None, :] + self._rng.normal(size=(len(top), 200, dim)) * np.minimum(lengthscales, 0.5) * 0.3)
+        local = top[:, None, :] + self._rng.normal(size=(len(top), 200, dim)) * np.minimum(lengthscales, 0.5) * 0.3
         candidates = np.vstack([self._rng.random((self._n_candidates, dim)), local.reshape(-1, dim)])
         for scale in (0.1, 0.03, 0.01):
             candidates = np.clip(candidates, 0.0, 1.0)
             keep = candidates[np.argsort(-score(candidates))[:5]]
-            candidates = np.vstack([keep, (keep[:, None, :] + self._rng.normal(size=(5, 100, dim)) * scale
-                                           ).reshape(-1, dim)])
+            candidates = np.vstack(
+                [keep, (keep[:, None, :] + self._rng.normal(size=(5, 100, dim)) * scale).reshape(-1, dim)]
+            )
         candidates = np.clip(candidates, 0.0, 1.0)
         return candidates[int(np.argmax(score(candidates)))]
 
@@ -258,7 +274,7 @@ def _stalled(values: np.ndarray, inside: np.ndarray) -> bool:
     for number, value in enumerate(values):
         if value < best - tolerance:
             best, improved = value, number
-    return int(inside[improved + 1:].sum()) >= STALL_TRIALS
+    return int(inside[improved + 1 :].sum()) >= STALL_TRIALS
 
 
 @dataclass(frozen=True)

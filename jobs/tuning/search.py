@@ -184,8 +184,7 @@ def grid(spec: dict) -> list[dict[str, str]]:
     """Every combination, the first parameter varying slowest, as trainer strings."""
     params = spec["params"]
     axes = [[format_value(p, v) for v in grid_values(p)] for p in params]
-    return [dict(zip([p["parameterName"] for p in params], combo, strict=True))
-            for combo in itertools.product(*axes)]
+    return [dict(zip([p["parameterName"] for p in params], combo, strict=True)) for combo in itertools.product(*axes)]
 
 
 def grid_size(spec: dict) -> int:
@@ -215,8 +214,7 @@ def _sampler(spec: dict, seed: int | None):
         # A few random trials to fit the first GP on: enough for one per parameter, and a few.
         return NumpyGPSampler(seed=seed, n_startup_trials=min(10, len(spec["params"]) + 3))
     startup = max(2, min(10, max_trials(spec) // 3))
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
-                                      constant_liar=True)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, constant_liar=True)
 
 
 def _internal_params(spec: dict, hyperparameters: dict[str, str]) -> dict | None:
@@ -246,15 +244,21 @@ def _frozen(spec: dict, record: TrialRecord, distributions: dict):
         state, value = TrialState.PRUNED, None
     else:
         state, value = TrialState.FAIL, None  # failed, cancelled, or no metric to learn from
-    return optuna.trial.create_trial(params=params, distributions=distributions, value=value, state=state,
-                                     intermediate_values=dict(record.intermediate))
+    return optuna.trial.create_trial(
+        params=params,
+        distributions=distributions,
+        value=value,
+        state=state,
+        intermediate_values=dict(record.intermediate),
+    )
 
 
 def build_study(spec: dict, history: list[TrialRecord], seed: int | None = None) -> optuna.Study:
     """An in-memory study holding every trial in ``history`` (this job's and a resumed job's)."""
     distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
-    study = optuna.create_study(direction=direction(spec), sampler=_sampler(spec, seed),
-                                pruner=optuna.pruners.NopPruner())
+    study = optuna.create_study(
+        direction=direction(spec), sampler=_sampler(spec, seed), pruner=optuna.pruners.NopPruner()
+    )
     for record in history:
         frozen = _frozen(spec, record, distributions)
         if frozen is not None:
@@ -262,8 +266,7 @@ def build_study(spec: dict, history: list[TrialRecord], seed: int | None = None)
     return study
 
 
-def suggest(spec: dict, history: list[TrialRecord], count: int, seed: int | None = None
-            ) -> list[dict[str, str]]:
+def suggest(spec: dict, history: list[TrialRecord], count: int, seed: int | None = None) -> list[dict[str, str]]:
     """Up to ``count`` new trials' hyperparameters, as strings in params order.
 
     Grid search returns the next untried grid points (fewer, or none, once the grid is
@@ -282,8 +285,12 @@ def suggest(spec: dict, history: list[TrialRecord], count: int, seed: int | None
     suggestions = []
     for _ in range(count):
         trial = study.ask(distributions)
-        suggestions.append({p["parameterName"]: format_value(p, _to_external(p, trial.params[p["parameterName"]]))
-                            for p in spec["params"]})
+        suggestions.append(
+            {
+                p["parameterName"]: format_value(p, _to_external(p, trial.params[p["parameterName"]]))
+                for p in spec["params"]
+            }
+        )
     return suggestions
 
 
@@ -327,8 +334,7 @@ def parse_metric_file(text: str, tag: str) -> list[dict]:
             continue
         if not math.isfinite(value):
             continue
-        reports.append({"trainingStep": str(step), "objectiveValue": value,
-                        "timestamp": entry.get("timestamp")})
+        reports.append({"trainingStep": str(step), "objectiveValue": value, "timestamp": entry.get("timestamp")})
     return reports
 
 

@@ -42,11 +42,19 @@ def trial_table(job, params) -> dict:
     for trial in rows:
         trial.failure_reason, trial.error_lines = failure(trial.error_message)
     counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
-    return {"trial_rows": rows, "trial_sort": sort, "trial_state": state, "trial_sorts": SORTS,
-            "trial_states": STATES, "trial_total": sum(counts.values()), "trial_counts": counts,
-            "trial_completed": counts.get(JobState.SUCCEEDED, 0) + counts.get(JobState.FAILED, 0),
-            "trial_running": counts.get(JobState.RUNNING, 0), "best_trial_id": best_trial_id(job, maximize),
-            "trial_goal": goal(job)}
+    return {
+        "trial_rows": rows,
+        "trial_sort": sort,
+        "trial_state": state,
+        "trial_sorts": SORTS,
+        "trial_states": STATES,
+        "trial_total": sum(counts.values()),
+        "trial_counts": counts,
+        "trial_completed": counts.get(JobState.SUCCEEDED, 0) + counts.get(JobState.FAILED, 0),
+        "trial_running": counts.get(JobState.RUNNING, 0),
+        "best_trial_id": best_trial_id(job, maximize),
+        "trial_goal": goal(job),
+    }
 
 
 def goal(job) -> str:

@@ -42,8 +42,13 @@ def upload_placeholder(name: str) -> str:
     return f"<the uri answered when {name} is uploaded>"
 
 
-def build(project_id: str, job_id: str, training_input: dict, labels: dict | None = None,
-          uploaded: dict[str, str] | None = None) -> Equivalent:
+def build(
+    project_id: str,
+    job_id: str,
+    training_input: dict,
+    labels: dict | None = None,
+    uploaded: dict[str, str] | None = None,
+) -> Equivalent:
     """``uploaded`` maps each packageUri the console stored from an upload to its file name."""
     uploaded = uploaded or {}
     packages = list(training_input.get("packageUris") or [])
@@ -52,9 +57,13 @@ def build(project_id: str, job_id: str, training_input: dict, labels: dict | Non
         rest_input["packageUris"] = [upload_placeholder(uploaded[u]) if u in uploaded else u for u in packages]
     body = {"jobId": job_id, **({"labels": labels} if labels else {}), "trainingInput": rest_input}
     command, config = _command(job_id, training_input, labels or {}, uploaded)
-    return Equivalent(command=command, config_yaml=config, rest_path=f"/v1/projects/{project_id}/jobs",
-                      rest_body=json.dumps(body, indent=2),
-                      uploads=[uploaded[u] for u in packages if u in uploaded])
+    return Equivalent(
+        command=command,
+        config_yaml=config,
+        rest_path=f"/v1/projects/{project_id}/jobs",
+        rest_body=json.dumps(body, indent=2),
+        uploads=[uploaded[u] for u in packages if u in uploaded],
+    )
 
 
 def _command(job_id: str, training_input: dict, labels: dict, uploaded: dict[str, str]) -> tuple[str, str | None]:
@@ -112,8 +121,7 @@ def accelerators_allowed(machine: catalogue.MachineType) -> str:
         return "none"
     fits = []
     for accelerator in catalogue.ACCELERATORS.values():
-        counts = [c for c in accelerator.allowed_counts
-                  if accelerator.max_vcpus.get(c, 0) >= (machine.vcpus or 0)]
+        counts = [c for c in accelerator.allowed_counts if accelerator.max_vcpus.get(c, 0) >= (machine.vcpus or 0)]
         if counts:
             fits.append(f"{accelerator.name} × {'/'.join(str(c) for c in counts)}")
     return ", ".join(fits) if fits else "none"
@@ -122,7 +130,10 @@ def accelerators_allowed(machine: catalogue.MachineType) -> str:
 def machine_descriptions() -> dict[str, dict]:
     """Every machine type's vCPUs, memory, accelerators allowed and ML units per hour."""
     return {
-        name: {"summary": catalogue.machine_summary(name), "accelerators": accelerators_allowed(machine),
-               "units": machine.units_per_hour}
+        name: {
+            "summary": catalogue.machine_summary(name),
+            "accelerators": accelerators_allowed(machine),
+            "units": machine.units_per_hour,
+        }
         for name, machine in catalogue.MACHINE_TYPES.items()
     }

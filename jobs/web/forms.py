@@ -20,8 +20,7 @@ from jobs.web import equivalent
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),
     ("worker", "Workers", "workerType", "workerConfig", "workerCount"),
-    ("parameter_server", "Parameter servers", "parameterServerType", "parameterServerConfig",
-     "parameterServerCount"),
+    ("parameter_server", "Parameter servers", "parameterServerType", "parameterServerConfig", "parameterServerCount"),
     ("evaluator", "Evaluators", "evaluatorType", "evaluatorConfig", "evaluatorCount"),
 )
 
@@ -52,12 +51,25 @@ for _role, *_ in ROLES:
 
 
 # trainingInput fields the form has a place for (a cloned job's others are named on the page).
-FORM_KEYS = {"scaleTier", "packageUris", "pythonModule", "args", "region", "runtimeVersion", "pythonVersion",
-             "jobDir", "scheduling", "hyperparameters", *(key for role in ROLES for key in role[2:] if key)}
+FORM_KEYS = {
+    "scaleTier",
+    "packageUris",
+    "pythonModule",
+    "args",
+    "region",
+    "runtimeVersion",
+    "pythonVersion",
+    "jobDir",
+    "scheduling",
+    "hyperparameters",
+    *(key for role in ROLES for key in role[2:] if key),
+}
 # Of the objects above, the parts the form holds: a replica config's accelerator (not its custom
 # container's imageUri, containerCommand or diskConfig), three scheduling fields.
-FORM_NESTED_KEYS = {**{role[3]: {"acceleratorConfig"} for role in ROLES},
-                    "scheduling": {"maxRunningTime", "maxWaitTime", "priority"}}
+FORM_NESTED_KEYS = {
+    **{role[3]: {"acceleratorConfig"} for role in ROLES},
+    "scheduling": {"maxRunningTime", "maxWaitTime", "priority"},
+}
 
 
 def not_carried(training_input: dict) -> list[str]:
@@ -90,8 +102,11 @@ def _machine_choices():
     """Each machine type with its vCPUs and memory (``standard: 4 vCPUs, 15 GB``)."""
     compute = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category == "compute_engine"]
     legacy = [name for name, m in catalogue.MACHINE_TYPES.items() if m.category in {"legacy", "tpu"}]
-    return [("", "—"), ("Compute Engine", [(n, catalogue.machine_summary(n)) for n in compute]),
-            ("Legacy", [(n, catalogue.machine_summary(n)) for n in legacy])]
+    return [
+        ("", "—"),
+        ("Compute Engine", [(n, catalogue.machine_summary(n)) for n in compute]),
+        ("Legacy", [(n, catalogue.machine_summary(n)) for n in legacy]),
+    ]
 
 
 def machine_help(machine_type: str | None) -> str:
@@ -99,8 +114,10 @@ def machine_help(machine_type: str | None) -> str:
     machine = catalogue.MACHINE_TYPES.get(machine_type or "")
     if machine is None:
         return "Choose a type to see its vCPUs, memory and the accelerators it takes."
-    return (f"{catalogue.machine_summary(machine.name)}. Accelerators: {equivalent.accelerators_allowed(machine)}. "
-            f"{machine.units_per_hour:g} ML units per hour.")
+    return (
+        f"{catalogue.machine_summary(machine.name)}. Accelerators: {equivalent.accelerators_allowed(machine)}. "
+        f"{machine.units_per_hour:g} ML units per hour."
+    )
 
 
 def _accelerator_choices():
@@ -108,34 +125,52 @@ def _accelerator_choices():
 
 
 class JobSubmitForm(forms.Form):
-    job_id = forms.CharField(label="Job ID", max_length=200,
-                             help_text="Letters, digits and underscores; starts with a letter.")
-    package_file = forms.FileField(label="Upload a trainer package", required=False,
-                                   help_text="An sdist (.tar.gz) or a wheel (.whl).")
+    job_id = forms.CharField(
+        label="Job ID", max_length=200, help_text="Letters, digits and underscores; starts with a letter."
+    )
+    package_file = forms.FileField(
+        label="Upload a trainer package", required=False, help_text="An sdist (.tar.gz) or a wheel (.whl)."
+    )
     kept_package = forms.CharField(required=False, widget=forms.HiddenInput)  # upload_ref of an earlier try
     remove_kept_package = forms.BooleanField(label="Remove it", required=False)
-    package_uris = forms.CharField(label="Package URIs", required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                   help_text="One per line: gs://bucket/trainer-0.1.tar.gz or a path in this "
-                                             "server's storage.")
+    package_uris = forms.CharField(
+        label="Package URIs",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One per line: gs://bucket/trainer-0.1.tar.gz or a path in this server's storage.",
+    )
     python_module = forms.CharField(label="Python module", initial="trainer.task", max_length=200)
-    args = forms.CharField(label="Arguments", required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                           help_text="Passed to the trainer, shell-quoted, e.g. --epochs=5 --lr 0.01")
+    args = forms.CharField(
+        label="Arguments",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Passed to the trainer, shell-quoted, e.g. --epochs=5 --lr 0.01",
+    )
     region = forms.ChoiceField(label="Region", initial="us-central1")
     runtime_version = forms.ChoiceField(label="Runtime version")
     python_version = forms.ChoiceField(label="Python version", initial="3.7")
     scale_tier = forms.ChoiceField(label="Scale tier", initial="BASIC", widget=forms.RadioSelect)
-    job_dir = forms.CharField(label="Job directory", required=False, max_length=1000,
-                              help_text="Passed as --job-dir; gs://… or a path in this server's storage.")
-    labels = forms.CharField(label="Labels", required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                             help_text="One key=value per line.")
-    max_running_time = forms.CharField(label="Maximum running time", required=False,
-                                       help_text="A duration such as 7200s (default 7 days).")
+    job_dir = forms.CharField(
+        label="Job directory",
+        required=False,
+        max_length=1000,
+        help_text="Passed as --job-dir; gs://… or a path in this server's storage.",
+    )
+    labels = forms.CharField(
+        label="Labels", required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One key=value per line."
+    )
+    max_running_time = forms.CharField(
+        label="Maximum running time", required=False, help_text="A duration such as 7200s (default 7 days)."
+    )
     max_wait_time = forms.CharField(label="Maximum wait time", required=False, help_text="At least 1800s.")
     priority = forms.IntegerField(label="Priority", required=False, help_text="0–1000; higher runs first.")
     hyperparameters = forms.CharField(
-        label="Hyperparameter tuning", required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+        label="Hyperparameter tuning",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
         help_text="A HyperparameterSpec in YAML or JSON (goal, params, maxTrials, …), or a whole "
-                  "hptuning_config.yaml. Leave empty for a job without tuning.")
+        "hptuning_config.yaml. Leave empty for a job without tuning.",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -148,15 +183,17 @@ class JobSubmitForm(forms.Form):
             (tier, f"{tier}: {catalogue.tier_description(tier)}") for tier in catalogue.SCALE_TIERS
         ]
         for role, title, *_ in ROLES:
-            self.fields[f"{role}_type"] = forms.ChoiceField(label=f"{title}: machine type", required=False,
-                                                            choices=_machine_choices())
+            self.fields[f"{role}_type"] = forms.ChoiceField(
+                label=f"{title}: machine type", required=False, choices=_machine_choices()
+            )
             if role != "master":
-                self.fields[f"{role}_count"] = forms.IntegerField(label=f"{title}: count", required=False,
-                                                                  min_value=0)
+                self.fields[f"{role}_count"] = forms.IntegerField(label=f"{title}: count", required=False, min_value=0)
             self.fields[f"{role}_accelerator_type"] = forms.ChoiceField(
-                label=f"{title}: accelerator", required=False, choices=_accelerator_choices())
+                label=f"{title}: accelerator", required=False, choices=_accelerator_choices()
+            )
             self.fields[f"{role}_accelerator_count"] = forms.IntegerField(
-                label=f"{title}: accelerators per machine", required=False, min_value=0)
+                label=f"{title}: accelerators per machine", required=False, min_value=0
+            )
             chosen = self.data.get(f"{role}_type") if self.is_bound else self.initial.get(f"{role}_type")
             self.fields[f"{role}_type"].help_text = machine_help(chosen)
 
@@ -177,13 +214,17 @@ class JobSubmitForm(forms.Form):
             accelerator = data.get(f"{role}_accelerator_type")
             count = data.get(f"{role}_accelerator_count")
             if accelerator and not count and f"{role}_accelerator_count" not in self.errors:
-                self.add_error(f"{role}_accelerator_count",
-                               f"{title}: say how many {accelerator} accelerators each machine gets (1 or more), "
-                               "or choose None as the accelerator.")
+                self.add_error(
+                    f"{role}_accelerator_count",
+                    f"{title}: say how many {accelerator} accelerators each machine gets (1 or more), "
+                    "or choose None as the accelerator.",
+                )
             elif count and not accelerator and f"{role}_accelerator_type" not in self.errors:
-                self.add_error(f"{role}_accelerator_type",
-                               f"{title}: choose the accelerator type for the {count} per machine, "
-                               "or leave the count empty for none.")
+                self.add_error(
+                    f"{role}_accelerator_type",
+                    f"{title}: choose the accelerator type for the {count} per machine, "
+                    "or leave the count empty for none.",
+                )
         return data
 
     def clean_args(self):
@@ -227,9 +268,18 @@ class JobSubmitForm(forms.Form):
     def draft_body(self, uploaded_uri: str | None = None) -> dict:
         """The body as far as the fields can be read, for the form's live command and estimate:
         a field with an error counts as empty (the form is validated; call after ``is_valid``)."""
-        blank = {name: ([] if name == "args" else {} if name == "labels" else None
-                        if isinstance(f, forms.IntegerField) or name == "hyperparameters" else "")
-                 for name, f in self.fields.items()}
+        blank = {
+            name: (
+                []
+                if name == "args"
+                else {}
+                if name == "labels"
+                else None
+                if isinstance(f, forms.IntegerField) or name == "hyperparameters"
+                else ""
+            )
+            for name, f in self.fields.items()
+        }
         blank["scale_tier"] = "BASIC"
         return self._body({**blank, **getattr(self, "cleaned_data", {})}, uploaded_uri)
 
@@ -290,8 +340,7 @@ def _custom_machines(data: dict) -> dict:
     return machines
 
 
-def initial_from_job(job, *, resume: bool = False, job_id: str | None = None,
-                     kept_uris: tuple[str, ...] = ()) -> dict:
+def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, kept_uris: tuple[str, ...] = ()) -> dict:
     """Form values that describe ``job`` again, to edit before submitting a new job.
 
     With ``resume`` (a tuning job's "Resume as new job"), its HyperparameterSpec names the job

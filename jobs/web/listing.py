@@ -54,7 +54,9 @@ class JobListQuery:
         text = {f.name: params.get(f.name, "").strip()[:200] for f in fields(cls) if f.name != "page"}
         page = params.get("page", "")
         return cls(
-            q=text["q"], creator=text["creator"], label=text["label"],
+            q=text["q"],
+            creator=text["creator"],
+            label=text["label"],
             state=text["state"] if text["state"] in JobState.values else "",
             created_from=text["created_from"] if _date(text["created_from"]) else "",
             created_to=text["created_to"] if _date(text["created_to"]) else "",
@@ -69,8 +71,11 @@ class JobListQuery:
     def as_params(self) -> dict[str, str]:
         """The values that differ from the defaults, in a stable order."""
         default = JobListQuery()
-        return {f.name: str(getattr(self, f.name)) for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)}
+        return {
+            f.name: str(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        }
 
     def url(self, **changes) -> str:
         """``?…`` for this list with ``changes``; a new filter or order starts at page 1."""
@@ -93,7 +98,8 @@ class JobListQuery:
         if self.q:
             labels_text = Cast("labels", output_field=TextField())
             jobs = jobs.alias(labels_text=labels_text).filter(
-                Q(job_id__icontains=self.q) | Q(labels_text__icontains=self.q))
+                Q(job_id__icontains=self.q) | Q(labels_text__icontains=self.q)
+            )
         if self.state:
             jobs = jobs.filter(state=self.state)
         if self.creator:
@@ -107,8 +113,11 @@ class JobListQuery:
         column = self.sort.lstrip("-")
         if column == "duration":
             now = Value(timezone.now(), output_field=DateTimeField())
-            jobs = jobs.alias(duration=ExpressionWrapper(Coalesce(F("end_time"), now) - F("create_time"),
-                                                         output_field=DurationField()))
+            jobs = jobs.alias(
+                duration=ExpressionWrapper(
+                    Coalesce(F("end_time"), now) - F("create_time"), output_field=DurationField()
+                )
+            )
         order = SORTS[column]
         if self.sort.startswith("-"):
             order = tuple(key[1:] if key.startswith("-") else f"-{key}" for key in order)

@@ -23,9 +23,11 @@ def _job_page(request, project_id: str, job_id: str):
         remove_url_name="jobs:sharing_remove",
         url_args=args,
         back_url=reverse("jobs:detail", args=args),
-        breadcrumbs=((project.project_id, reverse("jobs:list", args=args[:1])),
-                     ("Jobs", reverse("jobs:list", args=args[:1])),
-                     (job.job_id, reverse("jobs:detail", args=args))),
+        breadcrumbs=(
+            (project.project_id, reverse("jobs:list", args=args[:1])),
+            ("Jobs", reverse("jobs:list", args=args[:1])),
+            (job.job_id, reverse("jobs:detail", args=args)),
+        ),
     )
 
 

@@ -49,7 +49,7 @@ def job_list(request, project_id):
     if before.isdigit():
         jobs = jobs.filter(pk__lt=int(before))
     start = (query.page - 1) * JOBS_PER_PAGE
-    page = list(jobs[start: start + JOBS_PER_PAGE + 1])
+    page = list(jobs[start : start + JOBS_PER_PAGE + 1])
     context = {
         "project": project,
         "jobs": page[:JOBS_PER_PAGE],
@@ -71,25 +71,39 @@ def job_list(request, project_id):
 def job_detail(request, project_id, job_id):
     project = accounts.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
-    job = services.get_job(project, job_id, actor=request.user,
-                           audited=part not in ("status", "trials", "charts", "builtin"))
+    job = services.get_job(
+        project, job_id, actor=request.user, audited=part not in ("status", "trials", "charts", "builtin")
+    )
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "trials" and job.is_hyperparameter_job:
-        return render(request, "jobs/_trials.html#trial-table", {"project": project, "job": job,
-                      "can_resume": _can_resume(request, job), **study.trial_table(job, request.GET)})
+        return render(
+            request,
+            "jobs/_trials.html#trial-table",
+            {
+                "project": project,
+                "job": job,
+                "can_resume": _can_resume(request, job),
+                **study.trial_table(job, request.GET),
+            },
+        )
     if part == "builtin" and builtin.is_builtin_job(job):
-        return render(request, "jobs/_builtin_results.html#builtin-results",
-                      {"project": project, "job": job, **_builtin_context(request, job)})
+        return render(
+            request,
+            "jobs/_builtin_results.html#builtin-results",
+            {"project": project, "job": job, **_builtin_context(request, job)},
+        )
     if part == "charts" and job.is_hyperparameter_job:
-        return render(request, "jobs/_trials.html#study-charts",
-                      {"project": project, "job": job, **_study_charts(job, request.GET)})
+        return render(
+            request,
+            "jobs/_trials.html#study-charts",
+            {"project": project, "job": job, **_study_charts(job, request.GET)},
+        )
     summary = _training_summary(job)
     context = {**_status_context(request, job), **_log_window(request, job, summary), "summary": summary}
     if job.training_input:
         uploads = {uri: name for name, uri in summary["packages"] if name}
-        context["preview"] = equivalent.build(project.project_id, job.job_id, job.training_input, job.labels,
-                                              uploads)
+        context["preview"] = equivalent.build(project.project_id, job.job_id, job.training_input, job.labels, uploads)
     if job.is_hyperparameter_job:
         # The charts follow the page (htmx, ``part=charts``): built while the browser shows the
         # rest. ``?charts=inline`` puts them in the page, for a browser without JavaScript.
@@ -110,8 +124,11 @@ def _can_resume(request, job) -> bool:
 def _builtin_context(request, job) -> dict:
     """A built-in job's results: of the trial asked for, else of the best one so far."""
     trial = request.GET.get("trial") or (builtin.best_trial(job) if job.is_hyperparameter_job else "")
-    return {"builtin": builtin.results(job, trial), "builtin_trial_asked": request.GET.get("trial", ""),
-            "can_deploy": iam.can(request.user, "ml.models.create", job.project)}
+    return {
+        "builtin": builtin.results(job, trial),
+        "builtin_trial_asked": request.GET.get("trial", ""),
+        "can_deploy": iam.can(request.user, "ml.models.create", job.project),
+    }
 
 
 def _contour_choice(params) -> dict:
@@ -125,8 +142,12 @@ def _study_charts(job, params) -> dict:
     spec = (job.training_input or {}).get("hyperparameters", {})
     choice = _contour_choice(params)
     pair = (choice["contour_x"], choice["contour_y"])
-    return {"tuning_charts": charts.tuning_charts(job.training_output, spec.get("goal"), spec,
-                                                  contour=pair if all(pair) else None), **choice}
+    return {
+        "tuning_charts": charts.tuning_charts(
+            job.training_output, spec.get("goal"), spec, contour=pair if all(pair) else None
+        ),
+        **choice,
+    }
 
 
 def _status_context(request, job) -> dict:
@@ -161,8 +182,9 @@ def _training_summary(job) -> dict:
     shown = {**training_input, "packageUris": [f"{name} (uploaded)" if name else uri for name, uri in packages]}
     try:
         runtime, _ = runtimes.resolve_pair(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
-        python, python_note, _ = runtimes.python_choice(training_input.get("runtimeVersion"),
-                                                        training_input.get("pythonVersion"))
+        python, python_note, _ = runtimes.python_choice(
+            training_input.get("runtimeVersion"), training_input.get("pythonVersion")
+        )
     except KeyError:  # a runtime this console no longer has: show what was asked
         runtime, python, python_note = None, training_input.get("pythonVersion") or "", ""
     return {
@@ -182,8 +204,11 @@ def _log_choices(job, summary: dict, log_filter: LogFilter) -> dict:
     tasks = {label for label, _ in replicas} | {label for label, _ in summary["plans"]} | {"service"}
     trials = {trial for _, trial in replicas if trial} | ({log_filter.trial} if log_filter.trial else set())
     tasks |= {log_filter.task} if log_filter.task else set()
-    return {"tasks": sorted(tasks, key=_task_order), "trials": sorted(trials, key=lambda t: (len(t), t)),
-            "severities": SEVERITY_ORDER}
+    return {
+        "tasks": sorted(tasks, key=_task_order),
+        "trials": sorted(trials, key=lambda t: (len(t), t)),
+        "severities": SEVERITY_ORDER,
+    }
 
 
 def _task_order(task: str):
@@ -199,8 +224,13 @@ def _log_window(request, job, summary: dict) -> dict:
     log_filter = LogFilter.from_page(request.GET)
     lines = log_filter.apply(job.log_lines.all())
     after, before = request.GET.get("after", ""), request.GET.get("before", "")
-    window = {"filters": log_filter, "filter_query": urlencode(log_filter.as_params()),
-              "cursor": logstream.last_id(job.pk), "first_error": None, **_log_choices(job, summary, log_filter)}
+    window = {
+        "filters": log_filter,
+        "filter_query": urlencode(log_filter.as_params()),
+        "cursor": logstream.last_id(job.pk),
+        "first_error": None,
+        **_log_choices(job, summary, log_filter),
+    }
     if request.GET.get("first_error"):
         window["first_error"] = logstream.first_error_id(job.pk, log_filter)
         after = str(window["first_error"] - 1) if window["first_error"] else ""
@@ -208,14 +238,26 @@ def _log_window(request, job, summary: dict) -> dict:
         page = list(lines.filter(pk__gt=int(after)).order_by("pk")[: LOG_LINES_PER_PAGE + 1])
         shown = page[:LOG_LINES_PER_PAGE]
         earlier = bool(shown) and lines.filter(pk__lt=shown[0].pk).exists()
-        return {**window, "lines": shown, "earlier": earlier, "later": len(page) > LOG_LINES_PER_PAGE,
-                "last_shown": shown[-1].pk if shown else after, "live": False}
+        return {
+            **window,
+            "lines": shown,
+            "earlier": earlier,
+            "later": len(page) > LOG_LINES_PER_PAGE,
+            "last_shown": shown[-1].pk if shown else after,
+            "live": False,
+        }
     # Live, the page shows lines up to the cursor and the socket sends those after it.
     lines = lines.filter(pk__lt=int(before)) if before.isdigit() else lines.filter(pk__lte=window["cursor"])
     page = list(lines.order_by("-pk")[: LOG_LINES_PER_PAGE + 1])
     shown = page[:LOG_LINES_PER_PAGE][::-1]
-    return {**window, "lines": shown, "earlier": len(page) > LOG_LINES_PER_PAGE, "later": before.isdigit(),
-            "last_shown": shown[-1].pk if shown else int(before or 1) - 1, "live": not before.isdigit()}
+    return {
+        **window,
+        "lines": shown,
+        "earlier": len(page) > LOG_LINES_PER_PAGE,
+        "later": before.isdigit(),
+        "last_shown": shown[-1].pk if shown else int(before or 1) - 1,
+        "live": not before.isdigit(),
+    }
 
 
 @login_required
@@ -257,10 +299,20 @@ def job_logs_download(request, project_id, job_id):
     def row(line: tuple) -> str:
         _, time, severity, task_name, trial_id, seq, stream, message = line
         if as_json:
-            return json.dumps({
-                "timestamp": time.isoformat(), "severity": severity, "task": task_name, "trial": trial_id or None,
-                "seq": seq, "stream": stream, "message": message,
-            }) + "\n"
+            return (
+                json.dumps(
+                    {
+                        "timestamp": time.isoformat(),
+                        "severity": severity,
+                        "task": task_name,
+                        "trial": trial_id or None,
+                        "seq": seq,
+                        "stream": stream,
+                        "message": message,
+                    }
+                )
+                + "\n"
+            )
         return f"{time:%Y-%m-%d %H:%M:%S} {severity:<8} {task_name} {message}\n"
 
     def page(after: int) -> tuple[str, int]:
@@ -320,9 +372,14 @@ def job_submit(request, project_id):
             _keep_upload(request, form, project, request.FILES["package_file"])
         elif not getattr(form, "kept", None):
             _keep_upload(request, form, project, None, _kept_uri(request, project))
-    context = {"project": project, "form": form, "tiers": catalogue.SCALE_TIERS,
-               "machines": equivalent.machine_descriptions(), **_source_context(request, project, form, source),
-               **_form_preview(project, form)}
+    context = {
+        "project": project,
+        "form": form,
+        "tiers": catalogue.SCALE_TIERS,
+        "machines": equivalent.machine_descriptions(),
+        **_source_context(request, project, form, source),
+        **_form_preview(project, form),
+    }
     return render(request, "jobs/job_submit.html", context)
 
 
@@ -360,10 +417,11 @@ def _form_preview(project, form) -> dict:
     body = form.draft_body(next(iter(uploads), None))
     ti = body["trainingInput"]
     spec = form.cleaned_data.get("hyperparameters")
-    return {"preview": equivalent.build(project.project_id, body["jobId"] or "JOB_ID", ti, body.get("labels"),
-                                        uploads),
-            "units_per_hour": equivalent.units_per_hour(ti),
-            "tuning_parsed": {"spec": spec, "error": " ".join(form.errors.get("hyperparameters", []))}}
+    return {
+        "preview": equivalent.build(project.project_id, body["jobId"] or "JOB_ID", ti, body.get("labels"), uploads),
+        "units_per_hour": equivalent.units_per_hour(ti),
+        "tuning_parsed": {"spec": spec, "error": " ".join(form.errors.get("hyperparameters", []))},
+    }
 
 
 def _initial_data(form, kept) -> dict:

@@ -22,8 +22,11 @@ def workers(request):
     if not iam.is_platform_admin(request.user):
         raise Http404("No such page.")
     show_all = bool(request.GET.get("all"))
-    context = {"rows": capacity.summaries(include_gone=show_all), "show_all": show_all,
-               "scaled": Worker.objects.exists()}
+    context = {
+        "rows": capacity.summaries(include_gone=show_all),
+        "show_all": show_all,
+        "scaled": Worker.objects.exists(),
+    }
     template = "jobs/workers.html#worker-rows" if request.htmx else "jobs/workers.html"
     return render(request, template, context)
 
@@ -40,5 +43,8 @@ def runtime_versions(request):
     for row in rows:
         if not admin:
             row["path"] = row["interpreter"] = None
-    return render(request, "jobs/runtimes.html", {"rows": rows, "admin": admin,
-                                                  "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION})
+    return render(
+        request,
+        "jobs/runtimes.html",
+        {"rows": rows, "admin": admin, "default_runtime": catalogue.DEFAULT_RUNTIME_VERSION},
+    )

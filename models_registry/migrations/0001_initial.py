@@ -6,35 +6,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('aiconsole', '0001_initial'),
+        ("aiconsole", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Operation',
+            name="Operation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('operation_id', models.CharField(max_length=300)),
-                ('operation_type', models.CharField(choices=[('OPERATION_TYPE_UNSPECIFIED', 'Operation Type Unspecified'), ('CREATE_VERSION', 'Create Version'), ('DELETE_VERSION', 'Delete Version'), ('DELETE_MODEL', 'Delete Model'), ('UPDATE_MODEL', 'Update Model'), ('UPDATE_VERSION', 'Update Version'), ('UPDATE_CONFIG', 'Update Config')], max_length=30)),
-                ('model_name', models.CharField(blank=True, max_length=300)),
-                ('version', models.JSONField(blank=True, null=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('create_time', models.DateTimeField(default=django.utils.timezone.now)),
-                ('start_time', models.DateTimeField(blank=True, null=True)),
-                ('end_time', models.DateTimeField(blank=True, null=True)),
-                ('done', models.BooleanField(default=False)),
-                ('cancellation_requested', models.BooleanField(default=False)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('response', models.JSONField(blank=True, null=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='operations', to='aiconsole.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("operation_id", models.CharField(max_length=300)),
+                (
+                    "operation_type",
+                    models.CharField(
+                        choices=[
+                            ("OPERATION_TYPE_UNSPECIFIED", "Operation Type Unspecified"),
+                            ("CREATE_VERSION", "Create Version"),
+                            ("DELETE_VERSION", "Delete Version"),
+                            ("DELETE_MODEL", "Delete Model"),
+                            ("UPDATE_MODEL", "Update Model"),
+                            ("UPDATE_VERSION", "Update Version"),
+                            ("UPDATE_CONFIG", "Update Config"),
+                        ],
+                        max_length=30,
+                    ),
+                ),
+                ("model_name", models.CharField(blank=True, max_length=300)),
+                ("version", models.JSONField(blank=True, null=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                ("create_time", models.DateTimeField(default=django.utils.timezone.now)),
+                ("start_time", models.DateTimeField(blank=True, null=True)),
+                ("end_time", models.DateTimeField(blank=True, null=True)),
+                ("done", models.BooleanField(default=False)),
+                ("cancellation_requested", models.BooleanField(default=False)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("response", models.JSONField(blank=True, null=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="operations", to="aiconsole.project"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-pk'],
-                'constraints': [models.UniqueConstraint(fields=('project', 'operation_id'), name='unique_operation_id')],
+                "ordering": ["-pk"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("project", "operation_id"), name="unique_operation_id")
+                ],
             },
         ),
     ]

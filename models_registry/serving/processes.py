@@ -47,17 +47,19 @@ def serving_environment(bin_dir: Path, tmp_dir: Path, label: str) -> dict[str, s
     """What a serving process sees: allow-listed variables only, one thread per numeric library
     (one request at a time; threads would only add latency on a small model), its own TMPDIR."""
     env = {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
-    env.update({
-        "PATH": f"{bin_dir}{os.pathsep}{os.defpath}",
-        "VIRTUAL_ENV": str(bin_dir.parent),
-        "TMPDIR": str(tmp_dir),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "AICONSOLE_SERVING": label,
-    })
+    env.update(
+        {
+            "PATH": f"{bin_dir}{os.pathsep}{os.defpath}",
+            "VIRTUAL_ENV": str(bin_dir.parent),
+            "TMPDIR": str(tmp_dir),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "AICONSOLE_SERVING": label,
+        }
+    )
     return env
 
 
@@ -125,7 +127,7 @@ class ServingProcess:
             if not more:
                 raise EOFError
             data += more
-        return code, data[HEADER.size:end]
+        return code, data[HEADER.size : end]
 
     def request(self, kind: int, payload: bytes, timeout: float) -> tuple[int, bytes]:
         """Send one request and wait for its answer; ServingError when the process cannot answer."""
@@ -141,8 +143,7 @@ class ServingProcess:
         except (OSError, EOFError):
             self.kill()
             self.exited.wait(2)
-            raise ServingError("The serving process exited while handling the request"
-                               + self._last_words()) from None
+            raise ServingError("The serving process exited while handling the request" + self._last_words()) from None
         self.requests += 1
         self.last_use = time.monotonic()
         return answer
@@ -223,8 +224,14 @@ class Zygote:
         try:
             self.process = subprocess.Popen(
                 [str(self.python), "-I", str(script), "zygote", str(child.fileno())],
-                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, cwd=self.work_dir, start_new_session=True, env=env, **as_user,
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+                start_new_session=True,
+                env=env,
+                **as_user,
             )
         finally:
             child.close()
@@ -240,8 +247,9 @@ class Zygote:
         parent.settimeout(None)
         self.control = parent
         self.info = json.loads(hello)
-        logger.info("Serving zygote for %s ready in %ss (pid %s)", self.label, self.info.get("seconds"),
-                    self.process.pid)
+        logger.info(
+            "Serving zygote for %s ready in %ss (pid %s)", self.label, self.info.get("seconds"), self.process.pid
+        )
 
     def _readable_script(self) -> Path:
         """worker.py where the serving account can read it (the console's own copy may lie in a

@@ -73,10 +73,20 @@ class ModelSpec:
     def of(cls, version) -> ModelSpec:
         minimum, maximum, fixed = version.scaling
         cap = conf.max_nodes()
-        return cls(version.pk, version.resource_name, version.runtime_version, version.local_dir,
-                   version.model_file, version.framework, min(minimum, cap), min(maximum or cap, cap), fixed,
-                   bool(version.model.online_prediction_console_logging), version.python_version or None,
-                   version.model.project)
+        return cls(
+            version.pk,
+            version.resource_name,
+            version.runtime_version,
+            version.local_dir,
+            version.model_file,
+            version.framework,
+            min(minimum, cap),
+            min(maximum or cap, cap),
+            fixed,
+            bool(version.model.online_prediction_console_logging),
+            version.python_version or None,
+            version.model.project,
+        )
 
     @property
     def identity(self) -> tuple:
@@ -159,18 +169,20 @@ class Supervisor:
 
     # --- environments -------------------------------------------------------------------------
 
-    def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None, *,
-                   project=None) -> Zygote:
+    def zygote_for(self, runtime_version: str, python_version: str | None = None, log=None, *, project=None) -> Zygote:
         """The running zygote of a runtime version's environment on its Python (built on first use),
         as ``project``'s account: one per project and runtime, so no project's model shares a
         process, a user or a folder with another's."""
 
-        environment = environments.runtime_environment(runtime_version, log or logger.info,
-                                                       python_version=python_version)
+        environment = environments.runtime_environment(
+            runtime_version, log or logger.info, python_version=python_version
+        )
         account = trainer_user.for_project(project) if project is not None else None
         key = f"{environment.path}|{project.project_id if project is not None else ''}"
         if project is not None:
-            work = settings.WORK_DIR / project.project_id / ".serving" / environment.path.name  # no job id starts with "."
+            work = (
+                settings.WORK_DIR / project.project_id / ".serving" / environment.path.name
+            )  # no job id starts with "."
         else:
             work = conf.models_dir() / "serving" / environment.path.name
         with self._zygote_lock:
@@ -267,8 +279,7 @@ class Supervisor:
 
     def _add_process(self, pool: Pool) -> ServingProcess:
         self._sequence += 1
-        process, load_ms = self.spawn(pool.spec, f"serving-{pool.spec.version_pk}-{self._sequence}",
-                                      self._on_log(pool))
+        process, load_ms = self.spawn(pool.spec, f"serving-{pool.spec.version_pk}-{self._sequence}", self._on_log(pool))
         pool.last_load_ms = load_ms
         pool.failure = ""
         with pool.lock:
@@ -342,11 +353,18 @@ class Supervisor:
         pool = self.pools.get(version_pk)
         if pool is None:
             return {"processes": 0}
-        return {"processes": len(pool.live()), "coldStarts": pool.cold_starts,
-                "lastColdStartMs": pool.last_cold_start_ms, "lastLoadMs": pool.last_load_ms,
-                "idleSeconds": round(time.monotonic() - pool.last_use, 1), "failure": pool.failure,
-                "consoleLog": list(pool.console_log[-50:]), "minNodes": pool.spec.min_nodes,
-                "maxNodes": pool.spec.max_nodes, "fixed": pool.spec.fixed}
+        return {
+            "processes": len(pool.live()),
+            "coldStarts": pool.cold_starts,
+            "lastColdStartMs": pool.last_cold_start_ms,
+            "lastLoadMs": pool.last_load_ms,
+            "idleSeconds": round(time.monotonic() - pool.last_use, 1),
+            "failure": pool.failure,
+            "consoleLog": list(pool.console_log[-50:]),
+            "minNodes": pool.spec.min_nodes,
+            "maxNodes": pool.spec.max_nodes,
+            "fixed": pool.spec.fixed,
+        }
 
     # --- maintenance -------------------------------------------------------------------------------
 
@@ -368,8 +386,11 @@ class Supervisor:
 
         close_old_connections()
         used = set(Version.objects.values_list("runtime_version", "model__project").distinct())
-        used |= {(DEFAULT_RUNTIME_VERSION, project) for project in Model.objects.values_list("project", flat=True)
-                 if not any(p == project for _, p in used)}
+        used |= {
+            (DEFAULT_RUNTIME_VERSION, project)
+            for project in Model.objects.values_list("project", flat=True)
+            if not any(p == project for _, p in used)
+        }
         projects = {project.pk: project for project in Project.objects.filter(pk__in={p for _, p in used})}
         for runtime_version, project in sorted(used):
             self.prewarm(runtime_version, projects[project])
@@ -391,8 +412,12 @@ class Supervisor:
             dead = [p for p in pool.processes if not p.alive]
             pool.processes = [p for p in pool.processes if p.alive]
         for process in dead:
-            logger.warning("Serving process %s of %s exited; %s", process.label, pool.spec.label,
-                           " | ".join(list(process.log_tail)[-3:])[-400:])
+            logger.warning(
+                "Serving process %s of %s exited; %s",
+                process.label,
+                pool.spec.label,
+                " | ".join(list(process.log_tail)[-3:])[-400:],
+            )
         spec = pool.spec
         if not spec.fixed and spec.min_nodes == 0 and pool.processes and now - pool.last_use > idle:
             logger.info("%s idled out after %.0fs without requests", spec.label, now - pool.last_use)

@@ -37,9 +37,23 @@ import traceback
 OK, INVALID, FAILED, INTERNAL = 0, 1, 2, 3
 HEADER = struct.Struct(">BI")
 PRELOAD = (
-    "numpy", "scipy", "joblib", "sklearn", "sklearn.base", "sklearn.linear_model", "sklearn.tree",
-    "sklearn.ensemble", "sklearn.pipeline", "sklearn.preprocessing", "sklearn.svm", "sklearn.neighbors",
-    "sklearn.naive_bayes", "sklearn.feature_extraction", "sklearn.compose", "sklearn.impute", "xgboost",
+    "numpy",
+    "scipy",
+    "joblib",
+    "sklearn",
+    "sklearn.base",
+    "sklearn.linear_model",
+    "sklearn.tree",
+    "sklearn.ensemble",
+    "sklearn.pipeline",
+    "sklearn.preprocessing",
+    "sklearn.svm",
+    "sklearn.neighbors",
+    "sklearn.naive_bayes",
+    "sklearn.feature_extraction",
+    "sklearn.compose",
+    "sklearn.impute",
+    "xgboost",
 )
 BUFFER = 1 << 16
 
@@ -102,8 +116,10 @@ class SklearnPredictor:
     def __init__(self, model_dir, model_file, signature):
         self.model = _load_pickle(os.path.join(model_dir, model_file))
         if not hasattr(self.model, "predict"):
-            raise LoadError(f"{model_file} holds a {type(self.model).__name__}, which has no predict method: "
-                            "save a fitted scikit-learn estimator or pipeline.")
+            raise LoadError(
+                f"{model_file} holds a {type(self.model).__name__}, which has no predict method: "
+                "save a fitted scikit-learn estimator or pipeline."
+            )
 
     def predict(self, instances, request):
         return _as_list(self.model.predict(instances))
@@ -124,8 +140,10 @@ class XgboostPredictor:
             self.model.load_model(path)
         self.booster = isinstance(self.model, xgboost.Booster)
         if not self.booster and not isinstance(self.model, xgboost.XGBModel):
-            raise LoadError(f"{model_file} holds a {type(self.model).__name__}, not an XGBoost model (a Booster, "
-                            "or an XGBModel such as XGBClassifier): the version's framework is not XGBOOST.")
+            raise LoadError(
+                f"{model_file} holds a {type(self.model).__name__}, not an XGBoost model (a Booster, "
+                "or an XGBModel such as XGBClassifier): the version's framework is not XGBOOST."
+            )
 
     def predict(self, instances, request):
         import numpy
@@ -155,17 +173,22 @@ class TensorflowPredictor:
             raise LoadError(
                 "TensorFlow is not installed in this runtime version's serving environment "
                 f"(Python {sys.version_info[0]}.{sys.version_info[1]}): {error}. Deploy the version on a "
-                "runtime version with TensorFlow (every one of the original's has it).") from None
+                "runtime version with TensorFlow (every one of the original's has it)."
+            ) from None
         self.tf = tensorflow
         try:
             self.loaded = tensorflow.saved_model.load(model_dir)
         except Exception as error:
-            raise LoadError(f"Could not load the SavedModel in {os.path.basename(model_dir.rstrip('/'))}: "
-                            f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}") from None
+            raise LoadError(
+                f"Could not load the SavedModel in {os.path.basename(model_dir.rstrip('/'))}: "
+                f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}"
+            ) from None
         self.default_signature = signature or "serving_default"
         if self.default_signature not in self.loaded.signatures:
-            raise LoadError(f"The SavedModel has no signature {self.default_signature!r}; it has "
-                            f"{', '.join(self.loaded.signatures) or 'none'}.")
+            raise LoadError(
+                f"The SavedModel has no signature {self.default_signature!r}; it has "
+                f"{', '.join(self.loaded.signatures) or 'none'}."
+            )
 
     def _decode(self, value):
         if isinstance(value, dict) and set(value) == {"b64"}:
@@ -187,15 +210,21 @@ class TensorflowPredictor:
         elif len(specs) == 1:
             columns = {next(iter(specs)): [self._decode(instance) for instance in instances]}
         else:
-            raise ValueError(f"The signature takes {len(specs)} inputs ({', '.join(specs)}): give each instance "
-                             "as an object with those names.")
-        outputs = function(**{key: self.tf.constant(value, dtype=specs[key].dtype)
-                              for key, value in columns.items()})
+            raise ValueError(
+                f"The signature takes {len(specs)} inputs ({', '.join(specs)}): give each instance "
+                "as an object with those names."
+            )
+        outputs = function(**{key: self.tf.constant(value, dtype=specs[key].dtype) for key, value in columns.items()})
         values = {key: tensor.numpy() for key, tensor in outputs.items()}
         if len(values) == 1:
             return _as_list(next(iter(values.values())))
-        return [{key: _as_list(value[index]) if hasattr(value[index], "tolist") else value[index]
-                 for key, value in values.items()} for index in range(len(instances))]
+        return [
+            {
+                key: _as_list(value[index]) if hasattr(value[index], "tolist") else value[index]
+                for key, value in values.items()
+            }
+            for index in range(len(instances))
+        ]
 
 
 PREDICTORS = {"SCIKIT_LEARN": SklearnPredictor, "XGBOOST": XgboostPredictor, "TENSORFLOW": TensorflowPredictor}
@@ -220,8 +249,10 @@ def online(predictor, payload):
         return _invalid('Invalid JSON payload received. Expected an object such as {"instances": [[1.0, 2.0]]}.')
     instances = request.get("instances")
     if not isinstance(instances, list):
-        return _invalid('The request body must hold "instances": a list with one entry per instance, '
-                        'e.g. {"instances": [[1.0, 2.0]]}.')
+        return _invalid(
+            'The request body must hold "instances": a list with one entry per instance, '
+            'e.g. {"instances": [[1.0, 2.0]]}.'
+        )
     if not instances:
         return _invalid('"instances" is empty: send at least one instance.')
     try:
@@ -316,7 +347,7 @@ def recv_fds(sock, bufsize, maxfds):
     message, ancillary, flags, address = sock.recvmsg(bufsize, socket.CMSG_LEN(maxfds * fds.itemsize))
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
     return message, list(fds), flags, address
 
 
@@ -334,8 +365,11 @@ def zygote(control_fd):
     # copy-on-write of pages the collector would otherwise touch.
     gc.freeze()
     signal.signal(signal.SIGCHLD, _reap)
-    control.send(json.dumps({"ready": True, "pid": os.getpid(), "preloaded": preloaded,
-                             "seconds": round(time.monotonic() - started, 3)}).encode())
+    control.send(
+        json.dumps(
+            {"ready": True, "pid": os.getpid(), "preloaded": preloaded, "seconds": round(time.monotonic() - started, 3)}
+        ).encode()
+    )
     while True:
         try:
             message, fds, _, _ = recv_fds(control, BUFFER, 2)

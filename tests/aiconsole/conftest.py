@@ -10,5 +10,3 @@ from tests.helpers.jobs import submit
 @pytest.fixture
 def job(project, admin):
     return submit(project, "shared_job", admin)
-
-

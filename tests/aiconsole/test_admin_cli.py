@@ -52,8 +52,9 @@ def test_projects_create(run):
     assert (entry.principal, entry.user_agent, entry.project_id) == ("system", "aiconsole-cli", "census-team")
 
 
-@pytest.mark.parametrize("project_id, message", [("Bad_Id", "Project id must be 6 to 30 characters"),
-                                                 ("project-a", "already exists")])
+@pytest.mark.parametrize(
+    "project_id, message", [("Bad_Id", "Project id must be 6 to 30 characters"), ("project-a", "already exists")]
+)
 def test_projects_create_refuses_bad_or_taken_ids(run, project, project_id, message):
     status, _, err = run("projects", "create", project_id)
 
@@ -62,8 +63,9 @@ def test_projects_create_refuses_bad_or_taken_ids(run, project, project_id, mess
 
 
 def test_add_and_remove_iam_policy_binding(run, project, admin, outsider):
-    status, out, _ = run("projects", "add-iam-policy-binding", "project-a", "--member=user:olga_outsider",
-                         "--role=roles/ml.viewer")
+    status, out, _ = run(
+        "projects", "add-iam-policy-binding", "project-a", "--member=user:olga_outsider", "--role=roles/ml.viewer"
+    )
 
     assert status == 0
     assert out.startswith("Updated IAM policy for project [project-a].")
@@ -73,17 +75,21 @@ def test_add_and_remove_iam_policy_binding(run, project, admin, outsider):
     entry = AuditEntry.objects.get(method_name="google.iam.v1.IAMPolicy.SetIamPolicy")
     assert (entry.principal, entry.user_agent) == ("system", "aiconsole-cli")
 
-    status, _, _ = run("projects", "remove-iam-policy-binding", "project-a", "--member=user:olga_outsider",
-                       "--role=roles/ml.viewer")
+    status, _, _ = run(
+        "projects", "remove-iam-policy-binding", "project-a", "--member=user:olga_outsider", "--role=roles/ml.viewer"
+    )
     assert status == 0
     assert not iam.can_see_project(outsider, project)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--member=user:nobody", "--role=roles/ml.viewer"], "User 'nobody' does not exist."),
-    (["--member=group:team@example.com", "--role=roles/ml.viewer"], "group members are not supported"),
-    (["--member=user:alice_admin", "--role=roles/ml.jobOwnr"], "cannot be granted on a project"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--member=user:nobody", "--role=roles/ml.viewer"], "User 'nobody' does not exist."),
+        (["--member=group:team@example.com", "--role=roles/ml.viewer"], "group members are not supported"),
+        (["--member=user:alice_admin", "--role=roles/ml.jobOwnr"], "cannot be granted on a project"),
+    ],
+)
 def test_add_binding_refuses_bad_input(run, project, admin, argv, message):
     status, _, err = run("projects", "add-iam-policy-binding", "project-a", *argv)
 
@@ -92,13 +98,16 @@ def test_add_binding_refuses_bad_input(run, project, admin, argv, message):
 
 
 def test_add_binding_to_a_missing_project(run, admin):
-    assert run("projects", "add-iam-policy-binding", "nope-nope", "--member=user:alice_admin",
-               "--role=roles/ml.admin")[2] == "ERROR: Project [nope-nope] not found.\n"
+    assert (
+        run("projects", "add-iam-policy-binding", "nope-nope", "--member=user:alice_admin", "--role=roles/ml.admin")[2]
+        == "ERROR: Project [nope-nope] not found.\n"
+    )
 
 
 def test_removing_the_last_admin_is_refused(run, project, admin):
-    status, _, err = run("projects", "remove-iam-policy-binding", "project-a", "--member=user:alice_admin",
-                         "--role=roles/ml.admin")
+    status, _, err = run(
+        "projects", "remove-iam-policy-binding", "project-a", "--member=user:alice_admin", "--role=roles/ml.admin"
+    )
 
     assert status == 1
     assert "must keep at least one admin" in err
@@ -106,8 +115,9 @@ def test_removing_the_last_admin_is_refused(run, project, admin):
 
 
 def test_removing_a_binding_that_does_not_exist(run, project, admin):
-    status, _, err = run("projects", "remove-iam-policy-binding", "project-a", "--member=user:alice_admin",
-                         "--role=roles/ml.viewer")
+    status, _, err = run(
+        "projects", "remove-iam-policy-binding", "project-a", "--member=user:alice_admin", "--role=roles/ml.viewer"
+    )
 
     assert status == 1
     assert "does not hold roles/ml.viewer" in err
@@ -132,10 +142,13 @@ def test_users_create_with_password_from_stdin(run):
     assert get_user_model().objects.get(username="omar").check_password("correct horse battery staple")
 
 
-@pytest.mark.parametrize("argv, stdin, message", [
-    (["nina"], "123\n", "This password is too short"),
-    (["bad name!"], "correct horse battery staple\n", "Enter a valid username"),
-])
+@pytest.mark.parametrize(
+    "argv, stdin, message",
+    [
+        (["nina"], "123\n", "This password is too short"),
+        (["bad name!"], "correct horse battery staple\n", "Enter a valid username"),
+    ],
+)
 def test_users_create_refuses_weak_passwords_and_bad_names(run, argv, stdin, message):
     status, _, err = run("users", "create", *argv, "--password-stdin", stdin=stdin)
 
@@ -156,10 +169,16 @@ def test_audit_verify_reports_an_intact_log(run, project, admin):
     assert "Audit log intact: 1 Admin Activity and 0 Data Access entries verified." in out
 
 
-@pytest.mark.parametrize("statement, expected", [
-    ("UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' WHERE seq = 2", "#{second} (position 2) was altered"),
-    ("DELETE FROM aiconsole_auditentry WHERE seq = 2", "position 2 were removed, just before entry #{third}"),
-])
+@pytest.mark.parametrize(
+    "statement, expected",
+    [
+        (
+            "UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' WHERE seq = 2",
+            "#{second} (position 2) was altered",
+        ),
+        ("DELETE FROM aiconsole_auditentry WHERE seq = 2", "position 2 were removed, just before entry #{third}"),
+    ],
+)
 def test_audit_verify_names_the_first_broken_entry(run, project, admin, statement, expected):
     jobs = [submit(project, name, admin) for name in ("one", "two", "three")]
     ids = list(AuditEntry.objects.filter(log_type="activity").order_by("seq").values_list("pk", flat=True))
@@ -176,10 +195,19 @@ def test_audit_verify_names_the_first_broken_entry(run, project, admin, statemen
 def test_audit_verify_catches_an_inserted_entry(run, project, admin):
     submit(project, "one", admin)
     last = AuditEntry.objects.get()
-    forged = AuditEntry(timestamp=timezone.now(), log_type="activity", seq=2, project_id="project-a",
-                        principal="alice_admin@example.com", method_name=last.method_name,
-                        resource_name=last.resource_name, permission="ml.jobs.create", granted=True,
-                        prev_hash=last.entry_hash, entry_hash="f" * 64)
+    forged = AuditEntry(
+        timestamp=timezone.now(),
+        log_type="activity",
+        seq=2,
+        project_id="project-a",
+        principal="alice_admin@example.com",
+        method_name=last.method_name,
+        resource_name=last.resource_name,
+        permission="ml.jobs.create",
+        granted=True,
+        prev_hash=last.entry_hash,
+        entry_hash="f" * 64,
+    )
     forged.save()
 
     status, _, err = run("audit", "verify")
@@ -191,8 +219,14 @@ def test_audit_verify_catches_an_inserted_entry(run, project, admin):
 def test_audit_purge(run, project, admin):
     project.data_access_logs = True
     with patch("django.utils.timezone.now", return_value=timezone.now() - timedelta(days=45)):
-        audit.record(actor=admin, project=project, method="google.cloud.ml.v1.JobService.GetJob",
-                     resource_name=project.resource_name, permission="ml.jobs.get", data_access=True)
+        audit.record(
+            actor=admin,
+            project=project,
+            method="google.cloud.ml.v1.JobService.GetJob",
+            resource_name=project.resource_name,
+            permission="ml.jobs.get",
+            data_access=True,
+        )
     submit(project, "recent", admin)
 
     assert "Would remove 1 Data Access entries older than 30 days." in run("audit", "purge", "--dry-run")[1]
@@ -227,8 +261,9 @@ def test_a_fresh_server_set_up_from_the_command_line(tmp_path):
 
     assert aiconsole("users", "create", "alice", "--email", "alice@example.com").returncode == 0
     assert aiconsole("projects", "create", "census-team").returncode == 0
-    added = aiconsole("projects", "add-iam-policy-binding", "census-team", "--member=user:alice@example.com",
-                      "--role=roles/ml.admin")
+    added = aiconsole(
+        "projects", "add-iam-policy-binding", "census-team", "--member=user:alice@example.com", "--role=roles/ml.admin"
+    )
     assert added.returncode == 0, added.stderr
     assert "- user:alice" in added.stdout
 

@@ -95,9 +95,7 @@ def zip_info(name: str, file_type: int, perms: int = 0o644) -> zipfile.ZipInfo:
     return info
 
 
-def make_wheel(
-    tmp_path: Path, files=None, name: str = "trainer-0.1-py3-none-any.whl", extra_infos=()
-):
+def make_wheel(tmp_path: Path, files=None, name: str = "trainer-0.1-py3-none-any.whl", extra_infos=()):
     return write_zip(tmp_path / name, WHEEL_FILES if files is None else files, extra_infos)
 
 
@@ -164,9 +162,7 @@ def test_filename_argument_is_used_for_messages_and_suffix(tmp_path):
     assert inspect_package(path, filename="trainer-0.1.tar.gz").filename == "trainer-0.1.tar.gz"
 
 
-@pytest.mark.parametrize(
-    ("suffix", "mode"), [(".tar.bz2", "w:bz2"), (".tar.xz", "w:xz"), (".tar", "w")]
-)
+@pytest.mark.parametrize(("suffix", "mode"), [(".tar.bz2", "w:bz2"), (".tar.xz", "w:xz"), (".tar", "w")])
 def test_other_tar_compressions_are_accepted(tmp_path, suffix, mode):
     info = inspect_package(make_sdist(tmp_path, name=f"trainer-0.1{suffix}", mode=mode))
     assert "trainer.task" in info.modules
@@ -270,9 +266,7 @@ def test_rejects_member_escaping_with_dotdot(tmp_path, name):
 
 def test_rejects_absolute_member_path(tmp_path):
     path = make_sdist(tmp_path, [tar_file("/etc/passwd", b"x")])
-    with pytest.raises(
-        ArchiveError, match=r"^trainer-0\.1\.tar\.gz: member '/etc/passwd' points outside"
-    ):
+    with pytest.raises(ArchiveError, match=r"^trainer-0\.1\.tar\.gz: member '/etc/passwd' points outside"):
         inspect_package(path)
 
 
@@ -304,9 +298,7 @@ def test_rejects_nul_byte_hidden_in_zip_name(tmp_path):
 
 def test_rejects_tar_symlink_pointing_outside(tmp_path):
     link = tar_entry("trainer-0.1/evil", tarfile.SYMTYPE, "../../etc/passwd")
-    with pytest.raises(
-        ArchiveError, match="'trainer-0.1/evil' is a symbolic link to '../../etc/passwd'"
-    ):
+    with pytest.raises(ArchiveError, match="'trainer-0.1/evil' is a symbolic link to '../../etc/passwd'"):
         inspect_package(make_sdist(tmp_path, [link]))
 
 
@@ -570,9 +562,7 @@ def test_require_module_needs_main_to_run_a_package(tmp_path):
     assert require_module([runnable], "trainer") is runnable
 
 
-@pytest.mark.parametrize(
-    "name", ["", "trainer-task", "trainer..task", "1trainer", "trainer.class", "a/b"]
-)
+@pytest.mark.parametrize("name", ["", "trainer-task", "trainer..task", "1trainer", "trainer.class", "a/b"])
 def test_require_module_rejects_invalid_module_names(name):
     with pytest.raises(ArchiveError, match="not a valid Python module name"):
         require_module([package("t.tar.gz", "trainer")], name)

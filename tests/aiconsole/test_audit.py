@@ -58,8 +58,9 @@ def only_entry(**filters) -> AuditEntry:
 
 
 def test_submitting_through_rest_writes_a_create_job_entry_with_request_metadata(client, project, admin):
-    response = client.post("/v1/projects/project-a/jobs", body("audited"), content_type="application/json",
-                           **bearer(admin))
+    response = client.post(
+        "/v1/projects/project-a/jobs", body("audited"), content_type="application/json", **bearer(admin)
+    )
     assert response.status_code == 200
 
     entry = only_entry(method_name=CREATE_JOB)
@@ -80,8 +81,13 @@ def test_submitting_through_rest_writes_a_create_job_entry_with_request_metadata
 
 
 def test_callers_request_id_is_kept_in_the_entry_and_echoed(client, project, admin):
-    response = client.post("/v1/projects/project-a/jobs", body("traced"), content_type="application/json",
-                           HTTP_X_REQUEST_ID="trace-1234", **bearer(admin))
+    response = client.post(
+        "/v1/projects/project-a/jobs",
+        body("traced"),
+        content_type="application/json",
+        HTTP_X_REQUEST_ID="trace-1234",
+        **bearer(admin),
+    )
 
     assert response["X-Request-Id"] == "trace-1234"
     assert only_entry(method_name=CREATE_JOB).request_id == "trace-1234"
@@ -122,13 +128,13 @@ def test_denied_cancel_writes_an_entry_with_granted_false(client, project, admin
 
 
 def test_denied_submit_writes_an_entry_with_granted_false_and_creates_nothing(client, project, viewer):
-    response = client.post("/v1/projects/project-a/jobs", body("nope"), content_type="application/json",
-                           **bearer(viewer))
+    response = client.post(
+        "/v1/projects/project-a/jobs", body("nope"), content_type="application/json", **bearer(viewer)
+    )
     assert response.status_code == 403
 
     entry = only_entry(method_name=CREATE_JOB)
-    assert (entry.granted, entry.permission, entry.resource_name) == (
-        False, "ml.jobs.create", "projects/project-a")
+    assert (entry.granted, entry.permission, entry.resource_name) == (False, "ml.jobs.create", "projects/project-a")
     assert not Job.objects.exists()
 
 
@@ -168,7 +174,10 @@ def test_reads_write_data_access_entries_when_the_project_enables_them(client, p
     get_entry = only_entry(method_name=GET_JOB)
     assert get_entry.log_type == AuditEntry.LogType.DATA_ACCESS
     assert (get_entry.resource_name, get_entry.permission, get_entry.granted) == (
-        "projects/project-a/jobs/loud", "ml.jobs.get", True)
+        "projects/project-a/jobs/loud",
+        "ml.jobs.get",
+        True,
+    )
     assert get_entry.request_id == get_response["X-Request-Id"]
     list_entry = only_entry(method_name=LIST_JOBS)
     assert list_entry.log_type == AuditEntry.LogType.DATA_ACCESS
@@ -233,8 +242,7 @@ def test_admin_activity_and_data_access_are_separate_chains(project, admin):
 
 def test_editing_a_row_with_raw_sql_is_reported_as_altered(three_entries):
     tampered = three_entries[1]
-    tamper("UPDATE aiconsole_auditentry SET principal = %s WHERE id = %s",
-                       ["someone-else@example.com", tampered.id])
+    tamper("UPDATE aiconsole_auditentry SET principal = %s WHERE id = %s", ["someone-else@example.com", tampered.id])
 
     found = only_break()
     assert (found.kind, found.entry_id, found.log_type) == ("altered", tampered.id, "activity")
@@ -242,8 +250,10 @@ def test_editing_a_row_with_raw_sql_is_reported_as_altered(three_entries):
 
 
 def test_only_the_first_broken_entry_is_reported(three_entries):
-    tamper("UPDATE aiconsole_auditentry SET granted = %s WHERE id IN (%s, %s)",
-                       [False, three_entries[0].id, three_entries[2].id])
+    tamper(
+        "UPDATE aiconsole_auditentry SET granted = %s WHERE id IN (%s, %s)",
+        [False, three_entries[0].id, three_entries[2].id],
+    )
 
     assert only_break().entry_id == three_entries[0].id
 
@@ -253,8 +263,10 @@ def test_rewriting_a_row_and_its_hash_is_reported_as_that_row_altered(three_entr
     first, second, third = three_entries
     second.principal = "someone-else@example.com"
     forged_hash = second.compute_hash()
-    tamper("UPDATE aiconsole_auditentry SET principal = %s, entry_hash = %s WHERE id = %s",
-                       [second.principal, forged_hash, second.id])
+    tamper(
+        "UPDATE aiconsole_auditentry SET principal = %s, entry_hash = %s WHERE id = %s",
+        [second.principal, forged_hash, second.id],
+    )
 
     found = only_break()
     assert (found.kind, found.entry_id) == ("altered", second.id)
@@ -263,8 +275,10 @@ def test_rewriting_a_row_and_its_hash_is_reported_as_that_row_altered(three_entr
 def test_rewriting_the_newest_row_and_its_hash_is_reported(three_entries):
     newest = three_entries[2]
     newest.principal = "someone-else@example.com"
-    tamper("UPDATE aiconsole_auditentry SET principal = %s, entry_hash = %s WHERE id = %s",
-                       [newest.principal, newest.compute_hash(), newest.id])
+    tamper(
+        "UPDATE aiconsole_auditentry SET principal = %s, entry_hash = %s WHERE id = %s",
+        [newest.principal, newest.compute_hash(), newest.id],
+    )
 
     assert (only_break().kind, only_break().entry_id) == ("altered", newest.id)
 
@@ -287,8 +301,7 @@ def test_deleting_the_oldest_row_is_reported(three_entries):
 
 def test_deleting_the_newest_rows_is_reported(three_entries):
     # A plain chain cannot show this; the sealed head record can.
-    tamper("DELETE FROM aiconsole_auditentry WHERE id IN (%s, %s)",
-                       [three_entries[1].id, three_entries[2].id])
+    tamper("DELETE FROM aiconsole_auditentry WHERE id IN (%s, %s)", [three_entries[1].id, three_entries[2].id])
 
     found = only_break()
     assert (found.kind, found.entry_id, found.seq) == ("removed", None, 2)
@@ -297,10 +310,19 @@ def test_deleting_the_newest_rows_is_reported(three_entries):
 
 def _forge(seq: int, prev_hash: str, **fields) -> AuditEntry:
     """What someone without the key can add: a plausible row with a plain (unkeyed) hash."""
-    entry = AuditEntry(timestamp=timezone.now(), log_type="activity", seq=seq, project_id="project-a",
-                       principal="alice_admin@example.com", method_name=CANCEL_JOB,
-                       resource_name="projects/project-a/jobs/one", permission="ml.jobs.cancel", granted=True,
-                       prev_hash=prev_hash, **fields)
+    entry = AuditEntry(
+        timestamp=timezone.now(),
+        log_type="activity",
+        seq=seq,
+        project_id="project-a",
+        principal="alice_admin@example.com",
+        method_name=CANCEL_JOB,
+        resource_name="projects/project-a/jobs/one",
+        permission="ml.jobs.cancel",
+        granted=True,
+        prev_hash=prev_hash,
+        **fields,
+    )
     entry.entry_hash = hashlib.sha256((prev_hash + entry.canonical()).encode()).hexdigest()
     entry.save()
     return entry
@@ -343,9 +365,14 @@ def test_concurrent_entries_in_two_projects_keep_one_unbroken_chain(project, oth
         try:
             start.wait(timeout=10)
             for n in range(40):
-                audit.record(actor=admin, project=target, method=CREATE_JOB,
-                             resource_name=target.resource_name, permission="ml.jobs.create",
-                             request={"n": n})
+                audit.record(
+                    actor=admin,
+                    project=target,
+                    method=CREATE_JOB,
+                    resource_name=target.resource_name,
+                    permission="ml.jobs.create",
+                    request={"n": n},
+                )
         except BaseException as error:  # surfaced by the assertion below
             failures.append(error)
         finally:
@@ -396,9 +423,18 @@ def test_entries_cannot_be_bulk_deleted_through_the_orm(three_entries):
 def _entries_at(project, admin, when, *, data_access: bool, count: int = 2) -> list[AuditEntry]:
     project.data_access_logs = True
     with patch("django.utils.timezone.now", return_value=when):
-        return [audit.record(actor=admin, project=project, method=GET_JOB if data_access else CREATE_JOB,
-                             resource_name=project.resource_name, permission="ml.jobs.get",
-                             data_access=data_access, request={"n": n}) for n in range(count)]
+        return [
+            audit.record(
+                actor=admin,
+                project=project,
+                method=GET_JOB if data_access else CREATE_JOB,
+                resource_name=project.resource_name,
+                permission="ml.jobs.get",
+                data_access=data_access,
+                request={"n": n},
+            )
+            for n in range(count)
+        ]
 
 
 def test_purge_removes_data_access_after_30_days_and_admin_activity_after_400(project, admin):
@@ -489,11 +525,21 @@ def test_secrets_in_requests_are_redacted(client, project, admin):
 
 
 def test_redaction_covers_secret_keys_and_name_value_pairs():
-    cleaned = audit.redact({"password": "p", "clientSecret": "s", "pageToken": "t", "env": [
-        {"name": "AWS_SECRET_ACCESS_KEY", "value": "k"}, {"name": "MODE", "value": "fast"}]})
+    cleaned = audit.redact(
+        {
+            "password": "p",
+            "clientSecret": "s",
+            "pageToken": "t",
+            "env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "k"}, {"name": "MODE", "value": "fast"}],
+        }
+    )
 
-    assert cleaned == {"password": "[REDACTED]", "clientSecret": "[REDACTED]", "pageToken": "t", "env": [
-        {"name": "AWS_SECRET_ACCESS_KEY", "value": "[REDACTED]"}, {"name": "MODE", "value": "fast"}]}
+    assert cleaned == {
+        "password": "[REDACTED]",
+        "clientSecret": "[REDACTED]",
+        "pageToken": "t",
+        "env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": "[REDACTED]"}, {"name": "MODE", "value": "fast"}],
+    }
 
 
 def test_creating_and_revoking_a_token_is_audited_without_the_key(admin):
@@ -527,8 +573,10 @@ def test_a_user_cannot_create_or_revoke_someone_elses_token(admin, viewer):
 
     assert ApiToken.objects.get(pk=token.pk).revoked is None
     denied = AuditEntry.objects.filter(granted=False).order_by("id")
-    assert [e.method_name for e in denied] == ["aiconsole.TokenService.CreateToken",
-                                               "aiconsole.TokenService.RevokeToken"]
+    assert [e.method_name for e in denied] == [
+        "aiconsole.TokenService.CreateToken",
+        "aiconsole.TokenService.RevokeToken",
+    ]
     assert {e.principal for e in denied} == {"vera_viewer@example.com"}
 
 
@@ -538,7 +586,10 @@ def test_creating_projects_and_users_is_audited(db):
 
     created = only_entry(method_name=accounts.CREATE_PROJECT)
     assert (created.project_id, created.resource_name, created.service_name) == (
-        "new-project", "projects/new-project", "cloudresourcemanager.googleapis.com")
+        "new-project",
+        "projects/new-project",
+        "cloudresourcemanager.googleapis.com",
+    )
     made = only_entry(method_name=accounts.CREATE_USER)
     assert (made.resource_name, made.principal) == ("users/nina", "system")
     assert password not in json.dumps([made.request, made.response])
@@ -550,8 +601,7 @@ def test_creating_projects_and_users_is_audited(db):
 
 
 def test_log_entry_has_the_cloud_audit_logs_shape(client, project, admin):
-    client.post("/v1/projects/project-a/jobs", body("shaped"), content_type="application/json",
-                **bearer(admin))
+    client.post("/v1/projects/project-a/jobs", body("shaped"), content_type="application/json", **bearer(admin))
     entry = only_entry(method_name=CREATE_JOB)
 
     rendered = cloud_logging.log_entry(entry)
@@ -562,15 +612,18 @@ def test_log_entry_has_the_cloud_audit_logs_shape(client, project, admin):
     assert payload["requestMetadata"]["callerIp"] == "127.0.0.1"
     assert payload["requestMetadata"]["callerSuppliedUserAgent"] == USER_AGENT
     assert (payload["serviceName"], payload["methodName"]) == ("ml.googleapis.com", CREATE_JOB)
-    assert payload["authorizationInfo"] == [{"resource": "projects/project-a", "permission": "ml.jobs.create",
-                                             "granted": True, "resourceAttributes": {}}]
+    assert payload["authorizationInfo"] == [
+        {"resource": "projects/project-a", "permission": "ml.jobs.create", "granted": True, "resourceAttributes": {}}
+    ]
     assert payload["resourceName"] == "projects/project-a"
     assert payload["request"]["@type"] == "type.googleapis.com/google.cloud.ml.v1.CreateJobRequest"
     assert payload["request"]["job"]["jobId"] == "shaped"
     assert payload["response"]["jobId"] == "shaped"
     assert payload["status"] == {}
-    assert rendered["resource"] == {"type": "audited_resource", "labels": {
-        "method": CREATE_JOB, "project_id": "project-a", "service": "ml.googleapis.com"}}
+    assert rendered["resource"] == {
+        "type": "audited_resource",
+        "labels": {"method": CREATE_JOB, "project_id": "project-a", "service": "ml.googleapis.com"},
+    }
     assert rendered["severity"] == "NOTICE"
     assert rendered["logName"] == "projects/project-a/logs/cloudaudit.googleapis.com%2Factivity"
     assert rendered["timestamp"].endswith("Z") and rendered["insertId"]
@@ -623,8 +676,11 @@ def test_entries_go_to_cloud_logging_after_commit(project, admin, google, django
         services.submit_job(project, body("exported"), actor=admin)
         assert google.written == []  # nothing leaves before the commit
 
-    wait_for(lambda: any(e["jsonPayload"].get("methodName") == CREATE_JOB for e, _ in google.written),
-             10, message="the entry to reach Cloud Logging")
+    wait_for(
+        lambda: any(e["jsonPayload"].get("methodName") == CREATE_JOB for e, _ in google.written),
+        10,
+        message="the entry to reach Cloud Logging",
+    )
     entry, kwargs = next((e, k) for e, k in google.written if e["jsonPayload"].get("methodName") == CREATE_JOB)
     assert kwargs["logger_name"] == "projects/gcp-audit-sink/logs/aiconsole-audit-activity"
     assert entry["severity"] == "NOTICE"
@@ -635,8 +691,15 @@ def test_entries_go_to_cloud_logging_after_commit(project, admin, google, django
 
 def test_job_log_lines_go_to_cloud_logging(project, admin, google, django_capture_on_commit_callbacks):
     job = services.submit_job(project, body("noisy"), actor=admin)
-    rows = [{"task_name": "master-replica-0", "trial_id": "", "severity": "WARNING", "message": "loss is nan",
-             "time": timezone.now()}]
+    rows = [
+        {
+            "task_name": "master-replica-0",
+            "trial_id": "",
+            "severity": "WARNING",
+            "message": "loss is nan",
+            "time": timezone.now(),
+        }
+    ]
 
     with django_capture_on_commit_callbacks(execute=True):
         cloud_logging.export_job_log_lines(job, rows)
@@ -649,12 +712,15 @@ def test_job_log_lines_go_to_cloud_logging(project, admin, google, django_captur
     assert kwargs["logger_name"] == "projects/gcp-audit-sink/logs/master-replica-0"
     assert entry["jsonPayload"]["message"] == "loss is nan"
     assert entry["severity"] == "WARNING"
-    assert entry["resource"] == {"type": "ml_job", "labels": {
-        "job_id": "noisy", "project_id": "gcp-audit-sink", "task_name": "master-replica-0"}}
+    assert entry["resource"] == {
+        "type": "ml_job",
+        "labels": {"job_id": "noisy", "project_id": "gcp-audit-sink", "task_name": "master-replica-0"},
+    }
 
 
-def test_cloud_logging_failure_never_reaches_the_request(client, project, admin, monkeypatch, settings,
-                                                         django_capture_on_commit_callbacks):
+def test_cloud_logging_failure_never_reaches_the_request(
+    client, project, admin, monkeypatch, settings, django_capture_on_commit_callbacks
+):
     settings.CLOUD_LOGGING_PROJECT = "gcp-audit-sink"
     attempts = []
 
@@ -665,16 +731,18 @@ def test_cloud_logging_failure_never_reaches_the_request(client, project, admin,
     monkeypatch.setattr(cloud_logging, "_make_client", broken_client)
     monkeypatch.setattr(cloud_logging, "_client", None)
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/v1/projects/project-a/jobs", body("fine"), content_type="application/json",
-                               **bearer(admin))
+        response = client.post(
+            "/v1/projects/project-a/jobs", body("fine"), content_type="application/json", **bearer(admin)
+        )
 
     assert response.status_code == 200
     wait_for(lambda: attempts, 10, message="the export to be tried")
     assert Job.objects.filter(job_id="fine").exists()
 
 
-def test_nothing_tries_to_reach_google_without_the_setting(project, admin, monkeypatch,
-                                                           django_capture_on_commit_callbacks):
+def test_nothing_tries_to_reach_google_without_the_setting(
+    project, admin, monkeypatch, django_capture_on_commit_callbacks
+):
     assert not settings_module.CLOUD_LOGGING_PROJECT
     monkeypatch.setattr(cloud_logging, "_enqueue", lambda *a: pytest.fail("tried to export"))
 
@@ -696,9 +764,19 @@ def test_migration_splits_an_existing_single_chain_into_verified_chains():
     try:
         old = executor.loader.project_state(before).apps.get_model("aiconsole", "AuditEntry")
         for n, log_type in enumerate(["activity", "data_access", "activity", "data_access", "activity"]):
-            old.objects.create(timestamp=timezone.now(), log_type=log_type, project_id="p", principal="a@example.com",
-                               method_name=CREATE_JOB, resource_name="projects/p", permission="ml.jobs.create",
-                               granted=True, prev_hash=f"{n}", entry_hash=f"old-{n}", request={"n": n})
+            old.objects.create(
+                timestamp=timezone.now(),
+                log_type=log_type,
+                project_id="p",
+                principal="a@example.com",
+                method_name=CREATE_JOB,
+                resource_name="projects/p",
+                permission="ml.jobs.create",
+                granted=True,
+                prev_hash=f"{n}",
+                entry_hash=f"old-{n}",
+                request={"n": n},
+            )
     finally:
         # Going back to aiconsole 0001 also unapplied every app that depends on it: restore the
         # whole schema, not only aiconsole's, or later tests find tables missing.
@@ -707,7 +785,13 @@ def test_migration_splits_an_existing_single_chain_into_verified_chains():
         executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert audit.verify_chain() == []
-    assert list(AuditEntry.objects.filter(log_type="activity").order_by("id").values_list("seq", flat=True)) == [1, 2, 3]
+    assert list(AuditEntry.objects.filter(log_type="activity").order_by("id").values_list("seq", flat=True)) == [
+        1,
+        2,
+        3,
+    ]
     assert list(AuditEntry.objects.filter(log_type="data_access").order_by("id").values_list("request", flat=True)) == [
-        {"n": 1}, {"n": 3}]
+        {"n": 1},
+        {"n": 3},
+    ]
     assert AuditChain.objects.get(log_type="activity").head_seq == 3

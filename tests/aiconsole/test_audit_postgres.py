@@ -45,8 +45,13 @@ def database_url():
 def console(database_url, tmp_path_factory):
     """Run ``aiconsole …`` or a Python snippet with Django set up, against the scratch database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-    env.update({"AICONSOLE_DATA_DIR": str(tmp_path_factory.mktemp("pg-data")), "AICONSOLE_DATABASE_URL": database_url,
-                "DJANGO_SETTINGS_MODULE": "aiconsole.settings"})
+    env.update(
+        {
+            "AICONSOLE_DATA_DIR": str(tmp_path_factory.mktemp("pg-data")),
+            "AICONSOLE_DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+        }
+    )
 
     class Console:
         def __call__(self, *argv: str) -> subprocess.CompletedProcess:
@@ -54,14 +59,18 @@ def console(database_url, tmp_path_factory):
 
         def python(self, source: str) -> str:
             code = "import django\ndjango.setup()\n" + textwrap.dedent(source)
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                                  cwd=ROOT, timeout=120)
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+            )
             assert done.returncode == 0, done.stderr
             return done.stdout
 
     run = Console()
-    for argv in (("users", "create", "alice", "--email", "alice@example.com"), ("projects", "create", "census-team"),
-                 ("projects", "add-iam-policy-binding", "census-team", "--member=user:alice", "--role=roles/ml.admin")):
+    for argv in (
+        ("users", "create", "alice", "--email", "alice@example.com"),
+        ("projects", "create", "census-team"),
+        ("projects", "add-iam-policy-binding", "census-team", "--member=user:alice", "--role=roles/ml.admin"),
+    ):
         done = run(*argv)
         assert done.returncode == 0, done.stderr
     return run
@@ -81,8 +90,10 @@ def test_trigger_refuses_update(console, sql):
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only: UPDATE refused"):
         sql.execute("UPDATE aiconsole_auditentry SET principal = 'mallory@example.com'")
 
-    assert sql.execute("SELECT count(*) FROM aiconsole_auditentry WHERE principal = 'mallory@example.com'"
-                       ).fetchone()[0] == 0
+    assert (
+        sql.execute("SELECT count(*) FROM aiconsole_auditentry WHERE principal = 'mallory@example.com'").fetchone()[0]
+        == 0
+    )
     assert console("audit", "verify").returncode == 0
 
 
@@ -134,8 +145,9 @@ def test_purge_deletes_old_entries_through_the_trigger_and_the_chain_still_verif
 
     assert purged.returncode == 0, purged.stderr
     assert "Removed 3 Data Access entries older than 30 days." in purged.stdout
-    assert sql.execute("SELECT method_name FROM aiconsole_auditentry WHERE log_type = 'data_access'"
-                       ).fetchall() == [("google.cloud.ml.v1.JobService.ListJobs",)]
+    assert sql.execute("SELECT method_name FROM aiconsole_auditentry WHERE log_type = 'data_access'").fetchall() == [
+        ("google.cloud.ml.v1.JobService.ListJobs",)
+    ]
     verified = console("audit", "verify")
     assert verified.returncode == 0, verified.stderr
     # The purge's permission ended with its transaction.
@@ -175,8 +187,10 @@ def test_tampering_done_as_the_database_owner_is_still_caught(console, sql):
     # Whoever may drop the trigger can edit rows; the keyed chain is what tells.
     sql.execute("ALTER TABLE aiconsole_auditentry DISABLE TRIGGER aiconsole_audit_append_only")
     try:
-        sql.execute("UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' "
-                    "WHERE id = (SELECT min(id) FROM aiconsole_auditentry WHERE log_type = 'activity')")
+        sql.execute(
+            "UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' "
+            "WHERE id = (SELECT min(id) FROM aiconsole_auditentry WHERE log_type = 'activity')"
+        )
     finally:
         sql.execute("ALTER TABLE aiconsole_auditentry ENABLE TRIGGER aiconsole_audit_append_only")
 

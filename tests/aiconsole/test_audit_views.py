@@ -42,8 +42,7 @@ def history(project, other_project, admin, developer, viewer, outsider):
     return AuditEntry.objects.filter(project_id="project-a").order_by("-id")
 
 
-@pytest.mark.parametrize("persona, status", [("admin", 200), ("developer", 403), ("viewer", 403),
-                                             ("outsider", 404)])
+@pytest.mark.parametrize("persona, status", [("admin", 200), ("developer", 403), ("viewer", 403), ("outsider", 404)])
 def test_only_project_admins_read_the_audit_log(client, history, request, persona, status):
     response = signed_in(client, request.getfixturevalue(persona)).get(AUDIT)
 
@@ -59,15 +58,18 @@ def test_audit_log_shows_the_projects_entries_newest_first(client, history, admi
     assert "vera_viewer@example.com" in html and "Denied" in html
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("outcome=denied", [CANCEL_JOB]),
-    ("outcome=granted", [CREATE_JOB, CREATE_JOB]),
-    ("principal=dave", [CREATE_JOB]),
-    ("method=CancelJob", [CANCEL_JOB]),
-    ("resource=projects/project-a/jobs/first", [CANCEL_JOB]),
-    ("log_type=data_access", []),
-    ("log_type=activity", [CANCEL_JOB, CREATE_JOB, CREATE_JOB]),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("outcome=denied", [CANCEL_JOB]),
+        ("outcome=granted", [CREATE_JOB, CREATE_JOB]),
+        ("principal=dave", [CREATE_JOB]),
+        ("method=CancelJob", [CANCEL_JOB]),
+        ("resource=projects/project-a/jobs/first", [CANCEL_JOB]),
+        ("log_type=data_access", []),
+        ("log_type=activity", [CANCEL_JOB, CREATE_JOB, CREATE_JOB]),
+    ],
+)
 def test_filters(client, history, admin, query, expected):
     response = signed_in(client, admin).get(f"{AUDIT}?{query}")
 
@@ -100,8 +102,14 @@ def test_backwards_time_range_is_an_error_not_everything(client, history, admin)
 
 def test_keyset_paging_walks_every_entry_once(client, project, admin, settings):
     for n in range(60):
-        audit.record(actor=admin, project=project, method=CREATE_JOB, resource_name=project.resource_name,
-                     permission="ml.jobs.create", request={"n": n})
+        audit.record(
+            actor=admin,
+            project=project,
+            method=CREATE_JOB,
+            resource_name=project.resource_name,
+            permission="ml.jobs.create",
+            request={"n": n},
+        )
     client = signed_in(client, admin)
 
     seen, url = [], AUDIT + "?method=CreateJob"
@@ -123,8 +131,16 @@ def test_entry_detail_shows_everything_recorded(client, history, admin):
 
     html = response.content.decode()
     assert response.status_code == 200
-    for text in ("vera_viewer@example.com", CANCEL_JOB, "projects/project-a/jobs/first", "ml.jobs.cancel",
-                 "denied", "code 7", "cloudaudit.googleapis.com%2Factivity", denied.entry_hash):
+    for text in (
+        "vera_viewer@example.com",
+        CANCEL_JOB,
+        "projects/project-a/jobs/first",
+        "ml.jobs.cancel",
+        "denied",
+        "code 7",
+        "cloudaudit.googleapis.com%2Factivity",
+        denied.entry_hash,
+    ):
         assert text in html
 
 
@@ -168,7 +184,10 @@ def test_reading_the_audit_log_is_itself_a_data_access_read(client, project, his
 
     read = AuditEntry.objects.get(method_name=audit.LIST_ENTRIES)
     assert (read.log_type, read.permission, read.service_name) == (
-        "data_access", "logging.privateLogEntries.list", "logging.googleapis.com")
+        "data_access",
+        "logging.privateLogEntries.list",
+        "logging.googleapis.com",
+    )
 
 
 def test_denied_attempt_to_read_the_audit_log_is_recorded_with_data_access(client, project, history, developer):

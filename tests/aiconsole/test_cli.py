@@ -54,8 +54,9 @@ def test_admin_credentials_come_from_the_environment(server):
 
 def test_token_create_rejects_an_unknown_user(tmp_path):
     data_dir = tmp_path / "data"
-    result = subprocess.run([AICONSOLE, "token", "create", "nobody"], capture_output=True, text=True,
-                            env=console_env(data_dir), timeout=60)
+    result = subprocess.run(
+        [AICONSOLE, "token", "create", "nobody"], capture_output=True, text=True, env=console_env(data_dir), timeout=60
+    )
     assert result.returncode == 2
     assert "no active user named 'nobody'" in result.stderr
 
@@ -66,7 +67,10 @@ def test_a_job_submitted_to_the_running_console_runs_and_survives_a_restart(serv
     does not leave it RUNNING forever but starts it again."""
     console = server()
     token = token_for(console.data_dir)
-    package = build_package(console.data_dir / "storage" / "pkgs" / "default-project", {"trainer/task.py": """
+    package = build_package(
+        console.data_dir / "storage" / "pkgs" / "default-project",
+        {
+            "trainer/task.py": """
 import os, sys, time
 marker = os.path.join(sys.argv[-1], "attempts")
 attempts = int(open(marker).read()) + 1 if os.path.exists(marker) else 1
@@ -75,10 +79,19 @@ print("attempt", attempts, flush=True)
 if attempts == 1:
     time.sleep(600)  # the first attempt is interrupted by the console restart
 print("finished")
-"""})
-    body = {"jobId": "restart_me", "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-        "region": "us-central1", "jobDir": str(console.data_dir / "storage" / "out" / "default-project")}}
+"""
+        },
+    )
+    body = {
+        "jobId": "restart_me",
+        "trainingInput": {
+            "scaleTier": "BASIC",
+            "packageUris": [str(package)],
+            "pythonModule": "trainer.task",
+            "region": "us-central1",
+            "jobDir": str(console.data_dir / "storage" / "out" / "default-project"),
+        },
+    }
     status, job = console.api("POST", "/v1/projects/default-project/jobs", token, body)
     assert status == 200, job
     marker = console.data_dir / "storage" / "out" / "default-project" / "attempts"
@@ -86,8 +99,10 @@ print("finished")
     console.stop()
 
     restarted = server()
+
     def state():
         return restarted.api("GET", "/v1/projects/default-project/jobs/restart_me", token)[1]["state"]
+
     wait_for(lambda: state() == "SUCCEEDED", 120, interval=0.2, message="the job to finish after the restart")
     assert marker.read_text() == "2"
 
@@ -98,18 +113,34 @@ def test_sigterm_stops_the_running_trainers_before_the_console_exits(server):
     of dying at once and leaving them to the next start's orphan sweep."""
     console = server()
     token = token_for(console.data_dir)
-    package = build_package(console.data_dir / "storage" / "pkgs" / "default-project", {"trainer/task.py": """
+    package = build_package(
+        console.data_dir / "storage" / "pkgs" / "default-project",
+        {
+            "trainer/task.py": """
 import os, sys, time
 open(os.path.join(sys.argv[-1], "pid"), "w").write(str(os.getpid()))
 time.sleep(600)
-"""})
+"""
+        },
+    )
     job_dir = console.data_dir / "storage" / "out" / "default-project" / "sigterm"
-    status, job = console.api("POST", "/v1/projects/default-project/jobs", token, {"jobId": "sigterm", "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-        "region": "us-central1", "jobDir": str(job_dir)}})
+    status, job = console.api(
+        "POST",
+        "/v1/projects/default-project/jobs",
+        token,
+        {
+            "jobId": "sigterm",
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": [str(package)],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "jobDir": str(job_dir),
+            },
+        },
+    )
     assert status == 200, job
-    wait_for(lambda: (job_dir / "pid").exists() and (job_dir / "pid").read_text(), 180,
-             message="the trainer to start")
+    wait_for(lambda: (job_dir / "pid").exists() and (job_dir / "pid").read_text(), 180, message="the trainer to start")
     trainer = int((job_dir / "pid").read_text())
 
     console.process.send_signal(signal.SIGTERM)
@@ -128,7 +159,15 @@ def test_secrets_given_as_variables_are_not_in_the_consoles_initial_environment(
 
     session = requests.Session()
     session.get(console.url + "/login/", timeout=30)
-    answer = session.post(console.url + "/login/", timeout=30, allow_redirects=False, data={
-        "username": "admin", "password": "env-given-pass-8273",
-        "csrfmiddlewaretoken": session.cookies["csrftoken"]}, headers={"Referer": console.url + "/login/"})
+    answer = session.post(
+        console.url + "/login/",
+        timeout=30,
+        allow_redirects=False,
+        data={
+            "username": "admin",
+            "password": "env-given-pass-8273",
+            "csrfmiddlewaretoken": session.cookies["csrftoken"],
+        },
+        headers={"Referer": console.url + "/login/"},
+    )
     assert answer.status_code == 302, answer.text[:500]

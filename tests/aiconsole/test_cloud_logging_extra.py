@@ -24,14 +24,16 @@ def without_the_client(monkeypatch):
 
 
 def test_the_core_imports_without_the_client():
-    blocker = ("import sys\n"
-               "class Missing:\n"
-               "    def find_spec(self, name, path=None, target=None):\n"
-               "        if name.startswith('google.cloud.logging'):\n"
-               "            raise ModuleNotFoundError(name)\n"
-               "sys.meta_path.insert(0, Missing())\n"
-               "import aiconsole.cloud_logging\n"
-               "assert 'google.cloud.logging' not in sys.modules\n")
+    blocker = (
+        "import sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('google.cloud.logging'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "import aiconsole.cloud_logging\n"
+        "assert 'google.cloud.logging' not in sys.modules\n"
+    )
 
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=60)
 
@@ -67,5 +69,8 @@ def test_an_export_without_the_client_logs_what_to_install(settings, monkeypatch
 
     cloud_logging._enqueue("aiconsole-audit-activity", {"info": {}})
 
-    wait_for(lambda: any("aiconsole[cloud-logging]" in r.getMessage() for r in caplog.records), 10,
-             message="the export to say what is missing")
+    wait_for(
+        lambda: any("aiconsole[cloud-logging]" in r.getMessage() for r in caplog.records),
+        10,
+        message="the export to say what is missing",
+    )

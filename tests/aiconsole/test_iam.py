@@ -154,8 +154,7 @@ def test_require_gives_permission_denied_to_a_viewer_lacking_the_permission(proj
 # --- scope and ownership ------------------------------------------------------------------------
 
 
-def test_scope_returns_jobs_of_the_users_projects_and_jobs_they_own(project, other_project, admin,
-                                                                     developer, outsider):
+def test_scope_returns_jobs_of_the_users_projects_and_jobs_they_own(project, other_project, admin, developer, outsider):
     a1, a2 = submit(project, "a1", admin), submit(project, "a2", admin)
     b1, b2 = submit(other_project, "b1", outsider), submit(other_project, "b2", outsider)
     iam.grant(developer, "roles/ml.jobOwner", b1)
@@ -285,11 +284,18 @@ def html_call(client, action: str, job: Job):
     if action == "get":
         return client.get(f"{base}{job.job_id}/")
     if action == "submit":
-        return client.post(f"{base}new/", {
-            "job_id": "submitted", "package_uris": PACKAGE, "python_module": "trainer.task",
-            "region": "us-central1", "runtime_version": "2.11", "python_version": "3.7",
-            "scale_tier": "BASIC",
-        })
+        return client.post(
+            f"{base}new/",
+            {
+                "job_id": "submitted",
+                "package_uris": PACKAGE,
+                "python_module": "trainer.task",
+                "region": "us-central1",
+                "runtime_version": "2.11",
+                "python_version": "3.7",
+                "scale_tier": "BASIC",
+            },
+        )
     return client.post(f"{base}{job.job_id}/cancel/")
 
 
@@ -326,7 +332,9 @@ def test_html_permission_matrix(client, persona_and_job, action, request):
     assert response.status_code == EXPECTED[(persona, action)][0]
     _check_side_effects(action, response.status_code, job)
     if response.status_code == 302:
-        assert response["Location"].startswith(f"/projects/project-a/jobs/{'submitted' if action == 'submit' else 'target'}/")
+        assert response["Location"].startswith(
+            f"/projects/project-a/jobs/{'submitted' if action == 'submit' else 'target'}/"
+        )
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -360,16 +368,46 @@ def test_outsider_gets_404_for_job_page_of_a_job_that_does_not_exist_either(clie
 # no role: the actions that change something try to give them one.
 TEAM_ACTIONS = ["members", "add_member", "audit_log", "job_policy", "set_job_policy", "test_job_permissions"]
 TEAM_EXPECTED = {
-    "admin": {"members": (200, 200), "add_member": (302, 200), "audit_log": (200, None),
-              "job_policy": (200, 200), "set_job_policy": (302, 200), "test_job_permissions": (None, 200)},
-    "developer": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
-                  "job_policy": (200, 200), "set_job_policy": (403, 403), "test_job_permissions": (None, 200)},
-    "viewer": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
-               "job_policy": (403, 403), "set_job_policy": (403, 403), "test_job_permissions": (None, 200)},
-    "outsider": {"members": (404, 404), "add_member": (404, 404), "audit_log": (404, None),
-                 "job_policy": (404, 404), "set_job_policy": (404, 404), "test_job_permissions": (None, 200)},
-    "job_owner": {"members": (403, 403), "add_member": (403, 403), "audit_log": (403, None),
-                  "job_policy": (200, 200), "set_job_policy": (302, 200), "test_job_permissions": (None, 200)},
+    "admin": {
+        "members": (200, 200),
+        "add_member": (302, 200),
+        "audit_log": (200, None),
+        "job_policy": (200, 200),
+        "set_job_policy": (302, 200),
+        "test_job_permissions": (None, 200),
+    },
+    "developer": {
+        "members": (403, 403),
+        "add_member": (403, 403),
+        "audit_log": (403, None),
+        "job_policy": (200, 200),
+        "set_job_policy": (403, 403),
+        "test_job_permissions": (None, 200),
+    },
+    "viewer": {
+        "members": (403, 403),
+        "add_member": (403, 403),
+        "audit_log": (403, None),
+        "job_policy": (403, 403),
+        "set_job_policy": (403, 403),
+        "test_job_permissions": (None, 200),
+    },
+    "outsider": {
+        "members": (404, 404),
+        "add_member": (404, 404),
+        "audit_log": (404, None),
+        "job_policy": (404, 404),
+        "set_job_policy": (404, 404),
+        "test_job_permissions": (None, 200),
+    },
+    "job_owner": {
+        "members": (403, 403),
+        "add_member": (403, 403),
+        "audit_log": (403, None),
+        "job_policy": (200, 200),
+        "set_job_policy": (302, 200),
+        "test_job_permissions": (None, 200),
+    },
 }
 # Over REST, "members" and "add_member" are the project's getIamPolicy and setIamPolicy.
 TEAM_HTML_CASES = [(p, a) for p in PERSONAS for a in TEAM_ACTIONS if TEAM_EXPECTED[p][a][0] is not None]
@@ -388,8 +426,9 @@ def team_html_call(client, action: str, job: Job):
         "add_member": lambda: client.post(project + "members/add/", {"member": "newbie", "role": "roles/ml.viewer"}),
         "audit_log": lambda: client.get(project + "audit/"),
         "job_policy": lambda: client.get(job_page + "sharing/"),
-        "set_job_policy": lambda: client.post(job_page + "sharing/add/", {"member": "newbie",
-                                                                          "role": "roles/ml.jobOwner"}),
+        "set_job_policy": lambda: client.post(
+            job_page + "sharing/add/", {"member": "newbie", "role": "roles/ml.jobOwner"}
+        ),
     }[action]()
 
 
@@ -403,11 +442,21 @@ def team_rest_call(client, action: str, job: Job, user, raw_token: str):
 
     return {
         "members": lambda: client.get(project + ":getIamPolicy", **auth),
-        "add_member": lambda: post(project + ":setIamPolicy", {"policy": {"bindings": [
-            keep_admin, {"role": "roles/ml.viewer", "members": ["user:newbie"]}]}}),
+        "add_member": lambda: post(
+            project + ":setIamPolicy",
+            {"policy": {"bindings": [keep_admin, {"role": "roles/ml.viewer", "members": ["user:newbie"]}]}},
+        ),
         "job_policy": lambda: client.get(job_path + ":getIamPolicy", **auth),
-        "set_job_policy": lambda: post(job_path + ":setIamPolicy", {"policy": {"bindings": [
-            {"role": "roles/ml.jobOwner", "members": [f"user:{user.get_username()}", "user:newbie"]}]}}),
+        "set_job_policy": lambda: post(
+            job_path + ":setIamPolicy",
+            {
+                "policy": {
+                    "bindings": [
+                        {"role": "roles/ml.jobOwner", "members": [f"user:{user.get_username()}", "user:newbie"]}
+                    ]
+                }
+            },
+        ),
         "test_job_permissions": lambda: post(job_path + ":testIamPermissions", {"permissions": ["ml.jobs.get"]}),
     }[action]()
 
@@ -466,8 +515,15 @@ async def _open_log_socket(user, job) -> int:
         return browser.cookies["sessionid"].value
 
     session = await database_sync_to_async(cookie)()
-    socket = WebsocketCommunicator(application, f"/ws/projects/project-a/jobs/{job.job_id}/logs/", headers=[
-        (b"host", b"testserver"), (b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())])
+    socket = WebsocketCommunicator(
+        application,
+        f"/ws/projects/project-a/jobs/{job.job_id}/logs/",
+        headers=[
+            (b"host", b"testserver"),
+            (b"origin", b"http://testserver"),
+            (b"cookie", f"sessionid={session}".encode()),
+        ],
+    )
     try:
         connected, _ = await socket.connect(timeout=10)
         if not connected:

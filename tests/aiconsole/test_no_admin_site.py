@@ -21,8 +21,9 @@ def test_a_superuser_cannot_be_made_through_a_post_to_the_old_admin(client, db):
     someone = get_user_model().objects.create_user("someone", "someone@example.com", "pw")
     client.force_login(root)
 
-    response = client.post(f"/admin/auth/user/{someone.pk}/change/",
-                           {"username": "someone", "is_superuser": "on", "is_staff": "on"})
+    response = client.post(
+        f"/admin/auth/user/{someone.pk}/change/", {"username": "someone", "is_superuser": "on", "is_staff": "on"}
+    )
 
     assert response.status_code in (403, 404)
     someone.refresh_from_db()

@@ -27,8 +27,9 @@ def get_policy(client, user, path=JOB, query=""):
 
 
 def set_policy(client, user, policy, path=JOB, **extra):
-    return client.post(f"{path}:setIamPolicy", {"policy": policy, **extra}, content_type="application/json",
-                       **bearer(user))
+    return client.post(
+        f"{path}:setIamPolicy", {"policy": policy, **extra}, content_type="application/json", **bearer(user)
+    )
 
 
 def owners(*names):
@@ -112,22 +113,25 @@ def test_missing_job_policy_is_404(client, project, admin):
 def test_set_policy_replaces_the_bindings_and_grants_for_real(client, job, admin, viewer):
     etag = get_policy(client, admin).json()["etag"]
 
-    response = set_policy(client, admin, {"bindings": owners("vera_viewer"), "etag": etag},
-                          updateMask="bindings,etag")
+    response = set_policy(client, admin, {"bindings": owners("vera_viewer"), "etag": etag}, updateMask="bindings,etag")
 
     assert response.status_code == 200
     assert response.json()["bindings"] == owners("vera_viewer")
     assert response.json()["etag"] != etag
     assert iam.can(viewer, "ml.jobs.cancel", job)
     assert list(RoleBinding.objects.filter(resource_type="job").values_list("user__username", flat=True)) == [
-        "vera_viewer"]
+        "vera_viewer"
+    ]
     client.post(f"{JOB}:cancel", **bearer(viewer))
     assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
 
 
 def test_members_may_be_named_by_email(client, job, admin, viewer):
-    response = set_policy(client, admin, {"bindings": [
-        {"role": "roles/ml.jobOwner", "members": ["user:Vera_Viewer@Example.com", "user:alice_admin"]}]})
+    response = set_policy(
+        client,
+        admin,
+        {"bindings": [{"role": "roles/ml.jobOwner", "members": ["user:Vera_Viewer@Example.com", "user:alice_admin"]}]},
+    )
 
     assert response.status_code == 200
     assert response.json()["bindings"] == owners("alice_admin", "vera_viewer")
@@ -146,8 +150,9 @@ def test_stale_etag_is_aborted_and_changes_nothing(client, job, admin, viewer):
 
 
 def test_etag_outside_the_update_mask_is_not_checked(client, job, admin, viewer):
-    response = set_policy(client, admin, {"bindings": owners("vera_viewer"), "etag": "AAAAAAAAAAA="},
-                          updateMask="bindings")
+    response = set_policy(
+        client, admin, {"bindings": owners("vera_viewer"), "etag": "AAAAAAAAAAA="}, updateMask="bindings"
+    )
 
     assert response.status_code == 200
 
@@ -165,11 +170,14 @@ def test_unknown_update_mask_field_is_refused(client, job, admin):
     assert violation(response)[0] == "update_mask"
 
 
-@pytest.mark.parametrize("role, reason", [
-    ("roles/ml.superuser", "Role roles/ml.superuser is not supported."),
-    ("roles/ml.admin", "Role roles/ml.admin is not supported for this resource"),
-    ("roles/ml.modelOwner", "a job can be granted roles/ml.jobOwner"),
-])
+@pytest.mark.parametrize(
+    "role, reason",
+    [
+        ("roles/ml.superuser", "Role roles/ml.superuser is not supported."),
+        ("roles/ml.admin", "Role roles/ml.admin is not supported for this resource"),
+        ("roles/ml.modelOwner", "a job can be granted roles/ml.jobOwner"),
+    ],
+)
 def test_unknown_or_ungrantable_role_is_refused_naming_the_binding(client, job, admin, role, reason):
     response = set_policy(client, admin, {"bindings": [{"role": role, "members": ["user:alice_admin"]}]})
 
@@ -181,16 +189,20 @@ def test_unknown_or_ungrantable_role_is_refused_naming_the_binding(client, job, 
     assert get_policy(client, admin).json()["bindings"] == owners("alice_admin")
 
 
-@pytest.mark.parametrize("member, reason", [
-    ("alice_admin", "Invalid member 'alice_admin'"),
-    ("group:ml-team@example.com", "group members are not supported"),
-    ("user:", "Invalid member"),
-    ("user:nobody", "User 'nobody' does not exist."),
-    ("user:nobody@example.com", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "member, reason",
+    [
+        ("alice_admin", "Invalid member 'alice_admin'"),
+        ("group:ml-team@example.com", "group members are not supported"),
+        ("user:", "Invalid member"),
+        ("user:nobody", "User 'nobody' does not exist."),
+        ("user:nobody@example.com", "does not exist"),
+    ],
+)
 def test_malformed_or_unknown_member_is_refused_naming_it(client, job, admin, member, reason):
-    response = set_policy(client, admin, {"bindings": [
-        {"role": "roles/ml.jobOwner", "members": ["user:alice_admin", member]}]})
+    response = set_policy(
+        client, admin, {"bindings": [{"role": "roles/ml.jobOwner", "members": ["user:alice_admin", member]}]}
+    )
 
     assert response.status_code == 400
     field, description = violation(response)
@@ -199,8 +211,15 @@ def test_malformed_or_unknown_member_is_refused_naming_it(client, job, admin, me
 
 
 def test_conditional_bindings_are_refused(client, job, admin):
-    response = set_policy(client, admin, {"bindings": [{"role": "roles/ml.jobOwner", "members": ["user:alice_admin"],
-                                                        "condition": {"expression": "true"}}]})
+    response = set_policy(
+        client,
+        admin,
+        {
+            "bindings": [
+                {"role": "roles/ml.jobOwner", "members": ["user:alice_admin"], "condition": {"expression": "true"}}
+            ]
+        },
+    )
 
     assert response.status_code == 400
     assert violation(response)[0] == "policy.bindings[0].condition"
@@ -217,19 +236,23 @@ def test_set_policy_without_a_policy_is_refused(client, job, admin):
 
 
 def ask_permissions(client, user, permissions, path=JOB):
-    return client.post(f"{path}:testIamPermissions", {"permissions": permissions},
-                       content_type="application/json", **bearer(user))
+    return client.post(
+        f"{path}:testIamPermissions", {"permissions": permissions}, content_type="application/json", **bearer(user)
+    )
 
 
 ASKED = ["ml.jobs.get", "ml.jobs.cancel", "ml.jobs.setIamPolicy"]
 
 
-@pytest.mark.parametrize("persona, held", [
-    ("admin", ASKED),
-    ("developer", ["ml.jobs.get"]),
-    ("viewer", ["ml.jobs.get"]),
-    ("outsider", []),
-])
+@pytest.mark.parametrize(
+    "persona, held",
+    [
+        ("admin", ASKED),
+        ("developer", ["ml.jobs.get"]),
+        ("viewer", ["ml.jobs.get"]),
+        ("outsider", []),
+    ],
+)
 def test_test_iam_permissions_returns_the_subset_held(client, job, request, persona, held):
     user = request.getfixturevalue(persona)
 
@@ -276,7 +299,10 @@ def test_get_iam_policy_is_a_data_access_entry_when_enabled(client, project, job
     (entry,) = entries(GET)
     assert entry.log_type == AuditEntry.LogType.DATA_ACCESS
     assert (entry.resource_name, entry.permission, entry.granted) == (
-        "projects/project-a/jobs/shared_job", "ml.jobs.getIamPolicy", True)
+        "projects/project-a/jobs/shared_job",
+        "ml.jobs.getIamPolicy",
+        True,
+    )
     assert entry.response["bindings"] == owners("alice_admin")
 
 
@@ -286,7 +312,10 @@ def test_set_iam_policy_is_an_admin_activity_entry_with_the_deltas(client, job, 
     (entry,) = entries(SET)
     assert entry.log_type == AuditEntry.LogType.ADMIN_ACTIVITY
     assert (entry.resource_name, entry.permission, entry.granted) == (
-        "projects/project-a/jobs/shared_job", "ml.jobs.setIamPolicy", True)
+        "projects/project-a/jobs/shared_job",
+        "ml.jobs.setIamPolicy",
+        True,
+    )
     assert entry.request["policy"] == {"bindings": owners("vera_viewer")}
     assert entry.response == response.json()
     assert entry.service_data["policyDelta"]["bindingDeltas"] == [
@@ -299,8 +328,7 @@ def test_denied_set_iam_policy_is_recorded(client, job, developer):
     set_policy(client, developer, {"bindings": owners("dave_dev")})
 
     (entry,) = entries(SET)
-    assert (entry.granted, entry.principal, entry.permission) == (False, "dave_dev@example.com",
-                                                                  "ml.jobs.setIamPolicy")
+    assert (entry.granted, entry.principal, entry.permission) == (False, "dave_dev@example.com", "ml.jobs.setIamPolicy")
     assert entry.request["policy"] == {"bindings": owners("dave_dev")}
 
 
@@ -353,9 +381,12 @@ def test_read_modify_write_adds_a_member(client, admin, outsider):
 
 
 def test_removing_the_last_admin_is_refused(client, admin, developer):
-    response = set_policy(client, admin, {"bindings": [{"role": "roles/ml.developer",
-                                                         "members": ["user:alice_admin", "user:dave_dev"]}]},
-                          path=PROJECT)
+    response = set_policy(
+        client,
+        admin,
+        {"bindings": [{"role": "roles/ml.developer", "members": ["user:alice_admin", "user:dave_dev"]}]},
+        path=PROJECT,
+    )
 
     assert response.status_code == 400
     assert response.json()["error"]["status"] == "FAILED_PRECONDITION"
@@ -364,9 +395,17 @@ def test_removing_the_last_admin_is_refused(client, admin, developer):
 
 
 def test_a_job_role_may_be_granted_project_wide(client, admin, developer):
-    response = set_policy(client, admin, {"bindings": [
-        {"role": "roles/ml.admin", "members": ["user:alice_admin"]},
-        {"role": "roles/ml.jobOwner", "members": ["user:dave_dev"]}]}, path=PROJECT)
+    response = set_policy(
+        client,
+        admin,
+        {
+            "bindings": [
+                {"role": "roles/ml.admin", "members": ["user:alice_admin"]},
+                {"role": "roles/ml.jobOwner", "members": ["user:dave_dev"]},
+            ]
+        },
+        path=PROJECT,
+    )
 
     assert response.status_code == 200
     assert set(project_bindings(client, admin)) == {"roles/ml.admin", "roles/ml.jobOwner"}
@@ -380,13 +419,15 @@ def test_audit_configs_switch_data_access_logs(client, project, admin):
     response = set_policy(client, admin, policy, path=PROJECT, updateMask="bindings,etag,auditConfigs")
 
     assert response.status_code == 200
-    assert response.json()["auditConfigs"] == [{"service": "ml.googleapis.com",
-                                                "auditLogConfigs": [{"logType": "ADMIN_READ"}]}]
+    assert response.json()["auditConfigs"] == [
+        {"service": "ml.googleapis.com", "auditLogConfigs": [{"logType": "ADMIN_READ"}]}
+    ]
     project.refresh_from_db()
     assert project.data_access_logs is True
     (entry,) = entries(SET, granted=True)
     assert entry.service_data["policyDelta"]["auditConfigDeltas"] == [
-        {"action": "ADD", "service": "ml.googleapis.com", "logType": "ADMIN_READ"}]
+        {"action": "ADD", "service": "ml.googleapis.com", "logType": "ADMIN_READ"}
+    ]
     assert entry.service_name == "cloudresourcemanager.googleapis.com"
 
     get_policy(client, admin, path=PROJECT)
@@ -417,26 +458,43 @@ def test_audit_configs_can_turn_data_access_off(client, project, admin):
     assert project.data_access_logs is False
 
 
-@pytest.mark.parametrize("config, field", [
-    ({"service": "storage.googleapis.com", "auditLogConfigs": [{"logType": "ADMIN_READ"}]},
-     "policy.audit_configs[0].service"),
-    ({"service": "ml.googleapis.com", "auditLogConfigs": [{"logType": "EVERYTHING"}]},
-     "policy.audit_configs[0].audit_log_configs[0].log_type"),
-    ({"service": "ml.googleapis.com", "auditLogConfigs": [{"logType": "ADMIN_READ",
-                                                           "exemptedMembers": ["user:alice_admin"]}]},
-     "policy.audit_configs[0].audit_log_configs[0].exempted_members"),
-])
+@pytest.mark.parametrize(
+    "config, field",
+    [
+        (
+            {"service": "storage.googleapis.com", "auditLogConfigs": [{"logType": "ADMIN_READ"}]},
+            "policy.audit_configs[0].service",
+        ),
+        (
+            {"service": "ml.googleapis.com", "auditLogConfigs": [{"logType": "EVERYTHING"}]},
+            "policy.audit_configs[0].audit_log_configs[0].log_type",
+        ),
+        (
+            {
+                "service": "ml.googleapis.com",
+                "auditLogConfigs": [{"logType": "ADMIN_READ", "exemptedMembers": ["user:alice_admin"]}],
+            },
+            "policy.audit_configs[0].audit_log_configs[0].exempted_members",
+        ),
+    ],
+)
 def test_bad_audit_configs_are_refused(client, project, admin, config, field):
-    response = set_policy(client, admin, {"bindings": [{"role": "roles/ml.admin", "members": ["user:alice_admin"]}],
-                                          "auditConfigs": [config]}, path=PROJECT, updateMask="auditConfigs")
+    response = set_policy(
+        client,
+        admin,
+        {"bindings": [{"role": "roles/ml.admin", "members": ["user:alice_admin"]}], "auditConfigs": [config]},
+        path=PROJECT,
+        updateMask="auditConfigs",
+    )
 
     assert response.status_code == 400
     assert violation(response)[0] == field
 
 
 def test_project_test_iam_permissions(client, project, developer):
-    response = ask_permissions(client, developer, ["ml.jobs.create", "resourcemanager.projects.setIamPolicy"],
-                                path=PROJECT)
+    response = ask_permissions(
+        client, developer, ["ml.jobs.create", "resourcemanager.projects.setIamPolicy"], path=PROJECT
+    )
 
     assert response.json() == {"permissions": ["ml.jobs.create"]}
 
@@ -495,8 +553,13 @@ def test_creator_can_hand_a_job_over(project, developer, viewer):
 @pytest.fixture
 def ml(live_server, admin):
     _, raw = create_token(admin)
-    return discovery.build("ml", "v1", credentials=Credentials(token=raw), cache_discovery=False,
-                           client_options={"api_endpoint": live_server.url})
+    return discovery.build(
+        "ml",
+        "v1",
+        credentials=Credentials(token=raw),
+        cache_discovery=False,
+        client_options={"api_endpoint": live_server.url},
+    )
 
 
 def test_google_client_reads_and_changes_a_job_policy(ml, project, admin, viewer):

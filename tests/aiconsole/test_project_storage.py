@@ -38,8 +38,9 @@ def area(project_id: str, folder: str, *parts: str) -> Path:
 
 
 def rest_post(user, path: str, body: dict):
-    return Client(**bearer(user)).post(f"/v1/projects/project-a{path}", json.dumps(body),
-                                       content_type="application/json")
+    return Client(**bearer(user)).post(
+        f"/v1/projects/project-a{path}", json.dumps(body), content_type="application/json"
+    )
 
 
 def violations(response) -> list[dict]:
@@ -58,8 +59,12 @@ def test_a_path_must_lie_in_the_projects_area_or_a_shared_root(tmp_path):
     own = storage_dir / "datasets" / "project-a" / "x.csv"
     assert storage.resolve_local_path(str(own), roots=roots, project="project-a", must_exist=False) == own
     assert storage.resolve_local_path(str(shared / "x.csv"), roots=roots, project="project-a", must_exist=False)
-    for other in (storage_dir / "datasets" / "project-b" / "x.csv", storage_dir / "datasets",
-                  storage_dir / "x.csv", storage_dir / "datasets" / "project-a" / ".." / "project-b"):
+    for other in (
+        storage_dir / "datasets" / "project-b" / "x.csv",
+        storage_dir / "datasets",
+        storage_dir / "x.csv",
+        storage_dir / "datasets" / "project-a" / ".." / "project-b",
+    ):
         with pytest.raises(storage.StoragePermissionError, match=DENIED):
             storage.resolve_local_path(str(other), roots=roots, project="project-a", must_exist=False)
 
@@ -104,8 +109,11 @@ def test_another_projects_model_folder_cannot_be_deployed_as_a_version(project, 
     folder.mkdir(parents=True)
     (folder / "model.joblib").write_bytes(b"their model")
     assert rest_post(admin, "/models", {"name": "census"}).status_code == 200
-    refused = violations(rest_post(admin, "/models/census/versions",
-                                   {"name": "v1", "deploymentUri": str(folder), "runtimeVersion": "2.11"}))
+    refused = violations(
+        rest_post(
+            admin, "/models/census/versions", {"name": "v1", "deploymentUri": str(folder), "runtimeVersion": "2.11"}
+        )
+    )
     assert refused[0]["field"] == "version.deployment_uri" and DENIED in refused[0]["description"]
     assert not model_services.Version.objects.exists()
 
@@ -139,28 +147,51 @@ def test_a_batch_output_path_cannot_point_into_another_projects_area(project, ot
     own_model = area("project-a", "models-in", "census")
     theirs = area("project-b", "batch-out", "scores")
     mine = area("project-a", "batch-in", "scores")
-    refused = violations(rest_post(admin, "/jobs", {"jobId": "batch_1", "predictionInput": {
-        "dataFormat": "JSON", "region": "us-central1", "uri": str(own_model), "runtimeVersion": "2.11",
-        "inputPaths": [str(mine / "*.json")], "outputPath": str(theirs)}}))
+    refused = violations(
+        rest_post(
+            admin,
+            "/jobs",
+            {
+                "jobId": "batch_1",
+                "predictionInput": {
+                    "dataFormat": "JSON",
+                    "region": "us-central1",
+                    "uri": str(own_model),
+                    "runtimeVersion": "2.11",
+                    "inputPaths": [str(mine / "*.json")],
+                    "outputPath": str(theirs),
+                },
+            },
+        )
+    )
     assert [v["field"] for v in refused] == ["job.prediction_input.output_path"]
     assert DENIED in refused[0]["description"]
     assert not Job.objects.exists()
 
 
 def test_the_deploy_page_of_a_job_dir_at_the_storage_root_lists_no_other_projects_folders(
-        project, other_project, admin):
+    project, other_project, admin
+):
     theirs = area("project-b", "job-dirs", "secret_model")
     theirs.mkdir(parents=True)
     (theirs / "model.joblib").write_bytes(b"their model")
     mine = area("project-a", "job-dirs", "my_model")
     mine.mkdir(parents=True)
     (mine / "model.joblib").write_bytes(b"my model")
-    Job.objects.create(project=project, job_id="rooted", state=JobState.SUCCEEDED,
-                       training_input=training_body("rooted", jobDir=str(settings.STORAGE_DIR))["trainingInput"])
+    Job.objects.create(
+        project=project,
+        job_id="rooted",
+        state=JobState.SUCCEEDED,
+        training_input=training_body("rooted", jobDir=str(settings.STORAGE_DIR))["trainingInput"],
+    )
     page = signed_in(admin).get("/projects/project-a/models/deploy-from-job/?job=rooted").content.decode()
     assert str(theirs) not in page and "project-b" not in page
-    own = Job.objects.create(project=project, job_id="own", state=JobState.SUCCEEDED,
-                             training_input=training_body("own", jobDir=str(mine.parent))["trainingInput"])
+    own = Job.objects.create(
+        project=project,
+        job_id="own",
+        state=JobState.SUCCEEDED,
+        training_input=training_body("own", jobDir=str(mine.parent))["trainingInput"],
+    )
     page = signed_in(admin).get(f"/projects/project-a/models/deploy-from-job/?job={own.job_id}").content.decode()
     assert str(mine) in page
 
@@ -169,6 +200,7 @@ def test_a_shared_root_is_open_to_every_project(project, admin, settings, tmp_pa
     shared = (tmp_path / "shared").resolve()
     settings.STORAGE_ROOTS = [settings.STORAGE_DIR, shared]
     package = build_package(shared / "pkgs", {"trainer/task.py": "print('shared')\n"})
-    job = job_services.submit_job(project, training_body("shared_pkg", packageUris=[str(package)],
-                                                         jobDir=str(shared / "out")), actor=admin)
+    job = job_services.submit_job(
+        project, training_body("shared_pkg", packageUris=[str(package)], jobDir=str(shared / "out")), actor=admin
+    )
     assert job.training_input["packageUris"] == [str(package)]

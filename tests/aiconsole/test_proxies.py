@@ -21,18 +21,21 @@ from tests.helpers.identity import entries
 PROXIES = parse_networks(["10.1.0.0/24", "192.0.2.1", "2001:db8::/32"])
 
 
-@pytest.mark.parametrize(("peer", "forwarded", "client"), [
-    ("10.1.0.5", "203.0.113.7", "203.0.113.7"),  # one trusted proxy
-    ("10.1.0.5", "198.51.100.1, 203.0.113.7", "203.0.113.7"),  # the client wrote the first entry itself
-    ("10.1.0.5", "203.0.113.7, 192.0.2.1", "203.0.113.7"),  # two proxies of ours
-    ("10.1.0.5", "", "10.1.0.5"),  # the proxy's own request
-    ("198.51.100.9", "203.0.113.7", "198.51.100.9"),  # not a proxy of ours: the header is ignored
-    ("10.1.0.5", "unknown", "10.1.0.5"),  # the proxy could not say
-    ("10.1.0.5", "203.0.113.7, garbage, 192.0.2.1", "192.0.2.1"),
-    ("2001:db8::5", "[2001:db9::7]:443, 2001:0db8::9", "2001:db9::7"),
-    ("2001:db8::5", "2001:db9::7", "2001:db9::7"),
-    ("::ffff:10.1.0.5", "203.0.113.7", "203.0.113.7"),  # IPv4 on an IPv6 socket
-])
+@pytest.mark.parametrize(
+    ("peer", "forwarded", "client"),
+    [
+        ("10.1.0.5", "203.0.113.7", "203.0.113.7"),  # one trusted proxy
+        ("10.1.0.5", "198.51.100.1, 203.0.113.7", "203.0.113.7"),  # the client wrote the first entry itself
+        ("10.1.0.5", "203.0.113.7, 192.0.2.1", "203.0.113.7"),  # two proxies of ours
+        ("10.1.0.5", "", "10.1.0.5"),  # the proxy's own request
+        ("198.51.100.9", "203.0.113.7", "198.51.100.9"),  # not a proxy of ours: the header is ignored
+        ("10.1.0.5", "unknown", "10.1.0.5"),  # the proxy could not say
+        ("10.1.0.5", "203.0.113.7, garbage, 192.0.2.1", "192.0.2.1"),
+        ("2001:db8::5", "[2001:db9::7]:443, 2001:0db8::9", "2001:db9::7"),
+        ("2001:db8::5", "2001:db9::7", "2001:db9::7"),
+        ("::ffff:10.1.0.5", "203.0.113.7", "203.0.113.7"),  # IPv4 on an IPv6 socket
+    ],
+)
 def test_the_client_is_the_first_address_from_the_right_that_is_not_a_trusted_proxy(peer, forwarded, client):
     assert client_address(peer, forwarded, PROXIES) == client
 
@@ -44,8 +47,9 @@ def test_no_proxy_is_trusted_unless_named():
 def test_a_malformed_setting_is_refused_at_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env.update({"AICONSOLE_DATA_DIR": str(tmp_path), "AICONSOLE_TRUSTED_PROXIES": "10.0.0.1,proxy.internal"})
-    result = subprocess.run([sys.executable, "manage.py", "check"], capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode != 0
     assert "AICONSOLE_TRUSTED_PROXIES: 'proxy.internal' is not an IP address or network" in result.stderr
 
@@ -65,10 +69,20 @@ class Browser:
         header_list += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
         if self.cookies:
             header_list.append((b"cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()).encode()))
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-                 "headers": header_list, "root_path": "", "client": (self.peer, 40000),
-                 "server": ("testserver", 80)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": header_list,
+            "root_path": "",
+            "client": (self.peer, 40000),
+            "server": ("testserver", 80),
+        }
         sent: list[dict] = []
         done = asyncio.Event()
 
@@ -96,8 +110,9 @@ class Browser:
             _, page = await self.request("GET", "/login/", headers=headers)
             token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1).decode()
             form = urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token})
-            status, _ = await self.request("POST", "/login/", form.encode(),
-                                           {**headers, "content-type": "application/x-www-form-urlencoded"})
+            status, _ = await self.request(
+                "POST", "/login/", form.encode(), {**headers, "content-type": "application/x-www-form-urlencoded"}
+            )
             return status
 
         return asyncio.run(both())

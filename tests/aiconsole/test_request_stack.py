@@ -66,13 +66,19 @@ def test_the_fronts_answer_carries_exactly_the_headers_of_djangos(world, setting
         names = set(fast) - PER_ANSWER
         assert names == set(slow) - PER_ANSWER, request_
         assert {n: fast[n] for n in names} == {n: slow[n] for n in names}, request_
-        assert {"x-content-type-options", "referrer-policy", "cross-origin-opener-policy", "x-frame-options",
-                "x-request-id"} <= set(fast)
+        assert {
+            "x-content-type-options",
+            "referrer-policy",
+            "cross-origin-opener-policy",
+            "x-frame-options",
+            "x-request-id",
+        } <= set(fast)
         assert ("strict-transport-security" in fast) == (scheme == "https")
     # and a path with no front sends the same security headers
     _, plain, _ = call(django_app, MODELS, world, scheme=scheme)
     assert {n: plain[n] for n in ("x-content-type-options", "referrer-policy", "x-frame-options")} == {
-        n: fast[n] for n in ("x-content-type-options", "referrer-policy", "x-frame-options")}
+        n: fast[n] for n in ("x-content-type-options", "referrer-policy", "x-frame-options")
+    }
 
 
 def test_a_permission_change_shows_on_the_next_request_on_either_path(world, project, admin, developer):

@@ -23,8 +23,10 @@ from tests.helpers.waiting import wait_for
 # --- deeply nested JSON ---------------------------------------------------------------------------
 
 # The decoder itself overflows on this one; the second decodes, but nests past any real request.
-TOO_DEEP = {"100000 lists": b"[" * 100_000 + b"]" * 100_000,
-            "400 lists in a label": ('{"labels": {"a": ' + "[" * 400 + "]" * 400 + "}}").encode()}
+TOO_DEEP = {
+    "100000 lists": b"[" * 100_000 + b"]" * 100_000,
+    "400 lists in a label": ('{"labels": {"a": ' + "[" * 400 + "]" * 400 + "}}").encode(),
+}
 
 
 def _invalid_argument(response) -> dict:
@@ -36,16 +38,18 @@ def _invalid_argument(response) -> dict:
 
 
 @pytest.mark.parametrize("body", TOO_DEEP.values(), ids=TOO_DEEP.keys())
-@pytest.mark.parametrize("method, path", [
-    ("post", "/v1/projects/project-a/jobs"),
-    ("patch", "/v1/projects/project-a/jobs/shared_job?updateMask=labels"),
-    ("post", "/v1/projects/project-a:setIamPolicy"),
-    ("post", "/v1/projects/project-a:testIamPermissions"),
-    ("post", "/v1/projects/project-a/jobs/shared_job:setIamPolicy"),
-    ("post", "/v1/projects/project-a/models"),
-])
-def test_deeply_nested_json_gets_the_invalid_argument_envelope(client, project, admin, method, path,
-                                                                body):
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("post", "/v1/projects/project-a/jobs"),
+        ("patch", "/v1/projects/project-a/jobs/shared_job?updateMask=labels"),
+        ("post", "/v1/projects/project-a:setIamPolicy"),
+        ("post", "/v1/projects/project-a:testIamPermissions"),
+        ("post", "/v1/projects/project-a/jobs/shared_job:setIamPolicy"),
+        ("post", "/v1/projects/project-a/models"),
+    ],
+)
+def test_deeply_nested_json_gets_the_invalid_argument_envelope(client, project, admin, method, path, body):
     submit(project, "shared_job", admin)
     client.raise_request_exception = False
     response = getattr(client, method)(path, body, content_type="application/json", **bearer(admin))
@@ -54,14 +58,19 @@ def test_deeply_nested_json_gets_the_invalid_argument_envelope(client, project, 
 
 def test_json_nested_within_the_limit_is_still_parsed(client, project, admin):
     labels = {"a": json.loads("[" * 98 + "]" * 98)}  # 100 levels with the body and "labels"
-    response = client.post("/v1/projects/project-a/models", {"name": "deep", "labels": labels},
-                           content_type="application/json", **bearer(admin))
+    response = client.post(
+        "/v1/projects/project-a/models",
+        {"name": "deep", "labels": labels},
+        content_type="application/json",
+        **bearer(admin),
+    )
     assert "nests more than" not in _invalid_argument(response)["message"]  # a label is a string
 
 
 @pytest.mark.asyncio
 async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_both_paths(
-        serving, project, admin, trained):  # noqa: F811
+    serving, project, admin, trained
+):  # noqa: F811
     from channels.db import database_sync_to_async
     from django.test import AsyncClient
 
@@ -79,8 +88,9 @@ async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_bo
     deep_instances = b'{"instances": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     for body in (TOO_DEEP["100000 lists"], deep_instances):
         # A bearer token: answered by the predict front, before Django.
-        status, headers, answer = await asgi_call(application, "POST", path, body,
-                                                  {"authorization": auth["HTTP_AUTHORIZATION"]})
+        status, headers, answer = await asgi_call(
+            application, "POST", path, body, {"authorization": auth["HTTP_AUTHORIZATION"]}
+        )
         assert status == 400 and headers["content-type"] == "application/json", answer[:300]
         assert json.loads(answer)["error"]["status"] == "INVALID_ARGUMENT"
     # The console's own prediction panel (a session): the view.
@@ -114,8 +124,9 @@ def test_a_first_start_makes_the_data_dir_and_database_private(tmp_path):
     data_dir = tmp_path / "new" / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env["AICONSOLE_DATA_DIR"] = str(data_dir)
-    result = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], capture_output=True,
-                            text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert (data_dir / "aiconsole.sqlite3").exists() and (data_dir / "secret_key").exists()
     assert _not_private(data_dir) == []
@@ -134,22 +145,38 @@ def test_the_console_tightens_a_readable_data_dir_and_keeps_what_it_writes_later
     console = Server(data_dir)
     try:
         token = token_for(data_dir)
-        package = build_package(tmp_path / "pkg", {"trainer/task.py": """
+        package = build_package(
+            tmp_path / "pkg",
+            {
+                "trainer/task.py": """
             from pathlib import Path
             Path("scratch.txt").write_text("written in the working dir")
             print("trainer read back:", Path("scratch.txt").read_text(), flush=True)
-        """})
+        """
+            },
+        )
         request = urllib.request.Request(
             f"{console.url}/upload/v1/projects/default-project/packages?name={package.name}",
-            data=package.read_bytes(), method="POST",
-            headers={"Authorization": f"Bearer {token}",
-                     "Content-Type": "application/octet-stream"})
+            data=package.read_bytes(),
+            method="POST",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"},
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             uri = json.loads(response.read())["uri"]
-        status, job = console.api("POST", "/v1/projects/default-project/jobs", token, {
-            "jobId": "private_files", "trainingInput": {
-                "scaleTier": "BASIC", "packageUris": [uri], "pythonModule": "trainer.task",
-                "region": "us-central1"}})
+        status, job = console.api(
+            "POST",
+            "/v1/projects/default-project/jobs",
+            token,
+            {
+                "jobId": "private_files",
+                "trainingInput": {
+                    "scaleTier": "BASIC",
+                    "packageUris": [uri],
+                    "pythonModule": "trainer.task",
+                    "region": "us-central1",
+                },
+            },
+        )
         assert status == 200, job
 
         def finished():
@@ -240,10 +267,15 @@ def test_a_lockout_leaves_bearer_tokens_and_signed_in_sessions_alone(client, adm
     assert signed_in.get("/v1/projects/project-a/jobs", REMOTE_ADDR="127.0.0.1").status_code == 200
 
 
-# --- the predict front (online prediction's data plane) -------------------------------------------------------------------------
+# --- the predict front (online prediction's data plane) ------------------------------------------------------------
 
-SECURITY_HEADERS = ("x-content-type-options", "referrer-policy", "cross-origin-opener-policy",
-                    "x-frame-options", "strict-transport-security")
+SECURITY_HEADERS = (
+    "x-content-type-options",
+    "referrer-policy",
+    "cross-origin-opener-policy",
+    "x-frame-options",
+    "strict-transport-security",
+)
 
 
 class Recorder:
@@ -325,16 +357,34 @@ def test_the_predict_front_redirects_plain_http_as_django_does_under_ssl_redirec
 # --- helpers --------------------------------------------------------------------------------------
 
 
-async def asgi_call(app, method: str, path: str, body: bytes = b"", headers: dict | None = None, *,
-                    host: str = "testserver", scheme: str = "http", query: str = "") -> tuple:
+async def asgi_call(
+    app,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict | None = None,
+    *,
+    host: str = "testserver",
+    scheme: str = "http",
+    query: str = "",
+) -> tuple:
     """One HTTP request through an ASGI application, as uvicorn would hand it over."""
     header_list = [(b"host", host.encode())]
-    header_list += [(name.lower().encode(), value.encode())
-                    for name, value in (headers or {}).items()]
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-             "scheme": scheme, "path": path, "raw_path": path.encode(),
-             "query_string": query.encode(), "headers": header_list, "root_path": "",
-             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+    header_list += [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": scheme,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": header_list,
+        "root_path": "",
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
     sent: list[dict] = []
     requested: list[bool] = []
 

@@ -15,14 +15,17 @@ from aiconsole import settings as console_settings
 def _manage(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     clean.update({"AICONSOLE_DATA_DIR": str(tmp_path), **env})
-    return subprocess.run([sys.executable, "manage.py", *args], capture_output=True, text=True, env=clean,
-                          timeout=120)
+    return subprocess.run([sys.executable, "manage.py", *args], capture_output=True, text=True, env=clean, timeout=120)
 
 
 def test_deploy_check_is_clean_for_production_settings(tmp_path):
-    result = _manage(["check", "--deploy", "--fail-level", "WARNING"], tmp_path,
-                     AICONSOLE_SECURE="true", AICONSOLE_SECRET_KEY="k" * 20 + "x7Q!mZ2#pL9$wR4^tY6&uI8*oP0(aS3)dF5",
-                     AICONSOLE_ALLOWED_HOSTS="console.example.com")
+    result = _manage(
+        ["check", "--deploy", "--fail-level", "WARNING"],
+        tmp_path,
+        AICONSOLE_SECURE="true",
+        AICONSOLE_SECRET_KEY="k" * 20 + "x7Q!mZ2#pL9$wR4^tY6&uI8*oP0(aS3)dF5",
+        AICONSOLE_ALLOWED_HOSTS="console.example.com",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
@@ -40,11 +43,14 @@ def test_secrets_can_come_from_a_file(tmp_path, monkeypatch):
     assert console_settings.env_str("AICONSOLE_SECRET_KEY") == "from-a-file"
 
 
-@pytest.mark.parametrize("reader, value, message", [
-    (lambda: console_settings.env_bool("AICONSOLE_X", False), "maybe", "must be a boolean"),
-    (lambda: console_settings.env_int("AICONSOLE_X", 1, minimum=1), "0", "must be at least 1"),
-    (lambda: console_settings.env_float("AICONSOLE_X", 1.0), "fast", "must be a number"),
-])
+@pytest.mark.parametrize(
+    "reader, value, message",
+    [
+        (lambda: console_settings.env_bool("AICONSOLE_X", False), "maybe", "must be a boolean"),
+        (lambda: console_settings.env_int("AICONSOLE_X", 1, minimum=1), "0", "must be at least 1"),
+        (lambda: console_settings.env_float("AICONSOLE_X", 1.0), "fast", "must be a number"),
+    ],
+)
 def test_typed_readers_reject_bad_values(monkeypatch, reader, value, message):
     monkeypatch.setenv("AICONSOLE_X", value)
     with pytest.raises(ImproperlyConfigured, match=message):
@@ -66,8 +72,9 @@ def test_audit_retention_and_cloud_logging_defaults():
 def _import_settings(data_dir, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     clean.update({"AICONSOLE_DATA_DIR": str(data_dir), **env})
-    return subprocess.run([sys.executable, "-c", "import aiconsole.settings"], capture_output=True, text=True,
-                          env=clean, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", "import aiconsole.settings"], capture_output=True, text=True, env=clean, timeout=60
+    )
 
 
 def test_importing_the_settings_touches_nothing_on_disk(tmp_path):
@@ -101,8 +108,11 @@ def test_console_processes_starting_together_agree_on_one_key(tmp_path):
     data_dir = tmp_path / "data"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     clean["AICONSOLE_DATA_DIR"] = str(data_dir)
-    code = "from aiconsole import datadir; datadir.prepare(); from aiconsole import settings; print(settings.SECRET_KEY)"
-    starts = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=clean)
-              for _ in range(6)]
+    code = (
+        "from aiconsole import datadir; datadir.prepare(); from aiconsole import settings; print(settings.SECRET_KEY)"
+    )
+    starts = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=clean) for _ in range(6)
+    ]
     keys = {start.communicate(timeout=60)[0].strip() for start in starts}
     assert len(keys) == 1 and len(keys.pop()) >= 64

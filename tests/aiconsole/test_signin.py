@@ -37,8 +37,10 @@ def test_failures_for_one_user_from_several_addresses_lock_the_account_everywher
     assert response.status_code == 429
     assert "Too many failed sign-ins for this user. Try again in 15 minutes" in response.content.decode()
     reasons = [e.status_message for e in entries(signin.LOCK_OUT)]
-    assert reasons == ["Locked out for 15 minutes after 5 failed sign-ins from this address.",
-                       "Locked out for 15 minutes after 10 failed sign-ins from any address."]
+    assert reasons == [
+        "Locked out for 15 minutes after 5 failed sign-ins from this address.",
+        "Locked out for 15 minutes after 10 failed sign-ins from any address.",
+    ]
     assert len(entries(signin.LOGIN)) == 10  # each counted failure, never the refused ones
 
 
@@ -62,8 +64,11 @@ def test_others_failures_leave_a_users_token_and_profile_password_change_alone(c
     assert client.get("/v1/projects/project-a/jobs", REMOTE_ADDR="10.0.0.9", **bearer(developer)).status_code == 200
     assert _sign_in(client, "dave_dev", "pw-dave_dev", "10.0.0.9").status_code == 302
     new = "a-brand-new-horse-7"
-    response = client.post("/profile/password/", {"current_password": "pw-dave_dev", "new_password": new,
-                                                  "confirm_password": new}, REMOTE_ADDR="10.0.0.9")
+    response = client.post(
+        "/profile/password/",
+        {"current_password": "pw-dave_dev", "new_password": new, "confirm_password": new},
+        REMOTE_ADDR="10.0.0.9",
+    )
     assert response.status_code == 302
     developer.refresh_from_db()
     assert developer.check_password(new)

@@ -164,9 +164,7 @@ def test_default_roots_from_settings(settings, root, outside):
 
 def test_fetch_copies_local(root, tmp_path):
     dest_dir = tmp_path / "work" / "job-1"
-    got = storage.fetch(
-        str(root / "pkgs" / "trainer-0.1.tar.gz"), dest_dir, roots=[root], max_bytes=1024
-    )
+    got = storage.fetch(str(root / "pkgs" / "trainer-0.1.tar.gz"), dest_dir, roots=[root], max_bytes=1024)
     assert got == dest_dir / "trainer-0.1.tar.gz"
     assert got.read_bytes() == b"package bytes"
 
@@ -185,9 +183,7 @@ def test_fetch_enforces_max_bytes(root, tmp_path):
     dest_dir = tmp_path / "work"
     dest_dir.mkdir()
     with pytest.raises(StorageError, match="larger than the 4 byte limit"):
-        storage.fetch(
-            str(root / "pkgs" / "trainer-0.1.tar.gz"), dest_dir, roots=[root], max_bytes=4
-        )
+        storage.fetch(str(root / "pkgs" / "trainer-0.1.tar.gz"), dest_dir, roots=[root], max_bytes=4)
     assert list(dest_dir.iterdir()) == []
 
 
@@ -222,9 +218,7 @@ def test_save_upload_uses_chunks_of_django_uploads(tmp_path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     upload = SimpleUploadedFile("ignored.whl", b"wheel bytes")
-    got = storage.save_upload(
-        upload, "t-1.0-py3-none-any.whl", project="p", storage_dir=tmp_path, max_bytes=100
-    )
+    got = storage.save_upload(upload, "t-1.0-py3-none-any.whl", project="p", storage_dir=tmp_path, max_bytes=100)
     assert got.read_bytes() == b"wheel bytes"
 
 
@@ -266,9 +260,7 @@ def test_save_upload_rejects_bad_project(tmp_path, project):
 
 def test_save_upload_enforces_max_bytes(tmp_path):
     with pytest.raises(StorageError, match="larger than the 1024 byte limit"):
-        storage.save_upload(
-            io.BytesIO(b"x" * 5000), "t.tar.gz", project="p", storage_dir=tmp_path, max_bytes=1024
-        )
+        storage.save_upload(io.BytesIO(b"x" * 5000), "t.tar.gz", project="p", storage_dir=tmp_path, max_bytes=1024)
     # Neither the partial file nor its random directory is left behind.
     assert list((tmp_path / "packages" / "p").iterdir()) == []
 

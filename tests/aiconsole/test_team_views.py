@@ -54,8 +54,9 @@ def test_anonymous_visitor_is_sent_to_sign_in(client, admin):
 
 
 def test_admin_adds_a_member_by_email(client, admin, outsider):
-    response = signed_in(client, admin).post(f"{MEMBERS}add/", {"member": "olga_outsider@example.com",
-                                                                "role": "roles/ml.viewer"}, follow=True)
+    response = signed_in(client, admin).post(
+        f"{MEMBERS}add/", {"member": "olga_outsider@example.com", "role": "roles/ml.viewer"}, follow=True
+    )
 
     assert response.status_code == 200
     assert "olga_outsider now has AI Platform Viewer." in response.content.decode()
@@ -68,16 +69,18 @@ def admin_project(admin):
 
 
 def test_adding_an_unknown_user_says_so(client, admin):
-    response = signed_in(client, admin).post(f"{MEMBERS}add/", {"member": "nobody", "role": "roles/ml.viewer"},
-                                             follow=True)
+    response = signed_in(client, admin).post(
+        f"{MEMBERS}add/", {"member": "nobody", "role": "roles/ml.viewer"}, follow=True
+    )
 
     assert "User &#x27;nobody&#x27; does not exist." in response.content.decode()
     assert not entries(policies.SET_IAM_POLICY, granted=True)
 
 
 def test_adding_with_a_role_that_is_not_a_project_role_is_refused(client, admin, outsider):
-    response = signed_in(client, admin).post(f"{MEMBERS}add/", {"member": "olga_outsider",
-                                                                "role": "roles/ml.owner"}, follow=True)
+    response = signed_in(client, admin).post(
+        f"{MEMBERS}add/", {"member": "olga_outsider", "role": "roles/ml.owner"}, follow=True
+    )
 
     assert "cannot be granted on a project" in response.content.decode()
     assert not iam.can_see_project(outsider, admin_project(admin))
@@ -147,8 +150,9 @@ def test_outsider_cannot_change_members_either(client, project, admin, viewer, o
 
 
 def test_htmx_change_returns_the_refreshed_members_section(client, project, admin, viewer):
-    response = signed_in(client, admin).post(f"{MEMBERS}{viewer.pk}/role/", {"role": "roles/ml.developer"},
-                                             HTTP_HX_REQUEST="true")
+    response = signed_in(client, admin).post(
+        f"{MEMBERS}{viewer.pk}/role/", {"role": "roles/ml.developer"}, HTTP_HX_REQUEST="true"
+    )
 
     html = response.content.decode()
     assert html.lstrip().startswith('<div id="members">')
@@ -177,8 +181,7 @@ def test_data_access_logs_switch(client, project, admin):
     client.post(f"{MEMBERS}data-access-logs/", {})
     project.refresh_from_db()
     assert project.data_access_logs is False
-    deltas = [e.service_data["policyDelta"]["auditConfigDeltas"][0]["action"]
-              for e in entries(policies.SET_IAM_POLICY)]
+    deltas = [e.service_data["policyDelta"]["auditConfigDeltas"][0]["action"] for e in entries(policies.SET_IAM_POLICY)]
     assert deltas == ["ADD", "REMOVE"]
 
 
@@ -192,10 +195,13 @@ def test_opening_the_members_page_is_a_data_access_read(client, project, admin):
     assert (entry.log_type, entry.resource_name) == ("data_access", "projects/project-a")
 
 
-@pytest.mark.parametrize("path, data", [
-    ("add/", {"member": "vera_viewer", "role": "roles/ml.admin"}),
-    ("data-access-logs/", {"enabled": "on"}),
-])
+@pytest.mark.parametrize(
+    "path, data",
+    [
+        ("add/", {"member": "vera_viewer", "role": "roles/ml.admin"}),
+        ("data-access-logs/", {"enabled": "on"}),
+    ],
+)
 def test_member_changes_need_the_csrf_token(project, admin, viewer, path, data):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(admin)
@@ -242,8 +248,9 @@ def test_owner_shares_a_job_and_the_new_owner_may_cancel_it(client, project, dev
     job = submit(project, "dev_job", developer)
     base = "/projects/project-a/jobs/dev_job/sharing/"
 
-    response = signed_in(client, developer).post(f"{base}add/", {"member": "vera_viewer",
-                                                                 "role": "roles/ml.jobOwner"}, follow=True)
+    response = signed_in(client, developer).post(
+        f"{base}add/", {"member": "vera_viewer", "role": "roles/ml.jobOwner"}, follow=True
+    )
 
     assert "vera_viewer now has AI Platform Job Owner on job dev_job." in response.content.decode()
     assert iam.can(viewer, "ml.jobs.cancel", job)
@@ -299,6 +306,8 @@ def test_can_tag_hides_what_the_user_may_not_use(rf, project, admin, developer, 
     job = submit(project, "tagged", developer if persona == "job_owner" else admin)
     request = rf.get("/")
     request.user = developer if persona in ("developer", "job_owner") else admin
-    template = Template('{% load iam_tags %}{% can "ml.jobs.cancel" job as may %}{% if may %}yes{% else %}no{% endif %}')
+    template = Template(
+        '{% load iam_tags %}{% can "ml.jobs.cancel" job as may %}{% if may %}yes{% else %}no{% endif %}'
+    )
 
     assert template.render(Context({"request": request, "job": job})) == shown

@@ -60,7 +60,8 @@ def test_only_platform_admins_create_users_and_a_refusal_is_audited(root, develo
     user, password = accounts.create_user("newbie", actor=root, email="n@example.com", name="New Bie", password=GOOD)
     assert user.check_password(GOOD) and password == GOOD and user.get_full_name() == "New Bie"
     assert entries(accounts.CREATE_USER, granted=True)[-1].request == {
-        "user": {"username": "newbie", "email": "n@example.com", "name": "New Bie"}}
+        "user": {"username": "newbie", "email": "n@example.com", "name": "New Bie"}
+    }
     _no_secret_in_audit(GOOD)
 
 
@@ -129,8 +130,10 @@ def test_deactivation_ends_sessions_and_revokes_tokens_and_reactivation_allows_s
 
 
 def test_an_admin_cannot_deactivate_themselves_and_the_last_platform_admin_stays(root):
-    for change in (lambda: accounts.set_password(root, GOOD, actor=root),
-                   lambda: accounts.create_password_link(root, actor=root)):
+    for change in (
+        lambda: accounts.set_password(root, GOOD, actor=root),
+        lambda: accounts.create_password_link(root, actor=root),
+    ):
         with pytest.raises(FailedPrecondition, match="your profile page"):
             change()
     with pytest.raises(FailedPrecondition, match="your own account"):
@@ -161,8 +164,9 @@ def test_changing_your_password_needs_the_current_one_and_keeps_only_this_sessio
     assert refused.value.violations[0].field == "current_password"
     assert entries(accounts.CHANGE_PASSWORD, granted=False)[-1].status_code == accounts.CODE_INVALID_ARGUMENT
 
-    response = client.post("/profile/password/", {"current_password": "pw-dave_dev", "new_password": GOOD,
-                                                  "confirm_password": GOOD})
+    response = client.post(
+        "/profile/password/", {"current_password": "pw-dave_dev", "new_password": GOOD, "confirm_password": GOOD}
+    )
     assert response.status_code == 302
     assert client.get("/profile/").status_code == 200  # still signed in here
     assert other.get("/profile/").status_code == 302  # the other session ended
@@ -181,7 +185,8 @@ def test_wrong_current_passwords_lock_the_change_for_the_cooloff_until_an_admin_
         accounts.change_password(developer, "guess", GOOD)  # the third wrong one locks
     assert "Too many wrong current passwords. Try again in 15 minutes" in locked.value.message
     assert entries(accounts.CHANGE_PASSWORD, status_code=accounts.CODE_RESOURCE_EXHAUSTED)[-1].status_message == (
-        "Locked for 15 minutes after 3 wrong current passwords.")
+        "Locked for 15 minutes after 3 wrong current passwords."
+    )
     recorded = AuditEntry.objects.count()
     with pytest.raises(ResourceExhausted):  # even the right one is not checked now
         accounts.change_password(developer, "pw-dave_dev", GOOD)
@@ -240,11 +245,13 @@ def test_form_errors_name_the_field_and_the_rule(client, root):
     make_user("taken")
     html = client.post("/users/", {"username": "another", "email": "TAKEN@example.com", "how": "link"}).content.decode()
     assert "Email: Another user has this email" in html
-    html = client.post("/profile/password/", {"current_password": "nope", "new_password": GOOD,
-                                              "confirm_password": GOOD}).content.decode()
+    html = client.post(
+        "/profile/password/", {"current_password": "nope", "new_password": GOOD, "confirm_password": GOOD}
+    ).content.decode()
     assert "Current password: The current password is wrong." in html
-    html = client.post("/profile/password/", {"current_password": "pw", "new_password": GOOD,
-                                              "confirm_password": GOOD + "x"}).content.decode()
+    html = client.post(
+        "/profile/password/", {"current_password": "pw", "new_password": GOOD, "confirm_password": GOOD + "x"}
+    ).content.decode()
     assert "Confirm new password: it does not match the new password." in html
 
 
@@ -273,6 +280,10 @@ def test_every_form_posts_with_csrf(root):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(root)
     make_user("target")
-    for path, data in [("/users/", {"username": "x1", "how": "link"}), ("/users/target/link/", {}),
-                       ("/users/target/deactivate/", {}), ("/profile/password/", {})]:
+    for path, data in [
+        ("/users/", {"username": "x1", "how": "link"}),
+        ("/users/target/link/", {}),
+        ("/users/target/deactivate/", {}),
+        ("/profile/password/", {}),
+    ]:
         assert strict.post(path, data).status_code == 403, path

@@ -26,8 +26,13 @@ def discovery() -> dict:
     return json.loads(DISCOVERY.read_text())["schemas"]
 
 
-_STRING_FORMATS = {"int64": "int64", "byte": "bytes", "google-datetime": "timestamp",
-                   "google-duration": "duration", "google-fieldmask": "fieldmask"}
+_STRING_FORMATS = {
+    "int64": "int64",
+    "byte": "bytes",
+    "google-datetime": "timestamp",
+    "google-duration": "duration",
+    "google-fieldmask": "fieldmask",
+}
 
 
 def _discovery_type(prop: dict) -> tuple:
@@ -84,12 +89,12 @@ def drift(messages: dict[str, Message], schemas: dict) -> list[str]:
                 problems.append(f"{name}.{key}: refers to {spec.ref}, which the discovery document lacks")
         for key in theirs:
             if key not in message.fields and key not in message.not_supported:
-                problems.append(f"{name}.{key}: in the discovery document but neither declared nor "
-                                "listed in not_supported")
+                problems.append(
+                    f"{name}.{key}: in the discovery document but neither declared nor listed in not_supported"
+                )
         for key in message.not_supported:
             if key in message.fields or key not in theirs:
-                problems.append(f"{name}.{key}: listed in not_supported but declared, or not in the "
-                                "discovery document")
+                problems.append(f"{name}.{key}: listed in not_supported but declared, or not in the discovery document")
     return problems
 
 
@@ -111,29 +116,64 @@ def _with_field(message: str, key: str, spec: Field | None, rename: str = "") ->
     return {**MESSAGES, name: dataclasses.replace(MESSAGES[name], fields=fields)}
 
 
-@pytest.mark.parametrize(("changed", "expected"), [
-    (_with_field("TrainingInput", "workerCount", None, rename="workersCount"),
-     "GoogleCloudMlV1__TrainingInput.workersCount: not in the discovery document"),
-    (_with_field("TrainingInput", "workerCount", v1schema.I32),
-     "GoogleCloudMlV1__TrainingInput.workerCount: discovery says (False, 'int64', None), we say "
-     "(False, 'int32', None)"),
-    (_with_field("ReplicaConfig", "containerArgs", v1schema.S),
-     "GoogleCloudMlV1__ReplicaConfig.containerArgs: discovery says (True, 'string', None)"),
-    (_with_field("Version", "autoScaling", Field("message", v1schema.PREFIX + "ManualScaling")),
-     "GoogleCloudMlV1__Version.autoScaling: discovery says (False, 'message', 'GoogleCloudMlV1__AutoScaling')"),
-    (_with_field("Version", "framework", v1schema.S),
-     "GoogleCloudMlV1__Version.framework: discovery says (False, 'enum',"),
-    (_with_field("Model", "onlinePredictionLogging", None),
-     "GoogleCloudMlV1__Model.onlinePredictionLogging: in the discovery document but neither declared"),
-    (_with_field("Job", "jobPosition", v1schema.I64),
-     "GoogleCloudMlV1__Job.jobPosition: read-only in the discovery document"),
-    (_with_field("Job", "jobId", Field("string", ours="an extension")),
-     "GoogleCloudMlV1__Job.jobId: marked as ours, but the discovery document has it"),
-    ({**MESSAGES, "GoogleLongrunning__ListOperationsResponse": Message(
-        MESSAGES["GoogleLongrunning__ListOperationsResponse"].fields)},
-     "GoogleLongrunning__ListOperationsResponse.unreachable: in the discovery document but neither declared"),
-], ids=["renamed", "int64-as-int32", "list-as-string", "other-message", "enum-as-string", "left-out",
-        "read-only-as-input", "stale-ours", "not-supported-unlisted"])
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        (
+            _with_field("TrainingInput", "workerCount", None, rename="workersCount"),
+            "GoogleCloudMlV1__TrainingInput.workersCount: not in the discovery document",
+        ),
+        (
+            _with_field("TrainingInput", "workerCount", v1schema.I32),
+            "GoogleCloudMlV1__TrainingInput.workerCount: discovery says (False, 'int64', None), we say "
+            "(False, 'int32', None)",
+        ),
+        (
+            _with_field("ReplicaConfig", "containerArgs", v1schema.S),
+            "GoogleCloudMlV1__ReplicaConfig.containerArgs: discovery says (True, 'string', None)",
+        ),
+        (
+            _with_field("Version", "autoScaling", Field("message", v1schema.PREFIX + "ManualScaling")),
+            "GoogleCloudMlV1__Version.autoScaling: discovery says (False, 'message', 'GoogleCloudMlV1__AutoScaling')",
+        ),
+        (
+            _with_field("Version", "framework", v1schema.S),
+            "GoogleCloudMlV1__Version.framework: discovery says (False, 'enum',",
+        ),
+        (
+            _with_field("Model", "onlinePredictionLogging", None),
+            "GoogleCloudMlV1__Model.onlinePredictionLogging: in the discovery document but neither declared",
+        ),
+        (
+            _with_field("Job", "jobPosition", v1schema.I64),
+            "GoogleCloudMlV1__Job.jobPosition: read-only in the discovery document",
+        ),
+        (
+            _with_field("Job", "jobId", Field("string", ours="an extension")),
+            "GoogleCloudMlV1__Job.jobId: marked as ours, but the discovery document has it",
+        ),
+        (
+            {
+                **MESSAGES,
+                "GoogleLongrunning__ListOperationsResponse": Message(
+                    MESSAGES["GoogleLongrunning__ListOperationsResponse"].fields
+                ),
+            },
+            "GoogleLongrunning__ListOperationsResponse.unreachable: in the discovery document but neither declared",
+        ),
+    ],
+    ids=[
+        "renamed",
+        "int64-as-int32",
+        "list-as-string",
+        "other-message",
+        "enum-as-string",
+        "left-out",
+        "read-only-as-input",
+        "stale-ours",
+        "not-supported-unlisted",
+    ],
+)
 def test_a_renamed_or_retyped_field_is_caught(discovery, changed, expected):
     problems = drift(changed, discovery)
     assert any(problem.startswith(expected) for problem in problems), problems
@@ -144,7 +184,8 @@ def test_a_changed_enum_value_is_caught(discovery, monkeypatch):
     assert drift(MESSAGES, discovery) == [
         "GoogleCloudMlV1__TrainingInput.scaleTier: discovery says (False, 'enum', ('BASIC', 'STANDARD_1', "
         "'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM')), we say (False, 'enum', ('BASIC', 'STANDARD_1', "
-        "'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM_TIER'))"]
+        "'PREMIUM_1', 'BASIC_GPU', 'BASIC_TPU', 'CUSTOM_TIER'))"
+    ]
 
 
 def test_every_enum_is_used_by_some_field():
@@ -181,7 +222,13 @@ def test_model_and_version_checks_take_their_fields_from_the_schema():
     assert spec.MODEL_FIELDS is v1schema.message("Model").fields
     assert spec.VERSION_FIELDS is v1schema.message("Version").fields
     assert set(spec.UNSUPPORTED_VERSION_FIELDS) == {
-        "acceleratorConfig", "packageUris", "predictionClass", "container", "routes", "explanationConfig"}
+        "acceleratorConfig",
+        "packageUris",
+        "predictionClass",
+        "container",
+        "routes",
+        "explanationConfig",
+    }
 
 
 def test_every_schema_field_of_a_training_input_is_read_by_the_job_validator():
@@ -192,5 +239,5 @@ def test_every_schema_field_of_a_training_input_is_read_by_the_job_validator():
         with pytest.raises(spec.SpecError) as refused:
             spec.validate_training_input({key: {"not": "this"}, "unknownField": 1})
         assert [v.description for v in refused.value.violations if v.field == "job.training_input"] == [
-            "Invalid JSON payload received. Unknown name \"unknownField\" at 'job.training_input': "
-            "Cannot find field."], key
+            "Invalid JSON payload received. Unknown name \"unknownField\" at 'job.training_input': Cannot find field."
+        ], key

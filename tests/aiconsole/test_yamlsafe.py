@@ -98,8 +98,11 @@ def test_a_file_past_the_size_bound_is_refused_without_reading_it_all(tmp_path):
 
 def test_the_loader_needs_no_django_settings():
     """The CLI's client commands run without Django configured."""
-    code = ("import sys; from aiconsole import yamlsafe; assert yamlsafe.load('a: 1') == {'a': 1}; "
-            "assert 'django' not in sys.modules, 'django imported'")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            env={"PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; from aiconsole import yamlsafe; assert yamlsafe.load('a: 1') == {'a': 1}; "
+        "assert 'django' not in sys.modules, 'django imported'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+    )
     assert result.returncode == 0, result.stderr

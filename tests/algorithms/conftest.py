@@ -21,5 +21,3 @@ def csv_file(tmp_path):
         return path
 
     return write
-
-

@@ -35,8 +35,13 @@ def test_columns_are_typed_and_given_a_treatment():
     rows = [f"{i % 2},{i * 0.5},{'abc'[i % 3]},{i},k,id{i}" for i in range(30)]
     columns = analysis.analyze(read_text("\n".join(rows)), max_categories=2)
     assert [(c.kind, c.treatment) for c in columns] == [
-        ("numeric", "target"), ("numeric", "numeric"), ("categorical", "hashing"), ("numeric", "row_id"),
-        ("categorical", "constant"), ("categorical", "row_id")]
+        ("numeric", "target"),
+        ("numeric", "numeric"),
+        ("categorical", "hashing"),
+        ("numeric", "row_id"),
+        ("categorical", "constant"),
+        ("categorical", "row_id"),
+    ]
     assert columns[1].mean == 7.25 and columns[1].min == 0 and columns[1].max == 14.5
 
 

@@ -90,8 +90,9 @@ def test_a_reload_is_served_from_the_cache_and_a_changed_file_is_analysed_again(
     assert analysis_runner.stats.computed == 4
 
 
-def test_other_pages_answer_while_a_heavy_analysis_runs_and_it_stops_at_the_budget(developer, project, csv_file,
-                                                                                   settings):
+def test_other_pages_answer_while_a_heavy_analysis_runs_and_it_stops_at_the_budget(
+    developer, project, csv_file, settings
+):
     settings.ANALYSIS_SECONDS = 3
     settings.ANALYSIS_MAX_ROWS = 20_000
     data = csv_file(wide_rows(20_000, 200))  # tens of seconds of analysis: longer than the budget

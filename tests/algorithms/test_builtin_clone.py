@@ -21,9 +21,20 @@ def test_clone_refills_the_builtin_form_and_submits_the_same_arguments(developer
     data = csv_file(classification_rows(60))
     client = client_for(developer)
     url = reverse("jobs:submit_builtin", args=[project.project_id])
-    client.post(url, {"job_id": "bt_source", "algorithm": "boosted_trees", "training_data_path": str(data),
-                      "model_type": "classification", "preprocess": "on", "eta": "0.2", "region": "us-east1",
-                      "master_type": "n1-standard-8", "extra_args": "--subsample=0.9"})
+    client.post(
+        url,
+        {
+            "job_id": "bt_source",
+            "algorithm": "boosted_trees",
+            "training_data_path": str(data),
+            "model_type": "classification",
+            "preprocess": "on",
+            "eta": "0.2",
+            "region": "us-east1",
+            "master_type": "n1-standard-8",
+            "extra_args": "--subsample=0.9",
+        },
+    )
     source = Job.objects.get(job_id="bt_source")
     page = client.get(reverse("jobs:detail", args=[project.project_id, "bt_source"]))
     assert f"{url}?clone=bt_source" in page.content.decode()

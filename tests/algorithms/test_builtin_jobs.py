@@ -36,8 +36,9 @@ def run_builtin(executor, admin, project):
     def run(job_id: str, image: str, args: list[str], timeout: float = 600, **training_input) -> Job:
         body = builtin_body(job_id, image, args, job_dir_for(job_id), **training_input)
         job = services.submit_job(project, body, actor=admin)
-        wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, timeout,
-                 message=f"job {job_id} to finish")
+        wait_for(
+            lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, timeout, message=f"job {job_id} to finish"
+        )
         job.refresh_from_db()
         return job
 
@@ -50,9 +51,20 @@ def _lines(path: Path) -> list[list[float]]:
 
 def test_boosted_trees_preprocesses_splits_trains_and_reports(run_builtin, csv_file):
     data = csv_file(classification_rows(500, missing=0.02))
-    job = run_builtin("xgb_classes", BOOSTED_TREES, [
-        f"--training_data_path={data}", "--preprocess", "--model_type=classification",
-        "--validation_split=0.2", "--test_split=0.1", "--num_round=15", "--max_depth=4", "--seed=7"])
+    job = run_builtin(
+        "xgb_classes",
+        BOOSTED_TREES,
+        [
+            f"--training_data_path={data}",
+            "--preprocess",
+            "--model_type=classification",
+            "--validation_split=0.2",
+            "--test_split=0.1",
+            "--num_round=15",
+            "--max_depth=4",
+            "--seed=7",
+        ],
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)
     job_dir = Path(job_dir_for("xgb_classes"))
@@ -67,10 +79,15 @@ def test_boosted_trees_preprocesses_splits_trains_and_reports(run_builtin, csv_f
         assert len(processed) == rows[split]
         assert all(len(row) == 1 + len(metadata["features"]) for row in processed)
     treatments = {c["name"]: c["treatment"] for c in metadata["columns"]}
-    assert treatments == {"column_0": "target", "column_1": "numeric", "column_2": "numeric",
-                          "column_3": "vocabulary", "column_4": "row_id", "column_5": "constant"}
-    assert sorted(metadata["features"]) == ["column_1", "column_2", "column_3=blue", "column_3=green",
-                                            "column_3=red"]
+    assert treatments == {
+        "column_0": "target",
+        "column_1": "numeric",
+        "column_2": "numeric",
+        "column_3": "vocabulary",
+        "column_4": "row_id",
+        "column_5": "constant",
+    }
+    assert sorted(metadata["features"]) == ["column_1", "column_2", "column_3=blue", "column_3=green", "column_3=red"]
     assert metadata["target"]["classes"] == [0.0, 1.0]
     numeric = next(c for c in metadata["columns"] if c["name"] == "column_1")
     assert {"mean", "std", "min", "max", "typical_range"} <= set(numeric)
@@ -86,19 +103,32 @@ def test_boosted_trees_preprocesses_splits_trains_and_reports(run_builtin, csv_f
     assert "Test metrics: accuracy=" in log_text(job)
 
 
-def test_linear_learner_model_is_deployed_from_the_job_and_predicts(run_builtin, csv_file, serving, project,
-                                                                     admin):
+def test_linear_learner_model_is_deployed_from_the_job_and_predicts(run_builtin, csv_file, serving, project, admin):
     data = csv_file(regression_rows(300))
-    job = run_builtin("linear_values", LINEAR_LEARNER, [
-        f"--training_data_path={data}", "--model_type=regression", "--learning_rate=0.01", "--max_steps=600",
-        "--batch_size=50"])
+    job = run_builtin(
+        "linear_values",
+        LINEAR_LEARNER,
+        [
+            f"--training_data_path={data}",
+            "--model_type=regression",
+            "--learning_rate=0.01",
+            "--max_steps=600",
+            "--batch_size=50",
+        ],
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)
     output = job_resource(job)["trainingOutput"]["builtInAlgorithmOutput"]
     model = model_services.create_model(project, {"name": "values"}, actor=admin)
     # As the original asked: the version runs on the runtime the algorithm trained on.
-    version, operation = deploy(model, "v1", output["modelPath"], admin, runtimeVersion=output["runtimeVersion"],
-                                pythonVersion=output["pythonVersion"])
+    version, operation = deploy(
+        model,
+        "v1",
+        output["modelPath"],
+        admin,
+        runtimeVersion=output["runtimeVersion"],
+        pythonVersion=output["pythonVersion"],
+    )
     assert version.state == "READY", version.error_message
     assert version.framework == "SCIKIT_LEARN"
     probe = [[0.0, 0.0], [1.0, 4.0], [-1.0, 8.0]]
@@ -108,11 +138,15 @@ def test_linear_learner_model_is_deployed_from_the_job_and_predicts(run_builtin,
         assert predicted == pytest.approx(3 * x1 + 0.5 * x2, abs=0.3)
 
 
-def test_boosted_trees_model_predicts_probabilities_through_the_registry(run_builtin, csv_file, serving, project,
-                                                                         admin):
+def test_boosted_trees_model_predicts_probabilities_through_the_registry(
+    run_builtin, csv_file, serving, project, admin
+):
     data = csv_file(classification_rows(300, seed=5))
-    job = run_builtin("xgb_served", BOOSTED_TREES, [
-        f"--training_data_path={data}", "--preprocess", "--objective=binary:logistic", "--num_boost_round=10"])
+    job = run_builtin(
+        "xgb_served",
+        BOOSTED_TREES,
+        [f"--training_data_path={data}", "--preprocess", "--objective=binary:logistic", "--num_boost_round=10"],
+    )
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)
 
     model = model_services.create_model(project, {"name": "colours"}, actor=admin)
@@ -128,12 +162,21 @@ def test_boosted_trees_model_predicts_probabilities_through_the_registry(run_bui
 
 def test_tuning_job_over_boosted_trees_reports_each_trial(run_builtin, csv_file):
     data = csv_file(classification_rows(300, seed=9))
-    job = run_builtin("xgb_tuned", BOOSTED_TREES, [
-        f"--training_data_path={data}", "--preprocess", "--model_type=classification", "--num_round=5"],
-        hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 3,
-                         "maxParallelTrials": 1, "params": [
-                             {"parameterName": "max_depth", "type": "INTEGER", "minValue": 1, "maxValue": 6},
-                             {"parameterName": "eta", "type": "DOUBLE", "minValue": 0.05, "maxValue": 0.5}]})
+    job = run_builtin(
+        "xgb_tuned",
+        BOOSTED_TREES,
+        [f"--training_data_path={data}", "--preprocess", "--model_type=classification", "--num_round=5"],
+        hyperparameters={
+            "goal": "MAXIMIZE",
+            "hyperparameterMetricTag": "auc",
+            "maxTrials": 3,
+            "maxParallelTrials": 1,
+            "params": [
+                {"parameterName": "max_depth", "type": "INTEGER", "minValue": 1, "maxValue": 6},
+                {"parameterName": "eta", "type": "DOUBLE", "minValue": 0.05, "maxValue": 0.5},
+            ],
+        },
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)
     output = job_resource(job)["trainingOutput"]

@@ -15,9 +15,20 @@ def test_images_select_algorithms_with_or_without_the_tag():
 
 
 def test_arguments_take_every_spelling_and_fill_defaults():
-    values, problems = parse_args(BOOSTED_TREES, ["--training_data_path", "gs://b/d.csv", "--preprocess",
-                                                  "--num_round=30", "--max-depth", "4", "--objective=reg:linear",
-                                                  "--job-dir", "/out"])
+    values, problems = parse_args(
+        BOOSTED_TREES,
+        [
+            "--training_data_path",
+            "gs://b/d.csv",
+            "--preprocess",
+            "--num_round=30",
+            "--max-depth",
+            "4",
+            "--objective=reg:linear",
+            "--job-dir",
+            "/out",
+        ],
+    )
     assert problems == []
     assert values["training_data_path"] == "gs://b/d.csv"
     assert values["preprocess"] is True and values["header"] is False
@@ -27,14 +38,17 @@ def test_arguments_take_every_spelling_and_fill_defaults():
 
 
 def test_a_later_value_wins_as_tuning_appends_its_own():
-    values, problems = parse_args(LINEAR_LEARNER, ["--training_data_path=d.csv", "--model_type=regression",
-                                                   "--learning_rate=0.1", "--learning_rate=0.002"])
+    values, problems = parse_args(
+        LINEAR_LEARNER,
+        ["--training_data_path=d.csv", "--model_type=regression", "--learning_rate=0.1", "--learning_rate=0.002"],
+    )
     assert problems == [] and values["learning_rate"] == 0.002
 
 
 def test_problems_name_the_argument_and_the_rule():
-    _, problems = parse_args(LINEAR_LEARNER, ["positional", "--preprocess=maybe", "--batch_size=0",
-                                              "--optimizer_type=ftrl"])
+    _, problems = parse_args(
+        LINEAR_LEARNER, ["positional", "--preprocess=maybe", "--batch_size=0", "--optimizer_type=ftrl"]
+    )
     assert "'positional' is not an argument: write --name=value." in problems
     assert "--preprocess must be true or false (or the flag alone for true); got 'maybe'." in problems
     assert "--batch_size must be a whole number at least 1 and at most 1000000; got 0." in problems
@@ -44,10 +58,12 @@ def test_problems_name_the_argument_and_the_rule():
 
 
 def test_objective_and_model_type_must_agree():
-    _, problems = parse_args(BOOSTED_TREES, ["--training_data_path=d", "--model_type=classification",
-                                             "--objective=reg:squarederror"])
-    assert problems == ["--objective reg:squarederror does not fit --model_type classification: use a binary: or "
-                        "multi: objective."]
+    _, problems = parse_args(
+        BOOSTED_TREES, ["--training_data_path=d", "--model_type=classification", "--objective=reg:squarederror"]
+    )
+    assert problems == [
+        "--objective reg:squarederror does not fit --model_type classification: use a binary: or multi: objective."
+    ]
 
 
 def test_metrics_per_model_type():

@@ -27,8 +27,12 @@ def _refusal(project, admin, args, image=BOOSTED_TREES, **training_input) -> lis
 
 def test_a_valid_builtin_job_is_queued_with_its_image_and_args(project, admin, csv_file):
     data = csv_file(classification_rows(50))
-    body = builtin_body("queued", BOOSTED_TREES, [f"--training_data_path={data}", "--preprocess",
-                                                   "--model_type=classification"], job_dir_for("queued"))
+    body = builtin_body(
+        "queued",
+        BOOSTED_TREES,
+        [f"--training_data_path={data}", "--preprocess", "--model_type=classification"],
+        job_dir_for("queued"),
+    )
     job = services.submit_job(project, body, actor=admin)
     assert job.training_input["masterConfig"]["imageUri"] == BOOSTED_TREES
     assert "packageUris" not in job.training_input
@@ -50,8 +54,9 @@ def test_an_empty_file_is_refused(project, admin, csv_file):
 
 def test_a_text_target_is_refused_for_regression(project, admin, csv_file):
     data = csv_file(regression_rows(10) + ["high,1.0,2.0"])
-    [(_, message)] = _refusal(project, admin, [f"--training_data_path={data}", "--model_type=regression"],
-                              image=LINEAR_LEARNER)
+    [(_, message)] = _refusal(
+        project, admin, [f"--training_data_path={data}", "--model_type=regression"], image=LINEAR_LEARNER
+    )
     assert "line 11 has the target 'high', which is not a number" in message
     assert "--model_type regression needs a numeric target" in message
 
@@ -66,16 +71,27 @@ def test_a_file_too_large_for_the_machine_is_refused(project, admin, csv_file):
 
 
 def test_a_missing_data_file_and_a_path_outside_storage_are_refused(project, admin):
-    [(_, missing)] = _refusal(project, admin, [f"--training_data_path={job_dir_for('nothing.csv')}",
-                                               "--model_type=regression"])
+    [(_, missing)] = _refusal(
+        project, admin, [f"--training_data_path={job_dir_for('nothing.csv')}", "--model_type=regression"]
+    )
     assert "does not exist" in missing
     [(_, outside)] = _refusal(project, admin, ["--training_data_path=/etc/passwd", "--model_type=regression"])
     assert "is not inside a storage root" in outside
 
 
 def test_argument_rules_name_the_argument(project, admin):
-    problems = _refusal(project, admin, ["--training_data_path=gs://b/d.csv", "--eta=0", "--max_depth=2.5",
-                                         "--validation_split=0.3", "--test_split=0.3", "--learningrate=1"])
+    problems = _refusal(
+        project,
+        admin,
+        [
+            "--training_data_path=gs://b/d.csv",
+            "--eta=0",
+            "--max_depth=2.5",
+            "--validation_split=0.3",
+            "--test_split=0.3",
+            "--learningrate=1",
+        ],
+    )
     messages = [message for field, message in problems if field == "job.training_input.args"]
     assert "--eta must be a number above 0 and at most 1; got 0." in messages
     assert "--max_depth must be a whole number at least 1 and at most 30; got '2.5'." in messages
@@ -85,24 +101,42 @@ def test_argument_rules_name_the_argument(project, admin):
 
 
 def test_required_job_dir_and_single_replica(project, admin):
-    body = builtin_body("refused", LINEAR_LEARNER, ["--training_data_path=gs://b/d.csv", "--model_type=regression"],
-                        scaleTier="CUSTOM", masterType="n1-standard-4", workerType="n1-standard-4", workerCount="2")
+    body = builtin_body(
+        "refused",
+        LINEAR_LEARNER,
+        ["--training_data_path=gs://b/d.csv", "--model_type=regression"],
+        scaleTier="CUSTOM",
+        masterType="n1-standard-4",
+        workerType="n1-standard-4",
+        workerCount="2",
+    )
     with pytest.raises(InvalidArgument) as refused:
         services.submit_job(project, body, actor=admin)
     fields = {v.field: v.description for v in refused.value.violations}
     assert "jobDir is required for a built-in algorithm" in fields["job.training_input.job_dir"]
-    assert fields["job.training_input.worker_count"] == ("A built-in algorithm runs on a single replica: "
-                                                         "workerCount must be 0.")
+    assert fields["job.training_input.worker_count"] == (
+        "A built-in algorithm runs on a single replica: workerCount must be 0."
+    )
 
 
 def test_tuning_parameters_must_be_the_algorithms_arguments(project, admin):
-    problems = dict(_refusal(project, admin, ["--training_data_path=gs://b/d.csv", "--model_type=regression"],
-                             hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy",
-                                              "params": [{"parameterName": "depth", "type": "INTEGER",
-                                                          "minValue": 1, "maxValue": 4}]}))
+    problems = dict(
+        _refusal(
+            project,
+            admin,
+            ["--training_data_path=gs://b/d.csv", "--model_type=regression"],
+            hyperparameters={
+                "goal": "MAXIMIZE",
+                "hyperparameterMetricTag": "accuracy",
+                "params": [{"parameterName": "depth", "type": "INTEGER", "minValue": 1, "maxValue": 4}],
+            },
+        )
+    )
     assert "not a tunable argument" in problems["job.training_input.hyperparameters.params[0].parameter_name"]
-    assert "for regression it reports rmse, mae, r2" in \
-        problems["job.training_input.hyperparameters.hyperparameter_metric_tag"]
+    assert (
+        "for regression it reports rmse, mae, r2"
+        in problems["job.training_input.hyperparameters.hyperparameter_metric_tag"]
+    )
 
 
 def test_custom_containers_and_unknown_algorithm_images_are_refused(project, admin):

@@ -96,8 +96,9 @@ class Watch:
 
     def on_console(self, message) -> None:
         self.console.append(f"{message.type}: {message.text}")
-        if message.type == "error" and not any(e in message.text + f" ({message.location.get('url', '')})"
-                                                for e in self.expected):
+        if message.type == "error" and not any(
+            e in message.text + f" ({message.location.get('url', '')})" for e in self.expected
+        ):
             self.errors.append(f"console error: {message.text} ({message.location.get('url', '')})")
 
     def on_page_error(self, error) -> None:
@@ -113,8 +114,9 @@ class Watch:
 
 @pytest.fixture
 def page(browser, console, request):
-    context = browser.new_context(base_url=console.url, viewport={"width": 1280, "height": 900},
-                                  timezone_id="Europe/Berlin", locale="en-GB")
+    context = browser.new_context(
+        base_url=console.url, viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin", locale="en-GB"
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     watch = Watch(console.url)
@@ -131,10 +133,9 @@ def page(browser, console, request):
         if failed or watch.errors or watch.foreign:
             (ARTIFACTS / f"{name}.html").write_text(page.content())
             (ARTIFACTS / f"{name}.console.txt").write_text(
-                "\n".join(watch.console + watch.errors + [f"foreign request: {u}" for u in watch.foreign]) + "\n")
+                "\n".join(watch.console + watch.errors + [f"foreign request: {u}" for u in watch.foreign]) + "\n"
+            )
     finally:
         context.close()
     assert not watch.errors, f"JavaScript errors on {page.url}: {watch.errors}"
     assert not watch.foreign, f"requests to other hosts: {watch.foreign}"
-
-

@@ -26,9 +26,17 @@ CHROMIUM = "/usr/bin/chromium"
 PROJECT = "default-project"
 ADMIN_PASSWORD = "browser-admin-password-1"
 # Without these Chromium tries to reach Google's hosts at start and while it runs.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-default-apps", "--disable-features=Translate,OptimizationHints,MediaRouter"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+]
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
@@ -52,7 +60,8 @@ def free_port() -> int:
 def launch_chromium(playwright, user_data_dir: Path, **context_options):
     """A persistent context in a fresh profile folder (the browser and its one context)."""
     return playwright.chromium.launch_persistent_context(
-        str(user_data_dir), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **context_options)
+        str(user_data_dir), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **context_options
+    )
 
 
 class LiveConsole:
@@ -63,15 +72,25 @@ class LiveConsole:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-        self.env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ADMIN_PASSWORD": ADMIN_PASSWORD,
-                         "AICONSOLE_STOP_GRACE_SECONDS": "2"})
+        self.env.update(
+            {
+                "AICONSOLE_DATA_DIR": str(data_dir),
+                "AICONSOLE_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                "AICONSOLE_STOP_GRACE_SECONDS": "2",
+            }
+        )
         if env_dir is not None:
             self.env["AICONSOLE_ENV_DIR"] = str(env_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = data_dir / "console.log"
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen([AICONSOLE, "up", "--port", str(self.port)], env=self.env,
-                                        stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.process = subprocess.Popen(
+            [AICONSOLE, "up", "--port", str(self.port)],
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
         deadline = time.monotonic() + 120
         while not self._up():
             if time.monotonic() > deadline or self.process.poll() is not None:
@@ -95,22 +114,27 @@ class LiveConsole:
             return False
 
     def cli(self, *args: str, stdin: str | None = None) -> str:
-        done = subprocess.run([AICONSOLE, *args], env=self.env, input=stdin, capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(
+            [AICONSOLE, *args], env=self.env, input=stdin, capture_output=True, text=True, check=False
+        )
         if done.returncode:
             raise RuntimeError(f"aiconsole {' '.join(args)} failed: {done.stderr or done.stdout}")
         return done.stdout
 
     def add_user(self, username: str, password: str, role: str | None = None) -> None:
-        self.cli("users", "create", username, "--email", f"{username}@example.com", "--password-stdin",
-                 stdin=password + "\n")
+        self.cli(
+            "users", "create", username, "--email", f"{username}@example.com", "--password-stdin", stdin=password + "\n"
+        )
         if role:
             self.cli("projects", "add-iam-policy-binding", PROJECT, f"--member=user:{username}", f"--role={role}")
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         request = urllib.request.Request(
-            self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return json.loads(response.read() or b"{}")
@@ -118,9 +142,21 @@ class LiveConsole:
             raise RuntimeError(f"{method} {path}: {error.code} {error.read()[:2000]!r}") from None
 
     def submit(self, job_id: str, package: Path | str, **training_input) -> dict:
-        return self.call("POST", f"/v1/projects/{PROJECT}/jobs", {"jobId": job_id, "trainingInput": {
-            "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-            "region": "us-central1", "runtimeVersion": "2.11", **training_input}})
+        return self.call(
+            "POST",
+            f"/v1/projects/{PROJECT}/jobs",
+            {
+                "jobId": job_id,
+                "trainingInput": {
+                    "scaleTier": "BASIC",
+                    "packageUris": [str(package)],
+                    "pythonModule": "trainer.task",
+                    "region": "us-central1",
+                    "runtimeVersion": "2.11",
+                    **training_input,
+                },
+            },
+        )
 
     def job(self, job_id: str) -> dict:
         return self.call("GET", f"/v1/projects/{PROJECT}/jobs/{job_id}")

@@ -12,9 +12,22 @@ from tests.helpers.browser import axe_violations, login
 
 pytestmark = pytest.mark.browser
 P = "/projects/default-project"
-MAIN_PAGES = [f"{P}/jobs/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/jobs/train_model/", f"{P}/members/",
-              f"{P}/audit/", f"{P}/models/", "/profile/", f"{P}/jobs/new/builtin/", f"{P}/data/analysis/",
-              "/workers/", "/runtimes/", "/users/", "/users/admin/"]
+MAIN_PAGES = [
+    f"{P}/jobs/",
+    f"{P}/jobs/new/",
+    f"{P}/jobs/study_1/",
+    f"{P}/jobs/train_model/",
+    f"{P}/members/",
+    f"{P}/audit/",
+    f"{P}/models/",
+    "/profile/",
+    f"{P}/jobs/new/builtin/",
+    f"{P}/data/analysis/",
+    "/workers/",
+    "/runtimes/",
+    "/users/",
+    "/users/admin/",
+]
 
 
 def analysis_page(console) -> str:
@@ -111,7 +124,9 @@ def test_times_are_shown_in_the_users_timezone_with_a_relative_hint(page, consol
     utc = created.get_attribute("datetime")
     shown = created.inner_text()
     expected = page.evaluate(
-        "(iso) => new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'long'}).format(new Date(iso))", utc)
+        "(iso) => new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'long'}).format(new Date(iso))",
+        utc,
+    )
     assert shown.startswith(expected), (shown, expected)
     assert re.search(r"CES?T|GMT\+\d", shown), shown  # the time zone is named
     assert re.search(r"\((now|\d+ (second|minute|hour)s? ago|in \d+ seconds?)\)$", shown), shown

@@ -112,15 +112,27 @@ def test_the_builder_writes_the_yaml_and_the_yaml_fills_the_builder(page, consol
     builder.get_by_label("Scale").select_option("UNIT_LOG_SCALE")
     expect(yaml_box).to_have_value(re.compile("learning_rate"))
     assert yaml.safe_load(yaml_box.input_value()) == {
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 6,
-        "params": [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1,
-                    "scaleType": "UNIT_LOG_SCALE"}]}
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "accuracy",
+        "maxTrials": 6,
+        "params": [
+            {
+                "parameterName": "learning_rate",
+                "type": "DOUBLE",
+                "minValue": 0.001,
+                "maxValue": 0.1,
+                "scaleType": "UNIT_LOG_SCALE",
+            }
+        ],
+    }
     # The command follows: tuning goes in config.yaml.
     expect(page.locator("#form-config")).to_contain_text("parameterName: learning_rate")
 
-    yaml_box.fill("goal: MINIMIZE\nmaxTrials: 3\nparams:\n  - parameterName: layers\n    type: INTEGER\n"
-                  "    minValue: 1\n    maxValue: 4\n  - parameterName: opt\n    type: CATEGORICAL\n"
-                  "    categoricalValues: [adam, sgd]\n")
+    yaml_box.fill(
+        "goal: MINIMIZE\nmaxTrials: 3\nparams:\n  - parameterName: layers\n    type: INTEGER\n"
+        "    minValue: 1\n    maxValue: 4\n  - parameterName: opt\n    type: CATEGORICAL\n"
+        "    categoricalValues: [adam, sgd]\n"
+    )
     expect(builder.locator("[data-param]")).to_have_count(2)
     expect(builder.get_by_label("Goal")).to_have_value("MINIMIZE")
     expect(builder.locator("[data-param]").nth(0).get_by_label("Name")).to_have_value("layers")
@@ -145,7 +157,9 @@ def test_the_copy_buttons_copy_the_command_and_the_body(page, console):
             expect(page.locator("[data-copy-status]").first).to_contain_text(button.replace("Copy", "Copied"))
             copied = page.evaluate("() => navigator.clipboard.readText()")
             assert copied == page.locator(target).inner_text()
-            assert copied.startswith("aiconsole jobs submit training") if "cli" in target else '"trainingInput"' in copied
+            assert (
+                copied.startswith("aiconsole jobs submit training") if "cli" in target else '"trainingInput"' in copied
+            )
 
 
 def test_the_form_and_job_page_fit_a_phone_and_pass_axe_in_light_and_dark(page, console):

@@ -14,7 +14,9 @@ from tests.helpers.browser import JOBS, axe_violations, login
 pytestmark = pytest.mark.browser
 
 # Reports accuracy and loss for three steps through cloudml-hypertune; --lr scales them.
-COMPARED_TASK = trainers.TASK_HEADER + """\
+COMPARED_TASK = (
+    trainers.TASK_HEADER
+    + """\
 import hypertune
 lr = float(sys.argv[sys.argv.index("--lr") + 1])
 reporter = hypertune.HyperTune()
@@ -22,11 +24,13 @@ for step in (1, 2, 3):
     reporter.report_hyperparameter_tuning_metric("accuracy", lr * step, global_step=step)
     reporter.report_hyperparameter_tuning_metric("loss", 1 - lr * step, global_step=step)
 """
+)
 
 
 def test_tick_two_jobs_press_compare_and_see_both_with_their_chart(page, console):
-    package = trainers.package(console.storage / "browser-packages" / "default-project" / "compared",
-                               COMPARED_TASK, name="compared")
+    package = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "compared", COMPARED_TASK, name="compared"
+    )
     for job_id, lr in (("cmp_low", "0.1"), ("cmp_high", "0.3")):
         console.submit(job_id, package, args=["--lr", lr])
     for job_id in ("cmp_low", "cmp_high"):

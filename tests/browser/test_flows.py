@@ -22,7 +22,8 @@ def test_sign_in_lands_on_the_projects_jobs_with_switcher_and_breadcrumbs(page):
     expect(page.get_by_label("Project")).to_have_value(JOBS)
     expect(page.get_by_role("navigation", name="Breadcrumb")).to_contain_text("default-project")
     expect(page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs")).to_have_attribute(
-        "aria-current", "page")
+        "aria-current", "page"
+    )
 
 
 def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, console, tmp_path):
@@ -57,7 +58,9 @@ def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, consol
 
 
 def test_cancel_a_running_job(page, console):
-    sdist = trainers.package(console.storage / "browser-packages" / "default-project" / "forever", trainers.FOREVER_TASK)
+    sdist = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "forever", trainers.FOREVER_TASK
+    )
     console.submit("forever_1", sdist)
     login(page)
     page.goto(f"{JOBS}forever_1/")
@@ -143,8 +146,7 @@ def test_deploy_a_trained_model_and_send_a_prediction_from_the_panel(page, conso
     page.get_by_label("Version name").fill("v1")
     page.get_by_role("button", name="Deploy").click()
     page.wait_for_url("**/models/census/**")
-    expect(page.locator("tr[data-version=v1] [data-state]")).to_have_attribute("data-state", "READY",
-                                                                               timeout=120_000)
+    expect(page.locator("tr[data-version=v1] [data-state]")).to_have_attribute("data-state", "READY", timeout=120_000)
     body = page.get_by_label("Request body (JSON)")
     expect(body).to_be_visible(timeout=15_000)  # the panel appears once a version is READY
     body.fill('{"instances": [[0.9, 0.8, 0.1, 0.2], [0.1, 0.2, 0.3, 0.4]]}')

@@ -50,8 +50,9 @@ def test_remove_drops_the_kept_upload(page, console, tmp_path):
 
 
 def test_cancel_asks_in_an_accessible_dialog_and_keeps_focus(page, console):
-    sdist = trainers.package(console.storage / "browser-packages" / "default-project" / "forever17",
-                             trainers.FOREVER_TASK)
+    sdist = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "forever17", trainers.FOREVER_TASK
+    )
     console.submit("forever_17", sdist)
     login(page)
     page.goto(f"{JOBS}forever_17/")
@@ -66,7 +67,8 @@ def test_cancel_asks_in_an_accessible_dialog_and_keeps_focus(page, console):
     page.get_by_role("button", name="Cancel job").click()
     dialog.get_by_role("button", name="Yes, cancel the job").click()
     expect(page.locator("#job-status [data-state]").first).to_have_attribute(
-        "data-state", re.compile("CANCELLING|CANCELLED"), timeout=30_000)
+        "data-state", re.compile("CANCELLING|CANCELLED"), timeout=30_000
+    )
 
 
 def test_the_builtin_form_shows_only_the_chosen_algorithms_arguments(page, console):

@@ -27,10 +27,15 @@ pytestmark = pytest.mark.browser
 
 
 def test_a_study_page_opened_while_it_runs_ends_as_a_fresh_load_shows_it(page, browser, console):
-    package = trainers.package(console.storage / "browser-packages" / "default-project" / "live-study",
-                               trainers.TUNING_TASK)
-    console.submit("live_study", package, hyperparameters=trainers.TUNING,
-                   jobDir=str(console.storage / "out" / "default-project" / "live_study"))
+    package = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "live-study", trainers.TUNING_TASK
+    )
+    console.submit(
+        "live_study",
+        package,
+        hyperparameters=trainers.TUNING,
+        jobDir=str(console.storage / "out" / "default-project" / "live_study"),
+    )
     login(page)
     page.goto(f"{JOBS}live_study/")
     mark_page(page)
@@ -45,7 +50,9 @@ def test_a_study_page_opened_while_it_runs_ends_as_a_fresh_load_shows_it(page, b
 
 
 # Prints what trainers print on stderr: a tqdm bar, a Python warning, then a logged error.
-STDERR_TASK = trainers.TASK_HEADER + """\
+STDERR_TASK = (
+    trainers.TASK_HEADER
+    + """\
 import logging, warnings
 for i in range(1, 6):
     sys.stderr.write(f"\\r{i * 20}%|{'#' * i * 2:<10}| {i}/5 [00:0{i}<00:00, 5.00it/s]")
@@ -58,11 +65,13 @@ sys.stderr.flush()
 logging.error("the validation split is empty")
 print("done", flush=True)
 """
+)
 
 
 def test_plain_stderr_is_info_and_jump_to_first_error_lands_on_the_real_error(page, console):
-    package = trainers.package(console.storage / "browser-packages" / "default-project" / "stderr", STDERR_TASK,
-                               name="stderrer")
+    package = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "stderr", STDERR_TASK, name="stderrer"
+    )
     console.submit("stderr_1", package)
     assert console.wait("stderr_1", timeout=240)["state"] == "SUCCEEDED"
     login(page)
@@ -70,8 +79,12 @@ def test_plain_stderr_is_info_and_jump_to_first_error_lands_on_the_real_error(pa
     lines = page.locator("#log-lines tr")
     expect(lines.filter(has_text="5/5 [00:05")).to_have_class(re.compile(r"\bsev-info\b"))
     expect(lines.filter(has_text="Downloading data")).to_have_class(re.compile(r"\bsev-info\b"))
-    expect(lines.filter(has_text="UserWarning: the learning rate is high")).to_have_class(re.compile(r"\bsev-warning\b"))
-    expect(lines.filter(has_text="ERROR:root:the validation split is empty")).to_have_class(re.compile(r"\bsev-error\b"))
+    expect(lines.filter(has_text="UserWarning: the learning rate is high")).to_have_class(
+        re.compile(r"\bsev-warning\b")
+    )
+    expect(lines.filter(has_text="ERROR:root:the validation split is empty")).to_have_class(
+        re.compile(r"\bsev-error\b")
+    )
     page.get_by_role("link", name="Jump to first error").click()
     target = page.locator("#log-lines tr.first-error, #log-lines tr.highlight")
     expect(target).to_have_count(1)
@@ -121,7 +134,8 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
     expect(page.locator("#trial-table .badge.best")).to_have_count(1)
     for code in first.locator("td").nth(2).locator("code").all():
         assert len(code.inner_text().split("=", 1)[1]) <= 8 and code.get_attribute("title").startswith(
-            code.inner_text().split("=", 1)[0] + "=")
+            code.inner_text().split("=", 1)[0] + "="
+        )
     # The replicas table says which trial each master ran.
     trials = page.locator("#job-status tbody tr td:first-child").all_inner_texts()
     assert sorted(trials) == ["1", "2", "3", "4"]

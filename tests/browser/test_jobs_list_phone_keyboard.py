@@ -35,9 +35,21 @@ def param(page, name: str) -> list[str]:
 
 def cancelled_job(console, job_id: str, **labels) -> None:
     """A job for the list that does not run: its package does not exist, and it is cancelled at once."""
-    console.call("POST", "/v1/projects/default-project/jobs", {"jobId": job_id, "labels": labels, "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": ["gs://no-such-bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task", "region": "us-central1", "runtimeVersion": "2.11"}})
+    console.call(
+        "POST",
+        "/v1/projects/default-project/jobs",
+        {
+            "jobId": job_id,
+            "labels": labels,
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": ["gs://no-such-bucket/trainer-0.1.tar.gz"],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "runtimeVersion": "2.11",
+            },
+        },
+    )
     try:
         console.call("POST", f"/v1/projects/default-project/jobs/{job_id}:cancel", {})
     except RuntimeError:
@@ -51,9 +63,21 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
     login(page)
     page.set_viewport_size(PHONE)
     found = {}
-    for path in (f"{P}/jobs/", f"{P}/jobs/train_model/", f"{P}/jobs/new/", f"{P}/jobs/study_1/", f"{P}/models/",
-                 f"{P}/audit/", f"{P}/members/", f"{P}/jobs/new/builtin/", f"{P}/data/analysis/",
-                 f"{P}/compare/?jobs=train_model,study_1/1,study_1/2", "/profile/", "/runtimes/", "/workers/"):
+    for path in (
+        f"{P}/jobs/",
+        f"{P}/jobs/train_model/",
+        f"{P}/jobs/new/",
+        f"{P}/jobs/study_1/",
+        f"{P}/models/",
+        f"{P}/audit/",
+        f"{P}/members/",
+        f"{P}/jobs/new/builtin/",
+        f"{P}/data/analysis/",
+        f"{P}/compare/?jobs=train_model,study_1/1,study_1/2",
+        "/profile/",
+        "/runtimes/",
+        "/workers/",
+    ):
         page.goto(path)
         page.wait_for_load_state("load")
         for scheme in ("light", "dark"):

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.browser
 
 # Writes train and validation summaries and reports through cloudml-hypertune; after the first two
 # steps it waits for a file the test creates, so the test sees the charts grow while it runs.
-METRICS_TASK = trainers.TASK_HEADER + """\
+METRICS_TASK = (
+    trainers.TASK_HEADER
+    + """\
 import hypertune
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -38,12 +40,14 @@ while not os.path.exists(os.path.join(job_dir, "go")) and time.time() < deadline
 epoch(2)
 print("metrics written", flush=True)
 """
+)
 
 
 def test_job_page_charts_metrics_live_with_tables_csv_and_theme(page, console):
     job_dir = console.storage / "out" / "default-project" / "metrics_live"
-    package = trainers.package(console.storage / "browser-packages" / "default-project" / "metered", METRICS_TASK,
-                               name="metered")
+    package = trainers.package(
+        console.storage / "browser-packages" / "default-project" / "metered", METRICS_TASK, name="metered"
+    )
     console.submit("metrics_live", package, jobDir=str(job_dir))
     login(page)
     page.goto(f"{JOBS}metrics_live/")

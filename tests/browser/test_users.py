@@ -53,8 +53,9 @@ def new_page(browser, console):
 
 
 def api_status(console, token: str) -> int:
-    request = urllib.request.Request(f"{console.url}/v1/projects/default-project/jobs",
-                                     headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        f"{console.url}/v1/projects/default-project/jobs", headers={"Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status
@@ -94,7 +95,9 @@ def test_a_set_password_link_works_once_signed_out(page, browser, console):
         theirs.get_by_label("New password", exact=True).fill("short")
         theirs.get_by_label("Confirm new password").fill("short")
         theirs.get_by_role("button", name="Set password").click()
-        expect(theirs.locator(".field.has-error .errors").first).to_contain_text("New password: This password is too short")
+        expect(theirs.locator(".field.has-error .errors").first).to_contain_text(
+            "New password: This password is too short"
+        )
         theirs.get_by_label("New password", exact=True).fill(PASSWORD)
         theirs.get_by_label("Confirm new password").fill(PASSWORD)
         theirs.get_by_role("button", name="Set password").click()
@@ -157,7 +160,8 @@ def test_a_user_changes_their_own_password_on_the_profile_page(page, browser, co
         section.get_by_role("button", name="Change password").click()
         current = page.get_by_label("Current password")
         expect(page.locator(".field.has-error", has=current).locator(".errors")).to_have_text(
-            "Current password: The current password is wrong.")
+            "Current password: The current password is wrong."
+        )
         expect(current).to_have_attribute("aria-invalid", "true")
 
         page.get_by_label("Current password").fill(PASSWORD)

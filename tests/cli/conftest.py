@@ -60,10 +60,14 @@ def run_aiconsole(client_env):
     """Run the installed ``aiconsole`` program, as a user's shell would."""
 
     def run(*argv: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 300) -> Result:
-        result = subprocess.run([AICONSOLE, *argv], capture_output=True, text=True, timeout=timeout,
-                                env={**os.environ, **(env or {})}, cwd=cwd)
+        result = subprocess.run(
+            [AICONSOLE, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+        )
         return Result(result.returncode, result.stdout, result.stderr)
 
     return run
-
-

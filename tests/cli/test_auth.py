@@ -13,8 +13,7 @@ def test_login_writes_a_private_config_file_that_later_commands_use(cli, console
     result = cli("auth", "login", "--url", console.url, "--token", console.token, "--project", "default-project")
     assert result.code == 0, result.err
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert json.loads(path.read_text()) == {"url": console.url, "token": console.token,
-                                            "project": "default-project"}
+    assert json.loads(path.read_text()) == {"url": console.url, "token": console.token, "project": "default-project"}
 
     monkeypatch.delenv("AICONSOLE_URL")
     monkeypatch.delenv("AICONSOLE_TOKEN")
@@ -51,8 +50,14 @@ def _run_with_input(run_aiconsole, text, path, url):
 
     from tests.helpers.console import AICONSOLE
 
-    return subprocess.run([AICONSOLE, "auth", "login", "--url", url], input=text, capture_output=True, text=True,
-                          env={**os.environ, "AICONSOLE_CONFIG": str(path)}, timeout=60)
+    return subprocess.run(
+        [AICONSOLE, "auth", "login", "--url", url],
+        input=text,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AICONSOLE_CONFIG": str(path)},
+        timeout=60,
+    )
 
 
 def test_unreachable_console_is_a_clear_error(cli):
@@ -74,8 +79,12 @@ def test_settings_come_from_flag_then_environment_then_file_then_default(monkeyp
     monkeypatch.setenv("AICONSOLE_PROJECT", "env-project")
     resolved = config.resolve({"url": "http://flag:2"})
     assert (resolved.url, resolved.token, resolved.project) == ("http://flag:2", "file-token", "env-project")
-    assert resolved.sources == {"url": "--url flag", "token": str(written), "project": "$AICONSOLE_PROJECT",
-                                "region": "default"}
+    assert resolved.sources == {
+        "url": "--url flag",
+        "token": str(written),
+        "project": "$AICONSOLE_PROJECT",
+        "region": "default",
+    }
 
     written.write_text("{not json")
     try:

@@ -16,9 +16,23 @@ def test_builtin_algorithm_job_from_the_cli_trains_a_model(cli, console):
     data.parent.mkdir(parents=True, exist_ok=True)
     data.write_text("\n".join(classification_rows(200)) + "\n")
     job_dir = console.storage / "jobs" / "default-project" / "cli_builtin"
-    result = cli("jobs", "submit", "training", "cli_builtin", "--master-image-uri", BOOSTED_TREES,
-                 "--region", "us-central1", "--job-dir", str(job_dir), "--",
-                 f"--training_data_path={data}", "--preprocess", "--model_type=classification", "--num_round=5")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "cli_builtin",
+        "--master-image-uri",
+        BOOSTED_TREES,
+        "--region",
+        "us-central1",
+        "--job-dir",
+        str(job_dir),
+        "--",
+        f"--training_data_path={data}",
+        "--preprocess",
+        "--model_type=classification",
+        "--num_round=5",
+    )
     assert result.code == 0, result.err
 
     job = console.wait("cli_builtin")
@@ -33,8 +47,20 @@ def test_bad_data_is_refused_by_the_cli_before_anything_runs(cli, console):
     data = console.storage / "datasets" / "default-project" / "cli-ragged.csv"
     data.parent.mkdir(parents=True, exist_ok=True)
     data.write_text("1,2,3\n0,1\n")
-    result = cli("jobs", "submit", "training", "cli_ragged", "--master-image-uri", BOOSTED_TREES,
-                 "--region", "us-central1", "--job-dir", str(console.storage / "jobs" / "default-project" / "cli_ragged"), "--",
-                 f"--training_data_path={data}", "--model_type=classification")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "cli_ragged",
+        "--master-image-uri",
+        BOOSTED_TREES,
+        "--region",
+        "us-central1",
+        "--job-dir",
+        str(console.storage / "jobs" / "default-project" / "cli_ragged"),
+        "--",
+        f"--training_data_path={data}",
+        "--model_type=classification",
+    )
     assert result.code != 0
     assert "--training_data_path:" in result.err and "line 2 has 2 columns" in result.err

@@ -27,13 +27,39 @@ for step in (1, 2):
 def compared(console, tmp_path_factory):
     """Two jobs of the same trainer with another --lr and label, run to the end."""
     folder = write_trainer(tmp_path_factory.mktemp("compare-src"), LR_TRAINER)
-    env = {**os.environ, "AICONSOLE_URL": console.url, "AICONSOLE_TOKEN": console.token,
-           "AICONSOLE_CONFIG": str(folder.parent / "none.json")}
+    env = {
+        **os.environ,
+        "AICONSOLE_URL": console.url,
+        "AICONSOLE_TOKEN": console.token,
+        "AICONSOLE_CONFIG": str(folder.parent / "none.json"),
+    }
     for job_id, lr in (("cmp_slow", "0.1"), ("cmp_fast", "0.3")):
-        subprocess.run([AICONSOLE, "jobs", "submit", "training", job_id, "--package-path", str(folder),
-                        "--module-name", "trainer.task", "--region", "us-central1", "--labels", f"speed={job_id[4:]}",
-                        "--", "--lr", lr, "--epochs", "2"],
-                       env=env, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                AICONSOLE,
+                "jobs",
+                "submit",
+                "training",
+                job_id,
+                "--package-path",
+                str(folder),
+                "--module-name",
+                "trainer.task",
+                "--region",
+                "us-central1",
+                "--labels",
+                f"speed={job_id[4:]}",
+                "--",
+                "--lr",
+                lr,
+                "--epochs",
+                "2",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return [console.wait(job_id) for job_id in ("cmp_slow", "cmp_fast")]
 
 

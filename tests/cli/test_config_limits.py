@@ -24,10 +24,14 @@ def _bounded() -> None:
 def aiconsole(tmp_path, *argv: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     # Nothing listens on the discard port: a command that got as far as the network would say so.
-    env.update({"AICONSOLE_URL": "http://127.0.0.1:9", "AICONSOLE_TOKEN": "unused",
-                "AICONSOLE_CONFIG": str(tmp_path / "cli-config.json")})
-    return subprocess.run([AICONSOLE, *argv], capture_output=True, text=True, env=env, timeout=120,
-                          preexec_fn=_bounded)
+    env.update(
+        {
+            "AICONSOLE_URL": "http://127.0.0.1:9",
+            "AICONSOLE_TOKEN": "unused",
+            "AICONSOLE_CONFIG": str(tmp_path / "cli-config.json"),
+        }
+    )
+    return subprocess.run([AICONSOLE, *argv], capture_output=True, text=True, env=env, timeout=120, preexec_fn=_bounded)
 
 
 def _nested(text: str, key: str) -> str:
@@ -35,8 +39,10 @@ def _nested(text: str, key: str) -> str:
 
 
 CONFIGS = {
-    "billion laughs": (_nested(_nested(BILLION_LAUGHS, "hyperparameters"), "trainingInput"),
-                       "the YAML expands to more than 20,000 values"),
+    "billion laughs": (
+        _nested(_nested(BILLION_LAUGHS, "hyperparameters"), "trainingInput"),
+        "the YAML expands to more than 20,000 values",
+    ),
     "deep lists": (_nested(DEEP_FLOW, "labels"), "the YAML nests more than 100 levels deep"),
     "oversized": (OVERSIZED, "the YAML is longer than 131,072 bytes"),
 }
@@ -46,8 +52,21 @@ CONFIGS = {
 def test_jobs_submit_training_refuses_the_config_naming_the_file_and_the_rule(tmp_path, text, rule):
     config = tmp_path / "config.yaml"
     config.write_text(text)
-    result = aiconsole(tmp_path, "jobs", "submit", "training", "bombed", "--config", str(config),
-                       "--region", "us-central1", "--module-name", "trainer.task", "--packages", "gs://b/t.tar.gz")
+    result = aiconsole(
+        tmp_path,
+        "jobs",
+        "submit",
+        "training",
+        "bombed",
+        "--config",
+        str(config),
+        "--region",
+        "us-central1",
+        "--module-name",
+        "trainer.task",
+        "--packages",
+        "gs://b/t.tar.gz",
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"--config {config} is refused: {rule}" in result.stderr
 
@@ -55,8 +74,9 @@ def test_jobs_submit_training_refuses_the_config_naming_the_file_and_the_rule(tm
 def test_versions_create_refuses_a_bomb_in_its_config(tmp_path):
     config = tmp_path / "version.yaml"
     config.write_text(_nested(BILLION_LAUGHS, "labels"))
-    result = aiconsole(tmp_path, "versions", "create", "v1", "--model", "census", "--origin", "gs://b/model",
-                       "--config", str(config))
+    result = aiconsole(
+        tmp_path, "versions", "create", "v1", "--model", "census", "--origin", "gs://b/model", "--config", str(config)
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert f"--config {config} is refused: the YAML expands to more than 20,000 values" in result.stderr
 

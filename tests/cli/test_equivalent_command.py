@@ -27,16 +27,35 @@ def gcs_package(gcs_emulator, tmp_path_factory):
 
 def tuned_custom_input(package: str) -> dict:
     return {
-        "scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4", "workerCount": "1",
-        "parameterServerType": "n1-highmem-2", "parameterServerCount": "1",
-        "packageUris": [package], "pythonModule": "trainer.task", "region": "us-central1",
-        "runtimeVersion": "2.11", "pythonVersion": "3.7", "args": ["--sleep", "30", "--name=a b", "it's"],
+        "scaleTier": "CUSTOM",
+        "masterType": "n1-standard-4",
+        "workerType": "n1-standard-4",
+        "workerCount": "1",
+        "parameterServerType": "n1-highmem-2",
+        "parameterServerCount": "1",
+        "packageUris": [package],
+        "pythonModule": "trainer.task",
+        "region": "us-central1",
+        "runtimeVersion": "2.11",
+        "pythonVersion": "3.7",
+        "args": ["--sleep", "30", "--name=a b", "it's"],
         "scheduling": {"maxRunningTime": "3600s"},
-        "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 2,
-                            "maxParallelTrials": 1, "params": [
-                                {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1,
-                                 "scaleType": "UNIT_LOG_SCALE"},
-                                {"parameterName": "opt", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]}]},
+        "hyperparameters": {
+            "goal": "MAXIMIZE",
+            "hyperparameterMetricTag": "accuracy",
+            "maxTrials": 2,
+            "maxParallelTrials": 1,
+            "params": [
+                {
+                    "parameterName": "lr",
+                    "type": "DOUBLE",
+                    "minValue": 0.001,
+                    "maxValue": 0.1,
+                    "scaleType": "UNIT_LOG_SCALE",
+                },
+                {"parameterName": "opt", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
+            ],
+        },
     }
 
 
@@ -52,8 +71,12 @@ def run_command(cli, built: equivalent.Equivalent, folder: Path, monkeypatch):
 
 def test_the_shown_command_submits_the_same_training_input(cli, console, gcs_package, tmp_path, monkeypatch):
     original = tuned_custom_input(gcs_package)
-    status, source = console.server.api("POST", f"/v1/projects/{PROJECT}/jobs", console.token,
-                                        {"jobId": "eq_source", "labels": {"team": "ml"}, "trainingInput": original})
+    status, source = console.server.api(
+        "POST",
+        f"/v1/projects/{PROJECT}/jobs",
+        console.token,
+        {"jobId": "eq_source", "labels": {"team": "ml"}, "trainingInput": original},
+    )
     assert status == 200, source
     built = equivalent.build(PROJECT, "eq_by_cli", source["trainingInput"], source["labels"])
     result = run_command(cli, built, tmp_path, monkeypatch)
@@ -66,8 +89,12 @@ def test_the_shown_command_submits_the_same_training_input(cli, console, gcs_pac
 
 
 def test_the_shown_rest_body_posted_as_is_submits_the_same_job(cli, console, gcs_package):
-    status, source = console.server.api("POST", f"/v1/projects/{PROJECT}/jobs", console.token,
-                                        {"jobId": "eq_rest_source", "trainingInput": tuned_custom_input(gcs_package)})
+    status, source = console.server.api(
+        "POST",
+        f"/v1/projects/{PROJECT}/jobs",
+        console.token,
+        {"jobId": "eq_rest_source", "trainingInput": tuned_custom_input(gcs_package)},
+    )
     assert status == 200, source
     built = equivalent.build(PROJECT, "eq_by_rest", source["trainingInput"], source.get("labels"))
     status, copy = console.server.api("POST", built.rest_path, console.token, json.loads(built.rest_body))
@@ -79,8 +106,22 @@ def test_the_shown_rest_body_posted_as_is_submits_the_same_job(cli, console, gcs
 
 def test_an_uploaded_package_is_uploaded_again_by_its_file_name(cli, console, tmp_path, monkeypatch):
     sdist = build_package(tmp_path, {"trainer/task.py": TRAINER}, name="equp")
-    result = cli("jobs", "submit", "training", "eq_up_source", "--packages", str(sdist), "--module-name",
-                 "trainer.task", "--region", "us-central1", "--runtime-version", "2.11", "--python-version", "3.7")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "eq_up_source",
+        "--packages",
+        str(sdist),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--runtime-version",
+        "2.11",
+        "--python-version",
+        "3.7",
+    )
     assert result.code == 0, result.err
     source = console.job("eq_up_source")["trainingInput"]
     [stored] = source["packageUris"]

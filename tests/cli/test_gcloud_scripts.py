@@ -28,10 +28,18 @@ def test_gclouds_release_tracks_translate_as_the_ga_commands_do():
     ga = gcloud.translate(["ai-platform", "versions", "create", "v1", "--model", "m", "--region", "us-central1"])
     assert ga == ["versions", "create", "v1", "--model", "m", "--region", "us-central1"]
     for track in ("beta", "alpha"):
-        assert gcloud.translate([track, "ai-platform", "versions", "create", "v1", "--model", "m", "--region",
-                                 "us-central1"]) == ga
-        assert gcloud.translate(["--project", "p", track, "ml-engine", "jobs", "list"]) == ["jobs", "list",
-                                                                                              "--project", "p"]
+        assert (
+            gcloud.translate(
+                [track, "ai-platform", "versions", "create", "v1", "--model", "m", "--region", "us-central1"]
+            )
+            == ga
+        )
+        assert gcloud.translate(["--project", "p", track, "ml-engine", "jobs", "list"]) == [
+            "jobs",
+            "list",
+            "--project",
+            "p",
+        ]
         assert gcloud.translate([track, "compute", "instances", "list"]) is None
     assert gcloud.translate(["beta", "beta", "ai-platform", "jobs", "list"]) is None
 
@@ -45,18 +53,24 @@ def shell(console, tmp_path):
     # further along PATH, and fails any command the wrapper should have kept.
     real = tmp_path / "google-cloud-sdk"
     real.mkdir()
-    (real / "gcloud").write_text("#!/bin/sh\necho \"reached Google's gcloud: $*\" >&2\nexit 99\n")
+    (real / "gcloud").write_text('#!/bin/sh\necho "reached Google\'s gcloud: $*" >&2\nexit 99\n')
     (real / "gcloud").chmod(0o755)
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    env.update({"AICONSOLE_URL": console.url, "AICONSOLE_TOKEN": console.token,
-                "AICONSOLE_CONFIG": str(tmp_path / "aiconsole-config.json"),
-                "PATH": f"{wrapper.parent}:{os.path.dirname(AICONSOLE)}:{real}"})
+    env.update(
+        {
+            "AICONSOLE_URL": console.url,
+            "AICONSOLE_TOKEN": console.token,
+            "AICONSOLE_CONFIG": str(tmp_path / "aiconsole-config.json"),
+            "PATH": f"{wrapper.parent}:{os.path.dirname(AICONSOLE)}:{real}",
+        }
+    )
     for name in ("AICONSOLE_PROJECT", "AICONSOLE_REGION"):
         env.pop(name, None)
 
     def run(*argv: str, timeout: float = 300, **more_env: str) -> Result:
-        done = subprocess.run(list(argv), capture_output=True, text=True, env={**env, **more_env}, cwd=tmp_path,
-                              timeout=timeout)
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, env={**env, **more_env}, cwd=tmp_path, timeout=timeout
+        )
         return Result(done.returncode, done.stdout, done.stderr)
 
     return run
@@ -74,8 +88,21 @@ def _staged_files(gcs_emulator, bucket: str, prefix: str) -> dict[str, list[str]
 def test_staging_bucket_works_from_a_shell_without_django_settings(shell, console, tmp_path, gcs_emulator):
     gcs_emulator.make_bucket("shell-staging")
     folder = write_trainer(tmp_path / "src")
-    result = shell("aiconsole", "jobs", "submit", "training", "staged_shell", "--package-path", str(folder),
-                   "--module-name", "trainer.task", "--region", "us-central1", "--staging-bucket", "gs://shell-staging")
+    result = shell(
+        "aiconsole",
+        "jobs",
+        "submit",
+        "training",
+        "staged_shell",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--staging-bucket",
+        "gs://shell-staging",
+    )
     assert result.code == 0, result.err
     assert "ImproperlyConfigured" not in result.err
     staged = _staged_files(gcs_emulator, "shell-staging", "staged_shell/packages/")
@@ -89,10 +116,32 @@ def test_train_cloud_sh_through_the_wrapper_stages_under_a_gs_job_dir(shell, con
     gcs_emulator.make_bucket("shell-jobs")
     folder = write_trainer(tmp_path / "src")
     # train-cloud.sh, as the samples write it (a gs:// job dir and no --staging-bucket).
-    result = shell("gcloud", "ai-platform", "jobs", "submit", "training", "cloud_sh_1", "--package-path", str(folder),
-                   "--module-name", "trainer.task", "--region", "us-central1", "--job-dir", "gs://shell-jobs/cloud_sh_1",
-                   "--scale-tier", "BASIC", "--runtime-version", "2.11", "--python-version", "3.7", "--stream-logs",
-                   "--", "--epochs", "1")
+    result = shell(
+        "gcloud",
+        "ai-platform",
+        "jobs",
+        "submit",
+        "training",
+        "cloud_sh_1",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--job-dir",
+        "gs://shell-jobs/cloud_sh_1",
+        "--scale-tier",
+        "BASIC",
+        "--runtime-version",
+        "2.11",
+        "--python-version",
+        "3.7",
+        "--stream-logs",
+        "--",
+        "--epochs",
+        "1",
+    )
     assert result.code == 0, result.err
     assert "trainer done" in result.out
     staged = _staged_files(gcs_emulator, "shell-jobs", "cloud_sh_1/packages/")
@@ -102,11 +151,29 @@ def test_train_cloud_sh_through_the_wrapper_stages_under_a_gs_job_dir(shell, con
 def test_gcloud_beta_jobs_submit_training_with_a_config_file(shell, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
     config = tmp_path / "hptuning_config.yaml"
-    config.write_text(yaml.safe_dump({"trainingInput": {"scaleTier": "BASIC", "runtimeVersion": "2.11",
-                                                        "pythonVersion": "3.7"}}))
-    result = shell("gcloud", "beta", "ai-platform", "jobs", "submit", "training", "beta_submit", "--region",
-                   "us-central1", "--config", str(config), "--package-path", str(folder), "--module-name",
-                   "trainer.task", "--quiet", "--format", "json")
+    config.write_text(
+        yaml.safe_dump({"trainingInput": {"scaleTier": "BASIC", "runtimeVersion": "2.11", "pythonVersion": "3.7"}})
+    )
+    result = shell(
+        "gcloud",
+        "beta",
+        "ai-platform",
+        "jobs",
+        "submit",
+        "training",
+        "beta_submit",
+        "--region",
+        "us-central1",
+        "--config",
+        str(config),
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--quiet",
+        "--format",
+        "json",
+    )
     assert result.code == 0, result.err
     assert json.loads(result.out)["jobId"] == "beta_submit"
     assert console.wait("beta_submit")["state"] == "SUCCEEDED"
@@ -125,48 +192,121 @@ def test_deploy_sh_through_the_wrapper(shell, console, sklearn_model, trained, t
     # endpoint) elsewhere, the framework as the API's enum name, --quiet on deletes, the beta track.
     created = shell("gcloud", "ai-platform", "models", "create", "deploy_sh", "--regions=us-central1")
     assert created.code == 0, created.err
-    version = shell("gcloud", "beta", "ai-platform", "versions", "create", "v1", "--model", "deploy_sh",
-                    "--origin", str(sklearn_model), "--framework", "SCIKIT_LEARN", "--runtime-version=2.11",
-                    "--python-version=3.7", "--region", "us-central1", "--machine-type", "n1-standard-2")
+    version = shell(
+        "gcloud",
+        "beta",
+        "ai-platform",
+        "versions",
+        "create",
+        "v1",
+        "--model",
+        "deploy_sh",
+        "--origin",
+        str(sklearn_model),
+        "--framework",
+        "SCIKIT_LEARN",
+        "--runtime-version=2.11",
+        "--python-version=3.7",
+        "--region",
+        "us-central1",
+        "--machine-type",
+        "n1-standard-2",
+    )
     assert version.code == 0, version.err
-    described = yaml.safe_load(shell("gcloud", "ai-platform", "versions", "describe", "v1", "--model", "deploy_sh",
-                                     "--region", "us-central1").out)
+    described = yaml.safe_load(
+        shell(
+            "gcloud", "ai-platform", "versions", "describe", "v1", "--model", "deploy_sh", "--region", "us-central1"
+        ).out
+    )
     assert described["framework"] == "SCIKIT_LEARN" and described["state"] == "READY"
 
     instances = tmp_path / "instances.json"
     instances.write_text("\n".join(json.dumps(row) for row in trained["probe"]) + "\n")
-    predicted = shell("gcloud", "ai-platform", "predict", "--model", "deploy_sh", "--version", "v1", "--region",
-                      "us-central1", "--json-instances", str(instances), "--format", "json")
+    predicted = shell(
+        "gcloud",
+        "ai-platform",
+        "predict",
+        "--model",
+        "deploy_sh",
+        "--version",
+        "v1",
+        "--region",
+        "us-central1",
+        "--json-instances",
+        str(instances),
+        "--format",
+        "json",
+    )
     assert predicted.code == 0, predicted.err
     assert json.loads(predicted.out) == {"predictions": trained["expected"]["sklearn"]}
 
     # A local --origin with --staging-bucket goes to Cloud Storage first, from this shell.
     gcs_emulator.make_bucket("deploy-staging")
-    staged = shell("gcloud", "ai-platform", "versions", "create", "v2", "--model", "deploy_sh", "--origin",
-                   str(sklearn_model), "--staging-bucket", "gs://deploy-staging", "--framework", "scikit-learn",
-                   "--runtime-version", "2.11", "--region", "us-central1", "--format", "json")
+    staged = shell(
+        "gcloud",
+        "ai-platform",
+        "versions",
+        "create",
+        "v2",
+        "--model",
+        "deploy_sh",
+        "--origin",
+        str(sklearn_model),
+        "--staging-bucket",
+        "gs://deploy-staging",
+        "--framework",
+        "scikit-learn",
+        "--runtime-version",
+        "2.11",
+        "--region",
+        "us-central1",
+        "--format",
+        "json",
+    )
     assert staged.code == 0, staged.err
     assert json.loads(staged.out)["deploymentUri"] == "gs://deploy-staging/deploy_sh/v2/"
     assert gcs_emulator.client.bucket("deploy-staging").blob("deploy_sh/v2/model.joblib").exists()
 
     for version in ("v2", "v1"):  # the default goes last
-        deleted = shell("gcloud", "ai-platform", "versions", "delete", version, "--model", "deploy_sh", "--region",
-                        "us-central1", "--quiet")
+        deleted = shell(
+            "gcloud",
+            "ai-platform",
+            "versions",
+            "delete",
+            version,
+            "--model",
+            "deploy_sh",
+            "--region",
+            "us-central1",
+            "--quiet",
+        )
         assert deleted.code == 0, deleted.err
     gone = shell("gcloud", "ai-platform", "models", "delete", "deploy_sh", "--region=global", "--quiet")
     assert gone.code == 0, gone.err
     assert "Deleted model [deploy_sh]." in gone.err
 
 
-@pytest.mark.parametrize("argv, flag, rule", [
-    (["versions", "create", "v1", "--model", "m", "--origin", "gs://b/m", "--framework", "pytorch"],
-     "--framework", "choose from: scikit-learn, tensorflow, xgboost"),
-    (["versions", "delete", "v1", "--model", "m", "--region", "mars-west1"],
-     "--region", "choose from: global, asia-east1"),
-    (["versions", "create", "v1", "--model", "m", "--origin", "gs://b/m", "--prediction-class", "my.Predictor"],
-     "--prediction-class", "Custom prediction routines (packageUris, predictionClass) are not supported"),
-    (["explain", "--model", "m", "--json-instances", "x.json"], "'explain'", "explanations"),
-])
+@pytest.mark.parametrize(
+    "argv, flag, rule",
+    [
+        (
+            ["versions", "create", "v1", "--model", "m", "--origin", "gs://b/m", "--framework", "pytorch"],
+            "--framework",
+            "choose from: scikit-learn, tensorflow, xgboost",
+        ),
+        (
+            ["versions", "delete", "v1", "--model", "m", "--region", "mars-west1"],
+            "--region",
+            "choose from: global, asia-east1",
+        ),
+        (
+            ["versions", "create", "v1", "--model", "m", "--origin", "gs://b/m", "--prediction-class", "my.Predictor"],
+            "--prediction-class",
+            "Custom prediction routines (packageUris, predictionClass) are not supported",
+        ),
+        (["explain", "--model", "m", "--json-instances", "x.json"], "'explain'", "explanations"),
+    ],
+)
 def test_gcloud_input_this_console_refuses_names_the_flag_and_the_rule(shell, argv, flag, rule):
     result = shell("gcloud", "ai-platform", *argv)
     assert result.code == 2
@@ -178,20 +318,50 @@ def test_the_rest_of_the_model_surface(shell, console):
     described = yaml.safe_load(shell("gcloud", "ai-platform", "models", "describe", "surface_m").out)
     assert described["regions"] == ["europe-west4"]
 
-    updated = shell("gcloud", "ai-platform", "models", "update", "surface_m", "--update-labels", "team=ml",
-                    "--description", "census")
+    updated = shell(
+        "gcloud",
+        "ai-platform",
+        "models",
+        "update",
+        "surface_m",
+        "--update-labels",
+        "team=ml",
+        "--description",
+        "census",
+    )
     assert updated.code == 0, updated.err
     described = yaml.safe_load(shell("gcloud", "ai-platform", "models", "describe", "surface_m").out)
     assert described["labels"] == {"team": "ml"} and described["description"] == "census"
 
-    bound = shell("gcloud", "ai-platform", "models", "add-iam-policy-binding", "surface_m", "--member",
-                  "user:admin", "--role", "roles/ml.modelUser", "--format", "json")
+    bound = shell(
+        "gcloud",
+        "ai-platform",
+        "models",
+        "add-iam-policy-binding",
+        "surface_m",
+        "--member",
+        "user:admin",
+        "--role",
+        "roles/ml.modelUser",
+        "--format",
+        "json",
+    )
     assert bound.code == 0, bound.err
-    policy = json.loads(shell("gcloud", "ai-platform", "models", "get-iam-policy", "surface_m", "--format",
-                              "json").out)
+    policy = json.loads(shell("gcloud", "ai-platform", "models", "get-iam-policy", "surface_m", "--format", "json").out)
     assert {"role": "roles/ml.modelUser", "members": ["user:admin"]} in policy["bindings"]
-    unbound = shell("gcloud", "ai-platform", "models", "remove-iam-policy-binding", "surface_m", "--member",
-                    "user:admin", "--role", "roles/ml.modelUser", "--format", "json")
+    unbound = shell(
+        "gcloud",
+        "ai-platform",
+        "models",
+        "remove-iam-policy-binding",
+        "surface_m",
+        "--member",
+        "user:admin",
+        "--role",
+        "roles/ml.modelUser",
+        "--format",
+        "json",
+    )
     assert unbound.code == 0, unbound.err
     assert "roles/ml.modelUser" not in json.dumps(json.loads(unbound.out).get("bindings", []))
 
@@ -209,19 +379,42 @@ def test_train_local_sh_checks_the_model_with_local_predict(shell, trained, runt
     instances = tmp_path / "instances.json"
     instances.write_text("\n".join(json.dumps(row) for row in trained["probe"]) + "\n")
     python = str(runtime_python)  # an environment that has the framework, as the user's own would
-    predicted = shell("gcloud", "ai-platform", "local", "predict", f"--model-dir={trained['sklearn']}",
-                      f"--json-instances={instances}", "--verbosity", "debug", "--format", "json",
-                      AICONSOLE_LOCAL_PYTHON=python)
-    missing = shell("gcloud", "ai-platform", "local", "predict", f"--model-dir={trained['empty']}",
-                    f"--json-instances={instances}", AICONSOLE_LOCAL_PYTHON=python)
+    predicted = shell(
+        "gcloud",
+        "ai-platform",
+        "local",
+        "predict",
+        f"--model-dir={trained['sklearn']}",
+        f"--json-instances={instances}",
+        "--verbosity",
+        "debug",
+        "--format",
+        "json",
+        AICONSOLE_LOCAL_PYTHON=python,
+    )
+    missing = shell(
+        "gcloud",
+        "ai-platform",
+        "local",
+        "predict",
+        f"--model-dir={trained['empty']}",
+        f"--json-instances={instances}",
+        AICONSOLE_LOCAL_PYTHON=python,
+    )
     assert predicted.code == 0, predicted.err
     assert json.loads(predicted.out) == {"predictions": trained["expected"]["sklearn"]}
     assert missing.code == 1 and "holds no model file" in missing.err and "model.joblib" in missing.err
 
 
 # The emulator takes any token; this one never expires, so no client ever asks Google for another.
-EMULATOR_CREDENTIALS = {"type": "authorized_user", "client_id": "emulator", "client_secret": "emulator",
-                        "refresh_token": "emulator", "token": "emulator", "expiry": "2099-01-01T00:00:00Z"}
+EMULATOR_CREDENTIALS = {
+    "type": "authorized_user",
+    "client_id": "emulator",
+    "client_secret": "emulator",
+    "refresh_token": "emulator",
+    "token": "emulator",
+    "expiry": "2099-01-01T00:00:00Z",
+}
 READS_GCS = """
 import os, sys
 from google.cloud import storage
@@ -237,24 +430,51 @@ def test_an_old_runtimes_trainer_reads_gs_with_the_credentials_the_readme_says_t
     credentials = tmp_path / "emulator-credentials.json"
     credentials.write_text(json.dumps(EMULATOR_CREDENTIALS))
     credentials.chmod(0o644)  # the trainers' accounts read it
-    passthrough = "HOME,LANG,LC_ALL,TZ,USER,LOGNAME,STORAGE_EMULATOR_HOST,GOOGLE_APPLICATION_CREDENTIALS,GOOGLE_CLOUD_PROJECT"
-    given = Server(tmp_path / "data", AICONSOLE_TRAINER_ENV_PASSTHROUGH=passthrough,
-                   GOOGLE_APPLICATION_CREDENTIALS=str(credentials), GOOGLE_CLOUD_PROJECT="aiconsole")
+    passthrough = (
+        "HOME,LANG,LC_ALL,TZ,USER,LOGNAME,STORAGE_EMULATOR_HOST,GOOGLE_APPLICATION_CREDENTIALS,GOOGLE_CLOUD_PROJECT"
+    )
+    given = Server(
+        tmp_path / "data",
+        AICONSOLE_TRAINER_ENV_PASSTHROUGH=passthrough,
+        GOOGLE_APPLICATION_CREDENTIALS=str(credentials),
+        GOOGLE_CLOUD_PROJECT="aiconsole",
+    )
     try:
         results = {}
-        for name, server, token in (("without", console.server, console.token),
-                                    ("with", given, token_for(given.data_dir))):
-            package = build_package(server.data_dir / "storage" / "packages" / "default-project" / name,
-                                    {"trainer/task.py": READS_GCS})
+        for name, server, token in (
+            ("without", console.server, console.token),
+            ("with", given, token_for(given.data_dir)),
+        ):
+            package = build_package(
+                server.data_dir / "storage" / "packages" / "default-project" / name, {"trainer/task.py": READS_GCS}
+            )
             job_id = f"old_gcs_{name}"
-            status, body = server.api("POST", "/v1/projects/default-project/jobs", token, {"jobId": job_id,
-                                      "trainingInput": {"scaleTier": "BASIC", "packageUris": [str(package)],
-                                                        "pythonModule": "trainer.task", "region": "us-central1",
-                                                        "runtimeVersion": "2.1", "pythonVersion": "3.7"}})
+            status, body = server.api(
+                "POST",
+                "/v1/projects/default-project/jobs",
+                token,
+                {
+                    "jobId": job_id,
+                    "trainingInput": {
+                        "scaleTier": "BASIC",
+                        "packageUris": [str(package)],
+                        "pythonModule": "trainer.task",
+                        "region": "us-central1",
+                        "runtimeVersion": "2.1",
+                        "pythonVersion": "3.7",
+                    },
+                },
+            )
             assert status == 200, body
             path = f"/v1/projects/default-project/jobs/{job_id}"
-            wait_for(lambda path=path, server=server, token=token: server.api("GET", path, token)[1].get("state")
-                     in {"SUCCEEDED", "FAILED"}, 300, 0.2, f"{job_id} to end")
+            wait_for(
+                lambda path=path, server=server, token=token: (
+                    server.api("GET", path, token)[1].get("state") in {"SUCCEEDED", "FAILED"}
+                ),
+                300,
+                0.2,
+                f"{job_id} to end",
+            )
             log = server.api("GET", path + "/logs?pageSize=1000", token)[1]
             results[name] = (server.api("GET", path, token)[1], "\n".join(e["message"] for e in log["entries"]))
     finally:

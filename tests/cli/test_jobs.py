@@ -14,8 +14,10 @@ from tests.helpers.console import AICONSOLE
 
 pytestmark = pytest.mark.executor
 
-LOG_LINE = re.compile(r"^(?P<severity>[A-Z]+)\t(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})\t"
-                      r"(?P<task>[\w-]+)\t(?P<trial>\d*)\t(?P<message>.*)$")
+LOG_LINE = re.compile(
+    r"^(?P<severity>[A-Z]+)\t(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})\t"
+    r"(?P<task>[\w-]+)\t(?P<trial>\d*)\t(?P<message>.*)$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +27,35 @@ def finished(console, tmp_path_factory):
     import subprocess
 
     folder = write_trainer(tmp_path_factory.mktemp("finished-src"))
-    env = {**os.environ, "AICONSOLE_URL": console.url, "AICONSOLE_TOKEN": console.token,
-           "AICONSOLE_CONFIG": str(folder.parent / "none.json")}
+    env = {
+        **os.environ,
+        "AICONSOLE_URL": console.url,
+        "AICONSOLE_TOKEN": console.token,
+        "AICONSOLE_CONFIG": str(folder.parent / "none.json"),
+    }
     for job_id, extra in (("done_ok", []), ("done_bad", ["--", "--fail"])):
-        subprocess.run([AICONSOLE, "jobs", "submit", "training", job_id, "--package-path", str(folder),
-                        "--module-name", "trainer.task", "--region", "us-central1", "--labels", "suite=cli",
-                        *extra], env=env, check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                AICONSOLE,
+                "jobs",
+                "submit",
+                "training",
+                job_id,
+                "--package-path",
+                str(folder),
+                "--module-name",
+                "trainer.task",
+                "--region",
+                "us-central1",
+                "--labels",
+                "suite=cli",
+                *extra,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return {job_id: console.wait(job_id) for job_id in ("done_ok", "done_bad")}
 
 
@@ -46,8 +71,10 @@ def test_describe_prints_the_whole_job_as_yaml_by_default(cli, finished):
 def test_describe_json_and_value_formats(cli, finished):
     as_json = json.loads(cli("jobs", "describe", "done_ok", "--format=json").out)
     assert as_json["state"] == "SUCCEEDED" and as_json["labels"] == {"suite": "cli"}
-    assert cli("jobs", "describe", "done_bad", "--format", "value(jobId,state,labels)").out == \
-        "done_bad\tFAILED\tsuite=cli\n"
+    assert (
+        cli("jobs", "describe", "done_bad", "--format", "value(jobId,state,labels)").out
+        == "done_bad\tFAILED\tsuite=cli\n"
+    )
     bad = cli("jobs", "describe", "done_ok", "--format", "xml")
     assert bad.code == 2 and "unknown format 'xml'" in bad.err
 
@@ -114,8 +141,21 @@ def test_update_labels_and_no_update_to_perform(cli, finished):
 
 def test_cancel_a_running_job_then_cancelling_again_fails(cli, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
-    submitted = cli("jobs", "submit", "training", "to_cancel", "--package-path", str(folder), "--module-name",
-                    "trainer.task", "--region", "us-central1", "--", "--sleep", "600")
+    submitted = cli(
+        "jobs",
+        "submit",
+        "training",
+        "to_cancel",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--",
+        "--sleep",
+        "600",
+    )
     assert submitted.code == 0, submitted.err
     console.wait("to_cancel", {"RUNNING"})
     result = cli("jobs", "cancel", "to_cancel")
@@ -131,8 +171,7 @@ def test_stream_logs_of_a_succeeded_job_exits_0_in_gclouds_format(cli, finished)
     lines = [LOG_LINE.match(line) for line in result.out.splitlines()]
     assert all(lines), result.out
     trainer = [m for m in lines if m["task"] == "master-replica-0"]
-    assert [m["message"] for m in trainer if m["message"].startswith("trainer")] == \
-        ["trainer started", "trainer done"]
+    assert [m["message"] for m in trainer if m["message"].startswith("trainer")] == ["trainer started", "trainer done"]
     severities = {m["message"]: m["severity"] for m in trainer}
     assert severities["trainer started"] == "INFO"
     assert severities["warning: this goes to stderr"] in ("ERROR", "WARNING")
@@ -156,8 +195,22 @@ def test_stream_logs_task_name_filter(cli, finished):
 
 def test_stream_logs_follows_a_running_job_until_it_ends(cli, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
-    result = cli("jobs", "submit", "training", "follow_me", "--package-path", str(folder), "--module-name",
-                 "trainer.task", "--region", "us-central1", "--stream-logs", "--", "--sleep", "2")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "follow_me",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--stream-logs",
+        "--",
+        "--sleep",
+        "2",
+    )
     assert result.code == 0, result.err
     assert "Job [follow_me] submitted successfully." in result.err
     messages = [LOG_LINE.match(line)["message"] for line in result.out.splitlines()]

@@ -49,12 +49,30 @@ def _read(job_dir, name):
 
 def test_single_process_runs_as_gcloud_does(trainer, tmp_path, capfd):
     job_dir = tmp_path / "out" / "not-yet-there"
-    code = main(["local", "train", "--module-name", "trainer.task", "--package-path", str(trainer),
-                 "--job-dir", str(job_dir), "--", "--lr", "0.1", "--job-name=x"])
+    code = main(
+        [
+            "local",
+            "train",
+            "--module-name",
+            "trainer.task",
+            "--package-path",
+            str(trainer),
+            "--job-dir",
+            str(job_dir),
+            "--",
+            "--lr",
+            "0.1",
+            "--job-name=x",
+        ]
+    )
     assert code == 0
     seen = _read(job_dir, "single-0.json")
-    assert seen["tf_config"] == {"job": {"job_name": "trainer.task", "args": ["--lr", "0.1", "--job-name=x"]},
-                                 "task": {}, "cluster": {}, "environment": "cloud"}
+    assert seen["tf_config"] == {
+        "job": {"job_name": "trainer.task", "args": ["--lr", "0.1", "--job-name=x"]},
+        "task": {},
+        "cluster": {},
+        "environment": "cloud",
+    }
     assert seen["argv"] == ["--lr", "0.1", "--job-name=x", "--job-dir", str(job_dir)]
     assert seen["cwd"] == str(trainer.parent)  # the parent of --package-path
     assert "hello from single 0" in capfd.readouterr().out
@@ -68,37 +86,82 @@ def test_exit_status_and_default_working_directory(trainer, tmp_path, monkeypatc
     assert _read(job_dir, "single-0.json")["cwd"] == str(trainer.parent)
 
 
-@pytest.mark.parametrize(("flags", "primary"), [([], "chief"), (["--runtime-version", "1.15"], "master"),
-                                               (["--use-chief-in-tf-config", "false"], "master")])
+@pytest.mark.parametrize(
+    ("flags", "primary"),
+    [([], "chief"), (["--runtime-version", "1.15"], "master"), (["--use-chief-in-tf-config", "false"], "master")],
+)
 def test_distributed_gives_each_task_its_tf_config(trainer, tmp_path, capfd, flags, primary):
     job_dir = tmp_path / "dist"
-    code = main(["local", "train", "--module-name", "trainer.task", "--package-path", str(trainer),
-                 "--job-dir", str(job_dir), "--distributed", "--worker-count", "2", "--parameter-server-count", "1",
-                 "--start-port", "30100", *flags, "--", "--steps", "5"])
+    code = main(
+        [
+            "local",
+            "train",
+            "--module-name",
+            "trainer.task",
+            "--package-path",
+            str(trainer),
+            "--job-dir",
+            str(job_dir),
+            "--distributed",
+            "--worker-count",
+            "2",
+            "--parameter-server-count",
+            "1",
+            "--start-port",
+            "30100",
+            *flags,
+            "--",
+            "--steps",
+            "5",
+        ]
+    )
     assert code == 0
-    cluster = {primary: ["localhost:30100"], "worker": ["localhost:30101", "localhost:30102"],
-               "ps": ["localhost:30103"]}
+    cluster = {
+        primary: ["localhost:30100"],
+        "worker": ["localhost:30101", "localhost:30102"],
+        "ps": ["localhost:30103"],
+    }
     expected_tasks = [(primary, 0), ("worker", 0), ("worker", 1), ("ps", 0)]
     for task_type, index in expected_tasks:
         seen = _read(job_dir, f"{task_type}-{index}.json")
-        assert seen["tf_config"] == {"cluster": cluster, "task": {"type": task_type, "index": index},
-                                     "job": {"job_name": "trainer.task", "args": ["--steps", "5"]},
-                                     "environment": "cloud"}
+        assert seen["tf_config"] == {
+            "cluster": cluster,
+            "task": {"type": task_type, "index": index},
+            "job": {"job_name": "trainer.task", "args": ["--steps", "5"]},
+            "environment": "cloud",
+        }
         assert seen["argv"] == ["--steps", "5", "--job-dir", str(job_dir)]
     out, err = capfd.readouterr()
     assert f"[master-replica-0] hello from {primary} 0" in out
     assert "[ps-replica-0] hello from ps 0" in out
     # The parameter server never exits by itself: it is stopped once the master has ended.
-    assert re.search(r"^master-replica-0 exited with status 0; stopped (worker-replica-\d, )*ps-replica-0\.$",
-                     err, re.M), err
+    assert re.search(
+        r"^master-replica-0 exited with status 0; stopped (worker-replica-\d, )*ps-replica-0\.$", err, re.M
+    ), err
 
 
 def test_distributed_primary_failure_is_the_exit_status_and_the_ps_is_stopped(trainer, tmp_path, monkeypatch):
     monkeypatch.setenv("EXIT_WITH", "4")
     job_dir = tmp_path / "dist"
-    code = main(["local", "train", "--module-name", "trainer.task", "--package-path", str(trainer),
-                 "--job-dir", str(job_dir), "--distributed", "--worker-count", "1", "--parameter-server-count", "1",
-                 "--start-port", "30200"])
+    code = main(
+        [
+            "local",
+            "train",
+            "--module-name",
+            "trainer.task",
+            "--package-path",
+            str(trainer),
+            "--job-dir",
+            str(job_dir),
+            "--distributed",
+            "--worker-count",
+            "1",
+            "--parameter-server-count",
+            "1",
+            "--start-port",
+            "30200",
+        ]
+    )
     assert code == 4
     ps = _read(job_dir, "ps-0.json")
     assert ps["tf_config"]["task"] == {"type": "ps", "index": 0}

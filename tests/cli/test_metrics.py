@@ -30,11 +30,31 @@ def reported(console, tmp_path_factory):
     from tests.helpers.console import AICONSOLE
 
     folder = write_trainer(tmp_path_factory.mktemp("metrics-src"), REPORTING_TRAINER)
-    env = {**os.environ, "AICONSOLE_URL": console.url, "AICONSOLE_TOKEN": console.token,
-           "AICONSOLE_CONFIG": str(folder.parent / "none.json")}
-    subprocess.run([AICONSOLE, "jobs", "submit", "training", "reporting", "--package-path", str(folder),
-                    "--module-name", "trainer.task", "--region", "us-central1"],
-                   env=env, check=True, capture_output=True, timeout=300)
+    env = {
+        **os.environ,
+        "AICONSOLE_URL": console.url,
+        "AICONSOLE_TOKEN": console.token,
+        "AICONSOLE_CONFIG": str(folder.parent / "none.json"),
+    }
+    subprocess.run(
+        [
+            AICONSOLE,
+            "jobs",
+            "submit",
+            "training",
+            "reporting",
+            "--package-path",
+            str(folder),
+            "--module-name",
+            "trainer.task",
+            "--region",
+            "us-central1",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return console.wait("reporting")
 
 
@@ -45,7 +65,11 @@ def test_metrics_print_as_csv_by_default(cli, reported):
     rows = list(csv.DictReader(io.StringIO(result.out)))
     assert list(rows[0]) == ["tag", "step", "value", "time", "trialId", "source", "run"]
     assert sorted((r["tag"], r["step"], r["value"]) for r in rows) == [
-        ("accuracy", "1", "0.25"), ("accuracy", "2", "0.5"), ("accuracy", "3", "0.75"), ("loss", "3", "0.125")]
+        ("accuracy", "1", "0.25"),
+        ("accuracy", "2", "0.5"),
+        ("accuracy", "3", "0.75"),
+        ("loss", "3", "0.125"),
+    ]
     assert {r["source"] for r in rows} == {"hypertune"}
 
 

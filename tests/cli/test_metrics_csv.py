@@ -10,10 +10,24 @@ import io
 from console.cli import jobs, main
 
 POINTS = [
-    {"tag": '=HYPERLINK("http://evil.example/","x")', "step": "1", "value": -0.5, "time": "2026-01-01T00:00:00Z",
-     "trialId": "", "source": "tfevents", "run": "+cmd|' /C calc'!A0"},
-    {"tag": "accuracy", "step": "2", "value": 0.75, "time": "2026-01-01T00:00:01Z", "trialId": "3",
-     "source": "hypertune", "run": "\t=1+1"},
+    {
+        "tag": '=HYPERLINK("http://evil.example/","x")',
+        "step": "1",
+        "value": -0.5,
+        "time": "2026-01-01T00:00:00Z",
+        "trialId": "",
+        "source": "tfevents",
+        "run": "+cmd|' /C calc'!A0",
+    },
+    {
+        "tag": "accuracy",
+        "step": "2",
+        "value": 0.75,
+        "time": "2026-01-01T00:00:01Z",
+        "trialId": "3",
+        "source": "hypertune",
+        "run": "\t=1+1",
+    },
 ]
 
 
@@ -25,6 +39,6 @@ def test_the_metrics_csv_quotes_planted_formulas(monkeypatch, capsys, tmp_path):
     assert main(["jobs", "metrics", "planted"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [(r["tag"], r["run"], r["value"]) for r in rows] == [
-        ("'=HYPERLINK(\"http://evil.example/\",\"x\")", "'+cmd|' /C calc'!A0", "-0.5"),
+        ('\'=HYPERLINK("http://evil.example/","x")', "'+cmd|' /C calc'!A0", "-0.5"),
         ("accuracy", "'\t=1+1", "0.75"),
     ]

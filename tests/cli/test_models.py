@@ -27,8 +27,19 @@ def test_models_and_versions_from_create_to_delete(cli, models_dir, trained, tmp
     assert created.code == 0, created.err
     assert "Created ai platform model [projects/default-project/models/cli_census]." in created.err
 
-    version = cli("versions", "create", "v1", "--model", "cli_census", "--origin", str(models_dir / "sklearn"),
-                  "--runtime-version", "2.11", "--framework", "scikit-learn")
+    version = cli(
+        "versions",
+        "create",
+        "v1",
+        "--model",
+        "cli_census",
+        "--origin",
+        str(models_dir / "sklearn"),
+        "--runtime-version",
+        "2.11",
+        "--framework",
+        "scikit-learn",
+    )
     assert version.code == 0, version.err
     assert "Creating version (this might take a few minutes)......" in version.err and "done." in version.err
 
@@ -43,8 +54,9 @@ def test_models_and_versions_from_create_to_delete(cli, models_dir, trained, tmp
     predicted = cli("predict", "--model", "cli_census", "--json-instances", str(instances))
     assert predicted.code == 0, predicted.err
     assert [json.loads(line) for line in predicted.out.splitlines()] == trained["expected"]["sklearn"]
-    as_json = cli("predict", "--model", "cli_census", "--version", "v1", "--json-instances", str(instances),
-                  "--format", "json")
+    as_json = cli(
+        "predict", "--model", "cli_census", "--version", "v1", "--json-instances", str(instances), "--format", "json"
+    )
     assert json.loads(as_json.out) == {"predictions": trained["expected"]["sklearn"]}
 
     bad = tmp_path / "bad.json"
@@ -54,7 +66,9 @@ def test_models_and_versions_from_create_to_delete(cli, models_dir, trained, tmp
 
     second = cli("versions", "create", "v2", "--model", "cli_census", "--origin", str(models_dir / "xgboost"))
     assert second.code == 0, second.err
-    assert "cli_census  v1" in cli("models", "list").out and "v2" in cli("versions", "list", "--model", "cli_census").out
+    assert (
+        "cli_census  v1" in cli("models", "list").out and "v2" in cli("versions", "list", "--model", "cli_census").out
+    )
     made_default = yaml.safe_load(cli("versions", "set-default", "v2", "--model", "cli_census").out)
     assert made_default["isDefault"] is True
     refused = cli("models", "delete", "cli_census")
@@ -76,9 +90,24 @@ def test_jobs_submit_prediction(cli, console, models_dir, trained):  # noqa: F81
     inputs.mkdir(parents=True, exist_ok=True)
     (inputs / "a.json").write_text("\n".join(json.dumps(row) for row in trained["probe"]) + "\n")
     output = console.storage / "cli-batch" / "default-project" / "out"
-    submitted = cli("jobs", "submit", "prediction", "cli_batch", "--model-dir", str(models_dir / "sklearn"),
-                    "--input-paths", str(inputs / "*.json"), "--output-path", str(output), "--region",
-                    "us-central1", "--data-format", "json", "--max-worker-count", "1")
+    submitted = cli(
+        "jobs",
+        "submit",
+        "prediction",
+        "cli_batch",
+        "--model-dir",
+        str(models_dir / "sklearn"),
+        "--input-paths",
+        str(inputs / "*.json"),
+        "--output-path",
+        str(output),
+        "--region",
+        "us-central1",
+        "--data-format",
+        "json",
+        "--max-worker-count",
+        "1",
+    )
     assert submitted.code == 0, submitted.err
     assert "Job [cli_batch] submitted successfully." in submitted.err
     job = console.wait("cli_batch")
@@ -88,7 +117,22 @@ def test_jobs_submit_prediction(cli, console, models_dir, trained):  # noqa: F81
     assert [json.loads(line)["prediction"] for line in results] == trained["expected"]["sklearn"]
     summary = cli("jobs", "describe", "cli_batch", "--summarize").out
     assert "Predict Input Summary" in summary and "Predict Output Summary" in summary
-    refused = cli("jobs", "submit", "prediction", "cli_batch2", "--model-dir", "gs://bucket/m", "--version", "v1",
-                  "--input-paths", "gs://bucket/in", "--output-path", "gs://bucket/out", "--region", "us-central1",
-                  "--data-format", "json")
+    refused = cli(
+        "jobs",
+        "submit",
+        "prediction",
+        "cli_batch2",
+        "--model-dir",
+        "gs://bucket/m",
+        "--version",
+        "v1",
+        "--input-paths",
+        "gs://bucket/in",
+        "--output-path",
+        "gs://bucket/out",
+        "--region",
+        "us-central1",
+        "--data-format",
+        "json",
+    )
     assert refused.code == 2 and "--version cannot be used with --model-dir" in refused.err

@@ -22,6 +22,7 @@ def _trainer(root, name="trainer"):
     (folder / ".hidden").write_text("secret")
     return folder
 
+
 def test_generated_sdist_holds_the_package_and_a_setup_py_and_is_reproducible(tmp_path):
     folder = _trainer(tmp_path / "src")
     first = packaging.build_sdist(folder, tmp_path / "a")
@@ -30,10 +31,17 @@ def test_generated_sdist_holds_the_package_and_a_setup_py_and_is_reproducible(tm
     with tarfile.open(first.path) as archive:
         names = archive.getnames()
         setup_py = archive.extractfile("trainer-0.0.0/setup.py").read().decode()
-    assert names == ["trainer-0.0.0/PKG-INFO", "trainer-0.0.0/setup.py", "trainer-0.0.0/MANIFEST.in",
-                     "trainer-0.0.0/trainer/__init__.py", "trainer-0.0.0/trainer/sub/__init__.py",
-                     "trainer-0.0.0/trainer/sub/vocab.txt", "trainer-0.0.0/trainer/task.py"]
+    assert names == [
+        "trainer-0.0.0/PKG-INFO",
+        "trainer-0.0.0/setup.py",
+        "trainer-0.0.0/MANIFEST.in",
+        "trainer-0.0.0/trainer/__init__.py",
+        "trainer-0.0.0/trainer/sub/__init__.py",
+        "trainer-0.0.0/trainer/sub/vocab.txt",
+        "trainer-0.0.0/trainer/task.py",
+    ]
     assert "find_packages(include=['trainer', 'trainer.*'])" in setup_py
+
 
 def test_a_folder_that_is_not_a_package_is_refused(tmp_path):
     (tmp_path / "code").mkdir()
@@ -45,21 +53,25 @@ def test_a_folder_that_is_not_a_package_is_refused(tmp_path):
     with pytest.raises(packaging.PackagingError, match="no such directory"):
         packaging.build_sdist(tmp_path / "missing", tmp_path / "out")
 
+
 def test_a_broken_setup_py_reports_its_error(tmp_path):
     folder = _trainer(tmp_path / "project")
     (folder.parent / "setup.py").write_text("raise RuntimeError('setup is broken')\n")
     with pytest.raises(packaging.PackagingError, match="setup is broken"):
         packaging.build_sdist(folder, tmp_path / "out")
 
+
 def test_pyproject_only_for_tools_does_not_make_a_project(tmp_path):
     folder = _trainer(tmp_path / "src")
     (folder / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
     assert packaging.build_sdist(folder, tmp_path / "out").how.startswith("generated setup.py")
 
+
 def test_a_pyproject_project_is_built_with_its_own_backend_and_left_clean(tmp_path):
     project = tmp_path / "project"
     _trainer(project)
-    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -70,7 +82,8 @@ def test_a_pyproject_project_is_built_with_its_own_backend_and_left_clean(tmp_pa
 
         [tool.setuptools.packages.find]
         include = ["trainer*"]
-        """))
+        """)
+    )
     built = packaging.build_sdist(project, tmp_path / "out")
     assert built.path.name == "pp_trainer-0.3.tar.gz"
     with tarfile.open(built.path) as archive:

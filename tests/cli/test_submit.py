@@ -29,9 +29,24 @@ def gcs_package(gcs_emulator, tmp_path_factory):
 def test_package_path_without_setup_py_is_built_uploaded_and_runs(cli, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
     job_dir = console.storage / "jobs" / "default-project" / "plain_pkg"
-    result = cli("jobs", "submit", "training", "plain_pkg", "--package-path", str(folder),
-                 "--module-name", "trainer.task", "--region", "us-central1", "--job-dir", str(job_dir),
-                 "--", "--epochs", "3", "--name=x y")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "plain_pkg",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--job-dir",
+        str(job_dir),
+        "--",
+        "--epochs",
+        "3",
+        "--name=x y",
+    )
     assert result.code == 0, result.err
     assert "Job [plain_pkg] submitted successfully." in result.err
     assert "Built trainer-0.0.0.tar.gz" in result.err and "Uploading trainer-0.0.0.tar.gz" in result.err
@@ -51,14 +66,26 @@ def test_package_path_without_setup_py_is_built_uploaded_and_runs(cli, console, 
 def test_package_path_with_a_setup_py_uses_it(cli, console, tmp_path, layout):
     project = tmp_path / "project"
     write_trainer(project)
-    (project / "setup.py").write_text(textwrap.dedent("""\
+    (project / "setup.py").write_text(
+        textwrap.dedent("""\
         from setuptools import find_packages, setup
         setup(name="custom_trainer", version="1.2.3", packages=find_packages())
-        """))
+        """)
+    )
     package_path = project / "trainer" if layout.startswith("setup.py in the parent") else project
     job_id = "own_setup_parent" if package_path.name == "trainer" else "own_setup_root"
-    result = cli("jobs", "submit", "training", job_id, "--package-path", str(package_path),
-                 "--module-name", "trainer.task", "--region", "us-central1")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        job_id,
+        "--package-path",
+        str(package_path),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+    )
     assert result.code == 0, result.err
     assert "Built custom_trainer-1.2.3.tar.gz" in result.err
     job = console.wait(job_id)
@@ -69,7 +96,8 @@ def test_package_path_with_a_setup_py_uses_it(cli, console, tmp_path, layout):
 
 def test_gclouds_own_config_example_with_flags_overriding_it(cli, console, tmp_path, gcs_package):
     config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(
+        textwrap.dedent(f"""\
         jobId: my_job
         labels:
           type: prod
@@ -79,10 +107,27 @@ def test_gclouds_own_config_example_with_flags_overriding_it(cli, console, tmp_p
           packageUris: [{gcs_package}]
           pythonModule: trainer.task
           region: us-east1
-        """))
-    result = cli("jobs", "submit", "training", "config_example", "--config", str(config),
-                 "--region", "us-central1", "--labels", "owner=bob,team=ml", "--runtime-version", "2.11",
-                 "--format", "json", "--", "--sleep", "0")
+        """)
+    )
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "config_example",
+        "--config",
+        str(config),
+        "--region",
+        "us-central1",
+        "--labels",
+        "owner=bob,team=ml",
+        "--runtime-version",
+        "2.11",
+        "--format",
+        "json",
+        "--",
+        "--sleep",
+        "0",
+    )
     assert result.code == 0, result.err
     job = console.job("config_example")
     assert job["jobId"] == "config_example"  # the JOB argument wins over the file's jobId
@@ -97,7 +142,8 @@ def test_gclouds_own_config_example_with_flags_overriding_it(cli, console, tmp_p
 
 def test_custom_cluster_and_hyperparameters_from_config(cli, console, tmp_path, gcs_package):
     config = tmp_path / "hptuning_config.yaml"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(
+        textwrap.dedent(f"""\
         trainingInput:
           scaleTier: CUSTOM
           masterType: complex_model_m
@@ -119,10 +165,29 @@ def test_custom_cluster_and_hyperparameters_from_config(cli, console, tmp_path, 
             - {{parameterName: learning_rate, type: DOUBLE, minValue: 0.0001, maxValue: 0.1, scaleType: UNIT_LOG_SCALE}}
             - {{parameterName: numRnnCells, type: DISCRETE, discreteValues: [1, 2, 3, 4]}}
             - {{parameterName: rnnCellType, type: CATEGORICAL, categoricalValues: [BasicLSTMCell, GRUCell, LSTMCell]}}
-        """))
-    result = cli("jobs", "submit", "training", "hp_config", "--config", str(config), "--module-name", "trainer.task",
-                 "--region", "us-central1", "--worker-count", "1", "--parameter-server-machine-type", "standard",
-                 "--parameter-server-count", "1", "--", "--sleep", "300")
+        """)
+    )
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "hp_config",
+        "--config",
+        str(config),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--worker-count",
+        "1",
+        "--parameter-server-machine-type",
+        "standard",
+        "--parameter-server-count",
+        "1",
+        "--",
+        "--sleep",
+        "300",
+    )
     assert result.code == 0, result.err
     training_input = console.job("hp_config")["trainingInput"]
     assert training_input["masterType"] == "complex_model_m"
@@ -136,12 +201,36 @@ def test_custom_cluster_and_hyperparameters_from_config(cli, console, tmp_path, 
 
 
 def test_accelerator_and_tier_flags_become_api_enums(cli, console, gcs_package):
-    result = cli("jobs", "submit", "training", "gpu_flags", "--packages", gcs_package, "--module-name",
-                 "trainer.task", "--region", "us-central1", "--scale-tier", "custom",
-                 "--master-machine-type", "n1-standard-8", "--master-accelerator", "type=nvidia-tesla-t4,count=2",
-                 "--worker-machine-type", "n1-standard-8", "--worker-count", "1",
-                 "--worker-accelerator", "count=1,type=NVIDIA_TESLA_T4", "--labels", "a=1", "--labels", "b=2",
-                 "--format", "json")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "gpu_flags",
+        "--packages",
+        gcs_package,
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--scale-tier",
+        "custom",
+        "--master-machine-type",
+        "n1-standard-8",
+        "--master-accelerator",
+        "type=nvidia-tesla-t4,count=2",
+        "--worker-machine-type",
+        "n1-standard-8",
+        "--worker-count",
+        "1",
+        "--worker-accelerator",
+        "count=1,type=NVIDIA_TESLA_T4",
+        "--labels",
+        "a=1",
+        "--labels",
+        "b=2",
+        "--format",
+        "json",
+    )
     assert result.code == 0, result.err
     training_input = console.job("gpu_flags")["trainingInput"]
     assert training_input["scaleTier"] == "CUSTOM"
@@ -159,8 +248,20 @@ def test_invalid_yaml_config_names_the_file_and_nothing_is_uploaded(cli, console
     config = tmp_path / "broken.yaml"
     config.write_text("trainingInput:\n  scaleTier: BASIC\n  args: [--epochs, 3\n")
     before = console.uploaded()
-    result = cli("jobs", "submit", "training", "bad_yaml", "--config", str(config), "--package-path", str(folder),
-                 "--module-name", "trainer.task", "--region", "us-central1")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "bad_yaml",
+        "--config",
+        str(config),
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+    )
     assert result.code == 2
     assert f"--config {config} is not valid YAML at line" in result.err
     assert "Building" not in result.err and "Uploading" not in result.err
@@ -168,34 +269,64 @@ def test_invalid_yaml_config_names_the_file_and_nothing_is_uploaded(cli, console
     assert console.job("bad_yaml")["status"] == 404
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("- just\n- a list\n", "must hold a Job"),
-    ("trainingInputs: {}\n", "unknown Job field 'trainingInputs'"),
-    ("trainingInput: {scaletier: BASIC}\n", 'Unknown name "scaletier"'),
-    ("trainingInput: {workerCount: many}\n", "Invalid value at 'job.training_input.worker_count'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- just\n- a list\n", "must hold a Job"),
+        ("trainingInputs: {}\n", "unknown Job field 'trainingInputs'"),
+        ("trainingInput: {scaletier: BASIC}\n", 'Unknown name "scaletier"'),
+        ("trainingInput: {workerCount: many}\n", "Invalid value at 'job.training_input.worker_count'"),
+    ],
+)
 def test_config_that_does_not_fit_the_job_schema_is_refused_before_upload(cli, console, tmp_path, text, message):
     folder = write_trainer(tmp_path / "src")
     config = tmp_path / "config.yaml"
     config.write_text(text)
     before = console.uploaded()
-    result = cli("jobs", "submit", "training", "bad_schema", "--config", str(config), "--package-path",
-                 str(folder), "--module-name", "trainer.task", "--region", "us-central1")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "bad_schema",
+        "--config",
+        str(config),
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+    )
     assert result.code == 2, result.err
     assert message in result.err
     assert console.uploaded() == before
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("count=2", "names no accelerator type"),
-    ("count=1,type=nvidia-tesla-x1", "invalid accelerator type 'nvidia-tesla-x1'"),
-    ("count=0,type=nvidia-tesla-t4", "count must be a positive whole number"),
-    ("colour=red,type=nvidia-tesla-t4", "unknown key 'colour'"),
-    ("nvidia-tesla-t4", "expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("count=2", "names no accelerator type"),
+        ("count=1,type=nvidia-tesla-x1", "invalid accelerator type 'nvidia-tesla-x1'"),
+        ("count=0,type=nvidia-tesla-t4", "count must be a positive whole number"),
+        ("colour=red,type=nvidia-tesla-t4", "unknown key 'colour'"),
+        ("nvidia-tesla-t4", "expected KEY=VALUE"),
+    ],
+)
 def test_bad_accelerator_syntax_names_the_flag(cli, value, message):
-    result = cli("jobs", "submit", "training", "bad_acc", "--packages", "gs://b/p.tar.gz", "--module-name",
-                 "trainer.task", "--region", "us-central1", "--master-accelerator", value)
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "bad_acc",
+        "--packages",
+        "gs://b/p.tar.gz",
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--master-accelerator",
+        value,
+    )
     assert result.code == 2
     assert "argument --master-accelerator:" in result.err and message in result.err
 
@@ -218,18 +349,55 @@ def test_missing_essentials_are_listed_before_anything_happens(cli, console, tmp
     assert "--module-name is required" in result.err
     assert "--master-machine-type is required with --scale-tier custom" in result.err
     assert console.uploaded() == before
-    unpaired = cli("jobs", "submit", "training", "j", "--packages", "gs://b/p.tar.gz", "--module-name", "m",
-                   "--region", "us-central1", "--worker-count", "2")
+    unpaired = cli(
+        "jobs",
+        "submit",
+        "training",
+        "j",
+        "--packages",
+        "gs://b/p.tar.gz",
+        "--module-name",
+        "m",
+        "--region",
+        "us-central1",
+        "--worker-count",
+        "2",
+    )
     assert unpaired.code == 2 and "--worker-count needs --worker-machine-type" in unpaired.err
-    missing = cli("jobs", "submit", "training", "j", "--packages", str(tmp_path / "nope.tar.gz"),
-                  "--module-name", "m", "--region", "us-central1")
+    missing = cli(
+        "jobs",
+        "submit",
+        "training",
+        "j",
+        "--packages",
+        str(tmp_path / "nope.tar.gz"),
+        "--module-name",
+        "m",
+        "--region",
+        "us-central1",
+    )
     assert missing.code == 2 and "no such file" in missing.err
 
 
 def test_server_invalid_argument_is_printed_field_by_field(run_aiconsole, console, gcs_package):
-    result = run_aiconsole("jobs", "submit", "training", "rejected_job", "--packages", gcs_package,
-                           "--module-name", "trainer.task", "--region", "us-central1", "--scale-tier", "custom",
-                           "--master-machine-type", "n1-fantasy-7", "--runtime-version", "0.1")
+    result = run_aiconsole(
+        "jobs",
+        "submit",
+        "training",
+        "rejected_job",
+        "--packages",
+        gcs_package,
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--scale-tier",
+        "custom",
+        "--master-machine-type",
+        "n1-fantasy-7",
+        "--runtime-version",
+        "0.1",
+    )
     assert result.code == 1
     assert "ERROR: (aiconsole.jobs.submit.training) INVALID_ARGUMENT:" in result.err
     assert "  - job.training_input.master_type: " in result.err
@@ -252,8 +420,18 @@ def test_duplicate_job_id_is_already_exists_and_nothing_is_uploaded(cli, console
 def test_a_refused_token_stops_the_submission_before_the_upload(cli, console, tmp_path, monkeypatch):
     monkeypatch.setenv("AICONSOLE_TOKEN", "aic_wrong")
     before = console.uploaded()
-    result = cli("jobs", "submit", "training", "bad_token", "--package-path", str(write_trainer(tmp_path / "src")),
-                 "--module-name", "trainer.task", "--region", "us-central1")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "bad_token",
+        "--package-path",
+        str(write_trainer(tmp_path / "src")),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+    )
     assert result.code == 1 and "UNAUTHENTICATED" in result.err and "Uploading" not in result.err
     assert console.uploaded() == before
 
@@ -261,9 +439,22 @@ def test_a_refused_token_stops_the_submission_before_the_upload(cli, console, tm
 def test_staging_bucket_uploads_to_cloud_storage(cli, console, tmp_path, gcs_emulator):
     gcs_emulator.make_bucket("cli-staging")
     folder = write_trainer(tmp_path / "src")
-    result = cli("jobs", "submit", "training", "staged_gcs", "--package-path", str(folder), "--module-name",
-                 "trainer.task", "--region", "us-central1", "--staging-bucket", "gs://cli-staging",
-                 "--format", "json")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "staged_gcs",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--staging-bucket",
+        "gs://cli-staging",
+        "--format",
+        "json",
+    )
     assert result.code == 0, result.err
     [uri] = console.job("staged_gcs")["trainingInput"]["packageUris"]
     assert uri.startswith("gs://cli-staging/staged_gcs/packages/") and uri.endswith("/trainer-0.0.0.tar.gz")
@@ -276,9 +467,21 @@ def test_staging_bucket_uploads_to_cloud_storage(cli, console, tmp_path, gcs_emu
 
 def test_the_installed_program_submits_and_streams_to_the_end(run_aiconsole, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
-    result = run_aiconsole("jobs", "submit", "training", "streamed_fail", "--package-path", str(folder),
-                           "--module-name", "trainer.task", "--region", "us-central1", "--stream-logs",
-                           "--", "--fail")
+    result = run_aiconsole(
+        "jobs",
+        "submit",
+        "training",
+        "streamed_fail",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--stream-logs",
+        "--",
+        "--fail",
+    )
     assert result.code == 1, result.err
     assert "trainer started" in result.out
     assert "Job [streamed_fail] finished with state FAILED" in result.err
@@ -292,8 +495,22 @@ def test_help_shows_the_user_args_convention():
 def test_a_runtime_python_pair_the_console_cannot_run_is_refused_before_anything_is_built(cli, console, tmp_path):
     folder = write_trainer(tmp_path / "src")
     uploaded = list(console.uploaded())
-    result = cli("jobs", "submit", "training", "py27_job", "--package-path", str(folder), "--module-name",
-                 "trainer.task", "--region", "us-central1", "--runtime-version", "1.15", "--python-version", "2.7")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "py27_job",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--runtime-version",
+        "1.15",
+        "--python-version",
+        "2.7",
+    )
     assert result.code == 2
     assert "cannot submit the job: Python 2.7 for runtime version 1.15 cannot be provided" in result.err
     assert "set pythonVersion to 3.7" in result.err
@@ -301,9 +518,25 @@ def test_a_runtime_python_pair_the_console_cannot_run_is_refused_before_anything
 
 
 def test_a_failed_jobs_whole_error_is_printed(cli, console, tmp_path):
-    folder = write_trainer(tmp_path / "src", "import sys\nprint('first', file=sys.stderr)\nraise SystemExit('second line of the reason')\n")
-    result = cli("jobs", "submit", "training", "whole_error", "--package-path", str(folder), "--module-name",
-                 "trainer.task", "--region", "us-central1", "--stream-logs")
+    folder = write_trainer(
+        tmp_path / "src", "import sys\nprint('first', file=sys.stderr)\nraise SystemExit('second line of the reason')\n"
+    )
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "whole_error",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+        "--stream-logs",
+    )
     assert result.code == 1
-    assert "Job [whole_error] finished with state FAILED: The replica master 0 exited with a non-zero status of 1." in result.err
+    assert (
+        "Job [whole_error] finished with state FAILED: The replica master 0 exited with a non-zero status of 1."
+        in result.err
+    )
     assert "second line of the reason" in result.err.split("finished with state FAILED", 1)[1]

@@ -60,9 +60,21 @@ def _alive(pid: int) -> bool:
 
 def _submit(console: Server, token: str, job_id: str, package: Path) -> Path:
     job_dir = console.data_dir / "storage" / "out" / PROJECT / job_id
-    status, job = console.api("POST", f"/v1/projects/{PROJECT}/jobs", token, {"jobId": job_id, "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-        "region": "us-central1", "jobDir": str(job_dir)}})
+    status, job = console.api(
+        "POST",
+        f"/v1/projects/{PROJECT}/jobs",
+        token,
+        {
+            "jobId": job_id,
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": [str(package)],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "jobDir": str(job_dir),
+            },
+        },
+    )
     assert status == 200, job
     return job_dir
 
@@ -76,13 +88,20 @@ def _live_lines(console: Server, job_id: str, wanted: int) -> list[str]:
     live (after the backlog)."""
     session = requests.Session()
     session.get(console.url + "/login/", timeout=30)
-    session.post(console.url + "/login/", timeout=30, data={
-        "username": "admin", "password": "processes-pass-1", "csrfmiddlewaretoken": session.cookies["csrftoken"]},
-        headers={"Referer": console.url + "/login/"})
+    session.post(
+        console.url + "/login/",
+        timeout=30,
+        data={"username": "admin", "password": "processes-pass-1", "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+        headers={"Referer": console.url + "/login/"},
+    )
     url = console.url.replace("http://", "ws://") + f"/ws/projects/{PROJECT}/jobs/{job_id}/logs/?tail=0"
     live: list[str] = []
-    with connect(url, origin=console.url, additional_headers={"Cookie": f"sessionid={session.cookies['sessionid']}"},
-                 open_timeout=30) as socket:
+    with connect(
+        url,
+        origin=console.url,
+        additional_headers={"Cookie": f"sessionid={session.cookies['sessionid']}"},
+        open_timeout=30,
+    ) as socket:
         while len(live) < wanted:
             frame = json.loads(socket.recv(timeout=30))
             if frame["type"] == "lines":
@@ -104,19 +123,24 @@ def test_a_killed_worker_process_is_started_again_while_the_web_process_keeps_an
     assert set(children) == {"web", "worker"}, children
 
     os.kill(children["worker"], signal.SIGKILL)
-    wait_for(lambda: "the worker process was killed by SIGKILL" in console.output(), 30,
-             message="the parent to notice the worker died")
+    wait_for(
+        lambda: "the worker process was killed by SIGKILL" in console.output(),
+        30,
+        message="the parent to notice the worker died",
+    )
     assert console.api("GET", f"/v1/projects/{PROJECT}/jobs", token)[0] == 200  # the web process is untouched
     assert _children(console).get("web") == children["web"]
-    wait_for(lambda: _children(console).get("worker") not in (None, children["worker"]), 30,
-             message="a new worker process")
+    wait_for(
+        lambda: _children(console).get("worker") not in (None, children["worker"]), 30, message="a new worker process"
+    )
 
     job_dir = _submit(console, token, "after_the_crash", package)
     wait_for(lambda: (job_dir / "pid").exists(), 180, message="the job submitted afterwards to start")
     assert len(_live_lines(console, "after_the_crash", 3)) == 3  # its lines reach viewers live
     (job_dir / "finish").write_text("")
-    wait_for(lambda: _state(console, token, "after_the_crash") == "SUCCEEDED", 60, interval=0.2,
-             message="the job to succeed")
+    wait_for(
+        lambda: _state(console, token, "after_the_crash") == "SUCCEEDED", 60, interval=0.2, message="the job to succeed"
+    )
 
 
 def test_a_killed_web_process_leaves_the_running_trainer_alone_and_comes_back(console, tmp_path):
@@ -128,8 +152,11 @@ def test_a_killed_web_process_leaves_the_running_trainer_alone_and_comes_back(co
     web = _children(console)["web"]
 
     os.kill(web, signal.SIGKILL)
-    wait_for(lambda: "the web process was killed by SIGKILL" in console.output(), 30,
-             message="the parent to notice the web process died")
+    wait_for(
+        lambda: "the web process was killed by SIGKILL" in console.output(),
+        30,
+        message="the parent to notice the web process died",
+    )
     wait_for(lambda: _children(console).get("web") not in (None, web), 30, message="a new web process")
     wait_for(console._answers, 60, interval=0.1, message="the console to answer again")
     assert _alive(trainer)  # the trainer never noticed
@@ -138,8 +165,12 @@ def test_a_killed_web_process_leaves_the_running_trainer_alone_and_comes_back(co
     numbers = [int(re.search(r"\d+", line).group()) for line in live]
     assert numbers == sorted(numbers) and len(set(numbers)) == 3, live
     (job_dir / "finish").write_text("")
-    wait_for(lambda: _state(console, token, "through_a_web_crash") == "SUCCEEDED", 60, interval=0.2,
-             message="the job to succeed")
+    wait_for(
+        lambda: _state(console, token, "through_a_web_crash") == "SUCCEEDED",
+        60,
+        interval=0.2,
+        message="the job to succeed",
+    )
 
 
 def test_trainers_yield_the_cpu_to_the_web_process(console, tmp_path):
@@ -156,8 +187,7 @@ def test_trainers_yield_the_cpu_to_the_web_process(console, tmp_path):
         assert Path(f"/proc/{trainer}/autogroup").read_text().split()[-1] == "10"
     assert (os.sched_getscheduler(web), os.getpriority(os.PRIO_PROCESS, web)) == (os.SCHED_OTHER, 0)
     (job_dir / "finish").write_text("")
-    wait_for(lambda: _state(console, token, "yielding") == "SUCCEEDED", 60, interval=0.2,
-             message="the job to succeed")
+    wait_for(lambda: _state(console, token, "yielding") == "SUCCEEDED", 60, interval=0.2, message="the job to succeed")
 
 
 def test_a_web_process_that_cannot_start_ends_the_command_instead_of_restarting_forever(tmp_path):
@@ -168,7 +198,12 @@ def test_a_web_process_that_cannot_start_ends_the_command_instead_of_restarting_
         port = taken.getsockname()[1]
         data_dir = tmp_path / "data"
         data_dir.mkdir()
-        result = subprocess.run([AICONSOLE, "up", "--port", str(port), "--data-dir", str(data_dir)],
-                                env=console_env(data_dir), capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            [AICONSOLE, "up", "--port", str(port), "--data-dir", str(data_dir)],
+            env=console_env(data_dir),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert result.returncode != 0
     assert "the web process could not start" in result.stderr, result.stderr

@@ -27,7 +27,7 @@ TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 # Every replica prints what it was given; workers serve one connection on their TF_CONFIG port
 # and the master reads from each of them; "hold" trainers wait for a flag file, "count" trainers
 # checkpoint a step counter into the job dir and resume from it.
-TRAINER = '''
+TRAINER = """
 import argparse, json, os, socket, sys, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="talk")
@@ -78,7 +78,7 @@ elif args.mode == "count":
             out.write(str(step))
         os.replace(checkpoint + ".tmp", checkpoint)
         print(f"step {step}", flush=True)
-'''
+"""
 
 
 def service_up(host: str, port: int) -> str | None:
@@ -107,14 +107,20 @@ def drop_database(url: str, admin) -> None:
 
 def cluster_env(data_dir: Path, database_url: str, redis_url: str, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-    env.update({
-        "AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_DATABASE_URL": database_url,
-        "AICONSOLE_REDIS_URL": redis_url, "AICONSOLE_ADMIN_PASSWORD": "scaled-admin-password",
-        "AICONSOLE_SECRET_KEY": "scaled-test-secret",
-        "AICONSOLE_ENV_DIR": os.environ.get("AICONSOLE_ENV_DIR") or str(
-            Path.home() / ".cache" / "aiconsole" / "test-envs"),
-        "AICONSOLE_STOP_GRACE_SECONDS": "3", "AICONSOLE_LOG_LEVEL": "INFO", **extra,
-    })
+    env.update(
+        {
+            "AICONSOLE_DATA_DIR": str(data_dir),
+            "AICONSOLE_DATABASE_URL": database_url,
+            "AICONSOLE_REDIS_URL": redis_url,
+            "AICONSOLE_ADMIN_PASSWORD": "scaled-admin-password",
+            "AICONSOLE_SECRET_KEY": "scaled-test-secret",
+            "AICONSOLE_ENV_DIR": os.environ.get("AICONSOLE_ENV_DIR")
+            or str(Path.home() / ".cache" / "aiconsole" / "test-envs"),
+            "AICONSOLE_STOP_GRACE_SECONDS": "3",
+            "AICONSOLE_LOG_LEVEL": "INFO",
+            **extra,
+        }
+    )
     return env
 
 
@@ -139,8 +145,9 @@ class Cluster:
 
     def spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:
         log = open(self.data_dir / f"{log_name}.log", "w")
-        process = subprocess.Popen([AICONSOLE, *argv], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                   cwd=self.data_dir)
+        process = subprocess.Popen(
+            [AICONSOLE, *argv], env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir
+        )
         self.processes.append(process)
         return process
 
@@ -152,8 +159,12 @@ class Cluster:
     def start_worker(self, name: str, *args: str) -> subprocess.Popen:
         process = self.spawn(["worker", "--address", "127.0.0.1", *args], name)
         self.workers[name] = process
-        wait_for(lambda: self.sql("SELECT count(*) FROM jobs_worker WHERE pid = %s", process.pid)[0][0], 60, 0.1,
-                 f"worker {name} to register")
+        wait_for(
+            lambda: self.sql("SELECT count(*) FROM jobs_worker WHERE pid = %s", process.pid)[0][0],
+            60,
+            0.1,
+            f"worker {name} to register",
+        )
         return process
 
     def worker_row(self, name: str) -> int:
@@ -172,16 +183,27 @@ class Cluster:
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         import requests
 
-        response = requests.request(method, self.base + path, json=body, timeout=30,
-                                    headers={"Authorization": f"Bearer {self.token}"})
+        response = requests.request(
+            method, self.base + path, json=body, timeout=30, headers={"Authorization": f"Bearer {self.token}"}
+        )
         assert response.status_code < 300, (response.status_code, response.text)
         return response.json()
 
     def submit(self, job_id: str, package: Path, *, args=(), region="us-central1", **training_input) -> dict:
-        body = {"jobId": job_id, "trainingInput": {
-            "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task", "region": region,
-            "runtimeVersion": "2.11", "pythonVersion": "3.7", "args": list(args),
-            "jobDir": str(self.data_dir / "storage" / "job-dirs" / "default-project" / job_id), **training_input}}
+        body = {
+            "jobId": job_id,
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": [str(package)],
+                "pythonModule": "trainer.task",
+                "region": region,
+                "runtimeVersion": "2.11",
+                "pythonVersion": "3.7",
+                "args": list(args),
+                "jobDir": str(self.data_dir / "storage" / "job-dirs" / "default-project" / job_id),
+                **training_input,
+            },
+        }
         return self.api("POST", "/v1/projects/default-project/jobs", body)
 
     def job(self, job_id: str) -> dict:
@@ -189,23 +211,28 @@ class Cluster:
 
     def wait_state(self, job_id: str, states, timeout: float = 120) -> dict:
         states = {states} if isinstance(states, str) else set(states)
-        return wait_for(lambda: (job := self.job(job_id))["state"] in states and job, timeout, 0.1,
-                        f"{job_id} to reach {states}")
+        return wait_for(
+            lambda: (job := self.job(job_id))["state"] in states and job, timeout, 0.1, f"{job_id} to reach {states}"
+        )
 
     def job_pk(self, job_id: str) -> int:
         return self.sql("SELECT id FROM jobs_job WHERE job_id = %s", job_id)[0][0]
 
     def log(self, job_id: str) -> list[tuple[str, int, str]]:
-        return self.sql("SELECT task_name, seq, message FROM jobs_logline WHERE job_id = %s ORDER BY id",
-                        self.job_pk(job_id))
+        return self.sql(
+            "SELECT task_name, seq, message FROM jobs_logline WHERE job_id = %s ORDER BY id", self.job_pk(job_id)
+        )
 
     def log_text(self, job_id: str) -> str:
         return "\n".join(f"{task}: {message}" for task, _, message in self.log(job_id))
 
     def replicas(self, job_id: str) -> list[dict]:
-        rows = self.sql("SELECT r.label, r.state, r.restarts, r.attempt, r.port, r.devices, r.pid, w.pid, r.host "
-                        "FROM jobs_replica r LEFT JOIN jobs_worker w ON w.id = r.worker_id "
-                        "WHERE r.job_id = %s ORDER BY r.id", self.job_pk(job_id))
+        rows = self.sql(
+            "SELECT r.label, r.state, r.restarts, r.attempt, r.port, r.devices, r.pid, w.pid, r.host "
+            "FROM jobs_replica r LEFT JOIN jobs_worker w ON w.id = r.worker_id "
+            "WHERE r.job_id = %s ORDER BY r.id",
+            self.job_pk(job_id),
+        )
         keys = ("label", "state", "restarts", "attempt", "port", "devices", "pid", "worker_pid", "host")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -233,5 +260,3 @@ def alive(pid: int | None) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
-
-

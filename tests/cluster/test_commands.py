@@ -35,8 +35,12 @@ def test_processes_started_together_on_a_fresh_database_migrate_one_at_a_time(tm
     try:
         code = "from console.cli.server import setup_django, migrate; setup_django(None); migrate(); print('ok')"
         env = cluster_env(tmp_path, url, "redis://127.0.0.1:6379/15")
-        processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True) for _ in range(3)]
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(3)
+        ]
         outcomes = [process.communicate(timeout=300) for process in processes]
         assert [p.returncode for p in processes] == [0, 0, 0], [err[-2000:] for _, err in outcomes]
         assert all(out.strip() == "ok" for out, _ in outcomes)

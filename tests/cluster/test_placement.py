@@ -12,13 +12,25 @@ from jobs.cluster import placement
 
 def offer(name, cpus=8.0, memory=32.0, region="us-central1", accelerators=None, machine_types=(), ports=(20000, 20009)):
     accelerators = accelerators or {}
-    return placement.Offer(name, region, frozenset(machine_types), cpus, memory, accelerators, cpus, memory,
-                           placement.device_indices(accelerators), ports)
+    return placement.Offer(
+        name,
+        region,
+        frozenset(machine_types),
+        cpus,
+        memory,
+        accelerators,
+        cpus,
+        memory,
+        placement.device_indices(accelerators),
+        ports,
+    )
 
 
 def plans(count, machine="n1-standard-4", accelerator=None, accelerators=0):
-    return [ReplicaPlan("master" if i == 0 else "worker", max(i - 1, 0) if i else 0, machine, accelerator,
-                        accelerators) for i in range(count)]
+    return [
+        ReplicaPlan("master" if i == 0 else "worker", max(i - 1, 0) if i else 0, machine, accelerator, accelerators)
+        for i in range(count)
+    ]
 
 
 def test_gang_spans_workers_when_none_holds_it_alone():
@@ -33,8 +45,9 @@ def test_gang_is_all_or_nothing():
 
 
 def test_best_fit_keeps_the_big_hole_free():
-    chosen = placement.place(plans(1), [offer("big", cpus=16, memory=64), offer("small", cpus=4, memory=16)],
-                             "us-central1")
+    chosen = placement.place(
+        plans(1), [offer("big", cpus=16, memory=64), offer("small", cpus=4, memory=16)], "us-central1"
+    )
     assert [a.worker for a in chosen] == ["small"]
 
 
@@ -45,8 +58,12 @@ def test_other_regions_do_not_count():
 def test_machine_type_allow_list():
     only_large = offer("x", machine_types=["n1-highmem-8"])
     assert placement.place(plans(1), [only_large], "us-central1") is None
-    assert placement.place(plans(1, "n1-highmem-8"), [offer("y", cpus=8, memory=64, machine_types=["n1-highmem-8"])],
-                           "us-central1") is not None
+    assert (
+        placement.place(
+            plans(1, "n1-highmem-8"), [offer("y", cpus=8, memory=64, machine_types=["n1-highmem-8"])], "us-central1"
+        )
+        is not None
+    )
 
 
 def test_each_replica_gets_its_own_devices():
@@ -89,8 +106,20 @@ def test_ports_are_unique_per_worker_and_a_worker_without_one_is_full():
 def labels_offer(name, slots=4, cpus=2.0, memory=4.0, accelerators=None, ports=(20000, 29999)):
     """A worker started without --capacity on a small host: machine types are labels."""
     accelerators = accelerators or {}
-    return placement.Offer(name, "us-central1", frozenset(), cpus, memory, accelerators, cpus, memory,
-                           placement.device_indices(accelerators), ports, slots=slots, free_slots=slots)
+    return placement.Offer(
+        name,
+        "us-central1",
+        frozenset(),
+        cpus,
+        memory,
+        accelerators,
+        cpus,
+        memory,
+        placement.device_indices(accelerators),
+        ports,
+        slots=slots,
+        free_slots=slots,
+    )
 
 
 @pytest.mark.parametrize("tier, replicas", [("BASIC", 1), ("STANDARD_1", 8), ("PREMIUM_1", 31)])
@@ -118,10 +147,12 @@ def test_a_labels_worker_runs_at_most_its_slots_and_a_larger_job_only_alone():
 
 def test_waiting_reason_counts_replicas_on_labels_workers():
     assert placement.waiting_reason(plans(2), [offer("a")], "us-central1") == (
-        "Waiting for capacity: the job needs 8 CPUs, 30 GB in all in us-central1, and the workers there are busy.")
+        "Waiting for capacity: the job needs 8 CPUs, 30 GB in all in us-central1, and the workers there are busy."
+    )
     assert placement.waiting_reason(plans(2), [labels_offer("a")], "us-central1") == (
         "Waiting for capacity: the job needs 2 replicas (8 CPUs, 30 GB in all) in us-central1, and the workers "
-        "there are busy.")
+        "there are busy."
+    )
 
 
 def test_a_labels_worker_counts_its_devices_exactly():
@@ -140,20 +171,26 @@ def test_a_gang_spans_a_busy_labels_worker_and_an_idle_one():
     assert sorted(a.worker for a in chosen) == ["busy", "idle", "idle"]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("nvidia-tesla-t4=2", {"NVIDIA_TESLA_T4": 2}),
-    ("nvidia-tesla-t4=2, tpu-v3=8", {"NVIDIA_TESLA_T4": 2, "TPU_V3": 8}),
-    ("", {}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("nvidia-tesla-t4=2", {"NVIDIA_TESLA_T4": 2}),
+        ("nvidia-tesla-t4=2, tpu-v3=8", {"NVIDIA_TESLA_T4": 2, "TPU_V3": 8}),
+        ("", {}),
+    ],
+)
 def test_parse_accelerators(text, expected):
     assert placement.parse_accelerators(text) == expected
 
 
-@pytest.mark.parametrize("text, message", [
-    ("nvidia-tesla-z9=1", "--accelerators: unknown accelerator 'nvidia-tesla-z9'"),
-    ("nvidia-tesla-t4=two", "--accelerators: the count of nvidia-tesla-t4 must be a whole number, got 'two'"),
-    ("nvidia-tesla-t4=0", "--accelerators: the count of nvidia-tesla-t4 must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("nvidia-tesla-z9=1", "--accelerators: unknown accelerator 'nvidia-tesla-z9'"),
+        ("nvidia-tesla-t4=two", "--accelerators: the count of nvidia-tesla-t4 must be a whole number, got 'two'"),
+        ("nvidia-tesla-t4=0", "--accelerators: the count of nvidia-tesla-t4 must be at least 1"),
+    ],
+)
 def test_parse_accelerators_refuses(text, message):
     with pytest.raises(ValueError, match=message):
         placement.parse_accelerators(text)

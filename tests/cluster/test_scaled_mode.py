@@ -63,8 +63,13 @@ def services():
 def cluster(services, tmp_path_factory):
     database_url, redis_url = services
     data_dir = tmp_path_factory.mktemp("scaled")
-    env = cluster_env(data_dir, database_url, redis_url, AICONSOLE_WORKER_HEARTBEAT_SECONDS="0.5",
-                      AICONSOLE_WORKER_LEASE_SECONDS=str(LEASE_SECONDS))
+    env = cluster_env(
+        data_dir,
+        database_url,
+        redis_url,
+        AICONSOLE_WORKER_HEARTBEAT_SECONDS="0.5",
+        AICONSOLE_WORKER_LEASE_SECONDS=str(LEASE_SECONDS),
+    )
     instance = Cluster(env, data_dir, database_url)
     try:
         instance.start_web()
@@ -72,8 +77,9 @@ def cluster(services, tmp_path_factory):
         assert done.returncode == 0, done.stderr
         instance.token = done.stdout.strip()
         instance.start_worker("big", "--region", "us-central1", "--capacity", "cpus=8,memory=32")
-        instance.start_worker("gpu", "--region", "us-central1", "--capacity", "cpus=8,memory=32",
-                              "--accelerators", "nvidia-tesla-t4=2")
+        instance.start_worker(
+            "gpu", "--region", "us-central1", "--capacity", "cpus=8,memory=32", "--accelerators", "nvidia-tesla-t4=2"
+        )
         instance.start_worker("europe", "--region", "europe-west4", "--capacity", "cpus=4,memory=16")
         yield instance
     finally:
@@ -88,8 +94,13 @@ def package(cluster):
 
 
 def _custom(workers: int, worker_type="n1-standard-4", master_type="n1-standard-4", **extra) -> dict:
-    return {"scaleTier": "CUSTOM", "masterType": master_type, "workerType": worker_type,
-            "workerCount": str(workers), **extra}
+    return {
+        "scaleTier": "CUSTOM",
+        "masterType": master_type,
+        "workerType": worker_type,
+        "workerCount": str(workers),
+        **extra,
+    }
 
 
 def test_gang_spans_workers_and_replicas_reach_each_other(cluster, package):
@@ -107,8 +118,9 @@ def test_gang_spans_workers_and_replicas_reach_each_other(cluster, package):
 
 def test_each_gpu_replica_gets_its_own_device(cluster, package):
     accelerator = {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}}
-    cluster.submit("gpus", package, args=["--mode", "none"],
-                   **_custom(1, masterConfig=accelerator, workerConfig=accelerator))
+    cluster.submit(
+        "gpus", package, args=["--mode", "none"], **_custom(1, masterConfig=accelerator, workerConfig=accelerator)
+    )
     assert cluster.wait_state("gpus", TERMINAL)["state"] == "SUCCEEDED", cluster.log_text("gpus")
     replicas = cluster.replicas("gpus")
     assert {r["worker_pid"] for r in replicas} == {cluster.workers["gpu"].pid}
@@ -152,12 +164,15 @@ def test_worker_without_capacity_runs_every_tier_like_embedded_mode(cluster, pac
     process = cluster.start_worker("labels", "--region", "us-east1")
     [(slots, cpus)] = cluster.sql("SELECT slots, cpus FROM jobs_worker WHERE pid = %s", process.pid)
     assert slots >= 1 and cpus == (os.cpu_count() or 1)
-    wait_for(lambda: "treats machine types as labels" in (cluster.data_dir / "labels.log").read_text(), 10, 0.1,
-             "the labels line")
+    wait_for(
+        lambda: "treats machine types as labels" in (cluster.data_dir / "labels.log").read_text(),
+        10,
+        0.1,
+        "the labels line",
+    )
     assert f"runs at most {slots} replicas at once" in (cluster.data_dir / "labels.log").read_text()
     cluster.submit("basic_on_labels", package, args=["--mode", "none"], region="us-east1")
-    cluster.submit("standard_1_on_labels", package, args=["--mode", "none"], region="us-east1",
-                   scaleTier="STANDARD_1")
+    cluster.submit("standard_1_on_labels", package, args=["--mode", "none"], region="us-east1", scaleTier="STANDARD_1")
     for job_id in ("basic_on_labels", "standard_1_on_labels"):
         job = cluster.wait_state(job_id, TERMINAL, 180)
         assert job["state"] == "SUCCEEDED", cluster.log_text(job_id)
@@ -174,8 +189,12 @@ def test_job_that_does_not_fit_waits_in_line_then_runs(cluster, package):
     cluster.wait_state("holder", "RUNNING")
     cluster.submit("waiter", package, args=["--mode", "none"])
     cluster.submit("urgent", package, args=["--mode", "none"], scheduling={"priority": 10})
-    wait_for(lambda: "Waiting for capacity" in cluster.sql(
-        "SELECT wait_reason FROM jobs_job WHERE job_id = 'urgent'")[0][0], 30, 0.1, "the wait reason")
+    wait_for(
+        lambda: "Waiting for capacity" in cluster.sql("SELECT wait_reason FROM jobs_job WHERE job_id = 'urgent'")[0][0],
+        30,
+        0.1,
+        "the wait reason",
+    )
     assert cluster.job("urgent")["jobPosition"] == "1"
     assert cluster.job("waiter")["jobPosition"] == "2"
     cluster.submit("impatient", package, args=["--mode", "none"], scheduling={"maxWaitTime": "1800s"})
@@ -194,16 +213,28 @@ def test_job_that_does_not_fit_waits_in_line_then_runs(cluster, package):
 
 def test_cancel_reaches_replicas_on_every_worker(cluster, package):
     cluster.submit("to_cancel", package, args=["--mode", "hold"], **_custom(2))
-    wait_for(lambda: all(r["state"] == "RUNNING" and r["pid"] for r in cluster.replicas("to_cancel"))
-             and len(cluster.replicas("to_cancel")) == 3, 60, 0.1, "all three replicas to run")
+    wait_for(
+        lambda: (
+            all(r["state"] == "RUNNING" and r["pid"] for r in cluster.replicas("to_cancel"))
+            and len(cluster.replicas("to_cancel")) == 3
+        ),
+        60,
+        0.1,
+        "all three replicas to run",
+    )
     replicas = cluster.replicas("to_cancel")
     assert len({r["worker_pid"] for r in replicas}) == 2
     cluster.api("POST", "/v1/projects/default-project/jobs/to_cancel:cancel", {})
     job = cluster.wait_state("to_cancel", "CANCELLED", 30)
     assert job["errorMessage"] == "Job is cancelled by the user."
     assert {r["state"] for r in cluster.replicas("to_cancel")} == {"STOPPED"}, (
-        cluster.sql("SELECT label, state, stop_requested, lease_expires, now(), attempt, pid FROM jobs_replica "
-                    "WHERE job_id = %s", cluster.job_pk("to_cancel")), cluster.log_text("to_cancel"))
+        cluster.sql(
+            "SELECT label, state, stop_requested, lease_expires, now(), attempt, pid FROM jobs_replica "
+            "WHERE job_id = %s",
+            cluster.job_pk("to_cancel"),
+        ),
+        cluster.log_text("to_cancel"),
+    )
     for replica in replicas:
         assert not alive(replica["pid"]), f"{replica['label']} still runs"
 
@@ -226,8 +257,16 @@ def test_killed_worker_replica_restarts_elsewhere_and_resumes(cluster, package):
     cluster.workers[victim].wait(10)
     killed_at = time.monotonic()
     wait_for(lambda: not alive(before["pid"]), 10, 0.05, "the trainer to die with its worker")
-    wait_for(lambda: (r := cluster.replicas("survivor")[0])["state"] == "RUNNING" and r["pid"]
-             and r["attempt"] > before["attempt"], 30, 0.05, "the replica to run again")
+    wait_for(
+        lambda: (
+            (r := cluster.replicas("survivor")[0])["state"] == "RUNNING"
+            and r["pid"]
+            and r["attempt"] > before["attempt"]
+        ),
+        30,
+        0.05,
+        "the replica to run again",
+    )
     back_after = time.monotonic() - killed_at
     assert back_after < 15, back_after
     job = cluster.wait_state("survivor", TERMINAL, 120)
@@ -254,7 +293,8 @@ def test_duplicate_delivery_starts_a_replica_once(cluster, package):
     replica_pk = cluster.sql("SELECT id FROM jobs_replica WHERE job_id = %s", cluster.job_pk("once"))[0][0]
     queues = [row[0] for row in cluster.sql("SELECT name FROM jobs_worker WHERE stopped = false")]
     code = "from jobs.cluster import tasks\n" + "".join(
-        f"tasks.send_start_replica('aiconsole.worker.{name}', {replica_pk}, {replica['attempt']})\n" for name in queues)
+        f"tasks.send_start_replica('aiconsole.worker.{name}', {replica_pk}, {replica['attempt']})\n" for name in queues
+    )
     _python(cluster, code)
     cluster.release("once")
     assert cluster.wait_state("once", TERMINAL)["state"] == "SUCCEEDED"
@@ -263,7 +303,7 @@ def test_duplicate_delivery_starts_a_replica_once(cluster, package):
 
 
 def test_tuning_job_runs_whole_on_one_worker(cluster, package):
-    tuning_trainer = textwrap.dedent('''
+    tuning_trainer = textwrap.dedent("""
         import argparse, hypertune
         parser = argparse.ArgumentParser()
         parser.add_argument("--x", type=float)
@@ -272,13 +312,21 @@ def test_tuning_job_runs_whole_on_one_worker(cluster, package):
         hypertune.HyperTune().report_hyperparameter_tuning_metric(
             hyperparameter_metric_tag="score", metric_value=-(args.x - 2) ** 2, global_step=1)
         print("x =", args.x)
-    ''')
+    """)
     folder = cluster.data_dir / "storage" / "tuning-package" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     tuning_package = build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": tuning_trainer})
-    cluster.submit("study", tuning_package, hyperparameters={
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "score", "maxTrials": 3, "maxParallelTrials": 2,
-        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 4}]})
+    cluster.submit(
+        "study",
+        tuning_package,
+        hyperparameters={
+            "goal": "MAXIMIZE",
+            "hyperparameterMetricTag": "score",
+            "maxTrials": 3,
+            "maxParallelTrials": 2,
+            "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 4}],
+        },
+    )
     job = cluster.wait_state("study", TERMINAL, 180)
     assert job["state"] == "SUCCEEDED", cluster.log_text("study")
     assert job["trainingOutput"]["completedTrialCount"] == "3"
@@ -286,13 +334,13 @@ def test_tuning_job_runs_whole_on_one_worker(cluster, package):
 
 
 def test_a_plain_jobs_metrics_are_collected_on_the_worker_that_runs_its_master(cluster):
-    reporting_trainer = textwrap.dedent('''
+    reporting_trainer = textwrap.dedent("""
         import hypertune
         reporter = hypertune.HyperTune()
         for step, accuracy in enumerate((0.5, 0.7, 0.9), start=1):
             reporter.report_hyperparameter_tuning_metric(
                 hyperparameter_metric_tag="accuracy", metric_value=accuracy, global_step=step)
-    ''')
+    """)
     folder = cluster.data_dir / "storage" / "reporting-package" / "default-project"
     folder.mkdir(parents=True, exist_ok=True)
     package = build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": reporting_trainer})
@@ -302,7 +350,10 @@ def test_a_plain_jobs_metrics_are_collected_on_the_worker_that_runs_its_master(c
 
     points = cluster.api("GET", "/v1/projects/default-project/jobs/reported/metrics")["metrics"]
     assert [(p["tag"], p["step"], p["value"], p["source"]) for p in points] == [
-        ("accuracy", "1", 0.5, "hypertune"), ("accuracy", "2", 0.7, "hypertune"), ("accuracy", "3", 0.9, "hypertune")]
+        ("accuracy", "1", 0.5, "hypertune"),
+        ("accuracy", "2", 0.7, "hypertune"),
+        ("accuracy", "3", 0.9, "hypertune"),
+    ]
 
 
 def test_workers_command_lists_workers(cluster):
@@ -324,15 +375,22 @@ def test_coordinator_moves_when_the_web_process_dies(cluster, package):
 
 
 def _worker_args(name: str) -> list[str]:
-    return {"big": ["--region", "us-central1", "--capacity", "cpus=8,memory=32"],
-            "gpu": ["--region", "us-central1", "--capacity", "cpus=8,memory=32", "--accelerators",
-                    "nvidia-tesla-t4=2"]}[name]
+    return {
+        "big": ["--region", "us-central1", "--capacity", "cpus=8,memory=32"],
+        "gpu": ["--region", "us-central1", "--capacity", "cpus=8,memory=32", "--accelerators", "nvidia-tesla-t4=2"],
+    }[name]
 
 
 def _python(cluster: Cluster, source: str) -> str:
     code = "import django\ndjango.setup()\n" + source
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**cluster.env, "DJANGO_SETTINGS_MODULE": "aiconsole.settings"}, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**cluster.env, "DJANGO_SETTINGS_MODULE": "aiconsole.settings"},
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

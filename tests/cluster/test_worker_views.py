@@ -21,10 +21,24 @@ def superuser(db):
 def workers(db):
     from jobs.models import Worker
 
-    live = Worker.objects.create(name="gpu-host-1", hostname="gpu-host", address="10.0.0.5", region="us-central1",
-                                 accelerators={"NVIDIA_TESLA_T4": 2}, cpus=16, memory_gb=64)
-    lost = Worker.objects.create(name="old-host-1", hostname="old-host", address="10.0.0.6", region="us-east1",
-                                 cpus=4, memory_gb=16, heartbeat=timezone.now() - timedelta(minutes=5))
+    live = Worker.objects.create(
+        name="gpu-host-1",
+        hostname="gpu-host",
+        address="10.0.0.5",
+        region="us-central1",
+        accelerators={"NVIDIA_TESLA_T4": 2},
+        cpus=16,
+        memory_gb=64,
+    )
+    lost = Worker.objects.create(
+        name="old-host-1",
+        hostname="old-host",
+        address="10.0.0.6",
+        region="us-east1",
+        cpus=4,
+        memory_gb=16,
+        heartbeat=timezone.now() - timedelta(minutes=5),
+    )
     return live, lost
 
 
@@ -33,9 +47,20 @@ def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, 
 
     live, _ = workers
     job = submit(project, "busy_job", admin)
-    Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
-                           machine_type="n1-standard-4", accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1,
-                           state=ReplicaState.RUNNING, worker=live, devices="1", host="10.0.0.5", port=20001)
+    Replica.objects.create(
+        job=job,
+        task_type="master",
+        task_index=0,
+        label="master-replica-0",
+        machine_type="n1-standard-4",
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=1,
+        state=ReplicaState.RUNNING,
+        worker=live,
+        devices="1",
+        host="10.0.0.5",
+        port=20001,
+    )
     client.force_login(superuser)
     page = client.get("/workers/").content.decode()
     assert "gpu-host-1" in page and "2 × NVIDIA_TESLA_T4" in page
@@ -48,12 +73,27 @@ def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, 
 def test_a_worker_without_capacity_shows_its_slots(client, superuser, project, admin):
     from jobs.models import Replica, ReplicaState, Worker
 
-    labels = Worker.objects.create(name="small-host-1", hostname="small-host", address="10.0.0.7",
-                                   region="us-central1", cpus=2, memory_gb=4, slots=4)
+    labels = Worker.objects.create(
+        name="small-host-1",
+        hostname="small-host",
+        address="10.0.0.7",
+        region="us-central1",
+        cpus=2,
+        memory_gb=4,
+        slots=4,
+    )
     job = submit(project, "basic_job", admin)
-    Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
-                           machine_type="standard", state=ReplicaState.RUNNING, worker=labels, host="10.0.0.7",
-                           port=20001)
+    Replica.objects.create(
+        job=job,
+        task_type="master",
+        task_index=0,
+        label="master-replica-0",
+        machine_type="standard",
+        state=ReplicaState.RUNNING,
+        worker=labels,
+        host="10.0.0.7",
+        port=20001,
+    )
     client.force_login(superuser)
     page = client.get("/workers/").content.decode()
     assert "labels, 4 slots" in page and "<td>3 slots</td>" in page

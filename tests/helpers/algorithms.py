@@ -35,8 +35,13 @@ def regression_rows(count: int, seed: int = 2) -> list[str]:
 
 
 def builtin_body(job_id: str, image: str, args: list[str], job_dir: str | None = None, **training_input) -> dict:
-    ti = {"scaleTier": "BASIC", "region": "us-central1", "masterConfig": {"imageUri": image}, "args": args,
-          **training_input}
+    ti = {
+        "scaleTier": "BASIC",
+        "region": "us-central1",
+        "masterConfig": {"imageUri": image},
+        "args": args,
+        **training_input,
+    }
     if job_dir is not None:
         ti["jobDir"] = job_dir
     return {"jobId": job_id, "trainingInput": ti}

@@ -10,7 +10,10 @@ from playwright.sync_api import expect
 from tests.browser import harness
 
 SNAPSHOT = """() => {
-  const text = (sel) => { const el = document.querySelector(sel); return el ? el.textContent.replace(/\\s+/g, " ").trim() : null; };
+  const text = (sel) => {
+    const el = document.querySelector(sel);
+    return el ? el.textContent.replace(/\\s+/g, " ").trim() : null;
+  };
   const rows = (sel) => [...document.querySelectorAll(sel)].map((tr) => tr.textContent.replace(/\\s+/g, " ").trim());
   const table = document.querySelector("#trial-table");
   return {
@@ -85,8 +88,9 @@ def state(page):
 def assert_matches_a_fresh_load(page, browser, console):
     page.wait_for_function(SETTLED, timeout=30_000)
     live = page.evaluate(SNAPSHOT)
-    fresh_context = browser.new_context(base_url=console.url, viewport={"width": 1280, "height": 900},
-                                        timezone_id="Europe/Berlin", locale="en-GB")
+    fresh_context = browser.new_context(
+        base_url=console.url, viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin", locale="en-GB"
+    )
     try:
         fresh = fresh_context.new_page()
         login(fresh)

@@ -31,8 +31,12 @@ class Console:
         return body if status == 200 else {"status": status, **body}
 
     def wait(self, job_id: str, states=TERMINAL, timeout: float = 240) -> dict:
-        wait_for(lambda: self.job(job_id).get("state") in states, timeout, interval=0.2,
-                 message=f"job {job_id} to reach {sorted(states)}")
+        wait_for(
+            lambda: self.job(job_id).get("state") in states,
+            timeout,
+            interval=0.2,
+            message=f"job {job_id} to reach {sorted(states)}",
+        )
         return self.job(job_id)
 
     def uploaded(self) -> list[Path]:

@@ -20,8 +20,14 @@ AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 
 def console_env(data_dir: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
-    env.update({"AICONSOLE_DATA_DIR": str(data_dir), "AICONSOLE_ENV_DIR": os.environ["AICONSOLE_ENV_DIR"],
-                "AICONSOLE_STOP_GRACE_SECONDS": "2", **extra})
+    env.update(
+        {
+            "AICONSOLE_DATA_DIR": str(data_dir),
+            "AICONSOLE_ENV_DIR": os.environ["AICONSOLE_ENV_DIR"],
+            "AICONSOLE_STOP_GRACE_SECONDS": "2",
+            **extra,
+        }
+    )
     return env
 
 
@@ -35,7 +41,9 @@ class Server:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             [AICONSOLE, "up", "--port", str(self.port), "--data-dir", str(data_dir)],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=console_env(data_dir, **env),
+            stdout=open(self.log, "w"),
+            stderr=subprocess.STDOUT,
+            env=console_env(data_dir, **env),
             preexec_fn=(lambda: _limit_open_files(nofile)) if nofile else None,
         )
         wait_for(self._answers, 180, interval=0.1, message="the console to answer")
@@ -51,10 +59,12 @@ class Server:
         return self.log.read_text()
 
     def api(self, method: str, path: str, token: str, body: dict | None = None):
-        request = urllib.request.Request(self.url + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Authorization": f"Bearer {token}",
-                                                  "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, json.loads(response.read() or b"{}")
@@ -73,6 +83,12 @@ def _limit_open_files(soft: int) -> None:
 
 
 def token_for(data_dir: Path, username: str = "admin") -> str:
-    result = subprocess.run([AICONSOLE, "token", "create", username], capture_output=True, text=True,
-                            env=console_env(data_dir), check=True, timeout=60)
+    result = subprocess.run(
+        [AICONSOLE, "token", "create", username],
+        capture_output=True,
+        text=True,
+        env=console_env(data_dir),
+        check=True,
+        timeout=60,
+    )
     return result.stdout.strip()

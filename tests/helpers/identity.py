@@ -15,8 +15,9 @@ def bearer(user) -> dict:
 
 
 def make_user(username: str, role: str | None = None, resource=None, **extra):
-    user = get_user_model().objects.create_user(username=username, email=f"{username}@example.com",
-                                                password="pw", **extra)
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.com", password="pw", **extra
+    )
     if role:
         iam.grant(user, role, resource)
     return user

@@ -13,9 +13,18 @@ PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
 
 def body(job_id: str, **training_input) -> dict:
     """A valid BASIC job body; nothing fetches its package unless an executor runs."""
-    return {"jobId": job_id, "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [PACKAGE], "pythonModule": "trainer.task",
-        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7", **training_input}}
+    return {
+        "jobId": job_id,
+        "trainingInput": {
+            "scaleTier": "BASIC",
+            "packageUris": [PACKAGE],
+            "pythonModule": "trainer.task",
+            "region": "us-central1",
+            "runtimeVersion": "2.11",
+            "pythonVersion": "3.7",
+            **training_input,
+        },
+    }
 
 
 def submit(project, job_id: str, actor):
@@ -34,8 +43,15 @@ def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def build_package(directory: Path, modules: dict[str, str], *, name: str = "trainer", version: str = "0.1",
-                  requires: list[str] | None = None, kind: str = "sdist") -> Path:
+def build_package(
+    directory: Path,
+    modules: dict[str, str],
+    *,
+    name: str = "trainer",
+    version: str = "0.1",
+    requires: list[str] | None = None,
+    kind: str = "sdist",
+) -> Path:
     """Write a real sdist or wheel of a tiny trainer package; ``modules`` maps paths to source."""
     directory.mkdir(parents=True, exist_ok=True)
     requires = requires or []
@@ -48,21 +64,27 @@ def build_package(directory: Path, modules: dict[str, str], *, name: str = "trai
         target = directory / f"{name}-{version}-py3-none-any.whl"
         dist_info = f"{name}-{version}.dist-info"
         metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-            f"Requires-Dist: {r}\n" for r in requires)
+            f"Requires-Dist: {r}\n" for r in requires
+        )
         with zipfile.ZipFile(target, "w") as wheel:
             for path, source in files.items():
                 wheel.writestr(path, source)
             wheel.writestr(f"{dist_info}/METADATA", metadata)
-            wheel.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            wheel.writestr(
+                f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
             wheel.writestr(f"{dist_info}/RECORD", "")
         return target
     target = directory / f"{name}-{version}.tar.gz"
     top = f"{name}-{version}"
     packages = sorted({str(Path(p).parent).replace("/", ".") for p in files if "/" in p})
-    setup_py = (f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, "
-                f"packages={packages!r}, install_requires={requires!r})\n")
+    setup_py = (
+        f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, "
+        f"packages={packages!r}, install_requires={requires!r})\n"
+    )
     pkg_info = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     with tarfile.open(target, "w:gz") as tar:
         _tar_add(tar, f"{top}/PKG-INFO", pkg_info.encode())
         _tar_add(tar, f"{top}/setup.py", setup_py.encode())

@@ -16,14 +16,25 @@ from jobs.models import LogLine
 START = datetime(2026, 11, 21, 16, 0, 0, tzinfo=UTC)
 
 
-def store(job, *messages: str, task: str = "master-replica-0", severity: str = "INFO", trial: str = "",
-          stream: str = "stdout") -> list[LogLine]:
+def store(
+    job, *messages: str, task: str = "master-replica-0", severity: str = "INFO", trial: str = "", stream: str = "stdout"
+) -> list[LogLine]:
     """Store lines as the log writer would (numbered after the task's last line)."""
     last = LogLine.objects.filter(job=job, task_name=task, trial_id=trial).order_by("-seq").first()
     first_seq = (last.seq if last else 0) + 1
-    rows = [LogLine(job=job, task_name=task, trial_id=trial, seq=first_seq + n, stream=stream, severity=severity,
-                    message=message, time=START + timedelta(milliseconds=first_seq + n))
-            for n, message in enumerate(messages)]
+    rows = [
+        LogLine(
+            job=job,
+            task_name=task,
+            trial_id=trial,
+            seq=first_seq + n,
+            stream=stream,
+            severity=severity,
+            message=message,
+            time=START + timedelta(milliseconds=first_seq + n),
+        )
+        for n, message in enumerate(messages)
+    ]
     return LogLine.objects.bulk_create(rows)
 
 

@@ -32,8 +32,18 @@ def job_dir_for(name: str) -> str:
 
 def store_points(job, count: int, *, tag: str = "loss", run: str = "train", trial_id: str = "") -> None:
     MetricPoint.objects.bulk_create(
-        MetricPoint(job=job, trial_id=trial_id, source="tfevents", run=run, tag=tag, step=step,
-                    value=1.0 / (step + 1), wall_time=1_700_000_000.0 + step) for step in range(count))
+        MetricPoint(
+            job=job,
+            trial_id=trial_id,
+            source="tfevents",
+            run=run,
+            tag=tag,
+            step=step,
+            value=1.0 / (step + 1),
+            wall_time=1_700_000_000.0 + step,
+        )
+        for step in range(count)
+    )
 
 
 def write_event_file(path: Path, count: int, tag: str = "epoch_loss") -> None:
@@ -45,9 +55,11 @@ def write_event_file(path: Path, count: int, tag: str = "epoch_loss") -> None:
             records = []
             for step in range(start, min(count, start + 50_000)):
                 value = summary_pb2.Summary.Value(tag=tag, simple_value=1 / (step + 1))
-                data = event_pb2.Event(step=step, wall_time=1_700_000_000.0 + step,
-                                       summary=summary_pb2.Summary(value=[value])).SerializeToString()
+                data = event_pb2.Event(
+                    step=step, wall_time=1_700_000_000.0 + step, summary=summary_pb2.Summary(value=[value])
+                ).SerializeToString()
                 head = struct.pack("<Q", len(data))
-                records.append(head + struct.pack("<I", masked_crc32c(head)) + data
-                               + struct.pack("<I", masked_crc32c(data)))
+                records.append(
+                    head + struct.pack("<I", masked_crc32c(head)) + data + struct.pack("<I", masked_crc32c(data))
+                )
             handle.write(b"".join(records))

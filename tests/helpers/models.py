@@ -49,8 +49,11 @@ save("tensorflow", "saved_model.pb", lambda p: p.write_bytes(b"not really a Save
 def wait_version(version, states=("READY", "FAILED"), timeout: float = 120):
     from models_registry.models import Version
 
-    wait_for(lambda: Version.objects.get(pk=version.pk).state in states, timeout,
-             message=f"version {version.name} to reach {states}")
+    wait_for(
+        lambda: Version.objects.get(pk=version.pk).state in states,
+        timeout,
+        message=f"version {version.name} to reach {states}",
+    )
     version.refresh_from_db()
     return version
 

@@ -6,8 +6,9 @@ import time
 from collections.abc import Callable
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.05,
-             message: str = "condition") -> object:
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.05, message: str = "condition"
+) -> object:
     """Poll until the predicate returns something truthy; fail with a message on timeout."""
     deadline = time.monotonic() + timeout
     while True:

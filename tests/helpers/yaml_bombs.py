@@ -7,9 +7,10 @@ def laughs(levels: int = 9, width: int = 9) -> str:
     """The "billion laughs": each level a list of ``width`` aliases of the level below, so the
     last one stands for ``width ** levels`` strings (9 × 9: 387 million, in about 340 bytes)."""
     names = [chr(ord("a") + level) for level in range(levels)]
-    lines = [f'{names[0]}: &{names[0]} [{", ".join(["lol"] * width)}]']
-    lines += [f"{name}: &{name} [{', '.join([f'*{names[level - 1]}'] * width)}]"
-              for level, name in enumerate(names) if level]
+    lines = [f"{names[0]}: &{names[0]} [{', '.join(['lol'] * width)}]"]
+    lines += [
+        f"{name}: &{name} [{', '.join([f'*{names[level - 1]}'] * width)}]" for level, name in enumerate(names) if level
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -25,8 +25,9 @@ async def open_socket():
 
     opened: list[LogSocket] = []
 
-    async def connect(user, path: str, *, origin: str = "http://testserver", host: str = "testserver",
-                      refused: bool = False) -> LogSocket:
+    async def connect(
+        user, path: str, *, origin: str = "http://testserver", host: str = "testserver", refused: bool = False
+    ) -> LogSocket:
         headers = [(b"host", host.encode())]
         if origin:
             headers.append((b"origin", origin.encode()))
@@ -77,11 +78,16 @@ def redis_layer(settings):
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(f"Redis must run at {REDIS_HOST}:{REDIS_PORT} in CI for the scaled-mode tests")
         pytest.skip(f"no Redis at {REDIS_HOST}:{REDIS_PORT}")
-    settings.CHANNEL_LAYERS = {"default": {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        # A prefix of its own: other test runs may share this Redis.
-        "CONFIG": {"hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"], "prefix": f"aiconsole-test-{uuid.uuid4().hex}"},
-    }}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            # A prefix of its own: other test runs may share this Redis.
+            "CONFIG": {
+                "hosts": [f"redis://{REDIS_HOST}:{REDIS_PORT}/0"],
+                "prefix": f"aiconsole-test-{uuid.uuid4().hex}",
+            },
+        }
+    }
     yield
 
 
@@ -93,8 +99,10 @@ def api(client, admin):
     def call(method: str, path: str, body=None, **extra):
         kwargs = {"HTTP_AUTHORIZATION": f"Bearer {raw}", **extra}
         if body is not None:
-            kwargs.update(data=json.dumps(body) if not isinstance(body, bytes) else body,
-                          content_type=extra.pop("content_type", "application/json"))
+            kwargs.update(
+                data=json.dumps(body) if not isinstance(body, bytes) else body,
+                content_type=extra.pop("content_type", "application/json"),
+            )
         response = getattr(client, method.lower())(path, **kwargs)
         return response.status_code, (response.json() if response.content else None)
 

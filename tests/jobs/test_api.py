@@ -44,8 +44,7 @@ class Api:
         return self.client.get(path, params, **self.headers)
 
     def post(self, path: str, data=None):
-        return self.client.post(path, data if data is not None else {}, content_type="application/json",
-                                **self.headers)
+        return self.client.post(path, data if data is not None else {}, content_type="application/json", **self.headers)
 
 
 def api_for(client, user) -> Api:
@@ -76,8 +75,14 @@ def violation_fields(error: dict) -> list[str]:
 
 
 def test_create_returns_the_job_in_wire_shape(api, project):
-    request = body("train_1", scaleTier="CUSTOM", masterType="n1-standard-4", workerType="n1-standard-4",
-                   workerCount=2, args=["--epochs", "3"])
+    request = body(
+        "train_1",
+        scaleTier="CUSTOM",
+        masterType="n1-standard-4",
+        workerType="n1-standard-4",
+        workerCount=2,
+        args=["--epochs", "3"],
+    )
     request["labels"] = {"team": "vision"}
 
     response = api.post(JOBS_URL, request)
@@ -115,11 +120,12 @@ def test_duplicate_job_id_is_already_exists_in_googles_envelope(api, project):
             "code": 409,
             "status": "ALREADY_EXISTS",
             "message": "Field: job.job_id Error: A job with this id already exists.",
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [{"field": "job.job_id",
-                                     "description": "A job with this id already exists."}],
-            }],
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.BadRequest",
+                    "fieldViolations": [{"field": "job.job_id", "description": "A job with this id already exists."}],
+                }
+            ],
         }
     }
     assert Job.objects.filter(job_id="dup").count() == 1
@@ -137,18 +143,31 @@ def test_same_job_id_in_another_project_is_fine(client, project, other_project, 
     ("change", "field"),
     [
         (lambda b: b.update(jobId="1-bad id"), "job.job_id"),
-        (lambda b: b["trainingInput"].update(scaleTier="CUSTOM", masterType="n1-bogus-8"),
-         "job.training_input.master_type"),
-        (lambda b: b["trainingInput"].update(
-            scaleTier="CUSTOM", masterType="complex_model_m",
-            masterConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}}),
-         "job.training_input.master_config.accelerator_config"),
-        (lambda b: b["trainingInput"].update(scaleTier="CUSTOM", masterType="n1-standard-4", workerCount="2"),
-         "job.training_input.worker_type"),
+        (
+            lambda b: b["trainingInput"].update(scaleTier="CUSTOM", masterType="n1-bogus-8"),
+            "job.training_input.master_type",
+        ),
+        (
+            lambda b: b["trainingInput"].update(
+                scaleTier="CUSTOM",
+                masterType="complex_model_m",
+                masterConfig={"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+            ),
+            "job.training_input.master_config.accelerator_config",
+        ),
+        (
+            lambda b: b["trainingInput"].update(scaleTier="CUSTOM", masterType="n1-standard-4", workerCount="2"),
+            "job.training_input.worker_type",
+        ),
         (lambda b: b["trainingInput"].update(bogusField=1), "job.training_input"),
     ],
-    ids=["bad-job-id", "unknown-machine-type", "accelerator-on-legacy-type", "worker-count-without-type",
-         "unknown-field"],
+    ids=[
+        "bad-job-id",
+        "unknown-machine-type",
+        "accelerator-on-legacy-type",
+        "worker-count-without-type",
+        "unknown-field",
+    ],
 )
 def test_invalid_body_is_invalid_argument_naming_the_field(api, project, change, field):
     request = body("valid_id")
@@ -170,7 +189,7 @@ def test_rule_violation_message_has_the_originals_field_error_form(api, project)
 def test_unknown_field_message_names_the_field_as_the_json_front_end_does(api, project):
     error = assert_error(api.post(JOBS_URL, body("valid_id", bogusField=1)), 400, "INVALID_ARGUMENT")
 
-    assert error["message"].startswith("Invalid JSON payload received. Unknown name \"bogusField\"")
+    assert error["message"].startswith('Invalid JSON payload received. Unknown name "bogusField"')
 
 
 def test_package_outside_the_storage_roots_is_refused(api, project):
@@ -205,8 +224,7 @@ def test_body_that_is_not_a_job_object_is_invalid_argument(api, project):
 def test_malformed_json_is_invalid_argument(client, project, admin):
     _, raw = create_token(admin)
 
-    response = client.post(JOBS_URL, "{not json", content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = client.post(JOBS_URL, "{not json", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
 
     assert_error(response, 400, "INVALID_ARGUMENT")
 
@@ -291,11 +309,18 @@ def test_new_jobs_do_not_shift_a_page_being_read(api, project, admin, twenty_fiv
 
 
 def test_page_size_is_capped_at_one_hundred(api, project):
-    Job.objects.bulk_create([
-        Job(project=project, job_id=f"bulk_{n:03d}", training_input={"scaleTier": "BASIC"},
-            state=JobState.SUCCEEDED, end_time=timezone.now())
-        for n in range(105)
-    ])
+    Job.objects.bulk_create(
+        [
+            Job(
+                project=project,
+                job_id=f"bulk_{n:03d}",
+                training_input={"scaleTier": "BASIC"},
+                state=JobState.SUCCEEDED,
+                end_time=timezone.now(),
+            )
+            for n in range(105)
+        ]
+    )
 
     page = api.get(JOBS_URL, pageSize=1000).json()
 
@@ -397,8 +422,12 @@ def test_outsider_gets_not_found_for_another_projects_jobs(client, project, admi
     services.submit_job(project, body("private"), actor=admin)
     api = api_for(client, outsider)
 
-    for response in (api.get(JOBS_URL), api.get(f"{JOBS_URL}/private"), api.post(JOBS_URL, body("x")),
-                     api.post(f"{JOBS_URL}/private:cancel")):
+    for response in (
+        api.get(JOBS_URL),
+        api.get(f"{JOBS_URL}/private"),
+        api.post(JOBS_URL, body("x")),
+        api.post(f"{JOBS_URL}/private:cancel"),
+    ):
         error = assert_error(response, 404, "NOT_FOUND")
         assert "private" not in error["message"]
     assert Job.objects.get(job_id="private").state == JobState.QUEUED

@@ -32,11 +32,16 @@ def test_missing_tier_means_basic():
 def test_standard_1_has_master_four_workers_three_ps():
     plan = replica_plan({"scaleTier": "STANDARD_1"})
     assert labels(plan) == [
-        "master-replica-0", "worker-replica-0", "worker-replica-1", "worker-replica-2",
-        "worker-replica-3", "ps-replica-0", "ps-replica-1", "ps-replica-2",
+        "master-replica-0",
+        "worker-replica-0",
+        "worker-replica-1",
+        "worker-replica-2",
+        "worker-replica-3",
+        "ps-replica-0",
+        "ps-replica-1",
+        "ps-replica-2",
     ]
-    assert {p.machine_type for p in plan if p.task_type in ("master", "worker")} == {
-        "complex_model_s"}
+    assert {p.machine_type for p in plan if p.task_type in ("master", "worker")} == {"complex_model_s"}
     assert {p.machine_type for p in plan if p.task_type == "ps"} == {"standard"}
 
 
@@ -49,8 +54,7 @@ def test_premium_1_has_master_nineteen_workers_eleven_ps():
 
 
 def test_basic_gpu_reports_its_built_in_k80():
-    assert replica_plan({"scaleTier": "BASIC_GPU"}) == [
-        ReplicaPlan("master", 0, "standard_gpu", "NVIDIA_TESLA_K80", 1)]
+    assert replica_plan({"scaleTier": "BASIC_GPU"}) == [ReplicaPlan("master", 0, "standard_gpu", "NVIDIA_TESLA_K80", 1)]
 
 
 def test_basic_tpu_has_a_cloud_tpu_worker():
@@ -61,27 +65,40 @@ def test_basic_tpu_has_a_cloud_tpu_worker():
 
 
 def test_custom_plan_orders_master_workers_ps_evaluators():
-    plan = replica_plan({
-        "scaleTier": "CUSTOM", "masterType": "n1-highcpu-16",
-        "evaluatorType": "n1-highcpu-16", "evaluatorCount": "1",
-        "parameterServerType": "n1-highmem-8", "parameterServerCount": "3",
-        "workerType": "n1-highcpu-16", "workerCount": "9",
-    })
-    assert labels(plan) == (["master-replica-0"]
-                            + [f"worker-replica-{i}" for i in range(9)]
-                            + [f"ps-replica-{i}" for i in range(3)]
-                            + ["evaluator-replica-0"])
+    plan = replica_plan(
+        {
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-highcpu-16",
+            "evaluatorType": "n1-highcpu-16",
+            "evaluatorCount": "1",
+            "parameterServerType": "n1-highmem-8",
+            "parameterServerCount": "3",
+            "workerType": "n1-highcpu-16",
+            "workerCount": "9",
+        }
+    )
+    assert labels(plan) == (
+        ["master-replica-0"]
+        + [f"worker-replica-{i}" for i in range(9)]
+        + [f"ps-replica-{i}" for i in range(3)]
+        + ["evaluator-replica-0"]
+    )
     assert plan[10].machine_type == "n1-highmem-8"
 
 
 def test_custom_plan_carries_accelerators_per_role():
-    plan = replica_plan({
-        "scaleTier": "CUSTOM", "masterType": "n1-standard-8",
-        "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
-        "workerType": "n1-standard-16", "workerCount": 2,
-        "workerConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_V100", "count": 2}},
-        "parameterServerType": "n1-highmem-8", "parameterServerCount": "1",
-    })
+    plan = replica_plan(
+        {
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-standard-8",
+            "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+            "workerType": "n1-standard-16",
+            "workerCount": 2,
+            "workerConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_V100", "count": 2}},
+            "parameterServerType": "n1-highmem-8",
+            "parameterServerCount": "1",
+        }
+    )
     assert plan == [
         ReplicaPlan("master", 0, "n1-standard-8", "NVIDIA_TESLA_T4", 1),
         ReplicaPlan("worker", 0, "n1-standard-16", "NVIDIA_TESLA_V100", 2),
@@ -91,31 +108,44 @@ def test_custom_plan_carries_accelerators_per_role():
 
 
 def test_custom_legacy_gpu_types_report_built_in_accelerators():
-    plan = replica_plan({"scaleTier": "CUSTOM", "masterType": "complex_model_m_gpu",
-                         "workerType": "standard_v100", "workerCount": "1"})
+    plan = replica_plan(
+        {"scaleTier": "CUSTOM", "masterType": "complex_model_m_gpu", "workerType": "standard_v100", "workerCount": "1"}
+    )
     assert [(p.accelerator_type, p.accelerator_count) for p in plan] == [
-        ("NVIDIA_TESLA_K80", 4), ("NVIDIA_TESLA_V100", 1)]
+        ("NVIDIA_TESLA_K80", 4),
+        ("NVIDIA_TESLA_V100", 1),
+    ]
 
 
 def test_custom_tpu_worker():
-    plan = replica_plan({
-        "scaleTier": "CUSTOM", "masterType": "n1-standard-16", "workerType": "cloud_tpu",
-        "workerCount": "1", "workerConfig": {"acceleratorConfig": {"type": "TPU_V2",
-                                                                    "count": "8"}},
-    })
+    plan = replica_plan(
+        {
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-standard-16",
+            "workerType": "cloud_tpu",
+            "workerCount": "1",
+            "workerConfig": {"acceleratorConfig": {"type": "TPU_V2", "count": "8"}},
+        }
+    )
     assert plan[1] == ReplicaPlan("worker", 0, "cloud_tpu", "TPU_V2", 8)
 
 
 def test_custom_zero_counts_add_no_replicas():
-    plan = replica_plan({"scaleTier": "CUSTOM", "masterType": "n1-standard-4",
-                         "workerType": "n1-standard-4", "workerCount": "0"})
+    plan = replica_plan(
+        {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4", "workerCount": "0"}
+    )
     assert labels(plan) == ["master-replica-0"]
 
 
-@pytest.mark.parametrize(("task_type", "index", "label"), [
-    ("master", 0, "master-replica-0"), ("worker", 1, "worker-replica-1"),
-    ("ps", 0, "ps-replica-0"), ("evaluator", 0, "evaluator-replica-0"),
-])
+@pytest.mark.parametrize(
+    ("task_type", "index", "label"),
+    [
+        ("master", 0, "master-replica-0"),
+        ("worker", 1, "worker-replica-1"),
+        ("ps", 0, "ps-replica-0"),
+        ("evaluator", 0, "evaluator-replica-0"),
+    ],
+)
 def test_replica_label(task_type, index, label):
     assert catalogue.replica_label(task_type, index) == label
 
@@ -123,20 +153,36 @@ def test_replica_label(task_type, index, label):
 # --- ML units ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("tier", "units"), [
-    ("BASIC", 0.39), ("STANDARD_1", 4.06), ("PREMIUM_1", 33.78), ("BASIC_GPU", 1.69),
-    ("BASIC_TPU", 9.57),
-])
+@pytest.mark.parametrize(
+    ("tier", "units"),
+    [
+        ("BASIC", 0.39),
+        ("STANDARD_1", 4.06),
+        ("PREMIUM_1", 33.78),
+        ("BASIC_GPU", 1.69),
+        ("BASIC_TPU", 9.57),
+    ],
+)
 def test_an_hour_of_each_tier_matches_the_published_price(tier, units):
     assert units_for_an_hour({"scaleTier": tier}) == units
 
 
-@pytest.mark.parametrize(("machine", "units"), [
-    ("n1-standard-4", 0.3878), ("n1-standard-8", 0.7755), ("n1-standard-16", 1.5510),
-    ("n1-standard-96", 9.3061), ("n1-highmem-2", 0.2416), ("standard", 0.3878),
-    ("large_model", 0.9665), ("complex_model_s", 0.5788), ("complex_model_m", 1.1576),
-    ("complex_model_l", 2.3151), ("standard_gpu", 1.6939),
-])
+@pytest.mark.parametrize(
+    ("machine", "units"),
+    [
+        ("n1-standard-4", 0.3878),
+        ("n1-standard-8", 0.7755),
+        ("n1-standard-16", 1.5510),
+        ("n1-standard-96", 9.3061),
+        ("n1-highmem-2", 0.2416),
+        ("standard", 0.3878),
+        ("large_model", 0.9665),
+        ("complex_model_s", 0.5788),
+        ("complex_model_m", 1.1576),
+        ("complex_model_l", 2.3151),
+        ("standard_gpu", 1.6939),
+    ],
+)
 def test_machine_units_follow_the_price_list(machine, units):
     plan = ReplicaPlan("master", 0, machine, None, 0)
     assert ml_units_per_hour(plan) == pytest.approx(units, abs=2e-4)
@@ -144,8 +190,7 @@ def test_machine_units_follow_the_price_list(machine, units):
 
 def test_legacy_gpu_price_includes_its_gpus():
     # complex_model_m_gpu was $2.56/h: n1-standard-16 plus four K80s.
-    assert catalogue.MACHINE_TYPES["complex_model_m_gpu"].units_per_hour == pytest.approx(
-        2.56 / 0.49, abs=1e-3)
+    assert catalogue.MACHINE_TYPES["complex_model_m_gpu"].units_per_hour == pytest.approx(2.56 / 0.49, abs=1e-3)
 
 
 def test_built_in_accelerators_are_not_charged_twice():
@@ -184,8 +229,7 @@ def test_every_tier_machine_exists():
 
 
 def test_tiers_are_the_six_of_the_api():
-    assert list(catalogue.SCALE_TIERS) == [
-        "BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU", "CUSTOM"]
+    assert list(catalogue.SCALE_TIERS) == ["BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU", "CUSTOM"]
 
 
 @pytest.mark.parametrize("tier", list(catalogue.SCALE_TIERS))
@@ -193,12 +237,15 @@ def test_every_tier_has_a_description(tier):
     assert catalogue.tier_description(tier)
 
 
-@pytest.mark.parametrize(("machine", "summary"), [
-    ("standard", "standard: 4 vCPUs, 15 GB"),
-    ("standard_gpu", "standard_gpu: 8 vCPUs, 30 GB, 1 NVIDIA Tesla K80"),
-    ("n1-highcpu-16", "n1-highcpu-16: 16 vCPUs, 14.4 GB"),
-    ("cloud_tpu", "cloud_tpu: a TPU VM with one Cloud TPU"),
-])
+@pytest.mark.parametrize(
+    ("machine", "summary"),
+    [
+        ("standard", "standard: 4 vCPUs, 15 GB"),
+        ("standard_gpu", "standard_gpu: 8 vCPUs, 30 GB, 1 NVIDIA Tesla K80"),
+        ("n1-highcpu-16", "n1-highcpu-16: 16 vCPUs, 14.4 GB"),
+        ("cloud_tpu", "cloud_tpu: a TPU VM with one Cloud TPU"),
+    ],
+)
 def test_machine_summary(machine, summary):
     assert catalogue.machine_summary(machine) == summary
 
@@ -207,27 +254,40 @@ def test_basic_description_names_the_machine():
     assert catalogue.tier_description("BASIC") == "1 master (standard: 4 vCPUs, 15 GB)"
 
 
-@pytest.mark.parametrize(("machine", "category"), [
-    ("n1-standard-4", "compute_engine"), ("n1-highcpu-96", "compute_engine"),
-    ("a2-megagpu-16g", "compute_engine"), ("complex_model_l_v100", "legacy"),
-    ("cloud_tpu", "tpu"), ("n1-standard-1", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("machine", "category"),
+    [
+        ("n1-standard-4", "compute_engine"),
+        ("n1-highcpu-96", "compute_engine"),
+        ("a2-megagpu-16g", "compute_engine"),
+        ("complex_model_l_v100", "legacy"),
+        ("cloud_tpu", "tpu"),
+        ("n1-standard-1", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_machine_category(machine, category):
     assert catalogue.machine_category(machine) == category
 
 
 def test_compute_engine_allow_list_is_exact():
-    compute_engine = {n for n, m in catalogue.MACHINE_TYPES.items()
-                      if m.category == "compute_engine" and not n.startswith("a2-")}
+    compute_engine = {
+        n for n, m in catalogue.MACHINE_TYPES.items() if m.category == "compute_engine" and not n.startswith("a2-")
+    }
     assert len(compute_engine) == 17
-    assert not {"n1-standard-1", "n1-standard-2", "n1-highcpu-2", "n1-highcpu-4",
-                "n1-highcpu-8"} & compute_engine
+    assert not {"n1-standard-1", "n1-standard-2", "n1-highcpu-2", "n1-highcpu-4", "n1-highcpu-8"} & compute_engine
 
 
 def test_a2_shapes_fix_their_a100_count():
     counts = {n: m.a2_gpu_count for n, m in catalogue.MACHINE_TYPES.items() if n.startswith("a2-")}
-    assert counts == {"a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4,
-                      "a2-highgpu-8g": 8, "a2-megagpu-16g": 16}
+    assert counts == {
+        "a2-highgpu-1g": 1,
+        "a2-highgpu-2g": 2,
+        "a2-highgpu-4g": 4,
+        "a2-highgpu-8g": 8,
+        "a2-megagpu-16g": 16,
+    }
 
 
 def test_accelerator_enum_and_ceilings():
@@ -265,25 +325,29 @@ def test_location_capabilities_wire_format():
 def test_runtime_versions():
     assert list(catalogue.RUNTIME_VERSIONS) == ["1.15"] + [f"2.{m}" for m in range(1, 12)] + ["current"]
     assert catalogue.RUNTIME_VERSIONS["1.15"].python_versions == ("2.7", "3.7")
-    assert all(r.python_versions == ("3.7",) for n, r in catalogue.RUNTIME_VERSIONS.items()
-               if n not in ("1.15", "current"))
+    assert all(
+        r.python_versions == ("3.7",) for n, r in catalogue.RUNTIME_VERSIONS.items() if n not in ("1.15", "current")
+    )
     assert catalogue.RUNTIME_VERSIONS["current"].python_versions == ("3.11", "3.12", "3.13")
     assert catalogue.RUNTIME_VERSIONS["2.11"].tensorflow.startswith("2.11")
     assert catalogue.DEFAULT_RUNTIME_VERSION in catalogue.RUNTIME_VERSIONS
     assert catalogue.DEFAULT_PYTHON_VERSION == "3.7"
 
 
-@pytest.mark.parametrize(("runtime", "kwargs", "chief"), [
-    ("2.11", {}, True),
-    ("2.1", {}, True),
-    ("1.15", {}, False),
-    (None, {}, True),
-    ("1.14", {}, False),
-    ("3.0", {}, True),
-    ("1.15", {"use_chief_in_tf_config": True}, False),
-    (None, {"custom_container": True}, False),
-    (None, {"custom_container": True, "use_chief_in_tf_config": True}, True),
-    ("2.11", {"custom_container": True}, False),
-])
+@pytest.mark.parametrize(
+    ("runtime", "kwargs", "chief"),
+    [
+        ("2.11", {}, True),
+        ("2.1", {}, True),
+        ("1.15", {}, False),
+        (None, {}, True),
+        ("1.14", {}, False),
+        ("3.0", {}, True),
+        ("1.15", {"use_chief_in_tf_config": True}, False),
+        (None, {"custom_container": True}, False),
+        (None, {"custom_container": True, "use_chief_in_tf_config": True}, True),
+        ("2.11", {"custom_container": True}, False),
+    ],
+)
 def test_uses_chief(runtime, kwargs, chief):
     assert catalogue.uses_chief(runtime, **kwargs) is chief

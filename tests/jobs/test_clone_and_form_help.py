@@ -24,13 +24,25 @@ SUBMIT = "/projects/project-a/jobs/new/"
 PREVIEW = "/projects/project-a/jobs/new/preview/"
 
 CUSTOM_INPUT = {
-    "scaleTier": "CUSTOM", "masterType": "n1-standard-8", "workerType": "n1-standard-4", "workerCount": "2",
+    "scaleTier": "CUSTOM",
+    "masterType": "n1-standard-8",
+    "workerType": "n1-standard-4",
+    "workerCount": "2",
     "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
-    "packageUris": [PACKAGE], "pythonModule": "trainer.task", "region": "us-central1",
-    "runtimeVersion": "2.11", "pythonVersion": "3.7", "args": ["--epochs", "5", "--name=a b"],
-    "jobDir": "gs://bucket/out", "scheduling": {"maxRunningTime": "7200s"},
-    "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 4,
-                        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1}]},
+    "packageUris": [PACKAGE],
+    "pythonModule": "trainer.task",
+    "region": "us-central1",
+    "runtimeVersion": "2.11",
+    "pythonVersion": "3.7",
+    "args": ["--epochs", "5", "--name=a b"],
+    "jobDir": "gs://bucket/out",
+    "scheduling": {"maxRunningTime": "7200s"},
+    "hyperparameters": {
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "accuracy",
+        "maxTrials": 4,
+        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1}],
+    },
 }
 
 
@@ -48,14 +60,41 @@ def page_text(response) -> str:
 
 
 def test_a_basic_job_needs_no_config_file():
-    ti = {"scaleTier": "BASIC_GPU", "packageUris": [PACKAGE], "pythonModule": "trainer.task",
-          "region": "us-east1", "runtimeVersion": "2.11", "pythonVersion": "3.7", "args": ["--lr", "0.1"]}
+    ti = {
+        "scaleTier": "BASIC_GPU",
+        "packageUris": [PACKAGE],
+        "pythonModule": "trainer.task",
+        "region": "us-east1",
+        "runtimeVersion": "2.11",
+        "pythonVersion": "3.7",
+        "args": ["--lr", "0.1"],
+    }
     built = equivalent.build("project-a", "job_1", ti, {"team": "ml"})
     assert built.config_yaml is None
     assert shlex.split(built.command) == [
-        "aiconsole", "jobs", "submit", "training", "job_1", "--region", "us-east1", "--module-name", "trainer.task",
-        "--runtime-version", "2.11", "--python-version", "3.7", "--scale-tier", "basic-gpu",
-        "--packages", PACKAGE, "--labels", "team=ml", "--", "--lr", "0.1"]
+        "aiconsole",
+        "jobs",
+        "submit",
+        "training",
+        "job_1",
+        "--region",
+        "us-east1",
+        "--module-name",
+        "trainer.task",
+        "--runtime-version",
+        "2.11",
+        "--python-version",
+        "3.7",
+        "--scale-tier",
+        "basic-gpu",
+        "--packages",
+        PACKAGE,
+        "--labels",
+        "team=ml",
+        "--",
+        "--lr",
+        "0.1",
+    ]
     assert json.loads(built.rest_body) == {"jobId": "job_1", "labels": {"team": "ml"}, "trainingInput": ti}
     assert built.rest_path == "/v1/projects/project-a/jobs"
 
@@ -64,7 +103,7 @@ def test_custom_machines_and_tuning_go_in_the_config_file():
     built = equivalent.build("project-a", "job_2", CUSTOM_INPUT)
     words = shlex.split(built.command)
     assert words[words.index("--config") + 1] == "config.yaml" and "--scale-tier" not in words
-    assert words[words.index("--") + 1:] == ["--epochs", "5", "--name=a b"]
+    assert words[words.index("--") + 1 :] == ["--epochs", "5", "--name=a b"]
     config = yaml.safe_load(built.config_yaml)["trainingInput"]
     assert config["scaleTier"] == "CUSTOM" and config["workerCount"] == "2"
     assert config["hyperparameters"] == CUSTOM_INPUT["hyperparameters"]
@@ -79,7 +118,8 @@ def test_an_uploaded_package_is_named_by_its_file_never_its_server_path():
     assert stored not in built.command + built.rest_body
     assert built.uploads == ["trainer-0.1.tar.gz"]
     assert json.loads(built.rest_body)["trainingInput"]["packageUris"] == [
-        equivalent.upload_placeholder("trainer-0.1.tar.gz")]
+        equivalent.upload_placeholder("trainer-0.1.tar.gz")
+    ]
 
 
 def test_the_estimate_is_the_catalogues_rate_for_every_replica():
@@ -88,13 +128,14 @@ def test_the_estimate_is_the_catalogues_rate_for_every_replica():
     n1_4 = catalogue.MACHINE_TYPES["n1-standard-4"].units_per_hour
     assert three_workers - two_workers == pytest.approx(n1_4)
     t4 = catalogue.ACCELERATORS["NVIDIA_TESLA_T4"].units_per_hour
-    assert two_workers == pytest.approx(catalogue.MACHINE_TYPES["n1-standard-8"].units_per_hour + t4 + 2 * n1_4,
-                                        abs=1e-4)
+    assert two_workers == pytest.approx(
+        catalogue.MACHINE_TYPES["n1-standard-8"].units_per_hour + t4 + 2 * n1_4, abs=1e-4
+    )
     assert equivalent.units_per_hour({"scaleTier": "CUSTOM"}) is None  # no master yet
 
 
 def test_machine_descriptions_name_vcpus_memory_and_the_accelerators_allowed():
-    assert machine_help("n1-standard-96") .startswith("n1-standard-96: 96 vCPUs, 360 GB. Accelerators: ")
+    assert machine_help("n1-standard-96").startswith("n1-standard-96: 96 vCPUs, 360 GB. Accelerators: ")
     assert "NVIDIA_TESLA_K80" not in machine_help("n1-standard-96")  # 96 vCPUs is over every K80 limit
     assert "NVIDIA_TESLA_K80 × 1/2/4/8" in machine_help("n1-standard-4")
     assert "NVIDIA_TESLA_A100 × 2 only" in machine_help("a2-highgpu-2g")
@@ -107,8 +148,9 @@ def test_machine_descriptions_name_vcpus_memory_and_the_accelerators_allowed():
 
 
 def test_clone_prefills_the_form_with_a_new_id_and_the_jobs_input(project, developer):
-    source = services.submit_job(project, {"jobId": "census_1", "labels": {"team": "ml"},
-                                           "trainingInput": CUSTOM_INPUT}, actor=developer)
+    source = services.submit_job(
+        project, {"jobId": "census_1", "labels": {"team": "ml"}, "trainingInput": CUSTOM_INPUT}, actor=developer
+    )
     response = signed_in(developer).get(SUBMIT, {"clone": source.job_id})
     assert response.status_code == 200
     form = response.context["form"]
@@ -127,9 +169,21 @@ def test_a_cloned_upload_is_kept_by_reference_and_reused(project, developer, tmp
     sdist = build_package(tmp_path, {"trainer/task.py": "print('hi')\n"}, name="keepme")
     client = signed_in(developer)
     uploaded = services.upload_package(project, sdist.name, sdist.open("rb"), actor=developer)["uri"]
-    services.submit_job(project, {"jobId": "up_1", "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [uploaded], "pythonModule": "trainer.task",
-        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7"}}, actor=developer)
+    services.submit_job(
+        project,
+        {
+            "jobId": "up_1",
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": [uploaded],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "runtimeVersion": "2.11",
+                "pythonVersion": "3.7",
+            },
+        },
+        actor=developer,
+    )
     response = client.get(SUBMIT, {"clone": "up_1"})
     html = page_text(response)
     assert response.context["form"].kept["name"] == sdist.name
@@ -164,10 +218,18 @@ def test_the_job_page_offers_clone_and_the_equivalent_command(project, developer
 
 
 def form_data(**overrides) -> dict:
-    data = {"job_id": "live_1", "python_module": "trainer.task", "region": "us-central1",
-            "runtime_version": "2.11", "python_version": "3.7", "scale_tier": "CUSTOM",
-            "master_type": "n1-standard-4", "worker_type": "n1-standard-4", "worker_count": "1",
-            "package_uris": PACKAGE}
+    data = {
+        "job_id": "live_1",
+        "python_module": "trainer.task",
+        "region": "us-central1",
+        "runtime_version": "2.11",
+        "python_version": "3.7",
+        "scale_tier": "CUSTOM",
+        "master_type": "n1-standard-4",
+        "worker_type": "n1-standard-4",
+        "worker_count": "1",
+        "package_uris": PACKAGE,
+    }
     return {**data, **overrides}
 
 
@@ -209,9 +271,21 @@ def test_a_file_upload_still_submits_through_the_form(project, developer, tmp_pa
 def test_a_cloned_upload_that_is_gone_is_named_never_shown_by_path(project, developer, tmp_path):
     sdist = build_package(tmp_path, {"trainer/task.py": "print('hi')\n"}, name="goneaway")
     uploaded = services.upload_package(project, sdist.name, sdist.open("rb"), actor=developer)["uri"]
-    services.submit_job(project, {"jobId": "gone_1", "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [uploaded, PACKAGE], "pythonModule": "trainer.task",
-        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7"}}, actor=developer)
+    services.submit_job(
+        project,
+        {
+            "jobId": "gone_1",
+            "trainingInput": {
+                "scaleTier": "BASIC",
+                "packageUris": [uploaded, PACKAGE],
+                "pythonModule": "trainer.task",
+                "region": "us-central1",
+                "runtimeVersion": "2.11",
+                "pythonVersion": "3.7",
+            },
+        },
+        actor=developer,
+    )
     Path(uploaded).unlink()
     response = signed_in(developer).get(SUBMIT, {"clone": "gone_1"})
     html = page_text(response)
@@ -221,11 +295,17 @@ def test_a_cloned_upload_that_is_gone_is_named_never_shown_by_path(project, deve
 
 
 def test_clone_names_the_nested_fields_the_form_cannot_hold(project, developer):
-    boot_disk = {**CUSTOM_INPUT, "masterConfig": {"diskConfig": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 200},
-                                                  "acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
-                 "workerConfig": {"diskConfig": {"bootDiskSizeGb": 100}}}
+    boot_disk = {
+        **CUSTOM_INPUT,
+        "masterConfig": {
+            "diskConfig": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 200},
+            "acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"},
+        },
+        "workerConfig": {"diskConfig": {"bootDiskSizeGb": 100}},
+    }
     source = services.submit_job(project, {"jobId": "disks_1", "trainingInput": boot_disk}, actor=developer)
     response = signed_in(developer).get(SUBMIT, {"clone": source.job_id})
     assert response.context["form"].initial["master_accelerator_type"] == "NVIDIA_TESLA_T4"  # carried
-    assert ("Not carried over (the form has no place for them): masterConfig.diskConfig, "
-            "workerConfig.diskConfig.") in page_text(response)
+    assert (
+        "Not carried over (the form has no place for them): masterConfig.diskConfig, workerConfig.diskConfig."
+    ) in page_text(response)

@@ -18,7 +18,12 @@ from tests.helpers.metrics import HYPERTUNE_TASK, job_dir_for, store_points
 
 def test_args_are_read_as_flags_in_both_forms():
     assert compare.parse_args(["--lr", "0.1", "--epochs=5", "--verbose", "--shift", "-3", "data.csv"]) == {
-        "--lr": "0.1", "--epochs": "5", "--verbose": "true", "--shift": "-3", "arg 1": "data.csv"}
+        "--lr": "0.1",
+        "--epochs": "5",
+        "--verbose": "true",
+        "--shift": "-3",
+        "arg 1": "data.csv",
+    }
 
 
 def test_entries_are_jobs_or_trials_each_once_and_bad_ones_are_named():
@@ -29,9 +34,18 @@ def test_entries_are_jobs_or_trials_each_once_and_bad_ones_are_named():
 
 def test_inputs_side_by_side_mark_the_rows_that_differ():
     first = compare.inputs({"scaleTier": "BASIC", "runtimeVersion": "2.11", "args": ["--lr", "0.1"]}, {"team": "a"})
-    second = compare.inputs({"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "runtimeVersion": "2.11",
-                             "workerType": "n1-standard-4", "workerCount": "2", "args": ["--lr=0.2", "--deep"]},
-                            {"team": "a"}, hyperparameters={"units": "64"})
+    second = compare.inputs(
+        {
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-standard-8",
+            "runtimeVersion": "2.11",
+            "workerType": "n1-standard-4",
+            "workerCount": "2",
+            "args": ["--lr=0.2", "--deep"],
+        },
+        {"team": "a"},
+        hyperparameters={"units": "64"},
+    )
     rows = {row.name: row for row in compare.input_rows([first, second])}
     assert rows["Scale tier"].values == ["BASIC", "CUSTOM"] and rows["Scale tier"].differs
     assert rows["Master"].values == ["standard × 1", "n1-standard-8 × 1"]
@@ -43,8 +57,10 @@ def test_inputs_side_by_side_mark_the_rows_that_differ():
 
 
 def test_final_value_is_the_last_by_step_and_the_best_follows_the_documented_rule():
-    finals = [compare.final_values([("loss", "train", 1, 0.9), ("loss", "train", 2, 0.5), ("accuracy", "", 2, 0.7)]),
-              compare.final_values([("loss", "train", 2, 0.4), ("loss", "train", 1, 0.1), ("accuracy", "", 1, 0.8)])]
+    finals = [
+        compare.final_values([("loss", "train", 1, 0.9), ("loss", "train", 2, 0.5), ("accuracy", "", 2, 0.7)]),
+        compare.final_values([("loss", "train", 2, 0.4), ("loss", "train", 1, 0.1), ("accuracy", "", 1, 0.8)]),
+    ]
     assert finals[1]["loss (train)"] == (2, 0.4)
     tags = {"loss (train)": "loss", "accuracy": "accuracy"}
     rows = {row.name: row for row in compare.metric_rows(finals, tags, goals={})}
@@ -64,15 +80,18 @@ def make_job(project, actor, job_id: str, args: list[str], labels: dict | None =
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
     store_points(job, 5, tag="loss", run="train")
     store_points(job, 5, tag="loss", run="validation")
-    MetricPoint.objects.create(job=job, source="hypertune", run="", tag="accuracy", step=5, value=1 - loss / 10,
-                               wall_time=1.0)
+    MetricPoint.objects.create(
+        job=job, source="hypertune", run="", tag="accuracy", step=5, value=1 - loss / 10, wall_time=1.0
+    )
     return job
 
 
 @pytest.fixture
 def two_jobs(project, admin):
-    return (make_job(project, admin, "small", ["--lr", "0.1", "--epochs", "5"], {"team": "vision"}, loss=3.0),
-            make_job(project, admin, "large", ["--lr=0.01", "--epochs", "5"], {"team": "vision"}, loss=1.0))
+    return (
+        make_job(project, admin, "small", ["--lr", "0.1", "--epochs", "5"], {"team": "vision"}, loss=3.0),
+        make_job(project, admin, "large", ["--lr=0.01", "--epochs", "5"], {"team": "vision"}, loss=1.0),
+    )
 
 
 def test_compare_page_shows_both_jobs_their_differences_best_values_and_charts(client, viewer, two_jobs):
@@ -81,14 +100,17 @@ def test_compare_page_shows_both_jobs_their_differences_best_values_and_charts(c
     assert answer.status_code == 200
     page = answer.content.decode()
     assert ">small</a>" in page and ">large</a>" in page
-    differing = re.findall(r'<tr class="differs" data-kind="(\w+)">\s*<th scope="row"><span[^>]*>≠</span> '
-                           r'<code>([^<]+)</code>', page)
+    differing = re.findall(
+        r'<tr class="differs" data-kind="(\w+)">\s*<th scope="row"><span[^>]*>≠</span> '
+        r"<code>([^<]+)</code>",
+        page,
+    )
     assert differing == [("flag", "--lr")]  # epochs, labels, tier and runtime are the same
     accuracy = re.search(r'<tr data-metric="accuracy">(.*?)</tr>', page, re.S).group(1)
     assert accuracy.count("★ best") == 1 and re.search(r'<td class="best">0\.9 .*★ best', accuracy)
     assert page.count('class="chart metric-chart"') == 2  # accuracy and loss, one line per job and run
     assert "large · validation" in page and "small · train" in page
-    assert page.count('class="chart parallel-chart"') == 1 and "<th scope=\"col\">--lr</th>" in page
+    assert page.count('class="chart parallel-chart"') == 1 and '<th scope="col">--lr</th>' in page
     assert "vendor/plotly.min.js" in page
 
 
@@ -123,8 +145,7 @@ def test_too_many_or_unknown_or_malformed_ids_are_named(client, admin, project, 
     assert empty.status_code == 200 and "Pick jobs to compare" in empty.content.decode()
 
 
-def test_outsider_gets_404_and_a_job_owner_cannot_see_the_other_job(client, outsider, two_jobs,
-                                                                    django_user_model):
+def test_outsider_gets_404_and_a_job_owner_cannot_see_the_other_job(client, outsider, two_jobs, django_user_model):
     client.force_login(outsider)
     assert client.get("/projects/project-a/compare/", {"jobs": "small,large"}).status_code == 404
     owner = django_user_model.objects.create_user("otto_owner", password="pw-otto")
@@ -136,12 +157,29 @@ def test_outsider_gets_404_and_a_job_owner_cannot_see_the_other_job(client, outs
 
 
 def test_a_trial_is_compared_with_a_plain_job_under_its_study_goal(client, admin, project, two_jobs):
-    tuned = services.submit_job(project, body("tuned", args=["--epochs", "5"], hyperparameters={
-        "goal": "MINIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 2,
-        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1}]}), actor=admin)
+    tuned = services.submit_job(
+        project,
+        body(
+            "tuned",
+            args=["--epochs", "5"],
+            hyperparameters={
+                "goal": "MINIMIZE",
+                "hyperparameterMetricTag": "accuracy",
+                "maxTrials": 2,
+                "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1}],
+            },
+        ),
+        actor=admin,
+    )
     for number, lr, value in ((1, "0.05", 0.5), (2, "0.002", 0.6)):
-        Trial.objects.create(job=tuned, trial_id=str(number), number=number, hyperparameters={"lr": lr},
-                             state=JobState.SUCCEEDED, final_metric={"trainingStep": "3", "objectiveValue": value})
+        Trial.objects.create(
+            job=tuned,
+            trial_id=str(number),
+            number=number,
+            hyperparameters={"lr": lr},
+            state=JobState.SUCCEEDED,
+            final_metric={"trainingStep": "3", "objectiveValue": value},
+        )
         store_points(tuned, 3, tag="accuracy", run="", trial_id=str(number))
     client.force_login(admin)
     page = client.get("/projects/project-a/compare/", {"jobs": "small,tuned/2"}).content.decode()

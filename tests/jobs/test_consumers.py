@@ -147,8 +147,9 @@ async def test_a_batch_that_never_arrived_is_read_back_from_the_database(open_so
     assert messages(frames) == ["written, never published", "published"]
 
 
-async def test_two_viewers_of_a_job_both_follow_and_one_leaving_does_not_stop_the_other(open_socket, job, admin,
-                                                                                         viewer):
+async def test_two_viewers_of_a_job_both_follow_and_one_leaving_does_not_stop_the_other(
+    open_socket, job, admin, viewer
+):
     first = await open_socket(admin, socket_path(job))
     second = await open_socket(viewer, socket_path(job))
     await database_sync_to_async(write_live)(job, "to both")
@@ -165,6 +166,7 @@ async def test_filters_apply_to_backlog_and_live_lines(open_socket, job, admin):
         store(job, "chatty", "Connection to the data lake lost", severity="INFO")
         store(job, "careful: low disk", severity="WARNING")
         store(job, "worker broke", task="worker-replica-1", severity="ERROR")
+
     await database_sync_to_async(lines)()
 
     by_severity = await open_socket(admin, socket_path(job, severity="WARNING"))
@@ -181,6 +183,7 @@ async def test_filters_apply_to_backlog_and_live_lines(open_socket, job, admin):
         sink.emit("worker-replica-1", "stderr", "the data lake is back")  # plain stderr: INFO, not an error
         sink.emit("master-replica-0", "stdout", "WARNING: the last line")
         sink.close()
+
     await database_sync_to_async(live)()
     assert messages(await by_severity.until(has_message("WARNING: the last line"))) == ["WARNING: the last line"]
     assert messages(await by_task.until(has_message("the data lake is back"))) == ["the data lake is back"]
@@ -191,6 +194,7 @@ async def test_trial_filter(open_socket, job, admin):
     def lines():
         store(job, "trial one speaks", trial="1")
         store(job, "trial two speaks", trial="2")
+
     await database_sync_to_async(lines)()
 
     sock = await open_socket(admin, socket_path(job, trial="2"))
@@ -220,6 +224,7 @@ async def test_jump_to_the_first_error(open_socket, job, admin):
     def lines():
         store(job, "fine")
         return store(job, "Traceback (most recent call last):", "boom", severity="ERROR")
+
     error, _ = await database_sync_to_async(lines)()
     sock = await open_socket(admin, socket_path(job))
     await sock.until(lambda frame: frame["type"] == "count")
@@ -244,8 +249,13 @@ async def test_progress_bar_shows_as_one_updating_row_and_only_its_end_is_stored
 
     assert first[-1]["entries"][0]["message"] == " 40%|████      | 4/10"
     assert second[-1]["entries"][0] | {"timestamp": ""} == {
-        "taskName": "master-replica-0", "trialId": "", "stream": "stderr", "severity": "INFO",
-        "message": " 90%|█████████ | 9/10", "timestamp": ""}
+        "taskName": "master-replica-0",
+        "trialId": "",
+        "stream": "stderr",
+        "severity": "INFO",
+        "message": " 90%|█████████ | 9/10",
+        "timestamp": "",
+    }
     stored = await database_sync_to_async(lambda: list(job.log_lines.values_list("message", flat=True)))()
     assert stored == ["100%|██████████| 10/10"]
 
@@ -284,6 +294,7 @@ async def test_member_without_jobs_get_gets_403(open_socket, job, project, djang
         user = django_user_model.objects.create_user("mona_model_user", password="pw-mona")
         iam.grant(user, "roles/ml.modelUser", project)
         return user
+
     user = await database_sync_to_async(model_user)()
     sock = await open_socket(user, socket_path(job))
     assert await _closed_with(sock) == CLOSE_FORBIDDEN
@@ -300,15 +311,23 @@ async def test_viewer_can_watch(open_socket, job, viewer):
     assert messages([await sock.next()]) == ["visible to viewers"]
 
 
-@pytest.mark.parametrize("origin", [
-    "http://evil.example",            # another site
-    "http://localhost:9999",          # another port on an allowed host: another origin
-    "http://testserver.evil.example",  # a look-alike
-    "",                               # none at all
-])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",  # another site
+        "http://localhost:9999",  # another port on an allowed host: another origin
+        "http://testserver.evil.example",  # a look-alike
+        "",  # none at all
+    ],
+)
 async def test_socket_from_a_foreign_origin_is_refused(open_socket, job, admin, origin):
-    await open_socket(admin, socket_path(job), origin=origin, host="localhost:8000" if "localhost" in origin
-                      else "testserver", refused=True)
+    await open_socket(
+        admin,
+        socket_path(job),
+        origin=origin,
+        host="localhost:8000" if "localhost" in origin else "testserver",
+        refused=True,
+    )
 
 
 async def test_socket_from_the_console_own_origin_is_accepted(open_socket, job, admin):
@@ -341,8 +360,7 @@ async def _opened(sock) -> None:
     assert (await sock.next())["type"] == "count"
 
 
-async def test_deactivating_a_viewer_closes_their_open_log(open_socket, job, viewer, platform_admin,
-                                                           quick_recheck):
+async def test_deactivating_a_viewer_closes_their_open_log(open_socket, job, viewer, platform_admin, quick_recheck):
     from aiconsole import accounts
 
     sock = await open_socket(viewer, socket_path(job))
@@ -351,8 +369,9 @@ async def test_deactivating_a_viewer_closes_their_open_log(open_socket, job, vie
     assert await _closed_with(sock) == CLOSE_UNAUTHENTICATED
 
 
-async def test_a_new_password_set_by_an_admin_closes_the_users_open_log(open_socket, job, viewer, platform_admin,
-                                                                         quick_recheck):
+async def test_a_new_password_set_by_an_admin_closes_the_users_open_log(
+    open_socket, job, viewer, platform_admin, quick_recheck
+):
     from aiconsole import accounts
 
     sock = await open_socket(viewer, socket_path(job))
@@ -361,8 +380,9 @@ async def test_a_new_password_set_by_an_admin_closes_the_users_open_log(open_soc
     assert await _closed_with(sock) == CLOSE_UNAUTHENTICATED
 
 
-async def test_removing_a_viewers_role_closes_their_open_log_and_sends_no_more_lines(open_socket, job, viewer,
-                                                                                    quick_recheck):
+async def test_removing_a_viewers_role_closes_their_open_log_and_sends_no_more_lines(
+    open_socket, job, viewer, quick_recheck
+):
     from aiconsole.models import RoleBinding
 
     sock = await open_socket(viewer, socket_path(job))
@@ -372,8 +392,9 @@ async def test_removing_a_viewers_role_closes_their_open_log_and_sends_no_more_l
     assert await _closed_with(sock) == CLOSE_NOT_FOUND
 
 
-async def test_a_viewer_who_may_still_watch_keeps_getting_lines_across_rechecks(open_socket, job, viewer,
-                                                                                quick_recheck):
+async def test_a_viewer_who_may_still_watch_keeps_getting_lines_across_rechecks(
+    open_socket, job, viewer, quick_recheck
+):
     sock = await open_socket(viewer, socket_path(job))
     await _opened(sock)
     for n in range(3):

@@ -84,9 +84,17 @@ DISTRIBUTED_TASK = """
 def test_distributed_job_gets_tf_config_and_master_decides(run_job, package_factory):
     package = package_factory(DISTRIBUTED_TASK)
     job_dir = job_dir_for("distributed")
-    job = run_job("distributed", package, jobDir=job_dir, scaleTier="CUSTOM", masterType="n1-highcpu-16",
-                  workerType="n1-highcpu-16", workerCount="2", parameterServerType="n1-highmem-8",
-                  parameterServerCount="1")
+    job = run_job(
+        "distributed",
+        package,
+        jobDir=job_dir,
+        scaleTier="CUSTOM",
+        masterType="n1-highcpu-16",
+        workerType="n1-highcpu-16",
+        workerCount="2",
+        parameterServerType="n1-highmem-8",
+        parameterServerCount="1",
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     chief = json.loads(Path(job_dir, "chief-0.json").read_text())
@@ -101,7 +109,9 @@ def test_distributed_job_gets_tf_config_and_master_decides(run_job, package_fact
     assert set(chief["cluster_spec"]["cluster"]) == {"master", "worker", "ps"}
     assert chief["job_id"] == "distributed"
     # Every replica has its own working directory and TMPDIR.
-    dirs = {json.loads(Path(job_dir, f"{n}.json").read_text())["cwd"] for n in ("chief-0", "worker-0", "worker-1", "ps-0")}
+    dirs = {
+        json.loads(Path(job_dir, f"{n}.json").read_text())["cwd"] for n in ("chief-0", "worker-0", "worker-1", "ps-0")
+    }
     assert len(dirs) == 4
     # The parameter server was stopped once the chief finished.
     states = dict(job.replicas.values_list("label", "state"))
@@ -141,8 +151,14 @@ def test_worker_failure_fails_the_job_and_stops_the_others(run_job, package_fact
             sys.exit(3)
         time.sleep(60)
     """)
-    job = run_job("worker_fails", package, scaleTier="CUSTOM", masterType="n1-standard-4",
-                  workerType="n1-standard-4", workerCount="1")
+    job = run_job(
+        "worker_fails",
+        package,
+        scaleTier="CUSTOM",
+        masterType="n1-standard-4",
+        workerType="n1-standard-4",
+        workerCount="1",
+    )
     assert job.state == JobState.FAILED
     assert job.error_message.startswith("The replica worker 0 exited with a non-zero status of 3.")
     assert job.replicas.get(label="master-replica-0").state == ReplicaState.STOPPED
@@ -156,8 +172,9 @@ def test_cancel_mid_run_stops_the_process_group(executor, package_factory, job_b
         time.sleep(600)
     """)
     job = services.submit_job(project, job_body("cancel_me", package), actor=admin)
-    line = wait_for(lambda: job.log_lines.filter(message__startswith="child ").first(), 120,
-                    message="the trainer to start")
+    line = wait_for(
+        lambda: job.log_lines.filter(message__startswith="child ").first(), 120, message="the trainer to start"
+    )
     child_pid = int(line.message.split()[1])
     master_pid = Replica.objects.get(job=job).pid
 
@@ -184,12 +201,14 @@ def test_a_descendant_that_leaves_the_session_does_not_outlive_a_finished_job(ru
     wait_for(lambda: not _alive(pid), 20, message="the escaped grandchild to be stopped")
 
 
-def test_a_descendant_that_leaves_the_session_does_not_outlive_a_cancel(executor, package_factory, job_body,
-                                                                         admin, project):
+def test_a_descendant_that_leaves_the_session_does_not_outlive_a_cancel(
+    executor, package_factory, job_body, admin, project
+):
     package = package_factory(ESCAPING_CHILD + "    time.sleep(600)\n")
     job = services.submit_job(project, job_body("escapes_then_cancelled", package), actor=admin)
-    line = wait_for(lambda: job.log_lines.filter(message__startswith="escaped ").first(), 120,
-                    message="the trainer to start")
+    line = wait_for(
+        lambda: job.log_lines.filter(message__startswith="escaped ").first(), 120, message="the trainer to start"
+    )
     services.cancel_job(Job.objects.get(pk=job.pk), actor=admin)
     wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 30, message="the cancel")
     wait_for(lambda: not _alive(int(line.message.split()[1])), 20, message="the escaped grandchild to be stopped")
@@ -208,8 +227,11 @@ def test_trainer_environment_holds_none_of_the_console_secrets(run_job, package_
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     environment = json.loads(Path(job_dir, "env.json").read_text())
-    leaked = {k: v for k, v in environment.items()
-              if "hunter2" in v or settings.SECRET_KEY in v or (k.startswith("AICONSOLE_") and k != "AICONSOLE_REPLICA")}
+    leaked = {
+        k: v
+        for k, v in environment.items()
+        if "hunter2" in v or settings.SECRET_KEY in v or (k.startswith("AICONSOLE_") and k != "AICONSOLE_REPLICA")
+    }
     assert leaked == {}
     assert "DJANGO_SETTINGS_MODULE" not in environment
     assert environment["CLOUD_ML_JOB_ID"] == "secret_check"
@@ -217,11 +239,14 @@ def test_trainer_environment_holds_none_of_the_console_secrets(run_job, package_
 
 
 def test_trainer_dependencies_install_into_the_job_layer_only(run_job, package_factory):
-    package = package_factory("""
+    package = package_factory(
+        """
         import numpy, tabulate
         print("numpy from", numpy.__file__)
         print("tabulate from", tabulate.__file__)
-    """, requires=["tabulate", "numpy"])
+    """,
+        requires=["tabulate", "numpy"],
+    )
     job = run_job("layered", package)
 
     assert job.state == JobState.SUCCEEDED, job.error_message
@@ -298,8 +323,7 @@ def test_queued_job_cancelled_before_it_starts(project, admin, job_body, package
     assert job.state == JobState.CANCELLED and job.error_message == "Job is cancelled by the user."
 
 
-def test_restarted_console_reconciles_a_job_left_running(transactional_db, project, admin, package_factory,
-                                                         job_body):
+def test_restarted_console_reconciles_a_job_left_running(transactional_db, project, admin, package_factory, job_body):
     """A job RUNNING when the console died is restarted; its orphaned process is stopped."""
     import subprocess
     import sys
@@ -309,10 +333,19 @@ def test_restarted_console_reconciles_a_job_left_running(transactional_db, proje
     package = package_factory('print("second life")')
     job = services.submit_job(project, job_body("orphaned", package), actor=admin)
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, runner="gone:1:abc")
-    replica = Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
-                                     machine_type="standard", state=ReplicaState.RUNNING)
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                              env={**os.environ, "AICONSOLE_REPLICA": str(replica.pk)}, start_new_session=True)
+    replica = Replica.objects.create(
+        job=job,
+        task_type="master",
+        task_index=0,
+        label="master-replica-0",
+        machine_type="standard",
+        state=ReplicaState.RUNNING,
+    )
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={**os.environ, "AICONSOLE_REPLICA": str(replica.pk)},
+        start_new_session=True,
+    )
     Replica.objects.filter(pk=replica.pk).update(pid=orphan.pid)
 
     controller.start()
@@ -359,8 +392,9 @@ def test_max_wait_time_cancels_a_job_that_waited_too_long(executor, project, adm
     from django.utils import timezone
 
     executor.stop()  # nothing admits the job; only the wait limit applies
-    job = services.submit_job(project, job_body("waited", package_factory("pass"),
-                                                 scheduling={"maxWaitTime": "1800s"}), actor=admin)
+    job = services.submit_job(
+        project, job_body("waited", package_factory("pass"), scheduling={"maxWaitTime": "1800s"}), actor=admin
+    )
     Job.objects.filter(pk=job.pk).update(create_time=timezone.now() - timedelta(seconds=1801))
     executor._expire_waiting()
     job.refresh_from_db()

@@ -33,8 +33,9 @@ def test_nesting_within_the_bound_still_filters(project, admin):
     depth = MAX_FILTER_DEPTH - 1  # the filter itself is the first level
     text = "(" * depth + "jobId:census*" + ")" * depth
     assert list(Job.objects.filter(parse_filter(text)).values_list("job_id", flat=True)) == ["census_1"]
-    assert list(Job.objects.filter(parse_filter("NOT " * 3 + "jobId:census*")).values_list("job_id", flat=True)) \
-        == ["rnn_1"]
+    assert list(Job.objects.filter(parse_filter("NOT " * 3 + "jobId:census*")).values_list("job_id", flat=True)) == [
+        "rnn_1"
+    ]
 
 
 @pytest.mark.parametrize("text", NESTED.values(), ids=NESTED.keys())

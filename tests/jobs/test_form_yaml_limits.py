@@ -32,8 +32,15 @@ REFUSED = {
 
 
 def form_data(**overrides) -> dict:
-    data = {"job_id": "tuned_1", "python_module": "trainer.task", "region": "us-central1",
-            "runtime_version": "2.11", "python_version": "3.7", "scale_tier": "BASIC", "package_uris": PACKAGE}
+    data = {
+        "job_id": "tuned_1",
+        "python_module": "trainer.task",
+        "region": "us-central1",
+        "runtime_version": "2.11",
+        "python_version": "3.7",
+        "scale_tier": "BASIC",
+        "package_uris": PACKAGE,
+    }
     return {**data, **overrides}
 
 

@@ -20,15 +20,31 @@ from tests.helpers.jobs import PACKAGE, submit
 @pytest.fixture
 def ml(live_server, admin):
     _, raw = create_token(admin)
-    return discovery.build("ml", "v1", credentials=Credentials(token=raw), cache_discovery=False,
-                           client_options={"api_endpoint": live_server.url})
+    return discovery.build(
+        "ml",
+        "v1",
+        credentials=Credentials(token=raw),
+        cache_discovery=False,
+        client_options={"api_endpoint": live_server.url},
+    )
 
 
 def job_body(job_id: str) -> dict:
-    return {"jobId": job_id, "labels": {"team": "ml"}, "trainingInput": {
-        "scaleTier": "CUSTOM", "masterType": "n1-standard-8", "workerType": "n1-standard-8", "workerCount": 2,
-        "packageUris": [PACKAGE], "pythonModule": "trainer.task", "region": "us-central1",
-        "runtimeVersion": "2.11", "pythonVersion": "3.7"}}
+    return {
+        "jobId": job_id,
+        "labels": {"team": "ml"},
+        "trainingInput": {
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-standard-8",
+            "workerType": "n1-standard-8",
+            "workerCount": 2,
+            "packageUris": [PACKAGE],
+            "pythonModule": "trainer.task",
+            "region": "us-central1",
+            "runtimeVersion": "2.11",
+            "pythonVersion": "3.7",
+        },
+    }
 
 
 def test_create_get_and_cancel_a_job(ml, project):
@@ -64,8 +80,12 @@ def test_empty_list_is_an_empty_object(ml, project):
 
 def test_patch_labels(ml, project, admin):
     submit(project, "labelled", admin)
-    patched = ml.projects().jobs().patch(name="projects/project-a/jobs/labelled", updateMask="labels",
-                                         body={"labels": {"stage": "prod"}}).execute()
+    patched = (
+        ml.projects()
+        .jobs()
+        .patch(name="projects/project-a/jobs/labelled", updateMask="labels", body={"labels": {"stage": "prod"}})
+        .execute()
+    )
     assert patched["labels"] == {"stage": "prod"}
 
 
@@ -91,8 +111,13 @@ def test_errors_arrive_as_http_errors_with_the_google_status(ml, project, admin)
 def test_a_bad_token_is_unauthenticated(live_server, project):
     # The client's auth layer reacts to a 401 (and only to a 401) by refreshing the token, which a
     # bare token credential cannot do: that is what a user of a revoked token sees.
-    client = discovery.build("ml", "v1", credentials=Credentials(token="aic_not-a-real-token"),
-                             cache_discovery=False, client_options={"api_endpoint": live_server.url})
+    client = discovery.build(
+        "ml",
+        "v1",
+        credentials=Credentials(token="aic_not-a-real-token"),
+        cache_discovery=False,
+        client_options={"api_endpoint": live_server.url},
+    )
     with pytest.raises(RefreshError):
         client.projects().jobs().list(parent="projects/project-a").execute()
 

@@ -51,8 +51,11 @@ def _study(points: list[tuple[list[float], float]]) -> optuna.Study:
     study = optuna.create_study(sampler=gp_sampler.NumpyGPSampler(seed=0, n_startup_trials=5))
     distributions = {f"x{i}": FloatDistribution(0.0, 1.0) for i in range(3)}
     for x, value in points:
-        study.add_trial(optuna.trial.create_trial(
-            params={f"x{i}": v for i, v in enumerate(x)}, distributions=distributions, value=value))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={f"x{i}": v for i, v in enumerate(x)}, distributions=distributions, value=value
+            )
+        )
     return study
 
 
@@ -103,9 +106,13 @@ def test_restarts_find_the_deeper_narrow_basin_that_plain_expected_improvement_m
         x = np.asarray(x)
         return float(-np.exp(-((x - shallow) ** 2).sum() / 0.08) - 1.3 * np.exp(-((x - deep) ** 2).sum() / 0.02))
 
-    spec = {"goal": "MINIMIZE", "maxTrials": 60, "maxParallelTrials": 1, "hyperparameterMetricTag": "m",
-            "params": [{"parameterName": f"x{i}", "type": "DOUBLE", "minValue": 0.0, "maxValue": 1.0}
-                       for i in range(3)]}
+    spec = {
+        "goal": "MINIMIZE",
+        "maxTrials": 60,
+        "maxParallelTrials": 1,
+        "hyperparameterMetricTag": "m",
+        "params": [{"parameterName": f"x{i}", "type": "DOUBLE", "minValue": 0.0, "maxValue": 1.0} for i in range(3)],
+    }
 
     def best(seed: int) -> float:
         history = []

@@ -24,14 +24,21 @@ def signed_in(user) -> Client:
 
 
 def form_data(**overrides) -> dict:
-    data = {"job_id": "job_1", "python_module": "trainer.task", "region": "us-central1",
-            "runtime_version": "2.11", "python_version": "3.7", "scale_tier": "BASIC"}
+    data = {
+        "job_id": "job_1",
+        "python_module": "trainer.task",
+        "region": "us-central1",
+        "runtime_version": "2.11",
+        "python_version": "3.7",
+        "scale_tier": "BASIC",
+    }
     return {**data, **overrides}
 
 
 def custom(**fields) -> JobSubmitForm:
-    form = JobSubmitForm(form_data(scale_tier="CUSTOM", master_type="n1-standard-8",
-                                   package_uris="gs://b/t.tar.gz", **fields))
+    form = JobSubmitForm(
+        form_data(scale_tier="CUSTOM", master_type="n1-standard-8", package_uris="gs://b/t.tar.gz", **fields)
+    )
     form.is_valid()
     return form
 
@@ -87,8 +94,9 @@ def test_a_kept_upload_is_shown_by_name_and_used_once(project, developer, packag
 def test_a_removed_kept_upload_is_not_used(project, developer, package_factory):
     sdist = package_factory("print('hi')\n")
     client = signed_in(developer)
-    page = client.post(SUBMIT, {**form_data(job_id="bad id"),
-                                "package_file": SimpleUploadedFile(sdist.name, sdist.read_bytes())})
+    page = client.post(
+        SUBMIT, {**form_data(job_id="bad id"), "package_file": SimpleUploadedFile(sdist.name, sdist.read_bytes())}
+    )
     ref = page.context["form"].kept["ref"]
     answer = client.post(SUBMIT, {**form_data(job_id="good_id"), "kept_package": ref, "remove_kept_package": "1"})
     assert answer.status_code == 200 and not Job.objects.filter(job_id="good_id").exists()

@@ -28,9 +28,17 @@ def jobs(project, admin, developer):
     ]
     for job_id, state, labels, creator, days, runtime, minutes in rows:
         created = DAY - timedelta(days=days)
-        Job.objects.create(project=project, job_id=job_id, state=state, labels=labels, created_by=creator,
-                           training_input={"scaleTier": "BASIC", "runtimeVersion": runtime},
-                           create_time=created, start_time=created, end_time=created + timedelta(minutes=minutes))
+        Job.objects.create(
+            project=project,
+            job_id=job_id,
+            state=state,
+            labels=labels,
+            created_by=creator,
+            training_input={"scaleTier": "BASIC", "runtimeVersion": runtime},
+            create_time=created,
+            start_time=created,
+            end_time=created + timedelta(minutes=minutes),
+        )
     return rows
 
 
@@ -76,7 +84,7 @@ def test_the_list_shows_creator_runtime_and_duration(client, admin, jobs):
     html = client.get(LIST, {"q": "rnn_a"}).content.decode()
 
     at = html.index('name="jobs" value="rnn_a"')
-    row = html[at:html.index("</tr>", at)]
+    row = html[at : html.index("</tr>", at)]
     assert admin.username in row and "2.11" in row and "1 h 30 min" in row
 
 
@@ -93,8 +101,16 @@ def test_headings_link_to_the_other_order_and_keep_the_filters(client, admin, jo
 def test_form_shows_the_filters_from_the_url(client, admin, developer, jobs):
     client.force_login(admin)
 
-    html = client.get(LIST, {"q": "rnn", "state": "FAILED", "creator": developer.username, "label": "team=ml",
-                             "created_from": "2026-03-01"}).content.decode()
+    html = client.get(
+        LIST,
+        {
+            "q": "rnn",
+            "state": "FAILED",
+            "creator": developer.username,
+            "label": "team=ml",
+            "created_from": "2026-03-01",
+        },
+    ).content.decode()
 
     assert 'name="q" type="search" value="rnn"' in html
     assert '<option value="FAILED" selected>' in html
@@ -115,8 +131,13 @@ def test_bad_values_in_the_url_are_ignored(client, admin, jobs):
 def test_pages_follow_the_sort_and_the_filters(client, admin, project, monkeypatch):
     monkeypatch.setattr("jobs.web.views.JOBS_PER_PAGE", 2)
     for n in range(5):
-        Job.objects.create(project=project, job_id=f"job_{n}", training_input={}, state=JobState.SUCCEEDED,
-                           create_time=DAY + timedelta(minutes=n))
+        Job.objects.create(
+            project=project,
+            job_id=f"job_{n}",
+            training_input={},
+            state=JobState.SUCCEEDED,
+            create_time=DAY + timedelta(minutes=n),
+        )
     client.force_login(admin)
 
     first = client.get(LIST, {"sort": "id"}).content.decode()

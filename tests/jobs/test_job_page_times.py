@@ -15,28 +15,60 @@ from jobs.models import Job, JobState, LogLine, Replica, Trial
 from jobs.templatetags.job_format import duration, ml_units, significant
 from tests.helpers.jobs import body
 
-SPEC = {"goal": "MINIMIZE", "maxTrials": 3, "hyperparameterMetricTag": "loss",
-        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1}]}
+SPEC = {
+    "goal": "MINIMIZE",
+    "maxTrials": 3,
+    "hyperparameterMetricTag": "loss",
+    "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1}],
+}
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (0.00990744869641468, "0.009907"), (0.875, "0.875"), (3, "3"), ("7", "7"), (123456.789, "123457"),
-    (1.23456789e-7, "1.235e-07"), ("relu", "relu"), (None, None), (-2.5, "-2.5"),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.00990744869641468, "0.009907"),
+        (0.875, "0.875"),
+        (3, "3"),
+        ("7", "7"),
+        (123456.789, "123457"),
+        (1.23456789e-7, "1.235e-07"),
+        ("relu", "relu"),
+        (None, None),
+        (-2.5, "-2.5"),
+    ],
+)
 def test_significant_keeps_four_digits_and_leaves_categories_alone(value, expected):
     assert significant(value) == expected
 
 
-@pytest.mark.parametrize(("seconds", "expected"), [
-    (None, "—"), (0.42, "0.4 s"), (42, "42 s"), (185, "3 min 05 s"), (3720, "1 h 02 min"), (2 * 86400 + 3 * 3600, "2 d 03 h"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (None, "—"),
+        (0.42, "0.4 s"),
+        (42, "42 s"),
+        (185, "3 min 05 s"),
+        (3720, "1 h 02 min"),
+        (2 * 86400 + 3 * 3600, "2 d 03 h"),
+    ],
+)
 def test_duration_reads_as_a_person_would_say_it(seconds, expected):
     assert duration(seconds) == expected
 
 
-@pytest.mark.parametrize(("units", "expected"), [
-    (0.0042, "0.0042"), (0.00011, "0.00011"), (4.6e-05, "0.000046"), (0.065, "0.065"), (0.0, "0.00"), (2.345, "2.35"), (None, "—"), (0.3878, "0.39"),
-])
+@pytest.mark.parametrize(
+    ("units", "expected"),
+    [
+        (0.0042, "0.0042"),
+        (0.00011, "0.00011"),
+        (4.6e-05, "0.000046"),
+        (0.065, "0.065"),
+        (0.0, "0.00"),
+        (2.345, "2.35"),
+        (None, "—"),
+        (0.3878, "0.39"),
+    ],
+)
 def test_small_ml_units_are_not_shown_as_zero(units, expected):
     assert ml_units(units) == expected
 
@@ -44,8 +76,12 @@ def test_small_ml_units_are_not_shown_as_zero(units, expected):
 def test_job_durations_split_queued_running_and_total(project, admin):
     job = services.submit_job(project, body("timed"), actor=admin)
     created = timezone.now() - timedelta(seconds=100)
-    Job.objects.filter(pk=job.pk).update(create_time=created, start_time=created + timedelta(seconds=30),
-                                         end_time=created + timedelta(seconds=90), state=JobState.SUCCEEDED)
+    Job.objects.filter(pk=job.pk).update(
+        create_time=created,
+        start_time=created + timedelta(seconds=30),
+        end_time=created + timedelta(seconds=90),
+        state=JobState.SUCCEEDED,
+    )
     job.refresh_from_db()
     assert (job.queued_seconds, job.running_seconds, job.total_seconds) == (30.0, 60.0, 90.0)
 
@@ -60,11 +96,24 @@ def study(project, admin):
     job = services.submit_job(project, body("study", hyperparameters=SPEC), actor=admin)
     now = timezone.now()
     for number, loss in [(1, 0.00990744869641468), (2, 0.5), (3, 0.0021)]:
-        Trial.objects.create(job=job, trial_id=str(number), number=number, hyperparameters={"lr": str(loss / 3)},
-                             state=JobState.SUCCEEDED, start_time=now, end_time=now,
-                             final_metric={"trainingStep": "5", "objectiveValue": loss})
-        Replica.objects.create(job=job, trial_id=str(number), task_type="master", task_index=0,
-                               label="master-replica-0", machine_type="n1-standard-4")
+        Trial.objects.create(
+            job=job,
+            trial_id=str(number),
+            number=number,
+            hyperparameters={"lr": str(loss / 3)},
+            state=JobState.SUCCEEDED,
+            start_time=now,
+            end_time=now,
+            final_metric={"trainingStep": "5", "objectiveValue": loss},
+        )
+        Replica.objects.create(
+            job=job,
+            trial_id=str(number),
+            task_type="master",
+            task_index=0,
+            label="master-replica-0",
+            machine_type="n1-standard-4",
+        )
     return job
 
 
@@ -83,15 +132,22 @@ def test_the_replicas_table_says_which_trial_each_replica_ran(client, admin, stu
     html = client.get("/projects/project-a/jobs/study/").content.decode()
     assert '<th scope="col">Trial</th><th scope="col">Replica</th>' in html
     assert re.findall(r'<tr data-replica-trial="(\d+)"><td>(\d+)</td><td>master-replica-0</td>', html) == [
-        ("1", "1"), ("2", "2"), ("3", "3")]
+        ("1", "1"),
+        ("2", "2"),
+        ("3", "3"),
+    ]
 
 
 def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, study):
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/study/").content.decode()
     assert 'data-tabs aria-label="Study sections"' in html
-    for name, target in [("trials", "trials"), ("charts", "study-charts-section"), ("logs", "logs"),
-                         ("input", "training-input")]:
+    for name, target in [
+        ("trials", "trials"),
+        ("charts", "study-charts-section"),
+        ("logs", "logs"),
+        ("input", "training-input"),
+    ]:
         assert f'<a href="#{target}" data-tab-for="{name}">' in html
         assert f'id="{target}" data-tab="{name}"' in html
 
@@ -104,12 +160,18 @@ def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(clie
     page = client.get("/projects/project-a/jobs/later/").content.decode()
     assert "No trials have started yet." in page and re.search(r'id="trial-table"[^>]*hx-get=', page)
     for number in (1, 2, 3):
-        Trial.objects.create(job=job, trial_id=str(number), number=number, hyperparameters={"lr": "0.01"},
-                             state=JobState.SUCCEEDED, final_metric={"trainingStep": "1", "objectiveValue": number})
-    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, end_time=timezone.now(),
-                                         start_time=timezone.now())
-    fragment = client.get("/projects/project-a/jobs/later/?part=trials&trial_sort=&trial_state=",
-                          HTTP_HX_REQUEST="true").content.decode()
+        Trial.objects.create(
+            job=job,
+            trial_id=str(number),
+            number=number,
+            hyperparameters={"lr": "0.01"},
+            state=JobState.SUCCEEDED,
+            final_metric={"trainingStep": "1", "objectiveValue": number},
+        )
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, end_time=timezone.now(), start_time=timezone.now())
+    fragment = client.get(
+        "/projects/project-a/jobs/later/?part=trials&trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
+    ).content.decode()
     fresh = client.get("/projects/project-a/jobs/later/").content.decode()
     assert "hx-get" not in fragment.split(">", 1)[0]  # the last refresh: polling stops
     for html in (fragment, fresh):
@@ -122,9 +184,13 @@ def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(clie
 def test_the_job_page_shows_durations_the_time_zone_and_small_ml_units(client, project, admin):
     job = services.submit_job(project, body("short"), actor=admin)
     start = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
-    Job.objects.filter(pk=job.pk).update(create_time=start, start_time=start + timedelta(seconds=5),
-                                         end_time=start + timedelta(seconds=47), state=JobState.SUCCEEDED,
-                                         training_output={"consumedMLUnits": 0.0042})
+    Job.objects.filter(pk=job.pk).update(
+        create_time=start,
+        start_time=start + timedelta(seconds=5),
+        end_time=start + timedelta(seconds=47),
+        state=JobState.SUCCEEDED,
+        training_output={"consumedMLUnits": 0.0042},
+    )
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/short/").content.decode()
     assert "2024-03-01 12:00:00 UTC" in html
@@ -139,8 +205,15 @@ def test_log_rows_show_the_date_once_per_day(client, project, admin):
     job = services.submit_job(project, body("overnight"), actor=admin)
     start = datetime(2024, 3, 1, 23, 59, 58, tzinfo=UTC)
     for n in range(4):
-        LogLine.objects.create(job=job, task_name="master-replica-0", seq=n + 1, stream="stdout", severity="INFO",
-                               message=f"line {n}", time=start + timedelta(seconds=n))
+        LogLine.objects.create(
+            job=job,
+            task_name="master-replica-0",
+            seq=n + 1,
+            stream="stdout",
+            severity="INFO",
+            message=f"line {n}",
+            time=start + timedelta(seconds=n),
+        )
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/overnight/").content.decode()
     times = re.findall(r'<time datetime="2024-03-0[12]T[^"]+">([^<]+)</time>', html)

@@ -44,7 +44,8 @@ BURSTY_TRAINER = """
 @pytest.mark.executor
 @pytest.mark.asyncio
 async def test_trainer_printing_in_bursts_reaches_a_connected_viewer_whole(
-        executor, package_factory, job_body, project, admin, open_socket):
+    executor, package_factory, job_body, project, admin, open_socket
+):
     package = package_factory(BURSTY_TRAINER)
     job = await database_sync_to_async(services.submit_job)(project, job_body("bursty", package), actor=admin)
     sock = await open_socket(admin, socket_path(job))
@@ -64,7 +65,8 @@ async def test_trainer_printing_in_bursts_reaches_a_connected_viewer_whole(
     progress = [e["message"] for f in frames if f["type"] == "progress" for e in f["entries"]]
     assert "training 25%" in progress and "training 75%" in progress  # shown while it ran…
     stored = await database_sync_to_async(
-        lambda: list(job.log_lines.filter(message__startswith="training").values_list("message", flat=True)))()
+        lambda: list(job.log_lines.filter(message__startswith="training").values_list("message", flat=True))
+    )()
     assert stored == ["training 100%"]  # …and only the final state kept
 
 
@@ -98,8 +100,11 @@ def test_long_poll_wakes_through_redis(redis_layer, long_poll_waiting, client, p
     job = submit(project, "poll_redis", admin)
     client.force_login(admin)
     result = {}
-    thread = threading.Thread(target=lambda: result.update(
-        body=client.get(f"/v1/projects/project-a/jobs/{job.job_id}/logs", {"waitSeconds": 20}).json()))
+    thread = threading.Thread(
+        target=lambda: result.update(
+            body=client.get(f"/v1/projects/project-a/jobs/{job.job_id}/logs", {"waitSeconds": 20}).json()
+        )
+    )
     thread.start()
     assert long_poll_waiting.wait(10), "the request never started waiting"
     sink = LogSink(job.pk)
@@ -148,8 +153,9 @@ def test_a_flood_is_bounded_and_what_is_dropped_is_counted_in_the_log(project, a
 
     messages = list(job.log_lines.values_list("message", flat=True))
     assert messages[:100] == [f"line {n}" for n in range(100)]
-    assert messages[100] == ("900 log lines from master-replica-0 were dropped: the trainer printed faster "
-                             "than they could be stored.")
+    assert messages[100] == (
+        "900 log lines from master-replica-0 were dropped: the trainer printed faster than they could be stored."
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -31,8 +31,9 @@ def get_logs(client, admin):
     _, raw = create_token(admin)
 
     def get(job, **params):
-        return client.get(f"/v1/projects/{job.project.project_id}/jobs/{job.job_id}/logs", params,
-                          HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client.get(
+            f"/v1/projects/{job.project.project_id}/jobs/{job.job_id}/logs", params, HTTP_AUTHORIZATION=f"Bearer {raw}"
+        )
 
     return get
 
@@ -48,13 +49,30 @@ def test_entries_come_in_stored_order_in_the_contract_form(get_logs, job):
 
     assert body == {
         "entries": [
-            {"id": str(first.pk), "timestamp": body["entries"][0]["timestamp"], "severity": "INFO",
-             "taskName": "master-replica-0", "trialId": "", "seq": "1", "stream": "stdout", "message": "hello"},
-            {"id": str(second.pk), "timestamp": body["entries"][1]["timestamp"], "severity": "INFO",
-             "taskName": "master-replica-0", "trialId": "", "seq": "2", "stream": "stdout",
-             "message": "WARNING: careful"},
+            {
+                "id": str(first.pk),
+                "timestamp": body["entries"][0]["timestamp"],
+                "severity": "INFO",
+                "taskName": "master-replica-0",
+                "trialId": "",
+                "seq": "1",
+                "stream": "stdout",
+                "message": "hello",
+            },
+            {
+                "id": str(second.pk),
+                "timestamp": body["entries"][1]["timestamp"],
+                "severity": "INFO",
+                "taskName": "master-replica-0",
+                "trialId": "",
+                "seq": "2",
+                "stream": "stdout",
+                "message": "WARNING: careful",
+            },
         ],
-        "nextCursor": str(second.pk), "jobState": "QUEUED", "jobEnded": False,
+        "nextCursor": str(second.pk),
+        "jobState": "QUEUED",
+        "jobEnded": False,
     }
     assert TIMESTAMP.match(body["entries"][0]["timestamp"])
     assert body["entries"][0]["timestamp"] == "2026-11-21T16:00:00.001000Z"
@@ -124,12 +142,15 @@ def test_job_that_just_ended_is_not_reported_ended_before_its_last_lines_settle(
     assert get_logs(job).json()["jobEnded"] is True
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"severity": "LOUD"}, "Invalid severity"),
-    ({"after": "abc"}, "cursor"),
-    ({"waitSeconds": "31"}, "waitSeconds"),
-    ({"pageSize": "-1"}, "pageSize"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"severity": "LOUD"}, "Invalid severity"),
+        ({"after": "abc"}, "cursor"),
+        ({"waitSeconds": "31"}, "waitSeconds"),
+        ({"pageSize": "-1"}, "pageSize"),
+    ],
+)
 def test_invalid_parameters_are_rejected_in_the_google_error_form(get_logs, job, params, message):
     response = get_logs(job, **params)
     assert response.status_code == 400

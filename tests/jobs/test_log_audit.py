@@ -51,9 +51,11 @@ async def test_opening_the_live_stream_is_recorded(logged_project, admin):
     client = Client()
     await sync_to_async(client.force_login)(admin)
     cookie = f"sessionid={client.cookies['sessionid'].value}"
-    communicator = WebsocketCommunicator(application, "/ws/projects/project-a/jobs/streamed/logs/",
-                                         headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver"),
-                                                  (b"host", b"testserver")])
+    communicator = WebsocketCommunicator(
+        application,
+        "/ws/projects/project-a/jobs/streamed/logs/",
+        headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver"), (b"host", b"testserver")],
+    )
     connected, _ = await communicator.connect()
     assert connected
     await communicator.disconnect()

@@ -186,21 +186,27 @@ def test_a_stderr_line_is_an_error_only_when_it_says_so(text, expected):
 
 # A runtime environment's site-packages, as a root console's trainers see it: the path alone is
 # longer than the first 120 characters that decided a line's severity before.
-SITE_PACKAGES = ("/var/cache/aiconsole/envs/runtime-2.11-cpu-py3.7-3f9a1c2b7d4e5f60/job-layer-8c1d2e3f4a5b6c7d"
-                 "/lib/python3.7/site-packages")
+SITE_PACKAGES = (
+    "/var/cache/aiconsole/envs/runtime-2.11-cpu-py3.7-3f9a1c2b7d4e5f60/job-layer-8c1d2e3f4a5b6c7d"
+    "/lib/python3.7/site-packages"
+)
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (f"{SITE_PACKAGES}/tensorflow/python/framework/dtypes.py:516: FutureWarning: Passing (type, 1) or "
-         "'1type' as a synonym of type is deprecated", "WARNING"),
-        (f"{SITE_PACKAGES}/sklearn/utils/deprecation.py:87: DeprecationWarning: Function load_boston is "
-         "deprecated", "WARNING"),
+        (
+            f"{SITE_PACKAGES}/tensorflow/python/framework/dtypes.py:516: FutureWarning: Passing (type, 1) or "
+            "'1type' as a synonym of type is deprecated",
+            "WARNING",
+        ),
+        (
+            f"{SITE_PACKAGES}/sklearn/utils/deprecation.py:87: DeprecationWarning: Function load_boston is deprecated",
+            "WARNING",
+        ),
         (f"{SITE_PACKAGES}/xgboost/core.py:617: UserWarning: Use subset (sliced data) of np.ndarray", "WARNING"),
         (f"{SITE_PACKAGES}/{'deep/' * 700}x.py:12: RuntimeWarning: invalid value", "WARNING"),
-        (f"WARNING:tensorflow:From {SITE_PACKAGES}/tensorflow/x.py:12: The name tf.Session is deprecated",
-         "WARNING"),
+        (f"WARNING:tensorflow:From {SITE_PACKAGES}/tensorflow/x.py:12: The name tf.Session is deprecated", "WARNING"),
         ("W1126 10:04:41.123456 140000000 " + "x" * 200 + ".py:12] slow", "WARNING"),
         (f"{SITE_PACKAGES}/sklearn/linear_model/_logistic.py:814: ConvergenceWarning lbfgs failed", "INFO"),
         ("  warnings.warn(" + "x" * 300 + ": UserWarning: indented source line", "INFO"),
@@ -219,9 +225,14 @@ def test_what_a_line_says_is_read_from_its_first_4_kb_only():
 
 def test_every_line_of_a_traceback_is_an_error_and_it_ends_at_the_exception():
     tracker = TracebackTracker()
-    lines = ["100%|██████████| 10/10", "Traceback (most recent call last):",
-             '  File "/job/trainer/task.py", line 12, in <module>', "    main()",
-             "ZeroDivisionError: division by zero", " 10%|█         | 1/10"]
+    lines = [
+        "100%|██████████| 10/10",
+        "Traceback (most recent call last):",
+        '  File "/job/trainer/task.py", line 12, in <module>',
+        "    main()",
+        "ZeroDivisionError: division by zero",
+        " 10%|█         | 1/10",
+    ]
     severities = [tracker.severity(("master-replica-0", "", "stderr"), line, "stderr") for line in lines]
     assert severities == ["INFO", "ERROR", "ERROR", "ERROR", "ERROR", "INFO"]
 
@@ -242,12 +253,21 @@ def test_lowercase_words_are_not_mistaken_for_levels():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("2023-01-18 10:04:41.123456: I tensorflow/core/platform/cpu_feature_guard.cc:193] "
-         "This TensorFlow binary is optimized", "INFO"),
-        ("2023-01-18 10:04:41.123456: W tensorflow/tsl/platform/profile_utils/cpu_utils.cc:128] "
-         "Failed to get CPU frequency", "WARNING"),
-        ("2023-01-18 10:04:41.123456: E tensorflow/compiler/xla/stream_executor/cuda/"
-         "cuda_driver.cc:266] failed call to cuInit", "ERROR"),
+        (
+            "2023-01-18 10:04:41.123456: I tensorflow/core/platform/cpu_feature_guard.cc:193] "
+            "This TensorFlow binary is optimized",
+            "INFO",
+        ),
+        (
+            "2023-01-18 10:04:41.123456: W tensorflow/tsl/platform/profile_utils/cpu_utils.cc:128] "
+            "Failed to get CPU frequency",
+            "WARNING",
+        ),
+        (
+            "2023-01-18 10:04:41.123456: E tensorflow/compiler/xla/stream_executor/cuda/"
+            "cuda_driver.cc:266] failed call to cuInit",
+            "ERROR",
+        ),
     ],
 )
 def test_tensorflow_native_log_lines_on_stderr_get_their_own_severity(text, expected):
@@ -274,12 +294,12 @@ TRAINING_INPUT = {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "region"
 
 
 def test_tf_config_names_the_master_chief_when_asked():
-    configs = cluster_configs(placements(("master", 1), ("worker", 2)), job_id="j1",
-                              training_input=TRAINING_INPUT, use_chief=True)
+    configs = cluster_configs(
+        placements(("master", 1), ("worker", 2)), job_id="j1", training_input=TRAINING_INPUT, use_chief=True
+    )
 
     tf_config, cluster_spec = configs["master-replica-0"]
-    assert tf_config["cluster"] == {"chief": ["127.0.0.1:20000"],
-                                    "worker": ["127.0.0.1:20001", "127.0.0.1:20002"]}
+    assert tf_config["cluster"] == {"chief": ["127.0.0.1:20000"], "worker": ["127.0.0.1:20001", "127.0.0.1:20002"]}
     assert tf_config["task"] == {"type": "chief", "index": 0}
     assert tf_config["environment"] == "cloud"
     assert tf_config["job"]["job_name"] == "j1"
@@ -291,8 +311,9 @@ def test_tf_config_names_the_master_chief_when_asked():
 
 
 def test_tf_config_names_the_master_master_for_old_runtimes():
-    configs = cluster_configs(placements(("master", 1), ("ps", 1)), job_id="j1",
-                              training_input=TRAINING_INPUT, use_chief=False)
+    configs = cluster_configs(
+        placements(("master", 1), ("ps", 1)), job_id="j1", training_input=TRAINING_INPUT, use_chief=False
+    )
 
     tf_config, _ = configs["master-replica-0"]
     assert tf_config["cluster"] == {"master": ["127.0.0.1:20000"], "ps": ["127.0.0.1:20001"]}
@@ -301,8 +322,12 @@ def test_tf_config_names_the_master_master_for_old_runtimes():
 
 
 def test_evaluator_is_left_out_of_tf_config_cluster_but_listed_in_cluster_spec():
-    configs = cluster_configs(placements(("master", 1), ("worker", 1), ("evaluator", 1)),
-                              job_id="j1", training_input=TRAINING_INPUT, use_chief=True)
+    configs = cluster_configs(
+        placements(("master", 1), ("worker", 1), ("evaluator", 1)),
+        job_id="j1",
+        training_input=TRAINING_INPUT,
+        use_chief=True,
+    )
 
     tf_config, cluster_spec = configs["evaluator-replica-0"]
     assert "evaluator" not in tf_config["cluster"]
@@ -313,8 +338,9 @@ def test_evaluator_is_left_out_of_tf_config_cluster_but_listed_in_cluster_spec()
 
 
 def test_trial_id_is_added_to_both_tasks_when_given():
-    configs = cluster_configs(placements(("master", 1)), job_id="j1", training_input=TRAINING_INPUT,
-                              use_chief=True, trial_id="3")
+    configs = cluster_configs(
+        placements(("master", 1)), job_id="j1", training_input=TRAINING_INPUT, use_chief=True, trial_id="3"
+    )
 
     tf_config, cluster_spec = configs["master-replica-0"]
     assert tf_config["task"] == {"type": "chief", "index": 0, "trial": "3"}
@@ -322,9 +348,9 @@ def test_trial_id_is_added_to_both_tasks_when_given():
 
 
 def test_no_trial_key_without_a_trial():
-    tf_config, cluster_spec = cluster_configs(placements(("master", 1)), job_id="j1",
-                                              training_input=TRAINING_INPUT,
-                                              use_chief=True)["master-replica-0"]
+    tf_config, cluster_spec = cluster_configs(
+        placements(("master", 1)), job_id="j1", training_input=TRAINING_INPUT, use_chief=True
+    )["master-replica-0"]
 
     assert "trial" not in tf_config["task"]
     assert "trial" not in cluster_spec["task"]
@@ -334,22 +360,22 @@ def test_no_trial_key_without_a_trial():
 
 
 def test_trainer_command_puts_job_dir_after_user_args():
-    command = trainer_command(Path("/env/bin/python"), "trainer.task", ["out", "--lr", "0.1"],
-                              "/data/job")
+    command = trainer_command(Path("/env/bin/python"), "trainer.task", ["out", "--lr", "0.1"], "/data/job")
 
-    assert command == ["/env/bin/python", "-m", "trainer.task", "out", "--lr", "0.1",
-                       "--job-dir", "/data/job"]
+    assert command == ["/env/bin/python", "-m", "trainer.task", "out", "--lr", "0.1", "--job-dir", "/data/job"]
 
 
 def test_trainer_command_without_job_dir_has_no_job_dir_flag():
     assert trainer_command(Path("/env/bin/python"), "trainer.task", [], None) == [
-        "/env/bin/python", "-m", "trainer.task"]
+        "/env/bin/python",
+        "-m",
+        "trainer.task",
+    ]
 
 
 @pytest.mark.parametrize(
     ("returncode", "expected"),
-    [(-9, "9(SIGKILL)"), (-15, "15(SIGTERM)"), (-11, "11(SIGSEGV)"), (1, "1"), (0, "0"),
-     (-40, "40(signal 40)")],
+    [(-9, "9(SIGKILL)"), (-15, "15(SIGTERM)"), (-11, "11(SIGSEGV)"), (1, "1"), (0, "0"), (-40, "40(signal 40)")],
 )
 def test_exit_description_writes_signals_as_the_original_does(returncode, expected):
     assert exit_description(returncode) == expected
@@ -368,8 +394,7 @@ def test_traceback_tail_returns_the_last_traceback():
     ]
 
     assert traceback_tail(lines) == (
-        'Traceback (most recent call last):\n  File "task.py", line 9, in <module>\n'
-        "ValueError: bad input"
+        'Traceback (most recent call last):\n  File "task.py", line 9, in <module>\nValueError: bad input'
     )
 
 

@@ -32,8 +32,11 @@ def get_metrics(client):
     def get(job, user, **params):
         if user.pk not in tokens:
             tokens[user.pk] = create_token(user)[1]
-        return client.get(f"/v1/projects/{job.project.project_id}/jobs/{job.job_id}/metrics", params,
-                          HTTP_AUTHORIZATION=f"Bearer {tokens[user.pk]}")
+        return client.get(
+            f"/v1/projects/{job.project.project_id}/jobs/{job.job_id}/metrics",
+            params,
+            HTTP_AUTHORIZATION=f"Bearer {tokens[user.pk]}",
+        )
 
     return get
 
@@ -53,14 +56,18 @@ def every_point(get, job, user, **params) -> list[dict]:
 
 
 def test_every_tag_of_a_hypertune_file_is_read_and_torn_lines_are_skipped():
-    text = "\n".join([
-        json.dumps({"timestamp": 1.5, "trial": "0", "accuracy": "0.5", "global_step": "1", "checkpoint_path": ""}),
-        json.dumps({"timestamp": 2.5, "trial": "0", "loss": "0.25", "global_step": "2", "checkpoint_path": ""}),
-        json.dumps({"timestamp": 3.5, "trial": "0", "loss": "nan", "global_step": "3"}),
-        '{"timestamp": 4.5, "trial": "0", "los',  # being rewritten by the library
-    ])
-    assert metrics.parse_hypertune(text) == [metrics.Report("accuracy", 1, 0.5, 1.5),
-                                             metrics.Report("loss", 2, 0.25, 2.5)]
+    text = "\n".join(
+        [
+            json.dumps({"timestamp": 1.5, "trial": "0", "accuracy": "0.5", "global_step": "1", "checkpoint_path": ""}),
+            json.dumps({"timestamp": 2.5, "trial": "0", "loss": "0.25", "global_step": "2", "checkpoint_path": ""}),
+            json.dumps({"timestamp": 3.5, "trial": "0", "loss": "nan", "global_step": "3"}),
+            '{"timestamp": 4.5, "trial": "0", "los',  # being rewritten by the library
+        ]
+    )
+    assert metrics.parse_hypertune(text) == [
+        metrics.Report("accuracy", 1, 0.5, 1.5),
+        metrics.Report("loss", 2, 0.25, 2.5),
+    ]
 
 
 def test_metric_charts_overlay_runs_per_tag_and_thin_long_lines():
@@ -88,8 +95,14 @@ def test_points_come_in_the_contract_form_and_filter_by_tag_and_trial(get_metric
     assert answer.status_code == 200, answer.content
     first = answer.json()["metrics"][0]
     assert set(first) == {"tag", "step", "value", "time", "trialId", "source", "run"}
-    assert (first["tag"], first["step"], first["value"], first["trialId"], first["source"], first["run"]) == \
-        ("loss", "0", 1.0, "", "tfevents", "train")
+    assert (first["tag"], first["step"], first["value"], first["trialId"], first["source"], first["run"]) == (
+        "loss",
+        "0",
+        1.0,
+        "",
+        "tfevents",
+        "train",
+    )
     assert re.match(RFC3339, first["time"]), first["time"]
     assert "nextPageToken" not in answer.json()
     assert [p["tag"] for p in get_metrics(job, admin, tag="accuracy").json()["metrics"]] == ["accuracy"] * 2
@@ -152,7 +165,7 @@ def test_job_page_loads_the_metrics_panel_with_a_chart_per_tag_and_csv(client, p
     assert 'hx-get="/projects/project-a/jobs/charted/metrics/"' in page
     panel = client.get("/projects/project-a/jobs/charted/metrics/").content.decode()
     assert panel.count('class="chart metric-chart"') == 2
-    assert panel.count("script type=\"application/json\" class=\"chart-figure\"") == 2
+    assert panel.count('script type="application/json" class="chart-figure"') == 2
     assert "every 5s" in panel  # QUEUED: it refreshes itself
     assert "Data table: loss" in panel and "<td>validation</td>" in panel
 
@@ -180,10 +193,12 @@ def test_finished_job_panel_stops_refreshing(client, project, admin):
 
 @pytest.mark.executor
 def test_plain_hypertune_job_lists_its_metrics_live_and_after_its_job_dir_is_gone(
-        executor, job_body, admin, project, package_factory, get_metrics):
+    executor, job_body, admin, project, package_factory, get_metrics
+):
     job_dir = job_dir_for("hypertuned")
-    job = services.submit_job(project, job_body("hypertuned", package_factory(HYPERTUNE_TASK), jobDir=job_dir),
-                              actor=admin)
+    job = services.submit_job(
+        project, job_body("hypertuned", package_factory(HYPERTUNE_TASK), jobDir=job_dir), actor=admin
+    )
 
     def live_points():
         points = get_metrics(job, admin).json()["metrics"]
@@ -192,7 +207,9 @@ def test_plain_hypertune_job_lists_its_metrics_live_and_after_its_job_dir_is_gon
     live = wait_for(live_points, 120, interval=0.2, message="the first reports while the job runs")
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
     assert {(p["tag"], p["step"], p["value"], p["source"], p["run"], p["trialId"]) for p in live} == {
-        ("accuracy", "1", 0.5, "hypertune", "", ""), ("loss", "1", 2.0, "hypertune", "", "")}
+        ("accuracy", "1", 0.5, "hypertune", "", ""),
+        ("loss", "1", 2.0, "hypertune", "", ""),
+    }
     Path(job_dir, "go").touch()
     wait_for(lambda: Job.objects.get(pk=job.pk).is_terminal, 60, message="the job to end")
     job.refresh_from_db()
@@ -236,10 +253,13 @@ def test_job_writing_tf_summaries_lists_them_per_run(run_job, package_factory, g
 
     points = every_point(get_metrics, job, admin, pageSize=2)
     assert {p["source"] for p in points} == {"tfevents"}
-    by_run = {run: [(p["step"], round(p["value"], 3)) for p in points if p["run"] == run]
-              for run in ("train", "validation")}
-    assert by_run == {"train": [("0", 1.0), ("1", 0.5), ("2", 0.333)],
-                      "validation": [("0", 1.5), ("1", 1.0), ("2", 0.833)]}
+    by_run = {
+        run: [(p["step"], round(p["value"], 3)) for p in points if p["run"] == run] for run in ("train", "validation")
+    }
+    assert by_run == {
+        "train": [("0", 1.0), ("1", 0.5), ("2", 0.333)],
+        "validation": [("0", 1.5), ("1", 1.0), ("2", 0.833)],
+    }
     assert {p["tag"] for p in points} == {"epoch_loss"}
 
 
@@ -256,14 +276,26 @@ TRIAL_TASK = """
 
 @pytest.mark.executor
 def test_tuning_trials_metrics_carry_their_trial_id_and_every_tag(run_job, package_factory, get_metrics, admin):
-    job = run_job("tuned_metrics", package_factory(TRIAL_TASK), hyperparameters={
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "score", "algorithm": "GRID_SEARCH", "maxTrials": 2,
-        "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 2]}]})
+    job = run_job(
+        "tuned_metrics",
+        package_factory(TRIAL_TASK),
+        hyperparameters={
+            "goal": "MAXIMIZE",
+            "hyperparameterMetricTag": "score",
+            "algorithm": "GRID_SEARCH",
+            "maxTrials": 2,
+            "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 2]}],
+        },
+    )
     assert job.state == JobState.SUCCEEDED, job.error_message
 
     points = every_point(get_metrics, job, admin)
-    assert {(p["trialId"], p["tag"]) for p in points} == {("1", "score"), ("1", "other"), ("2", "score"),
-                                                          ("2", "other")}
+    assert {(p["trialId"], p["tag"]) for p in points} == {
+        ("1", "score"),
+        ("1", "other"),
+        ("2", "score"),
+        ("2", "other"),
+    }
     second = every_point(get_metrics, job, admin, trialId="2", tag="score")
     x = float(job.trials.get(trial_id="2").hyperparameters["x"])
     assert [(p["step"], p["value"]) for p in second] == [("1", x), ("2", 2 * x)]
@@ -285,10 +317,14 @@ KERAS_TASK = """
 
 
 @pytest.mark.executor
-def test_a_keras_job_with_a_tensorboard_callback_lists_its_curves_per_run(run_job, package_factory, get_metrics,
-                                                                          admin):
-    job = run_job("keras_curves", package_factory(KERAS_TASK), jobDir=job_dir_for("keras_curves"),
-                  runtimeVersion="2.11", pythonVersion="3.7")
+def test_a_keras_job_with_a_tensorboard_callback_lists_its_curves_per_run(run_job, package_factory, get_metrics, admin):
+    job = run_job(
+        "keras_curves",
+        package_factory(KERAS_TASK),
+        jobDir=job_dir_for("keras_curves"),
+        runtimeVersion="2.11",
+        pythonVersion="3.7",
+    )
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)[-2000:]
 
     points = every_point(get_metrics, job, admin)

@@ -25,7 +25,8 @@ def one_slot(settings):
 @pytest.mark.executor
 @pytest.mark.parametrize("problem", ["missing_module", "impossible_pin"])
 def test_a_job_that_cannot_be_prepared_fails_while_others_hold_every_slot(
-        problem, one_slot, executor, job_body, package_factory, project, admin, monkeypatch):
+    problem, one_slot, executor, job_body, package_factory, project, admin, monkeypatch
+):
     blocker = services.submit_job(project, job_body("blocker", package_factory(BLOCKER)), actor=admin)
     try:
         wait_for(lambda: "HOLDING" in log_text(blocker), 120, message="the first job to hold the only slot")
@@ -33,11 +34,15 @@ def test_a_job_that_cannot_be_prepared_fails_while_others_hold_every_slot(
             body = job_body("doomed", package_factory('print("never runs")'), pythonModule="trainer.absent")
         else:
             monkeypatch.setenv("UV_OFFLINE", "1")  # the index is not asked: the pin cannot be had
-            body = job_body("doomed", package_factory('print("never runs")',
-                                                       requires=["aiconsole-no-such-package-anywhere==9.9.9"]))
+            body = job_body(
+                "doomed", package_factory('print("never runs")', requires=["aiconsole-no-such-package-anywhere==9.9.9"])
+            )
         doomed = services.submit_job(project, body, actor=admin)
-        ended = wait_for(lambda: Job.objects.get(pk=doomed.pk).state in TERMINAL_STATES, 60,
-                         message="the unpreparable job to fail while it waits")
+        ended = wait_for(
+            lambda: Job.objects.get(pk=doomed.pk).state in TERMINAL_STATES,
+            60,
+            message="the unpreparable job to fail while it waits",
+        )
         doomed.refresh_from_db()
         blocker.refresh_from_db()
     finally:
@@ -58,12 +63,16 @@ def test_a_job_that_cannot_be_prepared_fails_while_others_hold_every_slot(
 
 @pytest.mark.executor
 def test_a_queued_job_whose_environment_is_ready_starts_on_it_when_a_slot_frees(
-        one_slot, executor, job_body, package_factory, project, admin):
+    one_slot, executor, job_body, package_factory, project, admin
+):
     blocker = services.submit_job(project, job_body("blocker", package_factory(BLOCKER)), actor=admin)
     wait_for(lambda: "HOLDING" in log_text(blocker), 120, message="the first job to hold the only slot")
     waiting = services.submit_job(project, job_body("waiting", package_factory('print("ran after")')), actor=admin)
-    wait_for(lambda: "it starts when its replicas fit" in log_text(waiting), 120,
-             message="the waiting job's environment to be ready")
+    wait_for(
+        lambda: "it starts when its replicas fit" in log_text(waiting),
+        120,
+        message="the waiting job's environment to be ready",
+    )
     assert Job.objects.get(pk=waiting.pk).state == JobState.QUEUED
     services.cancel_job(Job.objects.get(pk=blocker.pk), actor=admin)
 

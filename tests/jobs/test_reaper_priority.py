@@ -26,8 +26,14 @@ def _trainer_scheduling(niceness: int) -> tuple[int, int, str]:
     """Start a probe under the reaper from a process at ``niceness``, in a new session, as
     jobs.executor.replicas does; return what the probe reports."""
     result = subprocess.run(
-        reaped([sys.executable, "-c", PROBE], 3), capture_output=True, text=True, timeout=60, check=True,
-        start_new_session=True, preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
+        reaped([sys.executable, "-c", PROBE], 3),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        start_new_session=True,
+        preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
+    )
     policy, nice, group_nice = result.stdout.split()
     return int(policy), int(nice), group_nice
 

@@ -29,15 +29,25 @@ from tests.helpers.waiting import wait_for
 JOBS = "/v1/projects/project-a/jobs"
 MODELS = "/v1/projects/project-a/models"
 PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
-BUCKET_RULE = ("invalid bucket name (3-63 characters of lowercase letters, digits, '-', '_' and "
-               "'.', starting and ending with a letter or digit)")
+BUCKET_RULE = (
+    "invalid bucket name (3-63 characters of lowercase letters, digits, '-', '_' and "
+    "'.', starting and ending with a letter or digit)"
+)
 
 
 def training(job_id: str, **training_input) -> dict:
-    return {"jobId": job_id, "trainingInput": {
-        "scaleTier": "BASIC", "packageUris": [PACKAGE], "pythonModule": "trainer.task",
-        "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7",
-        **training_input}}
+    return {
+        "jobId": job_id,
+        "trainingInput": {
+            "scaleTier": "BASIC",
+            "packageUris": [PACKAGE],
+            "pythonModule": "trainer.task",
+            "region": "us-central1",
+            "runtimeVersion": "2.11",
+            "pythonVersion": "3.7",
+            **training_input,
+        },
+    }
 
 
 def custom(job_id: str, **training_input) -> dict:
@@ -81,16 +91,22 @@ def _fake_model() -> str:
 
 
 def batch(job_id: str, inputs: str) -> dict:
-    return {"jobId": job_id, "predictionInput": {
-        "uri": _fake_model(), "dataFormat": "JSON", "region": "us-central1", "inputPaths": [inputs],
-        "outputPath": str(settings.STORAGE_DIR / "robust-out" / "project-a" / job_id)}}
+    return {
+        "jobId": job_id,
+        "predictionInput": {
+            "uri": _fake_model(),
+            "dataFormat": "JSON",
+            "region": "us-central1",
+            "inputPaths": [inputs],
+            "outputPath": str(settings.STORAGE_DIR / "robust-out" / "project-a" / job_id),
+        },
+    }
 
 
 def test_a_recursive_input_never_follows_a_symlink_loop():
     pattern = _looped_inputs("unit")
     done: list = []
-    walker = threading.Thread(target=lambda: done.append(files.expand_inputs([pattern])),
-                              daemon=True)
+    walker = threading.Thread(target=lambda: done.append(files.expand_inputs([pattern])), daemon=True)
     walker.start()
     walker.join(20)
 
@@ -99,8 +115,7 @@ def test_a_recursive_input_never_follows_a_symlink_loop():
     assert done[0] == [f"{folder}/{name}.json" for name in "abc"]
 
 
-def test_a_walk_past_its_entry_bound_fails_the_batch_job_naming_the_path_and_limit(
-        executor, project, admin, settings):
+def test_a_walk_past_its_entry_bound_fails_the_batch_job_naming_the_path_and_limit(executor, project, admin, settings):
     settings.WALK_MAX_ENTRIES = 4  # three files and two links: five entries
     pattern = _looped_inputs("bounded")
     job = services.submit_job(project, batch("looped_inputs", pattern), actor=admin)
@@ -111,7 +126,8 @@ def test_a_walk_past_its_entry_bound_fails_the_batch_job_naming_the_path_and_lim
     folder = pattern.split("/**")[0]
     assert job.error_message == (
         f"The input path {pattern} cannot be expanded: {folder} holds more than 4 files and "
-        "folders, the most a walk looks at (AICONSOLE_WALK_MAX_ENTRIES); name a narrower path.")
+        "folders, the most a walk looks at (AICONSOLE_WALK_MAX_ENTRIES); name a narrower path."
+    )
 
 
 @pytest.fixture
@@ -148,7 +164,8 @@ def test_cancelling_a_batch_job_stops_its_input_walk(executor, project, admin, s
 
 
 def test_a_walk_past_its_time_bound_fails_the_batch_job_naming_the_path_and_limit(
-        executor, project, admin, settings, slow_tree):
+    executor, project, admin, settings, slow_tree
+):
     settings.WALK_MAX_SECONDS = 1
     pattern, _ = slow_tree
     job = services.submit_job(project, batch("slow_inputs", pattern), actor=admin)
@@ -159,25 +176,35 @@ def test_a_walk_past_its_time_bound_fails_the_batch_job_naming_the_path_and_limi
     assert job.error_message == (
         f"The input path {pattern} cannot be expanded: Listing {pattern.split('/**')[0]} took "
         "longer than 1 seconds, the most a walk may take (AICONSOLE_WALK_MAX_SECONDS); name a "
-        "narrower path.")
+        "narrower path."
+    )
 
 
 # --- 5. replica counts, and a crash from any state ---------------------------------------------
 
 
-@pytest.mark.parametrize("count_key, field", [
-    ("workerCount", "worker_count"), ("parameterServerCount", "parameter_server_count"),
-    ("evaluatorCount", "evaluator_count")])
-def test_a_replica_count_over_the_limit_is_refused_with_its_field_path(api, project, count_key,
-                                                                       field):
-    role = {"workerCount": "workerType", "parameterServerCount": "parameterServerType",
-            "evaluatorCount": "evaluatorType"}[count_key]
+@pytest.mark.parametrize(
+    "count_key, field",
+    [
+        ("workerCount", "worker_count"),
+        ("parameterServerCount", "parameter_server_count"),
+        ("evaluatorCount", "evaluator_count"),
+    ],
+)
+def test_a_replica_count_over_the_limit_is_refused_with_its_field_path(api, project, count_key, field):
+    role = {
+        "workerCount": "workerType",
+        "parameterServerCount": "parameterServerType",
+        "evaluatorCount": "evaluatorType",
+    }[count_key]
     response = post(api, JOBS, custom("too_many", **{role: "n1-standard-4", count_key: "10000"}))
 
     assert response.status_code == 400
-    assert violations(response) == {f"job.training_input.{field}": (
-        f"{count_key} must be at most 100 on this server (AICONSOLE_MAX_REPLICA_COUNT); "
-        "got 10000.")}
+    assert violations(response) == {
+        f"job.training_input.{field}": (
+            f"{count_key} must be at most 100 on this server (AICONSOLE_MAX_REPLICA_COUNT); got 10000."
+        )
+    }
     assert not Job.objects.exists()
 
 
@@ -206,7 +233,8 @@ def test_a_crash_ends_a_job_failed_from_any_state_that_has_not_ended(project, ad
 
 @pytest.mark.executor
 def test_an_executor_crash_while_cancelling_fails_the_job_with_an_error_id_and_no_traceback(
-        executor, job_body, package_factory, project, admin, monkeypatch, caplog):
+    executor, job_body, package_factory, project, admin, monkeypatch, caplog
+):
     package = package_factory('print("training", flush=True)\ntime.sleep(300)\n')
     job = services.submit_job(project, job_body("crash_cancel", package), actor=admin)
     wait_for(lambda: "training" in log_text(job), 240, message="the trainer to start")
@@ -220,12 +248,18 @@ def test_an_executor_crash_while_cancelling_fails_the_job_with_an_error_id_and_n
     caplog.set_level(logging.ERROR)
     services.cancel_job(Job.objects.get(pk=job.pk), actor=admin)
 
-    wait_for(lambda: Job.objects.get(pk=job.pk).is_terminal, 60,
-             message="the crashed job to end (it used to stay CANCELLING)")
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).is_terminal,
+        60,
+        message="the crashed job to end (it used to stay CANCELLING)",
+    )
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    found = re.fullmatch(r"Internal error in the executor \(id ([0-9a-f]{8})\); the console's log "
-                         r"has the details\.", job.error_message)
+    found = re.fullmatch(
+        r"Internal error in the executor \(id ([0-9a-f]{8})\); the console's log "
+        r"has the details\.",
+        job.error_message,
+    )
     assert found, job.error_message
     logged = [r for r in caplog.records if found.group(1) in r.getMessage()]
     assert logged and "simulated crash" in str(logged[0].exc_info[1])
@@ -236,22 +270,30 @@ def test_an_executor_crash_while_cancelling_fails_the_job_with_an_error_id_and_n
 LONG = "x" * 1_000_000
 
 
-@pytest.mark.parametrize("changes, field, description", [
-    ({"args": [LONG]}, "job.training_input.args[0]",
-     "args is too long: at most 4096 characters; got 1000000."),
-    ({"args": ["--flag"] * 257}, "job.training_input.args",
-     "args can list at most 256 values; got 257."),
-    ({"pythonModule": "t" * 300}, "job.training_input.python_module",
-     "pythonModule is too long: at most 256 characters; got 300."),
-    ({"packageUris": [PACKAGE, "gs://bucket/" + LONG]}, "job.training_input.package_uris[1]",
-     "packageUris is too long: at most 2048 characters; got 1000012."),
-    ({"jobDir": "gs://bucket/" + LONG}, "job.training_input.job_dir",
-     "jobDir is too long: at most 2048 characters; got 1000012."),
-    ({"region": LONG}, "job.training_input.region",
-     "region is too long: at most 1024 characters; got 1000000."),
-])
-def test_a_job_field_past_its_length_limit_is_refused_with_its_path(api, project, changes, field,
-                                                                    description):
+@pytest.mark.parametrize(
+    "changes, field, description",
+    [
+        ({"args": [LONG]}, "job.training_input.args[0]", "args is too long: at most 4096 characters; got 1000000."),
+        ({"args": ["--flag"] * 257}, "job.training_input.args", "args can list at most 256 values; got 257."),
+        (
+            {"pythonModule": "t" * 300},
+            "job.training_input.python_module",
+            "pythonModule is too long: at most 256 characters; got 300.",
+        ),
+        (
+            {"packageUris": [PACKAGE, "gs://bucket/" + LONG]},
+            "job.training_input.package_uris[1]",
+            "packageUris is too long: at most 2048 characters; got 1000012.",
+        ),
+        (
+            {"jobDir": "gs://bucket/" + LONG},
+            "job.training_input.job_dir",
+            "jobDir is too long: at most 2048 characters; got 1000012.",
+        ),
+        ({"region": LONG}, "job.training_input.region", "region is too long: at most 1024 characters; got 1000000."),
+    ],
+)
+def test_a_job_field_past_its_length_limit_is_refused_with_its_path(api, project, changes, field, description):
     response = post(api, JOBS, training("long", **changes))
 
     assert response.status_code == 400
@@ -273,7 +315,8 @@ def test_a_model_description_past_its_limit_is_refused_on_create_and_patch(api, 
     created = post(api, MODELS, {"name": "census", "description": LONG})
     assert created.status_code == 400
     assert violations(created) == {
-        "model.description": "description is too long: at most 8192 characters; got 1000000."}
+        "model.description": "description is too long: at most 8192 characters; got 1000000."
+    }
     assert post(api, MODELS, {"name": "census", "description": "d" * 8192}).status_code == 200
 
     patched = post(api, f"{MODELS}/census?updateMask=description", {"description": LONG}, "patch")
@@ -281,16 +324,18 @@ def test_a_model_description_past_its_limit_is_refused_on_create_and_patch(api, 
     assert "model.description" in violations(patched)
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"description": LONG}, "version.description"),
-    ({"deploymentUri": "gs://bucket/" + LONG}, "version.deployment_uri"),
-    ({"machineType": "m" * 5000}, "version.machine_type"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"description": LONG}, "version.description"),
+        ({"deploymentUri": "gs://bucket/" + LONG}, "version.deployment_uri"),
+        ({"machineType": "m" * 5000}, "version.machine_type"),
+    ],
+)
 def test_a_version_field_past_its_limit_is_refused(api, project, changes, field):
     assert post(api, MODELS, {"name": "census"}).status_code == 200
 
-    response = post(api, f"{MODELS}/census/versions",
-                    {"name": "v1", "deploymentUri": "gs://bucket/model", **changes})
+    response = post(api, f"{MODELS}/census/versions", {"name": "v1", "deploymentUri": "gs://bucket/model", **changes})
 
     assert response.status_code == 400
     assert field in violations(response)
@@ -312,16 +357,14 @@ def _malform(four_entries) -> None:
     """A timestamp that is no date (the row cannot even be loaded) and a request that is not an
     object; the console never writes either."""
     first, second, third, _ = four_entries
-    tamper("UPDATE aiconsole_auditentry SET timestamp = '2026-13-45 25:61:00' WHERE id = %s",
-           [second])
+    tamper("UPDATE aiconsole_auditentry SET timestamp = '2026-13-45 25:61:00' WHERE id = %s", [second])
     tamper("UPDATE aiconsole_auditentry SET request = '\"just text\"' WHERE id = %s", [third])
 
 
 def test_audit_verify_names_each_malformed_entry_and_keeps_going(four_entries, capsys):
     _, second, third, fourth = four_entries
     _malform(four_entries)
-    tamper("UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' WHERE id = %s",
-           [fourth])
+    tamper("UPDATE aiconsole_auditentry SET principal = 'mallory@example.com' WHERE id = %s", [fourth])
 
     status = main(["audit", "verify"])
 
@@ -338,8 +381,7 @@ def test_audit_verify_names_each_malformed_entry_and_keeps_going(four_entries, c
     assert audit.verify_chain()[-1].kind == "altered"
 
 
-def test_audit_export_writes_every_row_with_a_marker_for_malformed_ones(client, four_entries,
-                                                                        admin):
+def test_audit_export_writes_every_row_with_a_marker_for_malformed_ones(client, four_entries, admin):
     _, second, third, _ = four_entries
     _malform(four_entries)
     client.force_login(admin)
@@ -350,11 +392,11 @@ def test_audit_export_writes_every_row_with_a_marker_for_malformed_ones(client, 
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) == 4
     assert [line["protoPayload"]["methodName"] for line in (lines[0], lines[3])] == [
-        "google.cloud.ml.v1.JobService.CreateJob"] * 2
+        "google.cloud.ml.v1.JobService.CreateJob"
+    ] * 2
     assert lines[1]["malformedEntry"]["id"] == second
     assert lines[1]["malformedEntry"]["problem"].startswith("its timestamp cannot be read")
-    assert lines[2] == {"malformedEntry": {"id": third,
-                                           "problem": "its request is not a JSON object"}}
+    assert lines[2] == {"malformedEntry": {"id": third, "problem": "its request is not a JSON object"}}
 
 
 # --- 13. bucket names -----------------------------------------------------------------------------
@@ -364,21 +406,28 @@ def test_deployment_uri_bucket_rule_for_reference(api, project):
     """The rule and wording the job fields below must share."""
     assert post(api, MODELS, {"name": "census"}).status_code == 200
 
-    response = post(api, f"{MODELS}/census/versions",
-                    {"name": "v1", "deploymentUri": "gs://Bad_Bucket/m"})
+    response = post(api, f"{MODELS}/census/versions", {"name": "v1", "deploymentUri": "gs://Bad_Bucket/m"})
 
     assert violations(response) == {"version.deployment_uri": f"gs://Bad_Bucket/m: {BUCKET_RULE}"}
 
 
-@pytest.mark.parametrize("changes, field, uri", [
-    ({"packageUris": ["gs://Bad_Bucket/trainer-0.1.tar.gz"]}, "job.training_input.package_uris[0]",
-     "gs://Bad_Bucket/trainer-0.1.tar.gz"),
-    ({"packageUris": [PACKAGE, "gs://ab/trainer.whl"]}, "job.training_input.package_uris[1]",
-     "gs://ab/trainer.whl"),
-    ({"jobDir": "gs://-bucket/out"}, "job.training_input.job_dir", "gs://-bucket/out"),
-])
-def test_an_invalid_bucket_in_a_training_job_is_refused_at_submit(api, project, changes, field,
-                                                                  uri):
+@pytest.mark.parametrize(
+    "changes, field, uri",
+    [
+        (
+            {"packageUris": ["gs://Bad_Bucket/trainer-0.1.tar.gz"]},
+            "job.training_input.package_uris[0]",
+            "gs://Bad_Bucket/trainer-0.1.tar.gz",
+        ),
+        (
+            {"packageUris": [PACKAGE, "gs://ab/trainer.whl"]},
+            "job.training_input.package_uris[1]",
+            "gs://ab/trainer.whl",
+        ),
+        ({"jobDir": "gs://-bucket/out"}, "job.training_input.job_dir", "gs://-bucket/out"),
+    ],
+)
+def test_an_invalid_bucket_in_a_training_job_is_refused_at_submit(api, project, changes, field, uri):
     response = post(api, JOBS, training("bad_bucket", **changes))
 
     assert response.status_code == 400
@@ -386,14 +435,25 @@ def test_an_invalid_bucket_in_a_training_job_is_refused_at_submit(api, project, 
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"inputPaths": ["gs://Bad_Bucket/in/*.json"]}, "job.prediction_input.input_paths[0]"),
-    ({"outputPath": "gs://x/out"}, "job.prediction_input.output_path"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"inputPaths": ["gs://Bad_Bucket/in/*.json"]}, "job.prediction_input.input_paths[0]"),
+        ({"outputPath": "gs://x/out"}, "job.prediction_input.output_path"),
+    ],
+)
 def test_an_invalid_bucket_in_a_batch_job_is_refused_at_submit(api, project, changes, field):
-    body = {"jobId": "bad_batch", "predictionInput": {
-        "uri": "gs://models-bucket/m", "dataFormat": "JSON", "region": "us-central1",
-        "inputPaths": ["gs://in-bucket/*.json"], "outputPath": "gs://out-bucket/o", **changes}}
+    body = {
+        "jobId": "bad_batch",
+        "predictionInput": {
+            "uri": "gs://models-bucket/m",
+            "dataFormat": "JSON",
+            "region": "us-central1",
+            "inputPaths": ["gs://in-bucket/*.json"],
+            "outputPath": "gs://out-bucket/o",
+            **changes,
+        },
+    }
 
     response = post(api, JOBS, body)
 

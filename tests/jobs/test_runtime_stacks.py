@@ -39,10 +39,13 @@ def test_a_trainer_written_for_runtime_2_1_runs_unchanged_and_its_log_names_the_
 
 
 def test_a_trainers_pins_replace_the_runtimes_versions_and_the_log_lists_them(run_job, package_factory):
-    package = package_factory("""
+    package = package_factory(
+        """
         import sklearn, pandas, numpy
         print("versions", sklearn.__version__, pandas.__version__, numpy.__version__)
-    """, requires=["scikit-learn==0.24.2", "pandas==1.1.5"])
+    """,
+        requires=["scikit-learn==0.24.2", "pandas==1.1.5"],
+    )
     job = run_job("older_pins", package)
 
     assert job.state == JobState.SUCCEEDED, job.error_message
@@ -52,14 +55,17 @@ def test_a_trainers_pins_replace_the_runtimes_versions_and_the_log_lists_them(ru
 
 
 def test_requirements_that_cannot_be_installed_fail_preparing_naming_every_one(run_job, package_factory):
-    package = package_factory("print('never runs')", requires=[
-        "numpy==99.0", "aiconsole-no-such-package-anywhere==1.0", "six"])
+    package = package_factory(
+        "print('never runs')", requires=["numpy==99.0", "aiconsole-no-such-package-anywhere==1.0", "six"]
+    )
     job = run_job("unsatisfiable", package)
 
     assert job.state == JobState.FAILED
     message = job.error_message
-    assert message.startswith("Failed to install the trainer packages. 2 requirements of the trainer packages "
-                              "cannot be installed on runtime version 2.11 (Python 3.7."), message
+    assert message.startswith(
+        "Failed to install the trainer packages. 2 requirements of the trainer packages "
+        "cannot be installed on runtime version 2.11 (Python 3.7."
+    ), message
     assert "- numpy==99.0:" in message and "- aiconsole-no-such-package-anywhere==1.0:" in message
     assert "- six" not in message
     assert not job.replicas.exists()
@@ -100,9 +106,19 @@ ESTIMATOR = """
 
 def test_a_tf_1_15_estimator_trains_across_master_worker_and_parameter_server(run_job, package_factory):
     job_dir = job_dir_for("estimator_115")
-    job = run_job("estimator_115", package_factory(ESTIMATOR), timeout=600, runtimeVersion="1.15",
-                  jobDir=job_dir, scaleTier="CUSTOM", masterType="n1-standard-4", workerType="n1-standard-4",
-                  workerCount="1", parameterServerType="n1-standard-4", parameterServerCount="1")
+    job = run_job(
+        "estimator_115",
+        package_factory(ESTIMATOR),
+        timeout=600,
+        runtimeVersion="1.15",
+        jobDir=job_dir,
+        scaleTier="CUSTOM",
+        masterType="n1-standard-4",
+        workerType="n1-standard-4",
+        workerCount="1",
+        parameterServerType="n1-standard-4",
+        parameterServerCount="1",
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     text = log_text(job)

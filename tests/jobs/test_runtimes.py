@@ -40,8 +40,11 @@ def test_each_runtime_has_hash_locked_cpu_and_gpu_resolutions(name):
             text = runtime.lock_path(python, variant).read_text()
             pins = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+)", text, re.MULTILINE))
             assert pins and all("--hash=sha256:" in block for block in text.split("==")[1:]), (name, variant)
-            framework = "tensorflow-gpu" if name == "1.15" and variant == "gpu" else (
-                "tensorflow" if variant == "gpu" else "tensorflow-cpu")
+            framework = (
+                "tensorflow-gpu"
+                if name == "1.15" and variant == "gpu"
+                else ("tensorflow" if variant == "gpu" else "tensorflow-cpu")
+            )
             if name == runtimes.CURRENT and variant == "gpu":
                 framework = "tensorflow"
             assert pins.get(framework) == runtime.tensorflow, (name, variant, framework)
@@ -112,8 +115,12 @@ def test_declared_requirements_are_read_from_wheels_and_sdists(tmp_path):
 
 
 def test_early_stopping_never_stops_a_trial_at_the_step_finished_trials_ended():
-    spec = {"goal": "MAXIMIZE", "maxTrials": 10, "enableTrialEarlyStopping": True,
-            "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+    spec = {
+        "goal": "MAXIMIZE",
+        "maxTrials": 10,
+        "enableTrialEarlyStopping": True,
+        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}],
+    }
     finished = [tuning.TrialRecord({"x": 0.1 * i}, "SUCCEEDED", 0.9, {100: 0.9}) for i in range(1, 5)]
     reporting_once_at_the_end = tuning.TrialRecord({"x": 0.05}, "RUNNING", None, {100: 0.1})
     assert not tuning.should_stop_early(spec, finished, reporting_once_at_the_end)
@@ -126,11 +133,16 @@ def test_early_stopping_never_stops_a_trial_at_the_step_finished_trials_ended():
 
 
 def test_gcloud_commands_translate_to_aiconsole_and_others_are_left_alone():
-    assert gcloud.translate(["ai-platform", "jobs", "submit", "training", "j1", "--region", "us-central1", "--quiet",
-                             "--", "--epochs", "5"]) == [
-        "jobs", "submit", "training", "j1", "--region", "us-central1", "--", "--epochs", "5"]
+    assert gcloud.translate(
+        ["ai-platform", "jobs", "submit", "training", "j1", "--region", "us-central1", "--quiet", "--", "--epochs", "5"]
+    ) == ["jobs", "submit", "training", "j1", "--region", "us-central1", "--", "--epochs", "5"]
     assert gcloud.translate(["--project", "p", "--verbosity=debug", "ml-engine", "jobs", "describe", "j1"]) == [
-        "jobs", "describe", "j1", "--project", "p"]
+        "jobs",
+        "describe",
+        "j1",
+        "--project",
+        "p",
+    ]
     assert gcloud.translate(["config", "list"]) is None
     assert gcloud.translate(["compute", "instances", "list", "--project", "p"]) is None
 
@@ -139,16 +151,22 @@ def test_the_gcloud_wrapper_reaches_aiconsole_and_passes_other_commands_to_the_r
     wrapper = gcloud.write_wrapper(tmp_path / "wrapper")
     real_dir = tmp_path / "sdk"
     real_dir.mkdir()
-    (real_dir / "gcloud").write_text("#!/bin/sh\necho \"real gcloud: $*\"\n")
+    (real_dir / "gcloud").write_text('#!/bin/sh\necho "real gcloud: $*"\n')
     (real_dir / "gcloud").chmod(0o755)
     env = {**os.environ, "PATH": f"{wrapper.parent}:{real_dir}"}  # not /usr/bin: this machine may have gcloud
-    ours = subprocess.run(["gcloud", "ml-engine", "local", "train", "--help"], capture_output=True, text=True,
-                          env=env, timeout=60)
+    ours = subprocess.run(
+        ["gcloud", "ml-engine", "local", "train", "--help"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert ours.returncode == 0 and "--module-name" in ours.stdout
     theirs = subprocess.run(["gcloud", "config", "list"], capture_output=True, text=True, env=env, timeout=60)
     assert theirs.stdout.strip() == "real gcloud: config list"
-    alone = subprocess.run(["gcloud", "config", "list"], capture_output=True, text=True, timeout=60,
-                           env={**env, "PATH": str(wrapper.parent)})
+    alone = subprocess.run(
+        ["gcloud", "config", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PATH": str(wrapper.parent)},
+    )
     assert alone.returncode == 127 and "no other gcloud" in alone.stderr
 
 
@@ -156,8 +174,13 @@ def test_the_gcloud_wrapper_reaches_aiconsole_and_passes_other_commands_to_the_r
 
 
 def aiconsole(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).with_name("aiconsole")), *args], capture_output=True,
-                          text=True, timeout=900, env=os.environ.copy())
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("aiconsole")), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ.copy(),
+    )
 
 
 @pytest.mark.executor

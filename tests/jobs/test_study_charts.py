@@ -8,11 +8,14 @@ import pytest
 
 from jobs.metrics import charts
 
-SPEC = {"goal": "MAXIMIZE", "params": [
-    {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 1.0, "scaleType": "UNIT_LOG_SCALE"},
-    {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8, "scaleType": "UNIT_LINEAR_SCALE"},
-    {"parameterName": "noise", "type": "DOUBLE", "minValue": 0.0, "maxValue": 1.0},
-]}
+SPEC = {
+    "goal": "MAXIMIZE",
+    "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 1.0, "scaleType": "UNIT_LOG_SCALE"},
+        {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8, "scaleType": "UNIT_LINEAR_SCALE"},
+        {"parameterName": "noise", "type": "DOUBLE", "minValue": 0.0, "maxValue": 1.0},
+    ],
+}
 
 
 def study(count: int) -> list[dict]:
@@ -23,11 +26,17 @@ def study(count: int) -> list[dict]:
         layers = 1 + (n * 3) % 8
         noise = (n * 0.377) % 1
         objective = -((math.log10(lr) + 1.5) ** 2) + 0.02 * layers + 0.0 * noise
-        trials.append({"trialId": str(n), "state": "SUCCEEDED",
-                       "hyperparameters": {"lr": repr(lr), "layers": str(layers), "noise": repr(noise)},
-                       "finalMetric": {"trainingStep": "3", "objectiveValue": objective},
-                       "allMetrics": [{"trainingStep": str(s), "objectiveValue": objective - 0.1 * (3 - s)}
-                                      for s in (1, 2, 3)]})
+        trials.append(
+            {
+                "trialId": str(n),
+                "state": "SUCCEEDED",
+                "hyperparameters": {"lr": repr(lr), "layers": str(layers), "noise": repr(noise)},
+                "finalMetric": {"trainingStep": "3", "objectiveValue": objective},
+                "allMetrics": [
+                    {"trainingStep": str(s), "objectiveValue": objective - 0.1 * (3 - s)} for s in (1, 2, 3)
+                ],
+            }
+        )
     return trials
 
 
@@ -45,8 +54,10 @@ def test_contour_uses_log_axes_for_log_scaled_parameters_and_lists_every_trial()
 
 
 def test_contour_with_categorical_axis_and_too_few_points_shows_only_the_trials():
-    data = [{"trial": 1, "objective": 0.5, "params": {"opt": "adam", "x": "1"}},
-            {"trial": 2, "objective": 0.7, "params": {"opt": "sgd", "x": "2"}}]
+    data = [
+        {"trial": 1, "objective": 0.5, "params": {"opt": "adam", "x": "1"}},
+        {"trial": 2, "objective": 0.7, "params": {"opt": "sgd", "x": "2"}},
+    ]
     chart = charts.contour_plot(data, "opt", "x")
     assert [trace.type for trace in chart.figure.data] == ["scatter"]
     assert chart.figure.layout.xaxis.ticktext == ("adam", "sgd")
@@ -62,8 +73,11 @@ def test_intermediate_values_draw_one_line_per_trial_and_mark_stopped_trials():
     steps = [None if math.isnan(x) else x for x in ran.x]
     assert steps == [1, 2, 3, None, 1, 2, 3, None]  # gaps split the trials' lines
     assert stopped.line.dash == "dot" and stopped.line.color != ran.line.color
-    assert [row[:4] for row in chart.rows] == [[1, "SUCCEEDED", "no", 3], [2, "SUCCEEDED", "yes", 3],
-                                               [3, "SUCCEEDED", "no", 3]]
+    assert [row[:4] for row in chart.rows] == [
+        [1, "SUCCEEDED", "no", 3],
+        [2, "SUCCEEDED", "yes", 3],
+        [3, "SUCCEEDED", "no", 3],
+    ]
 
 
 def test_importance_ranks_the_parameter_that_matters_first():
@@ -101,12 +115,15 @@ def test_importance_waits_for_enough_trials():
     assert f"{len(data)} so far" in chart.note
 
 
-@pytest.mark.parametrize(("chosen", "expected"), [
-    (("noise", "layers"), ("noise", "layers")),
-    (("lr", "lr"), ("lr", "layers")),  # the same parameter twice: fall back
-    (("lr", "missing"), ("lr", "layers")),
-    (None, ("lr", "layers")),
-])
+@pytest.mark.parametrize(
+    ("chosen", "expected"),
+    [
+        (("noise", "layers"), ("noise", "layers")),
+        (("lr", "lr"), ("lr", "layers")),  # the same parameter twice: fall back
+        (("lr", "missing"), ("lr", "layers")),
+        (None, ("lr", "layers")),
+    ],
+)
 def test_contour_pair_is_the_users_choice_or_the_two_most_important(chosen, expected):
     scores = {"lr": 0.7, "layers": 0.2, "noise": 0.1}
     assert charts.contour_pair(["noise", "layers", "lr"], scores, chosen) == expected

@@ -10,13 +10,16 @@ from jobs.models import JobState, Trial
 from jobs.tuning import study
 from tests.helpers.jobs import body
 
-SPEC = {"goal": "MINIMIZE", "maxTrials": 5, "hyperparameterMetricTag": "loss",
-        "params": [{"parameterName": "depth", "type": "INTEGER", "minValue": 1, "maxValue": 9}]}
+SPEC = {
+    "goal": "MINIMIZE",
+    "maxTrials": 5,
+    "hyperparameterMetricTag": "loss",
+    "params": [{"parameterName": "depth", "type": "INTEGER", "minValue": 1, "maxValue": 9}],
+}
 
 
 def test_failure_splits_the_reason_from_the_last_error_lines():
-    message = "The replica master 0 exited with a non-zero status of 1. \n" + "\n".join(
-        f"line {n}" for n in range(10))
+    message = "The replica master 0 exited with a non-zero status of 1. \n" + "\n".join(f"line {n}" for n in range(10))
     reason, lines = study.failure(message)
     assert reason == "The replica master 0 exited with a non-zero status of 1."
     assert lines == [f"line {n}" for n in range(4, 10)]
@@ -27,13 +30,25 @@ def test_failure_splits_the_reason_from_the_last_error_lines():
 def tuned(project, admin):
     job = services.submit_job(project, body("tuned", hyperparameters=SPEC), actor=admin)
     now = timezone.now()
-    for number, state, loss in [(1, JobState.SUCCEEDED, 0.5), (2, JobState.SUCCEEDED, 0.2),
-                                (3, JobState.FAILED, None), (4, JobState.SUCCEEDED, 0.9)]:
+    for number, state, loss in [
+        (1, JobState.SUCCEEDED, 0.5),
+        (2, JobState.SUCCEEDED, 0.2),
+        (3, JobState.FAILED, None),
+        (4, JobState.SUCCEEDED, 0.9),
+    ]:
         Trial.objects.create(
-            job=job, trial_id=str(number), number=number, hyperparameters={"depth": str(number)}, state=state,
-            start_time=now, final_metric={"trainingStep": "5", "objectiveValue": loss} if loss is not None else None,
-            error_message="" if loss is not None else "The replica master 0 exited with a non-zero status of 1. \n"
-                                                       "Traceback (most recent call last):\nValueError: bad depth")
+            job=job,
+            trial_id=str(number),
+            number=number,
+            hyperparameters={"depth": str(number)},
+            state=state,
+            start_time=now,
+            final_metric={"trainingStep": "5", "objectiveValue": loss} if loss is not None else None,
+            error_message=""
+            if loss is not None
+            else "The replica master 0 exited with a non-zero status of 1. \n"
+            "Traceback (most recent call last):\nValueError: bad depth",
+        )
     return job
 
 
@@ -82,12 +97,19 @@ def test_viewer_sees_no_resume_button(client, viewer, tuned):
 def test_submitted_form_spec_becomes_the_jobs_hyperparameters(client, admin, tuned, settings):
     from jobs.web.forms import JobSubmitForm
 
-    form = JobSubmitForm({"job_id": "again", "package_uris": "gs://b/t.tar.gz", "python_module": "trainer.task",
-                          "region": "us-central1", "runtime_version": tuned.training_input.get("runtimeVersion",
-                                                                                               "2.11"),
-                          "python_version": "3.7", "scale_tier": "BASIC",
-                          "hyperparameters": "trainingInput:\n  hyperparameters:\n    goal: MINIMIZE\n"
-                                             "    resumePreviousJobId: tuned\n"})
+    form = JobSubmitForm(
+        {
+            "job_id": "again",
+            "package_uris": "gs://b/t.tar.gz",
+            "python_module": "trainer.task",
+            "region": "us-central1",
+            "runtime_version": tuned.training_input.get("runtimeVersion", "2.11"),
+            "python_version": "3.7",
+            "scale_tier": "BASIC",
+            "hyperparameters": "trainingInput:\n  hyperparameters:\n    goal: MINIMIZE\n"
+            "    resumePreviousJobId: tuned\n",
+        }
+    )
     form.fields["runtime_version"].choices = [(form.data["runtime_version"], "")]
     assert form.is_valid(), form.errors
     spec = form.job_body()["trainingInput"]["hyperparameters"]

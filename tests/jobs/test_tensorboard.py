@@ -68,8 +68,9 @@ def console(transactional_db):
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config("console.asgi:application", host="127.0.0.1", port=port,
-                                           lifespan="off", log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config("console.asgi:application", host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_for(lambda: server.started, 30, message="the console to listen")
@@ -114,10 +115,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def loaded(browser: Browser, path: str):
     """TensorBoard's answer once it has read the event files: it reads them in the background
     after it starts listening, so its first answers may be empty."""
+
     def answer():
         status, _, content = browser.request(path)
         assert status == 200, content[:500]
         return json.loads(content)
+
     return wait_for(answer, 60, interval=0.2, message=f"TensorBoard to read the event files ({path})")
 
 
@@ -149,7 +152,9 @@ def test_a_project_member_gets_the_jobs_scalars_through_the_console(console, pro
     assert sorted(loaded(browser, tensorboard_path(job, "data/runs"))) == ["train", "validation"]
     tags = loaded(browser, tensorboard_path(job, "data/plugin/scalars/tags"))
     assert tags["train"]["epoch_loss"]["displayName"] == "epoch_loss"
-    status, _, points = browser.request(tensorboard_path(job, "data/plugin/scalars/scalars?run=validation&tag=epoch_loss"))
+    status, _, points = browser.request(
+        tensorboard_path(job, "data/plugin/scalars/scalars?run=validation&tag=epoch_loss")
+    )
     assert [round(p[2], 3) for p in json.loads(points)] == [1.1, 0.7, 0.4]
     board = BOARDS.running()[f"{project.project_id}/keras_run"]
     assert board.home.is_relative_to(settings.WORK_DIR / project.project_id)
@@ -160,11 +165,17 @@ def test_a_project_member_gets_the_jobs_scalars_through_the_console(console, pro
     # TensorBoard fetches some data with POST, from the console's own pages only.
     form = urllib.parse.urlencode([("tag", "epoch_loss"), ("runs", "train")]).encode()
     form_headers = {"Content-Type": "application/x-www-form-urlencoded"}
-    status, _, answer = browser.request(tensorboard_path(job, "data/plugin/scalars/scalars_multirun"), data=form,
-                                        headers={**form_headers, "Origin": console})
+    status, _, answer = browser.request(
+        tensorboard_path(job, "data/plugin/scalars/scalars_multirun"),
+        data=form,
+        headers={**form_headers, "Origin": console},
+    )
     assert status == 200 and len(json.loads(answer)["train"]) == 3
-    status, _, _ = browser.request(tensorboard_path(job, "data/plugin/scalars/scalars_multirun"), data=form,
-                                   headers={**form_headers, "Origin": "http://evil.example"})
+    status, _, _ = browser.request(
+        tensorboard_path(job, "data/plugin/scalars/scalars_multirun"),
+        data=form,
+        headers={**form_headers, "Origin": "http://evil.example"},
+    )
     assert status == 403
 
 
@@ -185,8 +196,11 @@ def test_an_idle_tensorboard_is_stopped_and_starts_again_on_the_next_request(con
     assert browser.request(tensorboard_path(job, "data/runs"))[0] == 200
     board = BOARDS.running()[f"{project.project_id}/idle_run"]
 
-    wait_for(lambda: board.popen.poll() is not None and not BOARDS.running(), 30,
-             message="the idle TensorBoard to be stopped")
+    wait_for(
+        lambda: board.popen.poll() is not None and not BOARDS.running(),
+        30,
+        message="the idle TensorBoard to be stopped",
+    )
     assert "train" in loaded(browser, tensorboard_path(job, "data/runs"))
 
 
@@ -248,8 +262,10 @@ def test_the_job_page_links_to_tensorboard_only_when_the_job_has_event_files(cli
     client.force_login(admin)
     link = b"Open in TensorBoard"
     assert link in client.get(f"/projects/{project.project_id}/jobs/{with_events.job_id}/").content
-    assert tensorboard_path(with_events).encode() in client.get(
-        f"/projects/{project.project_id}/jobs/{with_events.job_id}/").content
+    assert (
+        tensorboard_path(with_events).encode()
+        in client.get(f"/projects/{project.project_id}/jobs/{with_events.job_id}/").content
+    )
     assert link not in client.get(f"/projects/{project.project_id}/jobs/{without.job_id}/").content
 
 
@@ -267,7 +283,7 @@ class _Echo(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for start in range(0, len(payload), 7):
-            part = payload[start:start + 7]
+            part = payload[start : start + 7]
             self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -280,9 +296,19 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     async def call():
-        answer = await proxy.forward(server.server_address[1], "GET", "/x?y=1", [
-            ("Cookie", "sessionid=secret"), ("Authorization", "Bearer secret"), ("X-CSRFToken", "secret"),
-            ("Accept", "application/json"), ("Connection", "X-Private"), ("X-Private", "secret")])
+        answer = await proxy.forward(
+            server.server_address[1],
+            "GET",
+            "/x?y=1",
+            [
+                ("Cookie", "sessionid=secret"),
+                ("Authorization", "Bearer secret"),
+                ("X-CSRFToken", "secret"),
+                ("Accept", "application/json"),
+                ("Connection", "X-Private"),
+                ("X-Private", "secret"),
+            ],
+        )
         return answer, b"".join([chunk async for chunk in answer.body])
 
     try:
@@ -322,13 +348,24 @@ def test_a_console_killed_with_sigkill_leaves_no_tensorboard_behind(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
-    env.update({"DJANGO_SETTINGS_MODULE": "aiconsole.settings", "AICONSOLE_DATA_DIR": str(tmp_path / "data"),
-                "AICONSOLE_ENV_DIR": str(settings.ENV_DIR),
-                "AICONSOLE_SECRET_KEY": "orphan-check-key-orphan-check-key", "AICONSOLE_TENSORBOARD_START_SECONDS": "120"})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+            "AICONSOLE_DATA_DIR": str(tmp_path / "data"),
+            "AICONSOLE_ENV_DIR": str(settings.ENV_DIR),
+            "AICONSOLE_SECRET_KEY": "orphan-check-key-orphan-check-key",
+            "AICONSOLE_TENSORBOARD_START_SECONDS": "120",
+        }
+    )
     (tmp_path / "logs").mkdir()
     os.chmod(tmp_path, 0o755)
-    console = subprocess.Popen([sys.executable, "-c", DIES_WITH_CONSOLE, str(tmp_path / "logs")], env=env,
-                               stdout=subprocess.PIPE, text=True, cwd=settings.BASE_DIR)
+    console = subprocess.Popen(
+        [sys.executable, "-c", DIES_WITH_CONSOLE, str(tmp_path / "logs")],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=settings.BASE_DIR,
+    )
     try:
         pids = [int(pid) for pid in console.stdout.readline().split()]
         assert len(pids) == 2, "the reaper and TensorBoard under it"

@@ -27,19 +27,13 @@ def simple(tag: str, value: float) -> summary_pb2.Summary.Value:
     return summary_pb2.Summary.Value(tag=tag, simple_value=value)
 
 
-def tensor_value(
-    tag: str, plugin: str, tensor: tensor_pb2.TensorProto
-) -> summary_pb2.Summary.Value:
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin)
-    )
+def tensor_value(tag: str, plugin: str, tensor: tensor_pb2.TensorProto) -> summary_pb2.Summary.Value:
+    metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin))
     return summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
 
 
 def shape(*dims: int) -> tensor_shape_pb2.TensorShapeProto:
-    return tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in dims]
-    )
+    return tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in dims])
 
 
 def keras_scalar(tag: str, value: float) -> summary_pb2.Summary.Value:
@@ -51,9 +45,7 @@ def keras_scalar(tag: str, value: float) -> summary_pb2.Summary.Value:
 
 
 def event(step: int, *values: summary_pb2.Summary.Value) -> event_pb2.Event:
-    return event_pb2.Event(
-        step=step, wall_time=WALL + step, summary=summary_pb2.Summary(value=list(values))
-    )
+    return event_pb2.Event(step=step, wall_time=WALL + step, summary=summary_pb2.Summary(value=list(values)))
 
 
 def write_events(folder: Path, *events: event_pb2.Event) -> Path:
@@ -92,9 +84,7 @@ def test_keras_tensor_scalars_are_read(tmp_path):
     [
         tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape(), float_val=[0.75]),
         tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, tensor_shape=shape(), double_val=[0.75]),
-        tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_DOUBLE, tensor_shape=shape(), tensor_content=struct.pack("<d", 0.75)
-        ),
+        tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, tensor_shape=shape(), tensor_content=struct.pack("<d", 0.75)),
         tensor_pb2.TensorProto(
             dtype=types_pb2.DT_HALF,
             tensor_shape=shape(),
@@ -136,16 +126,12 @@ def test_images_histograms_and_text_are_skipped(tmp_path):
     tf2_image = tensor_value(
         "tf2_image",
         "images",
-        tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_STRING, tensor_shape=shape(3), string_val=[b"1"] * 3
-        ),
+        tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, tensor_shape=shape(3), string_val=[b"1"] * 3),
     )
     tf2_histogram = tensor_value(
         "tf2_histo",
         "histograms",
-        tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_DOUBLE, tensor_shape=shape(2, 3), double_val=[0.0] * 6
-        ),
+        tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, tensor_shape=shape(2, 3), double_val=[0.0] * 6),
     )
     text = tensor_value(
         "text",
@@ -182,9 +168,7 @@ def test_incremental_polls_return_only_new_scalars(tmp_path):
 
 @pytest.mark.parametrize("cut", [5, 12, 20], ids=["mid-header", "after-header", "mid-data"])
 def test_record_truncated_mid_write_is_read_after_the_rest_is_appended(tmp_path, cut):
-    source = write_events(
-        tmp_path / "scratch", event(1, simple("loss", 0.5)), event(2, simple("loss", 0.25))
-    )
+    source = write_events(tmp_path / "scratch", event(1, simple("loss", 0.5)), event(2, simple("loss", 0.25)))
     data = source.read_bytes()
     last_record = 8 + 4 + struct.unpack("<Q", data[:8])[0] + 4  # after the file_version event
     last_record += 8 + 4 + struct.unpack("<Q", data[last_record : last_record + 8])[0] + 4
@@ -230,9 +214,7 @@ def test_symlink_loop_under_the_root_is_not_followed(tmp_path):
 
 
 def test_corrupt_record_skips_the_rest_of_its_file_with_a_warning(tmp_path, caplog):
-    bad = write_events(
-        tmp_path / "bad", *(event(step, simple("loss", step / 4)) for step in range(1, 4))
-    )
+    bad = write_events(tmp_path / "bad", *(event(step, simple("loss", step / 4)) for step in range(1, 4)))
     write_events(tmp_path / "good", event(1, simple("loss", 0.5)))
     data = bytearray(bad.read_bytes())
     data[-5] ^= 0xFF  # the last byte of the last record's data
@@ -270,7 +252,7 @@ def test_a_gs_job_dir_is_read_incrementally_through_cloud_storage(tmp_path, gcs_
     data = local.read_bytes()
     first_record = 12 + struct.unpack("<Q", data[:8])[0] + 4  # the file-version event alone
     name = f"jobs/gs_scan/train/{local.name}"
-    gcs_emulator.upload("tfevents-bucket", name, data[:first_record + 5])  # a torn record at the tail
+    gcs_emulator.upload("tfevents-bucket", name, data[: first_record + 5])  # a torn record at the tail
     scanner = EventScanner("gs://tfevents-bucket/jobs/gs_scan")
 
     assert scanner.poll() == []

@@ -78,17 +78,31 @@ def _account_of(project) -> pwd.struct_passwd:
 
 
 def test_a_trainer_runs_as_its_projects_account_and_reaches_none_of_the_console_secrets(
-        run_job, package_factory, project):
+    run_job, package_factory, project
+):
     secret_key = settings.DATA_DIR / "secret_key"
     secret_key.write_text("a-key-only-the-console-may-read")
     secret_key.chmod(0o600)
     other = storage.save_upload(io.BytesIO(b"another project's trainer"), "trainer.tar.gz", project="project-b")
     job_dir = settings.STORAGE_DIR / "job-dirs" / "project-a" / "attacker"
 
-    job = run_job("attacker", package_factory(ATTACKER), jobDir=str(job_dir), args=[
-        "--console-pid", str(os.getpid()), "--database", str(settings.DATABASES["default"]["NAME"]),
-        "--secret-key", str(secret_key), "--other", str(other), "--data-dir", str(settings.DATA_DIR),
-    ])
+    job = run_job(
+        "attacker",
+        package_factory(ATTACKER),
+        jobDir=str(job_dir),
+        args=[
+            "--console-pid",
+            str(os.getpid()),
+            "--database",
+            str(settings.DATABASES["default"]["NAME"]),
+            "--secret-key",
+            str(secret_key),
+            "--other",
+            str(other),
+            "--data-dir",
+            str(settings.DATA_DIR),
+        ],
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     report = json.loads((job_dir / "report.json").read_text())
@@ -129,8 +143,9 @@ def test_a_trainer_reads_the_stored_inputs_its_job_names_for_the_jobs_life_only(
         print("folder:", read(os.path.join(sys.argv[sys.argv.index("--images") + 1], "cats", "1.txt")))
         print("unnamed:", read(sys.argv[sys.argv.index("--unnamed") + 1][len("hidden:"):]))
     """)
-    job = run_job("inputs", package, args=[f"--train-file={named}", "--images", str(folder),
-                                            "--unnamed", f"hidden:{unnamed}"])  # not a path: not lent
+    job = run_job(
+        "inputs", package, args=[f"--train-file={named}", "--images", str(folder), "--unnamed", f"hidden:{unnamed}"]
+    )  # not a path: not lent
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     text = log_text(job)
@@ -206,21 +221,36 @@ def _trainer_pid(job) -> int:
 
 
 def test_a_projects_trainers_cannot_read_signal_or_debug_another_projects(
-        executor, job_body, package_factory, project, other_project, admin, outsider):
+    executor, job_body, package_factory, project, other_project, admin, outsider
+):
     lent = storage.save_upload(io.BytesIO(b"project a's data"), "data.csv", project="project-a")
     victim_dir = settings.STORAGE_DIR / "job-dirs" / "project-a" / "victim"
-    victim = services.submit_job(project, job_body("victim", package_factory(VICTIM), jobDir=str(victim_dir),
-                                                   args=[f"--data={lent}"]), actor=admin)
+    victim = services.submit_job(
+        project,
+        job_body("victim", package_factory(VICTIM), jobDir=str(victim_dir), args=[f"--data={lent}"]),
+        actor=admin,
+    )
     try:
         wait_for(lambda: "READY" in log_text(victim), 180, message="project A's trainer to start")
         target = _trainer_pid(victim)
-        intruder_package = build_package(settings.STORAGE_DIR / "test-packages" / "project-b" / "intruder",
-                                         {"trainer/task.py": TASK_HEADER + textwrap.dedent(INTRUDER)})
-        intruder = services.submit_job(other_project, job_body("intruder", intruder_package, args=[
-            "--pid", str(target), "--job-file", str(victim_dir / "private.txt"), "--lent", str(lent)]),
-            actor=outsider)
-        wait_for(lambda: Job.objects.get(pk=intruder.pk).state in TERMINAL_STATES, 180,
-                 message="project B's trainer to finish")
+        intruder_package = build_package(
+            settings.STORAGE_DIR / "test-packages" / "project-b" / "intruder",
+            {"trainer/task.py": TASK_HEADER + textwrap.dedent(INTRUDER)},
+        )
+        intruder = services.submit_job(
+            other_project,
+            job_body(
+                "intruder",
+                intruder_package,
+                args=["--pid", str(target), "--job-file", str(victim_dir / "private.txt"), "--lent", str(lent)],
+            ),
+            actor=outsider,
+        )
+        wait_for(
+            lambda: Job.objects.get(pk=intruder.pk).state in TERMINAL_STATES,
+            180,
+            message="project B's trainer to finish",
+        )
         found = re.search(r"REPORT (.*)", log_text(intruder))
         assert found, log_text(intruder)
         report = json.loads(found.group(1))
@@ -230,9 +260,14 @@ def test_a_projects_trainers_cannot_read_signal_or_debug_another_projects(
     a, b = _account_of(project), _account_of(other_project)
     assert a.pw_uid != b.pw_uid and report["uid"] == b.pw_uid
     assert Path(f"/proc/{target}").stat().st_uid == a.pw_uid or not Path(f"/proc/{target}").exists()
-    assert report == {"uid": b.pw_uid, "environ": "refused: PermissionError", "signal": "refused: PermissionError",
-                      "ptrace": "refused: PermissionError", "job-file": "refused: PermissionError",
-                      "lent": "refused: PermissionError"}
+    assert report == {
+        "uid": b.pw_uid,
+        "environ": "refused: PermissionError",
+        "signal": "refused: PermissionError",
+        "ptrace": "refused: PermissionError",
+        "job-file": "refused: PermissionError",
+        "lent": "refused: PermissionError",
+    }
 
 
 # --- the root race (issue: a trainer swaps a folder for a link while root lends a path) ---------------
@@ -290,7 +325,8 @@ def _snapshot(data_dir: Path, project_id: str) -> dict[str, tuple[int, int, int]
 
 
 def test_a_trainer_swapping_a_folder_for_a_link_while_root_lends_its_path_gains_nothing(
-        executor, job_body, package_factory, project, admin, run_job):
+    executor, job_body, package_factory, project, admin, run_job
+):
     """A trainer of project A swaps a folder of its job dir with a link to the data dir, over and over,
     while other jobs of A name paths through that folder (90+ times each), use a folder below it as
     their job dir, and the analysis page reads a file through it. For at least a minute, nothing
@@ -307,8 +343,16 @@ def test_a_trainer_swapping_a_folder_for_a_link_while_root_lends_its_path_gains_
     before = _snapshot(settings.DATA_DIR, "project-a")
     assert before[str(settings.DATA_DIR / "secret_key")][2] == 0o600
 
-    swapper = services.submit_job(project, job_body("swapper", package_factory(SWAPPER), jobDir=str(swap_dir), args=[
-        "--data-dir", str(settings.DATA_DIR), "--seconds", "150"]), actor=admin)
+    swapper = services.submit_job(
+        project,
+        job_body(
+            "swapper",
+            package_factory(SWAPPER),
+            jobDir=str(swap_dir),
+            args=["--data-dir", str(settings.DATA_DIR), "--seconds", "150"],
+        ),
+        actor=admin,
+    )
     namer = package_factory(NAMER)
     wait_for(lambda: "SWAPPING" in log_text(swapper), 180, message="the swapping trainer to start")
     started, rounds, refused, leaked = time.monotonic(), 0, 0, []
@@ -318,7 +362,9 @@ def test_a_trainer_swapping_a_folder_for_a_link_while_root_lends_its_path_gains_
             through = swap_dir / "d"
             args = [f"--key={through / 'secret_key'}", str(through), f"--db={through / 'aiconsole.sqlite3'}"] * 32
             # Every other job also gets a job dir through the swapped folder, to be made and handed over.
-            job_dir = through / "out" / str(rounds) if rounds % 2 else settings.STORAGE_DIR / "job-dirs" / "project-a" / "n"
+            job_dir = (
+                through / "out" / str(rounds) if rounds % 2 else settings.STORAGE_DIR / "job-dirs" / "project-a" / "n"
+            )
             try:
                 job = run_job(f"namer_{rounds}", namer, jobDir=str(job_dir), args=args)
                 assert job.state in (JobState.SUCCEEDED, JobState.FAILED), job.error_message
@@ -336,7 +382,9 @@ def test_a_trainer_swapping_a_folder_for_a_link_while_root_lends_its_path_gains_
         wait_for(lambda: Job.objects.get(pk=swapper.pk).state in TERMINAL_STATES, 60, message="the swapper to stop")
 
     after = _snapshot(settings.DATA_DIR, "project-a")
-    changed = {path: (before[path], after[path]) for path in before.keys() & after.keys() if before[path] != after[path]}
+    changed = {
+        path: (before[path], after[path]) for path in before.keys() & after.keys() if before[path] != after[path]
+    }
     assert changed == {}
     assert "STOLE" not in log_text(Job.objects.get(pk=swapper.pk))
     assert leaked == []
@@ -351,8 +399,13 @@ def test_a_console_whose_data_dir_the_trainers_cannot_reach_refuses_to_start(tmp
     hidden = tmp_path / "private"
     hidden.mkdir(mode=0o700)
     env = {**os.environ, "AICONSOLE_DATA_DIR": str(hidden / "data"), "AICONSOLE_ADMIN_PASSWORD": "pw-admin-1234"}
-    result = subprocess.run([str(Path(sys.executable).with_name("aiconsole")), "up", "--port", "0"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("aiconsole")), "up", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
     assert result.returncode == 2
     assert f"cannot reach {hidden / 'data'}: {hidden} lets only its owner in" in result.stderr
@@ -361,8 +414,13 @@ def test_a_console_whose_data_dir_the_trainers_cannot_reach_refuses_to_start(tmp
 
 def test_an_account_name_other_than_root_is_refused_with_the_reason(tmp_path):
     env = {**os.environ, "AICONSOLE_DATA_DIR": str(tmp_path), "AICONSOLE_TRAINER_USER": "shared-trainer"}
-    result = subprocess.run([str(Path(sys.executable).with_name("aiconsole")), "manage", "check"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("aiconsole")), "manage", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
     assert result.returncode != 0
     assert "AICONSOLE_TRAINER_USER=shared-trainer: trainers run as an account of their own project" in result.stderr
@@ -389,13 +447,25 @@ def test_consoles_on_one_host_never_share_an_account(db, project, settings, tmp_
 
 def test_an_id_another_account_holds_is_refused_with_the_reason(db, project, monkeypatch):
     TrainerAccount.objects.create(project=project, uid=settings.TRAINER_UIDS.start)
-    foreign = pwd.struct_passwd(("someone", "x", settings.TRAINER_UIDS.start, settings.TRAINER_UIDS.start,
-                                 "a person", "/home/someone", "/bin/sh"))
+    foreign = pwd.struct_passwd(
+        (
+            "someone",
+            "x",
+            settings.TRAINER_UIDS.start,
+            settings.TRAINER_UIDS.start,
+            "a person",
+            "/home/someone",
+            "/bin/sh",
+        )
+    )
     monkeypatch.setattr(trainer_user.pwd, "getpwuid", lambda uid: foreign)
     monkeypatch.setattr(trainer_user, "_accounts", {})
 
-    with pytest.raises(trainer_user.TrainerUserError, match=r"belongs on this host to someone, an account this "
-                                                             r"console did not make"):
+    with pytest.raises(
+        trainer_user.TrainerUserError,
+        match=r"belongs on this host to someone, an account this "
+        r"console did not make",
+    ):
         trainer_user.for_project(project)
 
 

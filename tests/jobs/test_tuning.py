@@ -23,7 +23,8 @@ def test_grid_enumerates_every_combination_exactly():
         {"parameterName": "depth", "type": "INTEGER", "minValue": 2, "maxValue": 4},
         {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
         {"parameterName": "rate", "type": "DISCRETE", "discreteValues": [0.5, 1, 2.25]},
-        algorithm="GRID_SEARCH", maxTrials=100,
+        algorithm="GRID_SEARCH",
+        maxTrials=100,
     )
     points = tuning.grid(grid_spec)
     assert len(points) == tuning.grid_size(grid_spec) == 3 * 2 * 3
@@ -34,8 +35,9 @@ def test_grid_enumerates_every_combination_exactly():
 
 
 def test_grid_suggestions_skip_tried_points_and_run_out():
-    grid_spec = spec({"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 3},
-                     algorithm="GRID_SEARCH", maxTrials=10)
+    grid_spec = spec(
+        {"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 3}, algorithm="GRID_SEARCH", maxTrials=10
+    )
     first = tuning.suggest(grid_spec, [], 2)
     assert first == [{"n": "1"}, {"n": "2"}]
     history = [TrialRecord(point, "SUCCEEDED", 1.0) for point in first]
@@ -122,8 +124,9 @@ def test_parallel_trials_are_capped_by_max_trials_and_capacity():
 
 def test_failure_limits():
     assert tuning.too_many_failures({"maxFailedTrials": 2, "maxTrials": 10}, ["FAILED"]) is None
-    assert "maxFailedTrials" in tuning.too_many_failures({"maxFailedTrials": 2, "maxTrials": 10},
-                                                         ["SUCCEEDED", "FAILED", "FAILED"])
+    assert "maxFailedTrials" in tuning.too_many_failures(
+        {"maxFailedTrials": 2, "maxTrials": 10}, ["SUCCEEDED", "FAILED", "FAILED"]
+    )
     decide = {"maxTrials": 10}
     assert tuning.too_many_failures(decide, ["FAILED", "FAILED"]) is None
     assert "first 3" in tuning.too_many_failures(decide, ["FAILED"] * 3)
@@ -142,8 +145,9 @@ def test_median_pruner_stops_a_trial_that_falls_behind():
     assert tuning.should_stop_early(pruned, finished, _curve("0.4", [1, 2], "RUNNING"))
     assert not tuning.should_stop_early(pruned, finished, _curve("0.4", [9, 9], "RUNNING"))
     assert not tuning.should_stop_early(pruned, finished[:2], _curve("0.4", [1, 2], "RUNNING"))
-    assert not tuning.should_stop_early({**pruned, "enableTrialEarlyStopping": False}, finished,
-                                        _curve("0.4", [1, 2], "RUNNING"))
+    assert not tuning.should_stop_early(
+        {**pruned, "enableTrialEarlyStopping": False}, finished, _curve("0.4", [1, 2], "RUNNING")
+    )
     assert tuning.early_stopping({"enableTrialEarlyStopping": "TRUE"})
 
 
@@ -163,18 +167,33 @@ def test_metric_file_parsing_keeps_the_tag_and_skips_torn_lines():
 
 def test_resumed_records_outside_the_spec_are_ignored():
     narrow = spec(double("x", 0.0, 1.0))
-    history = [TrialRecord({"x": "5.0"}, "SUCCEEDED", 1.0), TrialRecord({"y": "0.5"}, "SUCCEEDED", 1.0),
-               TrialRecord({"x": "0.5"}, "SUCCEEDED", 1.0)]
+    history = [
+        TrialRecord({"x": "5.0"}, "SUCCEEDED", 1.0),
+        TrialRecord({"y": "0.5"}, "SUCCEEDED", 1.0),
+        TrialRecord({"x": "0.5"}, "SUCCEEDED", 1.0),
+    ]
     assert len(tuning.build_study(narrow, history).trials) == 1
 
 
 # --- charts ------------------------------------------------------------------------------------
 
 TRIALS = [
-    {"trialId": "2", "hyperparameters": {"x": "3.0", "opt": "sgd"}, "finalMetric": {"trainingStep": "1", "objectiveValue": 0.9}},
-    {"trialId": "1", "hyperparameters": {"x": "1.0", "opt": "adam"}, "finalMetric": {"trainingStep": "1", "objectiveValue": 0.5}},
+    {
+        "trialId": "2",
+        "hyperparameters": {"x": "3.0", "opt": "sgd"},
+        "finalMetric": {"trainingStep": "1", "objectiveValue": 0.9},
+    },
+    {
+        "trialId": "1",
+        "hyperparameters": {"x": "1.0", "opt": "adam"},
+        "finalMetric": {"trainingStep": "1", "objectiveValue": 0.5},
+    },
     {"trialId": "3", "hyperparameters": {"x": "2.0", "opt": "adam"}, "state": "FAILED"},
-    {"trialId": "4", "hyperparameters": {"x": "2.5", "opt": "adam"}, "finalMetric": {"trainingStep": "1", "objectiveValue": 0.7}},
+    {
+        "trialId": "4",
+        "hyperparameters": {"x": "2.5", "opt": "adam"},
+        "finalMetric": {"trainingStep": "1", "objectiveValue": 0.7},
+    },
 ]
 
 

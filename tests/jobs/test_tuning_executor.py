@@ -52,10 +52,27 @@ QUADRATIC_TASK = """
 def test_tuning_job_finds_the_optimum_region_with_isolated_parallel_trials(run_job, package_factory):
     package = package_factory(QUADRATIC_TASK)
     job_dir = job_dir_for("quadratic")
-    job = run_job("quadratic", package, jobDir=job_dir, args=["--epochs=1"], hyperparameters={
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "score", "maxTrials": 12, "maxParallelTrials": 3,
-        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": -5, "maxValue": 5,
-                    "scaleType": "UNIT_LINEAR_SCALE"}]})
+    job = run_job(
+        "quadratic",
+        package,
+        jobDir=job_dir,
+        args=["--epochs=1"],
+        hyperparameters={
+            "goal": "MAXIMIZE",
+            "hyperparameterMetricTag": "score",
+            "maxTrials": 12,
+            "maxParallelTrials": 3,
+            "params": [
+                {
+                    "parameterName": "x",
+                    "type": "DOUBLE",
+                    "minValue": -5,
+                    "maxValue": 5,
+                    "scaleType": "UNIT_LINEAR_SCALE",
+                }
+            ],
+        },
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     # Each trial ran with --job-dir <jobDir>/<trialId>, as the original: one output folder per trial.
@@ -84,7 +101,7 @@ def test_tuning_job_finds_the_optimum_region_with_isolated_parallel_trials(run_j
     assert first["finalMetric"]["trainingStep"] == "2"
     assert [m["trainingStep"] for m in first["allMetrics"]] == ["1", "2"]
     x = float(first["hyperparameters"]["x"])
-    assert first["finalMetric"]["objectiveValue"] == pytest.approx(-(x - 2.0) ** 2)
+    assert first["finalMetric"]["objectiveValue"] == pytest.approx(-((x - 2.0) ** 2))
     best = max(trials, key=lambda t: t["finalMetric"]["objectiveValue"])
     assert abs(float(best["hyperparameters"]["x"]) - 2.0) < 1.25
     replicas = job.replicas.all()
@@ -105,10 +122,20 @@ MODES_TASK = """
 
 def test_grid_stops_when_exhausted_marks_silent_trials_and_tolerates_failures(run_job, package_factory):
     package = package_factory(MODES_TASK)
-    job = run_job("modes", package, hyperparameters={
-        "goal": "MINIMIZE", "algorithm": "GRID_SEARCH", "maxTrials": 10, "maxParallelTrials": 3,
-        "maxFailedTrials": 2,
-        "params": [{"parameterName": "mode", "type": "CATEGORICAL", "categoricalValues": ["report", "silent", "fail"]}]})
+    job = run_job(
+        "modes",
+        package,
+        hyperparameters={
+            "goal": "MINIMIZE",
+            "algorithm": "GRID_SEARCH",
+            "maxTrials": 10,
+            "maxParallelTrials": 3,
+            "maxFailedTrials": 2,
+            "params": [
+                {"parameterName": "mode", "type": "CATEGORICAL", "categoricalValues": ["report", "silent", "fail"]}
+            ],
+        },
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     trials = {t.hyperparameters["mode"]: t for t in job.trials.all()}
@@ -117,14 +144,22 @@ def test_grid_stops_when_exhausted_marks_silent_trials_and_tolerates_failures(ru
     assert trials["silent"].state == JobState.SUCCEEDED and trials["silent"].reported_no_metric
     assert trials["fail"].state == JobState.FAILED and "fails on purpose" in trials["fail"].error_message
     assert job.training_output["completedTrialCount"] == "3"
-    assert "finalMetric" not in next(t for t in job.training_output["trials"] if t["hyperparameters"]["mode"] == "silent")
+    assert "finalMetric" not in next(
+        t for t in job.training_output["trials"] if t["hyperparameters"]["mode"] == "silent"
+    )
 
 
 def test_job_fails_when_its_first_trials_all_fail(run_job, package_factory):
     package = package_factory("raise SystemExit('broken trainer')\n")
-    job = run_job("all_fail", package, hyperparameters={
-        "maxTrials": 6, "maxParallelTrials": 1,
-        "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 9}]})
+    job = run_job(
+        "all_fail",
+        package,
+        hyperparameters={
+            "maxTrials": 6,
+            "maxParallelTrials": 1,
+            "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 9}],
+        },
+    )
 
     assert job.state == JobState.FAILED
     assert "Too many trials failed" in job.error_message and "broken trainer" in job.error_message
@@ -144,9 +179,17 @@ STAIRS_TASK = """
 
 def test_early_stopping_stops_a_trial_that_falls_behind(run_job, package_factory):
     package = package_factory(STAIRS_TASK)
-    job = run_job("stairs", package, hyperparameters={
-        "goal": "MAXIMIZE", "algorithm": "GRID_SEARCH", "maxTrials": 4, "enableTrialEarlyStopping": True,
-        "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 2, 3, 4]}]})
+    job = run_job(
+        "stairs",
+        package,
+        hyperparameters={
+            "goal": "MAXIMIZE",
+            "algorithm": "GRID_SEARCH",
+            "maxTrials": 4,
+            "enableTrialEarlyStopping": True,
+            "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 2, 3, 4]}],
+        },
+    )
 
     assert job.state == JobState.SUCCEEDED, job.error_message
     last = job.trials.get(trial_id="4")
@@ -160,13 +203,19 @@ def test_early_stopping_stops_a_trial_that_falls_behind(run_job, package_factory
 
 def test_resumed_job_reuses_the_earlier_trials(run_job, package_factory):
     package = package_factory(MODES_TASK.replace("--mode=", "--n=").replace('mode == "report"', "True"))
-    grid = {"algorithm": "GRID_SEARCH", "maxTrials": 10,
-            "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}
+    grid = {
+        "algorithm": "GRID_SEARCH",
+        "maxTrials": 10,
+        "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
+    }
     first = run_job("first", package, hyperparameters=grid)
     assert first.state == JobState.SUCCEEDED, first.error_message
 
-    wider = {**grid, "resumePreviousJobId": "first",
-             "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 3}]}
+    wider = {
+        **grid,
+        "resumePreviousJobId": "first",
+        "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 3}],
+    }
     second = run_job("second", package, hyperparameters=wider)
     assert second.state == JobState.SUCCEEDED, second.error_message
     assert [(t.trial_id, t.hyperparameters) for t in second.trials.all()] == [("1", {"n": "3"})]
@@ -178,9 +227,15 @@ def test_resumed_job_reuses_the_earlier_trials(run_job, package_factory):
 
 def test_cancel_stops_every_running_trial(executor, job_body, admin, project, package_factory):
     package = package_factory("print('trial up', flush=True)\ntime.sleep(120)\n")
-    body = job_body("cancel_me", package, hyperparameters={
-        "maxTrials": 4, "maxParallelTrials": 2,
-        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]})
+    body = job_body(
+        "cancel_me",
+        package,
+        hyperparameters={
+            "maxTrials": 4,
+            "maxParallelTrials": 2,
+            "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}],
+        },
+    )
     job = services.submit_job(project, body, actor=admin)
     wait_for(lambda: job.replicas.filter(state=ReplicaState.RUNNING).count() == 2, 120, message="two trials")
     services.cancel_job(job, actor=admin)
@@ -205,9 +260,17 @@ def _zombie(pid: int) -> bool:
 def test_tuning_job_counts_replicas_per_parallel_trial(db, project):
     from jobs import kinds
 
-    job = Job(project=project, job_id="capacity", training_input={
-        "scaleTier": "CUSTOM", "masterType": "n1-highcpu-16", "workerType": "n1-highcpu-16", "workerCount": "1",
-        "hyperparameters": {"maxTrials": 9, "maxParallelTrials": 2, "params": []}})
+    job = Job(
+        project=project,
+        job_id="capacity",
+        training_input={
+            "scaleTier": "CUSTOM",
+            "masterType": "n1-highcpu-16",
+            "workerType": "n1-highcpu-16",
+            "workerCount": "1",
+            "hyperparameters": {"maxTrials": 9, "maxParallelTrials": 2, "params": []},
+        },
+    )
     held = len(kinds.of_job(job).plans(job))
     assert kinds.of_job(job).name == "tuning" and held == 4
     assert os.environ.get("AICONSOLE_MAX_REPLICAS") is None or held <= settings.MAX_REPLICAS

@@ -14,17 +14,33 @@ from tests.helpers.jobs import body
 def test_job_page_lists_trials_with_their_outcome(client, project, admin):
     from jobs import services
 
-    spec = {"maxTrials": 3, "hyperparameterMetricTag": "Taxi Model Accuracy",
-            "params": [{"parameterName": "max-depth", "type": "INTEGER", "minValue": 1, "maxValue": 9}]}
+    spec = {
+        "maxTrials": 3,
+        "hyperparameterMetricTag": "Taxi Model Accuracy",
+        "params": [{"parameterName": "max-depth", "type": "INTEGER", "minValue": 1, "maxValue": 9}],
+    }
     job = services.submit_job(project, body("tuned", hyperparameters=spec), actor=admin)
     now = timezone.now()
-    Trial.objects.create(job=job, trial_id="1", number=1, hyperparameters={"max-depth": "3"}, start_time=now,
-                         end_time=now, state=JobState.SUCCEEDED, is_stopped_early=True,
-                         final_metric={"trainingStep": "40", "objectiveValue": 0.875})
-    Trial.objects.create(job=job, trial_id="2", number=2, hyperparameters={"max-depth": "7"},
-                         state=JobState.SUCCEEDED)
-    Trial.objects.create(job=job, trial_id="3", number=3, hyperparameters={"max-depth": "8"},
-                         state=JobState.FAILED, error_message="ValueError: bad depth")
+    Trial.objects.create(
+        job=job,
+        trial_id="1",
+        number=1,
+        hyperparameters={"max-depth": "3"},
+        start_time=now,
+        end_time=now,
+        state=JobState.SUCCEEDED,
+        is_stopped_early=True,
+        final_metric={"trainingStep": "40", "objectiveValue": 0.875},
+    )
+    Trial.objects.create(job=job, trial_id="2", number=2, hyperparameters={"max-depth": "7"}, state=JobState.SUCCEEDED)
+    Trial.objects.create(
+        job=job,
+        trial_id="3",
+        number=3,
+        hyperparameters={"max-depth": "8"},
+        state=JobState.FAILED,
+        error_message="ValueError: bad depth",
+    )
     client.force_login(admin)
 
     html = client.get("/projects/project-a/jobs/tuned/").content.decode()
@@ -49,8 +65,9 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
 
     spec = {"maxTrials": 3, "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
     job = services.submit_job(project, body("live", hyperparameters=spec), actor=admin)
-    Trial.objects.create(job=job, trial_id="1", number=1, hyperparameters={"x": "0.5"}, state=JobState.RUNNING,
-                         start_time=timezone.now())
+    Trial.objects.create(
+        job=job, trial_id="1", number=1, hyperparameters={"x": "0.5"}, state=JobState.RUNNING, start_time=timezone.now()
+    )
     project.data_access_logs = True
     project.save()
     client.force_login(admin)
@@ -58,11 +75,18 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
     assert re.search(r'id="trial-table"[^>]*hx-get="/projects/project-a/jobs/live/\?part=trials', html)
     assert 'hx-trigger="every 3s"' in html
 
-    Trial.objects.create(job=job, trial_id="2", number=2, hyperparameters={"x": "0.9"}, state=JobState.SUCCEEDED,
-                         final_metric={"trainingStep": "1", "objectiveValue": 0.42})
+    Trial.objects.create(
+        job=job,
+        trial_id="2",
+        number=2,
+        hyperparameters={"x": "0.9"},
+        state=JobState.SUCCEEDED,
+        final_metric={"trainingStep": "1", "objectiveValue": 0.42},
+    )
     audited = AuditEntry.objects.count()
-    fragment = client.get("/projects/project-a/jobs/live/?part=trials&trial_sort=&trial_state=",
-                          HTTP_HX_REQUEST="true").content.decode()
+    fragment = client.get(
+        "/projects/project-a/jobs/live/?part=trials&trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert fragment.lstrip().startswith('<div class="table-scroll" id="trial-table"')
     assert "x=0.9" in fragment and "0.42" in fragment
     assert AuditEntry.objects.count() == audited  # the page's own refresh is not a new Data Access read
@@ -77,8 +101,12 @@ def test_study_charts_refresh_themselves_while_the_study_runs(client, project, a
     from jobs.executor.trials import training_output
     from jobs.models import Job
 
-    spec = {"maxTrials": 4, "goal": "MAXIMIZE", "hyperparameterMetricTag": "score",
-            "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+    spec = {
+        "maxTrials": 4,
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "score",
+        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}],
+    }
     job = services.submit_job(project, body("charts", hyperparameters=spec), actor=admin)
     client.force_login(admin)
     page = client.get("/projects/project-a/jobs/charts/").content.decode()
@@ -86,8 +114,14 @@ def test_study_charts_refresh_themselves_while_the_study_runs(client, project, a
     assert "Optimization history" not in page  # no trial yet: nothing to draw
 
     for number, (x, score) in enumerate([("0.2", 0.4), ("0.7", 0.9)], start=1):
-        Trial.objects.create(job=job, trial_id=str(number), number=number, hyperparameters={"x": x},
-                             state=JobState.SUCCEEDED, final_metric={"trainingStep": "1", "objectiveValue": score})
+        Trial.objects.create(
+            job=job,
+            trial_id=str(number),
+            number=number,
+            hyperparameters={"x": x},
+            state=JobState.SUCCEEDED,
+            final_metric={"trainingStep": "1", "objectiveValue": score},
+        )
     Job.objects.filter(pk=job.pk).update(training_output=training_output(job, spec))
     fragment = client.get("/projects/project-a/jobs/charts/?part=charts", HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div id="study-charts"')
@@ -103,18 +137,31 @@ def finished_study(project, admin, trials: int = 12):
     from jobs.executor.trials import training_output
     from jobs.models import Job
 
-    spec = {"maxTrials": trials, "goal": "MAXIMIZE", "hyperparameterMetricTag": "score", "params": [
-        {"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
-        {"parameterName": "y", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
-        {"parameterName": "kind", "type": "CATEGORICAL", "categoricalValues": ["plain", "a</script><b>"]}]}
+    spec = {
+        "maxTrials": trials,
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "score",
+        "params": [
+            {"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
+            {"parameterName": "y", "type": "DOUBLE", "minValue": 0, "maxValue": 1},
+            {"parameterName": "kind", "type": "CATEGORICAL", "categoricalValues": ["plain", "a</script><b>"]},
+        ],
+    }
     job = services.submit_job(project, body("done", hyperparameters=spec), actor=admin)
     for n in range(1, trials + 1):
         x, y = (n * 0.37) % 1, (n * 0.61) % 1
-        Trial.objects.create(job=job, trial_id=str(n), number=n, state=JobState.SUCCEEDED,
-                             hyperparameters={"x": repr(x), "y": repr(y), "kind": ["plain", "a</script><b>"][n % 2]},
-                             final_metric={"trainingStep": "2", "objectiveValue": x - y},
-                             all_metrics=[{"trainingStep": "1", "objectiveValue": x - y - 0.1},
-                                          {"trainingStep": "2", "objectiveValue": x - y}])
+        Trial.objects.create(
+            job=job,
+            trial_id=str(n),
+            number=n,
+            state=JobState.SUCCEEDED,
+            hyperparameters={"x": repr(x), "y": repr(y), "kind": ["plain", "a</script><b>"][n % 2]},
+            final_metric={"trainingStep": "2", "objectiveValue": x - y},
+            all_metrics=[
+                {"trainingStep": "1", "objectiveValue": x - y - 0.1},
+                {"trainingStep": "2", "objectiveValue": x - y},
+            ],
+        )
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, training_output=training_output(job, spec))
     return job
 
@@ -125,15 +172,26 @@ def test_study_page_shows_at_once_and_fetches_its_charts_after(client, project, 
     page = client.get("/projects/project-a/jobs/done/?contour_x=y&contour_y=x").content.decode()
     assert 'data-trial="12"' in page  # the trial table is in the page
     assert "Optimization history" not in page and "Loading the charts" in page
-    assert ('id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
-            'hx-trigger="load"') in page
+    assert (
+        'id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
+        'hx-trigger="load"'
+    ) in page
     assert 'href="?charts=inline&amp;contour_x=y&amp;contour_y=x#study-charts"' in page  # without JavaScript
 
-    fragment = client.get("/projects/project-a/jobs/done/?part=charts&contour_x=y&contour_y=x",
-                          HTTP_HX_REQUEST="true").content.decode()
+    fragment = client.get(
+        "/projects/project-a/jobs/done/?part=charts&contour_x=y&contour_y=x", HTTP_HX_REQUEST="true"
+    ).content.decode()
     titles = re.findall(r"<figcaption>(.*?)</figcaption>", fragment)
-    assert titles == ["Optimization history", "Parallel coordinates", "Slice: x", "Slice: y", "Slice: kind",
-                      "Contour: y × x", "Intermediate values", "Parameter importance"]
+    assert titles == [
+        "Optimization history",
+        "Parallel coordinates",
+        "Slice: x",
+        "Slice: y",
+        "Slice: kind",
+        "Contour: y × x",
+        "Intermediate values",
+        "Parameter importance",
+    ]
     assert fragment.count("<details><summary>Data</summary><table>") == 8  # each chart's data as a table
     assert 'hx-trigger="every 10s"' not in fragment  # finished: nothing more to fetch
     assert '<select id="contour-x" name="contour_x">' in fragment
@@ -144,8 +202,10 @@ def test_study_chart_figures_are_json_that_no_value_can_break_out_of(client, pro
     client.force_login(admin)
     fragment = client.get("/projects/project-a/jobs/done/?part=charts", HTTP_HX_REQUEST="true").content.decode()
     assert "a</script>" not in fragment
-    figures = [json.loads(text) for text in re.findall(
-        r'<script type="application/json" class="chart-figure">(.*?)</script>', fragment)]
+    figures = [
+        json.loads(text)
+        for text in re.findall(r'<script type="application/json" class="chart-figure">(.*?)</script>', fragment)
+    ]
     assert len(figures) == 8
     assert all(f["config"] == {"displaylogo": False, "responsive": True} for f in figures)
     assert all(f["layout"]["template"]["layout"]["paper_bgcolor"] == "white" for f in figures)  # plotly_white
@@ -167,8 +227,14 @@ def test_learning_curves_of_a_large_study_are_lines_without_markers():
     from jobs.metrics import charts
 
     def trials(count):
-        return [{"trialId": str(n), "state": "SUCCEEDED", "allMetrics": [
-            {"trainingStep": str(s), "objectiveValue": 0.1 * s} for s in range(1, 11)]} for n in range(1, count + 1)]
+        return [
+            {
+                "trialId": str(n),
+                "state": "SUCCEEDED",
+                "allMetrics": [{"trainingStep": str(s), "objectiveValue": 0.1 * s} for s in range(1, 11)],
+            }
+            for n in range(1, count + 1)
+        ]
 
     assert charts.intermediate_values(trials(100)).figure.data[0].mode == "lines+markers"
     big = charts.intermediate_values(trials(2000))

@@ -22,8 +22,15 @@ def add_lines(job: Job, *lines: tuple[str, str, str]) -> list[LogLine]:
     """Store (task, severity, message) lines, one second apart."""
     start = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
     return [
-        LogLine.objects.create(job=job, task_name=task, seq=n, stream="stdout", severity=severity,
-                               message=message, time=start + timedelta(seconds=n))
+        LogLine.objects.create(
+            job=job,
+            task_name=task,
+            seq=n,
+            stream="stdout",
+            severity=severity,
+            message=message,
+            time=start + timedelta(seconds=n),
+        )
         for n, (task, severity, message) in enumerate(lines, 1)
     ]
 
@@ -92,9 +99,15 @@ class Page(HTMLParser):
 # --- login --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/projects/project-a/jobs/", "/projects/project-a/jobs/new/",
-                                  "/projects/project-a/jobs/some_job/",
-                                  "/projects/project-a/jobs/some_job/logs/download/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/projects/project-a/jobs/",
+        "/projects/project-a/jobs/new/",
+        "/projects/project-a/jobs/some_job/",
+        "/projects/project-a/jobs/some_job/logs/download/",
+    ],
+)
 def test_anonymous_visitor_is_sent_to_login(client, project, path):
     response = client.get(path)
 
@@ -218,12 +231,20 @@ def test_admin_sees_the_new_job_button(client, project, admin):
 def test_job_detail_shows_state_replicas_error_and_logs(client, project, admin):
     job = submit(project, "broken", admin)
     Job.objects.filter(pk=job.pk).update(
-        state=JobState.FAILED, error_message="The replica master 0 exited with a non-zero status of 1.")
-    Replica.objects.create(job=job, task_type="master", task_index=0, label="master-replica-0",
-                           machine_type="n1-standard-4", state="FAILED", host="127.0.0.1", port=2222,
-                           exit_code=1)
-    add_lines(job, ("master-replica-0", "INFO", "epoch 1 done"),
-              ("master-replica-0", "ERROR", "ValueError: bad input"))
+        state=JobState.FAILED, error_message="The replica master 0 exited with a non-zero status of 1."
+    )
+    Replica.objects.create(
+        job=job,
+        task_type="master",
+        task_index=0,
+        label="master-replica-0",
+        machine_type="n1-standard-4",
+        state="FAILED",
+        host="127.0.0.1",
+        port=2222,
+        exit_code=1,
+    )
+    add_lines(job, ("master-replica-0", "INFO", "epoch 1 done"), ("master-replica-0", "ERROR", "ValueError: bad input"))
     client.force_login(admin)
 
     response = client.get("/projects/project-a/jobs/broken/")
@@ -265,14 +286,20 @@ def test_log_messages_are_escaped(client, project, admin):
 
 def test_log_filters_by_minimum_severity_and_replica(client, project, admin):
     job = submit(project, "filtered", admin)
-    add_lines(job, ("master-replica-0", "INFO", "chatty"), ("master-replica-0", "WARNING", "careful"),
-              ("worker-replica-0", "ERROR", "worker broke"))
+    add_lines(
+        job,
+        ("master-replica-0", "INFO", "chatty"),
+        ("master-replica-0", "WARNING", "careful"),
+        ("worker-replica-0", "ERROR", "worker broke"),
+    )
     client.force_login(admin)
 
-    by_severity = Page(client.get("/projects/project-a/jobs/filtered/", {"severity": "WARNING"})
-                       .content.decode()).text["log-lines"]
-    by_task = Page(client.get("/projects/project-a/jobs/filtered/", {"task": "worker-replica-0"})
-                   .content.decode()).text["log-lines"]
+    by_severity = Page(client.get("/projects/project-a/jobs/filtered/", {"severity": "WARNING"}).content.decode()).text[
+        "log-lines"
+    ]
+    by_task = Page(
+        client.get("/projects/project-a/jobs/filtered/", {"task": "worker-replica-0"}).content.decode()
+    ).text["log-lines"]
 
     assert "chatty" not in by_severity and "careful" in by_severity and "worker broke" in by_severity
     assert "worker broke" in by_task and "careful" not in by_task
@@ -298,17 +325,19 @@ def test_status_fragment_reflects_a_state_change(client, project, admin):
     client.force_login(admin)
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, start_time=timezone.now())
 
-    html = client.get("/projects/project-a/jobs/changing/", {"part": "status"},
-                      HTTP_HX_REQUEST="true").content.decode()
+    html = client.get("/projects/project-a/jobs/changing/", {"part": "status"}, HTTP_HX_REQUEST="true").content.decode()
 
     assert 'data-state="RUNNING"' in html
 
 
 def test_logs_after_an_id_returns_only_newer_lines(client, project, admin):
     job = submit(project, "streaming", admin)
-    old, newer, newest = add_lines(job, ("master-replica-0", "INFO", "old line"),
-                                   ("master-replica-0", "INFO", "newer line"),
-                                   ("master-replica-0", "INFO", "newest line"))
+    old, newer, newest = add_lines(
+        job,
+        ("master-replica-0", "INFO", "old line"),
+        ("master-replica-0", "INFO", "newer line"),
+        ("master-replica-0", "INFO", "newest line"),
+    )
     client.force_login(admin)
 
     html = client.get("/projects/project-a/jobs/streaming/logs/", {"after": old.pk}).content.decode()
@@ -350,7 +379,7 @@ def test_log_download_as_text(client, project, admin):
 
 def test_log_download_as_json_lines(client, project, admin):
     job = submit(project, "dlj", admin)
-    add_lines(job, ("master-replica-0", "INFO", "first"), ("master-replica-0", "ERROR", "second \"quoted\""))
+    add_lines(job, ("master-replica-0", "INFO", "first"), ("master-replica-0", "ERROR", 'second "quoted"'))
     client.force_login(admin)
 
     response = client.get("/projects/project-a/jobs/dlj/logs/download/", {"format": "json"})
@@ -359,7 +388,9 @@ def test_log_download_as_json_lines(client, project, admin):
     assert response["Content-Disposition"] == 'attachment; filename="dlj.jsonl"'
     rows = [json.loads(line) for line in b"".join(response).decode().splitlines()]
     assert [(r["task"], r["severity"], r["seq"], r["message"]) for r in rows] == [
-        ("master-replica-0", "INFO", 1, "first"), ("master-replica-0", "ERROR", 2, 'second "quoted"')]
+        ("master-replica-0", "INFO", 1, "first"),
+        ("master-replica-0", "ERROR", 2, 'second "quoted"'),
+    ]
     assert rows[0]["timestamp"].startswith("2024-03-01T12:00:01")
     assert rows[0]["trial"] is None
     assert rows[0]["stream"] == "stdout"
@@ -370,8 +401,11 @@ def test_outsider_gets_404_for_job_logs(client, project, admin, outsider):
     add_lines(job, ("master-replica-0", "INFO", "confidential"))
     client.force_login(outsider)
 
-    for path in ("/projects/project-a/jobs/secret/", "/projects/project-a/jobs/secret/logs/",
-                 "/projects/project-a/jobs/secret/logs/download/"):
+    for path in (
+        "/projects/project-a/jobs/secret/",
+        "/projects/project-a/jobs/secret/logs/",
+        "/projects/project-a/jobs/secret/logs/download/",
+    ):
         response = client.get(path)
         assert response.status_code == 404
         assert b"confidential" not in b"".join(getattr(response, "streaming_content", [response.content]))
@@ -458,9 +492,18 @@ SUBMIT_URL = "/projects/project-a/jobs/new/"
 
 def form_data(**overrides) -> dict:
     data = {
-        "job_id": "form_job", "package_uris": "", "python_module": "trainer.task", "args": "",
-        "region": "us-central1", "runtime_version": "2.11", "python_version": "3.7",
-        "scale_tier": "BASIC", "job_dir": "", "labels": "", "max_running_time": "", "max_wait_time": "",
+        "job_id": "form_job",
+        "package_uris": "",
+        "python_module": "trainer.task",
+        "args": "",
+        "region": "us-central1",
+        "runtime_version": "2.11",
+        "python_version": "3.7",
+        "scale_tier": "BASIC",
+        "job_dir": "",
+        "labels": "",
+        "max_running_time": "",
+        "max_wait_time": "",
         "priority": "",
     }
     data.update(overrides)
@@ -488,8 +531,11 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     radios = [i for i, c in page.controls.items() if c.get("name") == "scale_tier"]
     assert len(radios) == len(form.fields["scale_tier"].choices)
     assert all(radio in page.wrapped or radio in page.label_for for radio in radios)
-    unlabelled = [i for i, c in page.controls.items() if c.get("type") != "hidden"
-                  and i not in page.label_for and i not in page.wrapped]
+    unlabelled = [
+        i
+        for i, c in page.controls.items()
+        if c.get("type") != "hidden" and i not in page.label_for and i not in page.wrapped
+    ]
     assert unlabelled == []
 
 
@@ -498,8 +544,7 @@ def test_submit_form_posts_an_uploaded_package_and_redirects_to_the_job(client, 
     upload = sdist_upload(tmp_path)
     original = (tmp_path / "pkg" / upload.name).read_bytes()
 
-    response = client.post(SUBMIT_URL, {**form_data(job_id="uploaded_job", args="--epochs 3"),
-                                        "package_file": upload})
+    response = client.post(SUBMIT_URL, {**form_data(job_id="uploaded_job", args="--epochs 3"), "package_file": upload})
 
     assert response.status_code == 302
     assert response["Location"] == "/projects/project-a/jobs/uploaded_job/"
@@ -515,9 +560,17 @@ def test_submit_form_posts_an_uploaded_package_and_redirects_to_the_job(client, 
 def test_bad_job_id_is_shown_next_to_the_field_and_other_values_are_kept(client, project, admin):
     client.force_login(admin)
 
-    response = client.post(SUBMIT_URL, form_data(
-        job_id="1 bad id", package_uris=PACKAGE, python_module="my.trainer", args="--lr 0.1",
-        labels="team=vision", region="europe-west4"))
+    response = client.post(
+        SUBMIT_URL,
+        form_data(
+            job_id="1 bad id",
+            package_uris=PACKAGE,
+            python_module="my.trainer",
+            args="--lr 0.1",
+            labels="team=vision",
+            region="europe-west4",
+        ),
+    )
 
     assert response.status_code == 200
     page = Page(response.content.decode())
@@ -535,10 +588,13 @@ def test_bad_job_id_is_shown_next_to_the_field_and_other_values_are_kept(client,
 def test_invalid_custom_config_with_an_upload_keeps_the_stored_package(client, project, admin, tmp_path):
     client.force_login(admin)
 
-    response = client.post(SUBMIT_URL, {
-        **form_data(job_id="custom_job", scale_tier="CUSTOM", master_type="n1-standard-4", worker_count="2"),
-        "package_file": sdist_upload(tmp_path),
-    })
+    response = client.post(
+        SUBMIT_URL,
+        {
+            **form_data(job_id="custom_job", scale_tier="CUSTOM", master_type="n1-standard-4", worker_count="2"),
+            "package_file": sdist_upload(tmp_path),
+        },
+    )
 
     assert response.status_code == 200
     page = Page(response.content.decode())
@@ -552,9 +608,17 @@ def test_invalid_custom_config_with_an_upload_keeps_the_stored_package(client, p
     assert str(settings.STORAGE_DIR) not in response.content.decode()
 
     # Fixing the form and submitting again uses the stored package once, without uploading it again.
-    fixed = client.post(SUBMIT_URL, form_data(job_id="custom_job", scale_tier="CUSTOM",
-                                              master_type="n1-standard-4", worker_type="n1-standard-4",
-                                              worker_count="2", kept_package=kept))
+    fixed = client.post(
+        SUBMIT_URL,
+        form_data(
+            job_id="custom_job",
+            scale_tier="CUSTOM",
+            master_type="n1-standard-4",
+            worker_type="n1-standard-4",
+            worker_count="2",
+            kept_package=kept,
+        ),
+    )
     assert fixed.status_code == 302
     (stored,) = Job.objects.get(job_id="custom_job").training_input["packageUris"]
     assert Path(stored).resolve().is_relative_to(settings.STORAGE_DIR) and Path(stored).is_file()
@@ -569,8 +633,9 @@ def _kept_upload(response) -> str:
 def test_upload_is_kept_when_another_field_fails_form_validation(client, project, admin, tmp_path):
     client.force_login(admin)
 
-    response = client.post(SUBMIT_URL, {**form_data(job_id="labelled", labels="no equals sign"),
-                                        "package_file": sdist_upload(tmp_path)})
+    response = client.post(
+        SUBMIT_URL, {**form_data(job_id="labelled", labels="no equals sign"), "package_file": sdist_upload(tmp_path)}
+    )
 
     assert response.status_code == 200
     page = Page(response.content.decode())

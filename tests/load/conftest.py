@@ -37,20 +37,36 @@ class LiveConsole:
         opener.open(self.url + "/login/", timeout=30).read()
         csrf = next(c.value for c in jar if c.name == "csrftoken")
         form = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": csrf})
-        opener.open(urllib.request.Request(self.url + "/login/", data=form.encode(),
-                                           headers={"Referer": self.url + "/login/"}), timeout=30).read()
+        opener.open(
+            urllib.request.Request(self.url + "/login/", data=form.encode(), headers={"Referer": self.url + "/login/"}),
+            timeout=30,
+        ).read()
         return next(c.value for c in jar if c.name == "sessionid")
 
     def submit(self, job_id: str, task: str, args: list[str] | None = None) -> Path:
         """A job running ``task`` (after the usual imports); returns its job dir."""
-        package = build_package(self.data_dir / "storage" / "pkg" / PROJECT / job_id,
-                                {"trainer/task.py": TASK_HEADER + task})
+        package = build_package(
+            self.data_dir / "storage" / "pkg" / PROJECT / job_id, {"trainer/task.py": TASK_HEADER + task}
+        )
         job_dir = self.data_dir / "storage" / "out" / PROJECT / job_id
-        status, answer = self.server.api("POST", f"/v1/projects/{PROJECT}/jobs", self.token, {
-            "jobId": job_id, "trainingInput": {
-                "scaleTier": "BASIC", "packageUris": [str(package)], "pythonModule": "trainer.task",
-                "args": args or [], "region": "us-central1", "runtimeVersion": "2.11", "pythonVersion": "3.7",
-                "jobDir": str(job_dir)}})
+        status, answer = self.server.api(
+            "POST",
+            f"/v1/projects/{PROJECT}/jobs",
+            self.token,
+            {
+                "jobId": job_id,
+                "trainingInput": {
+                    "scaleTier": "BASIC",
+                    "packageUris": [str(package)],
+                    "pythonModule": "trainer.task",
+                    "args": args or [],
+                    "region": "us-central1",
+                    "runtimeVersion": "2.11",
+                    "pythonVersion": "3.7",
+                    "jobDir": str(job_dir),
+                },
+            },
+        )
         assert status == 200, answer
         return job_dir
 
@@ -60,13 +76,18 @@ class LiveConsole:
         return job["state"]
 
     def wait_state(self, job_id: str, states: set[str], timeout: float = 180) -> str:
-        return wait_for(lambda: (state := self.state(job_id)) in states and state, timeout, interval=0.2,
-                        message=f"{job_id} to be one of {sorted(states)}")
+        return wait_for(
+            lambda: (state := self.state(job_id)) in states and state,
+            timeout,
+            interval=0.2,
+            message=f"{job_id} to be one of {sorted(states)}",
+        )
 
     def query(self, sql: str, args: tuple = ()) -> list[tuple]:
         """What the console stored, read from its database (read-only)."""
-        with contextlib.closing(sqlite3.connect(f"file:{self.data_dir / 'aiconsole.sqlite3'}?mode=ro",
-                                                uri=True, timeout=30)) as db:
+        with contextlib.closing(
+            sqlite3.connect(f"file:{self.data_dir / 'aiconsole.sqlite3'}?mode=ro", uri=True, timeout=30)
+        ) as db:
             return db.execute(sql, args).fetchall()
 
     def job_pk(self, job_id: str) -> int:

@@ -22,7 +22,8 @@ def said_dropped(messages) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_long_lines_printed_faster_than_they_are_stored_cost_bounded_memory_and_each_is_stored_or_counted(
-        project, admin):
+    project, admin
+):
     job = submit(project, "long_lines", admin)
     sink = LogSink(job.pk, publish=False)
     printed = 20_000  # 640 MB of distinct 32 KB lines, handed over as a replica's reader does
@@ -65,8 +66,13 @@ def test_a_watched_trainer_printing_long_lines_flat_out_leaves_both_processes_me
         from websockets.asyncio.client import connect
 
         url = f"ws://127.0.0.1:{console.port}/ws/projects/default-project/jobs/long_lines/logs/?tail=0"
-        async with connect(url, origin=console.url, max_size=None, open_timeout=30,
-                           additional_headers={"Cookie": f"sessionid={console.cookie}"}) as ws:
+        async with connect(
+            url,
+            origin=console.url,
+            max_size=None,
+            open_timeout=30,
+            additional_headers={"Cookie": f"sessionid={console.cookie}"},
+        ) as ws:
             while not stop.is_set():
                 try:
                     frame = json.loads(await asyncio.wait_for(ws.recv(), 0.5))
@@ -88,16 +94,23 @@ def test_a_watched_trainer_printing_long_lines_flat_out_leaves_both_processes_me
 
     assert state == "SUCCEEDED"
     pk = console.job_pk("long_lines")
-    printed = int(console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE 'printed %'",
-                                (pk,))[0][0].split()[1])
-    stored = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND message LIKE 'long line %'",
-                           (pk,))[0][0]
-    dropped = said_dropped(m for (m,) in console.query(
-        "SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service'", (pk,)))
+    printed = int(
+        console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND message LIKE 'printed %'", (pk,))[0][
+            0
+        ].split()[1]
+    )
+    stored = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND message LIKE 'long line %'", (pk,))[
+        0
+    ][0]
+    dropped = said_dropped(
+        m
+        for (m,) in console.query("SELECT message FROM jobs_logline WHERE job_id = ? AND task_name = 'service'", (pk,))
+    )
     assert stored + dropped == printed
     # The viewer got 2 MB a second of them and was told how many went by: each line once.
-    watched = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?",
-                            (pk, seen["start"], seen["cursor"]))[0][0]
+    watched = console.query(
+        "SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?", (pk, seen["start"], seen["cursor"])
+    )[0][0]
     assert seen["received"] > 0 and seen["skipped"] > 0 and seen["received"] + seen["skipped"] == watched
     # Unbounded, both passed 1 GB within seconds.
     assert web.mb < 450 and worker.mb < 450, f"web {web.mb:.0f} MB, worker {worker.mb:.0f} MB"

@@ -29,8 +29,7 @@ while not os.path.exists(os.path.join(job_dir, "stop")):
 
 
 @pytest.mark.executor
-def test_500_viewers_of_a_chatty_job_leave_the_web_process_bounded_and_each_gets_every_line_or_its_count(
-        live_console):
+def test_500_viewers_of_a_chatty_job_leave_the_web_process_bounded_and_each_gets_every_line_or_its_count(live_console):
     console = live_console()
     job_dir = console.submit("chatty", CHATTY)
     console.wait_state("chatty", {"RUNNING"})
@@ -44,8 +43,13 @@ def test_500_viewers_of_a_chatty_job_leave_the_web_process_bounded_and_each_gets
 
         url = f"ws://127.0.0.1:{console.port}/ws/projects/default-project/jobs/chatty/logs/?tail=0"
         async with gate:
-            ws = await connect(url, origin=console.url, max_size=None, open_timeout=60,
-                               additional_headers={"Cookie": f"sessionid={console.cookie}"})
+            ws = await connect(
+                url,
+                origin=console.url,
+                max_size=None,
+                open_timeout=60,
+                additional_headers={"Cookie": f"sessionid={console.cookie}"},
+            )
         async with ws:
             while not stop.is_set():
                 try:
@@ -85,8 +89,10 @@ def test_500_viewers_of_a_chatty_job_leave_the_web_process_bounded_and_each_gets
     assert set(answered) == {200}
     pk = console.job_pk("chatty")
     for index in range(VIEWERS):
-        stored = console.query("SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?",
-                               (pk, starts[index], cursors[index]))[0][0]
+        stored = console.query(
+            "SELECT count(*) FROM jobs_logline WHERE job_id = ? AND id > ? AND id <= ?",
+            (pk, starts[index], cursors[index]),
+        )[0][0]
         assert stored > 0 and received[index] + skipped[index] == stored, index
     # Unbounded, each viewer's frame held every line since its last (copied per viewer): once the
     # process fell behind it grew by 100 MB a second.

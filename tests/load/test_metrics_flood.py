@@ -26,10 +26,13 @@ def append_reports(path, count: int, *, tag: str = "loss") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         for start in range(0, count, 50_000):
-            handle.write("".join(
-                f'{{"timestamp": {1_700_000_000 + step / 1000}, "trial": "0", "global_step": "{step}", '
-                f'"{tag}": "{1 / (step + 1)}", "checkpoint_path": ""}}\n'
-                for step in range(start, min(count, start + 50_000))))
+            handle.write(
+                "".join(
+                    f'{{"timestamp": {1_700_000_000 + step / 1000}, "trial": "0", "global_step": "{step}", '
+                    f'"{tag}": "{1 / (step + 1)}", "checkpoint_path": ""}}\n'
+                    for step in range(start, min(count, start + 50_000))
+                )
+            )
 
 
 def stored(job, source: str) -> int:
@@ -38,7 +41,8 @@ def stored(job, source: str) -> int:
 
 @pytest.mark.django_db
 def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_limit_are_said(
-        project, admin, settings):
+    project, admin, settings
+):
     settings.METRIC_POINTS_MAX = 100_000
     job = submit(project, "huge_hypertune", admin)
     metric_file = settings.WORK_DIR / "project-a" / "huge_hypertune" / "output.metrics"
@@ -58,8 +62,7 @@ def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_
 
 
 @pytest.mark.django_db
-def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_limit_are_said(
-        project, admin, settings):
+def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_limit_are_said(project, admin, settings):
     settings.METRIC_POINTS_MAX = 200_000
     job = submit(project, "huge_events", admin)
     job_dir = settings.STORAGE_DIR / "job-dirs" / "project-a" / "huge_events"
@@ -77,7 +80,8 @@ def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_li
 
 @pytest.mark.django_db
 def test_every_report_the_hypertune_library_writes_is_stored_once_however_often_it_rewrites_its_file(
-        project, admin, tmp_path, monkeypatch):
+    project, admin, tmp_path, monkeypatch
+):
     """The library rewrites its whole file on each report, keeping the last 100: read on from
     where the last read stopped, each report is still stored exactly once."""
     job = submit(project, "library_reports", admin)
@@ -108,7 +112,13 @@ def test_a_line_too_long_to_be_a_report_is_skipped_and_the_reports_after_it_are_
     metrics.Collector(job.pk, metric_file=metric_file).poll(final=True)
 
     assert sorted(MetricPoint.objects.filter(job=job).values_list("tag", "step")) == [
-        ("accuracy", 0), ("accuracy", 1), ("accuracy", 2), ("loss", 0), ("loss", 1), ("loss", 2)]
+        ("accuracy", 0),
+        ("accuracy", 1),
+        ("accuracy", 2),
+        ("loss", 0),
+        ("loss", 1),
+        ("loss", 2),
+    ]
 
 
 # Appends reports flat out to the file cloudml-hypertune would write, then ends.
@@ -117,7 +127,8 @@ FLOODING_TRAINER = """
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "a") as handle:
         for step in range(150_000):
-            handle.write(json.dumps({"timestamp": time.time(), "global_step": str(step), "loss": str(1 / (step + 1))}) + "\\n")
+            point = {"timestamp": time.time(), "global_step": str(step), "loss": str(1 / (step + 1))}
+            handle.write(json.dumps(point) + "\\n")
     print("reported", flush=True)
 """
 

@@ -59,8 +59,10 @@ def test_slow_clients_are_hung_up_on_and_never_keep_other_users_out(live_console
             client = socket.socket()
             client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             client.connect(("127.0.0.1", console.port))
-            client.sendall(f"GET /projects/default-project/jobs/big_log/logs/download/ HTTP/1.1\r\n"
-                           f"Host: 127.0.0.1\r\nCookie: sessionid={console.cookie}\r\n\r\n".encode())
+            client.sendall(
+                f"GET /projects/default-project/jobs/big_log/logs/download/ HTTP/1.1\r\n"
+                f"Host: 127.0.0.1\r\nCookie: sessionid={console.cookie}\r\n\r\n".encode()
+            )
             readers.append(client)
 
         def drip() -> None:  # a byte of head every half second: never finished, never idle
@@ -78,8 +80,12 @@ def test_slow_clients_are_hung_up_on_and_never_keep_other_users_out(live_console
         assert status == 200, jobs  # answered while all of them hang on
 
         assert sockets_held(web) >= before + SLOW_HEADS  # all of them were let in
-        wait_for(lambda: sockets_held(web) <= before + 5, 60, interval=0.2,
-                 message="the console to hang up on the slow heads and the clients that read nothing")
+        wait_for(
+            lambda: sockets_held(web) <= before + 5,
+            60,
+            interval=0.2,
+            message="the console to hang up on the slow heads and the clients that read nothing",
+        )
         status, _ = console.server.api("GET", "/v1/projects/default-project/jobs", console.token)
         assert status == 200
     finally:
@@ -98,9 +104,11 @@ def store_lines(console, job_id: str, count: int) -> None:
     writer writes them (quicker than a trainer printing them)."""
     pk = console.job_pk(job_id)
     with contextlib.closing(sqlite3.connect(console.data_dir / "aiconsole.sqlite3", timeout=30)) as db, db:
-        db.executemany("INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, message, time) "
-                       "VALUES (?, 'master-replica-0', '', ?, 'stdout', 'INFO', ?, '2026-01-01 00:00:00')",
-                       ((pk, seq, f"line {seq} " + "x" * 100) for seq in range(1000, 1000 + count)))
+        db.executemany(
+            "INSERT INTO jobs_logline (job_id, task_name, trial_id, seq, stream, severity, message, time) "
+            "VALUES (?, 'master-replica-0', '', ?, 'stdout', 'INFO', ?, '2026-01-01 00:00:00')",
+            ((pk, seq, f"line {seq} " + "x" * 100) for seq in range(1000, 1000 + count)),
+        )
 
 
 @pytest.mark.executor
@@ -117,13 +125,19 @@ def test_a_big_log_downloaded_by_clients_that_read_slowly_costs_the_web_process_
                 client = socket.socket()
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 client.connect(("127.0.0.1", console.port))
-                client.sendall(f"GET /projects/default-project/jobs/huge_log/logs/download/ HTTP/1.1\r\n"
-                               f"Host: 127.0.0.1\r\nCookie: sessionid={console.cookie}\r\n\r\n".encode())
+                client.sendall(
+                    f"GET /projects/default-project/jobs/huge_log/logs/download/ HTTP/1.1\r\n"
+                    f"Host: 127.0.0.1\r\nCookie: sessionid={console.cookie}\r\n\r\n".encode()
+                )
                 readers.append(client)
             # Each answer's body has begun. Unbounded, each download read the whole log into the web
             # process before its first byte: three had not begun after a minute.
-            wait_for(lambda: all(waiting(client) > 2048 for client in readers), 60, interval=0.1,
-                     message="the downloads to be sending")
+            wait_for(
+                lambda: all(waiting(client) > 2048 for client in readers),
+                60,
+                interval=0.1,
+                message="the downloads to be sending",
+            )
             status, _ = console.server.api("GET", "/v1/projects/default-project/jobs/huge_log", console.token)
     finally:
         for client in readers:

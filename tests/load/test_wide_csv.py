@@ -78,8 +78,12 @@ def test_wide_csvs_are_analysed_in_bounded_memory_and_shown_without_holding_up_o
         for path in paths:
             page(path)  # both start; each page says it is being analysed
         for path in paths:
-            wait_for(lambda path=path: "being analysed" not in page(path), 120, interval=0.5,
-                     message=f"{path.name} to be analysed")
+            wait_for(
+                lambda path=path: "being analysed" not in page(path),
+                120,
+                interval=0.5,
+                message=f"{path.name} to be analysed",
+            )
     finally:
         stop.set()
         watcher.join()

@@ -20,8 +20,9 @@ def api(admin):
 
 
 def post(client, path, body=None, **extra):
-    return client.post(BASE + path, json.dumps(body if body is not None else {}), content_type="application/json",
-                       **extra)
+    return client.post(
+        BASE + path, json.dumps(body if body is not None else {}), content_type="application/json", **extra
+    )
 
 
 def test_an_empty_model_list_is_an_empty_object(api, project):
@@ -68,8 +69,11 @@ def test_versions_are_created_through_operations(api, project, admin):
 
 def test_patch_and_delete_answer_with_operations(api, project, admin):
     post(api, "/models", {"name": "census"})
-    patched = api.patch(BASE + "/models/census?updateMask=description", json.dumps({"description": "d"}),
-                        content_type="application/json").json()
+    patched = api.patch(
+        BASE + "/models/census?updateMask=description",
+        json.dumps({"description": "d"}),
+        content_type="application/json",
+    ).json()
     assert patched["done"] and patched["response"]["description"] == "d"
     assert patched["metadata"]["operationType"] == "UPDATE_MODEL"
     deleted = api.delete(BASE + "/models/census").json()
@@ -110,8 +114,11 @@ def test_model_iam_endpoints(api, project, admin, outsider):
 
 def test_a_developer_cannot_create_versions_but_may_read_them(project, admin, developer):
     post(Client(**bearer(admin)), "/models", {"name": "census"})
-    services.create_version(services.find_model(project, "census", actor=admin),
-                            {"name": "v1", "deploymentUri": "gs://bucket/m/"}, actor=admin)
+    services.create_version(
+        services.find_model(project, "census", actor=admin),
+        {"name": "v1", "deploymentUri": "gs://bucket/m/"},
+        actor=admin,
+    )
     client = Client(**bearer(developer))
     refused = post(client, "/models/census/versions", {"name": "v2", "deploymentUri": "gs://bucket/m/"})
     assert refused.status_code == 403 and refused.json()["error"]["status"] == "PERMISSION_DENIED"

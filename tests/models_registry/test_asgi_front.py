@@ -22,8 +22,13 @@ async def _passed_through(scope, receive, send):
 
 async def call(front, path: str, body: bytes, headers: dict | None = None, method: str = "POST") -> tuple:
     headers = {"Host": "testserver", **(headers or {})}  # the front checks it as Django does
-    scope = {"type": "http", "method": method, "path": path, "client": ("10.1.2.3", 5555),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "client": ("10.1.2.3", 5555),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
     communicator = ApplicationCommunicator(front, scope)
     await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
     start = await communicator.receive_output(30)
@@ -51,26 +56,35 @@ async def test_the_front_answers_like_the_view(serving, project, admin, trained,
 
     raw = await setup()
     auth = {"Authorization": f"Bearer {raw}", "User-Agent": "front-test", "X-Request-Id": "req-42"}
-    status, headers, body = await call(front, "/v1/projects/project-a/models/census:predict",
-                                       json.dumps({"instances": trained["probe"]}).encode(), auth)
+    status, headers, body = await call(
+        front,
+        "/v1/projects/project-a/models/census:predict",
+        json.dumps({"instances": trained["probe"]}).encode(),
+        auth,
+    )
     assert status == 200 and headers[b"x-request-id"] == b"req-42"
     assert json.loads(body)["predictions"] == pytest.approx(trained["expected"]["linear"])
 
-    status, _, body = await call(front, "/v1/projects/project-a/models/census/versions/v1:predict",
-                                 b'{"instances": [[1, 2]]}', auth)
+    status, _, body = await call(
+        front, "/v1/projects/project-a/models/census/versions/v1:predict", b'{"instances": [[1, 2]]}', auth
+    )
     assert status == 400 and json.loads(body)["error"].startswith("Prediction failed")
     status, _, body = await call(front, "/v1/projects/project-a/models/nope:predict", b'{"instances": [[1]]}', auth)
     assert status == 404 and json.loads(body)["error"]["status"] == "NOT_FOUND"
     status, _, body = await call(front, "/v1/projects/project-a/models/census:predict", b"x" * 2_000_000, auth)
     assert status == 413
-    status, headers, _ = await call(front, "/v1/projects/project-a/models/census:predict", b"{}",
-                                    {"Authorization": "Bearer aic_wrong"})
+    status, headers, _ = await call(
+        front, "/v1/projects/project-a/models/census:predict", b"{}", {"Authorization": "Bearer aic_wrong"}
+    )
     assert status == 401 and headers[b"www-authenticate"] == b'Bearer realm="aiconsole"'
 
     @database_sync_to_async
     def audited():
-        return list(AuditEntry.objects.filter(method_name=services.PREDICT).values_list(
-            "request_id", "user_agent", "caller_ip", "granted"))
+        return list(
+            AuditEntry.objects.filter(method_name=services.PREDICT).values_list(
+                "request_id", "user_agent", "caller_ip", "granted"
+            )
+        )
 
     entries = await audited()
     assert ("req-42", "front-test", "10.1.2.3", True) in entries
@@ -81,5 +95,6 @@ async def test_everything_else_goes_to_the_wrapped_application(front):
     assert (await call(front, "/v1/projects/p/models/m:predict", b"{}"))[0] == 299  # no token: the view
     assert (await call(front, "/v1/projects/p/models/m:predict", b"{}", {"Authorization": "Basic eA=="}))[0] == 299
     assert (await call(front, "/v1/projects/p/models/m", b"{}", {"Authorization": "Bearer x"}))[0] == 299
-    assert (await call(front, "/v1/projects/p/models/m:predict", b"", {"Authorization": "Bearer x"},
-                       method="GET"))[0] == 299
+    assert (await call(front, "/v1/projects/p/models/m:predict", b"", {"Authorization": "Bearer x"}, method="GET"))[
+        0
+    ] == 299

@@ -12,8 +12,10 @@ from models_registry import services
 from tests.helpers.identity import bearer
 
 RULE = f"parentheses and NOT nest more than {MAX_FILTER_DEPTH} levels deep"
-LISTS = {"models.list": ("/v1/projects/project-a/models", "name:census*"),
-         "versions.list": ("/v1/projects/project-a/models/census/versions", "name:v*")}
+LISTS = {
+    "models.list": ("/v1/projects/project-a/models", "name:census*"),
+    "versions.list": ("/v1/projects/project-a/models/census/versions", "name:v*"),
+}
 
 
 @pytest.fixture

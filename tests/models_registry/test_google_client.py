@@ -15,8 +15,13 @@ from aiconsole.tokens import create_token
 @pytest.fixture
 def ml(live_server, admin, serving):
     _, raw = create_token(admin)
-    return discovery.build("ml", "v1", credentials=Credentials(token=raw), cache_discovery=False,
-                           client_options={"api_endpoint": live_server.url})
+    return discovery.build(
+        "ml",
+        "v1",
+        credentials=Credentials(token=raw),
+        cache_discovery=False,
+        client_options={"api_endpoint": live_server.url},
+    )
 
 
 def wait(ml, operation: dict) -> dict:
@@ -36,9 +41,16 @@ def test_models_versions_and_predictions_through_the_google_client(ml, project, 
     assert [m["name"] for m in models.list(parent="projects/project-a").execute()["models"]] == [created["name"]]
 
     versions = models.versions()
-    operation = versions.create(parent=created["name"], body={
-        "name": "v1", "deploymentUri": trained["sklearn"], "runtimeVersion": "2.11", "pythonVersion": "3.7",
-        "framework": "SCIKIT_LEARN"}).execute()
+    operation = versions.create(
+        parent=created["name"],
+        body={
+            "name": "v1",
+            "deploymentUri": trained["sklearn"],
+            "runtimeVersion": "2.11",
+            "pythonVersion": "3.7",
+            "framework": "SCIKIT_LEARN",
+        },
+    ).execute()
     assert operation["name"].startswith("projects/project-a/operations/create_census_v1-")
     assert operation["metadata"]["operationType"] == "CREATE_VERSION"
     done = wait(ml, operation)
@@ -46,12 +58,14 @@ def test_models_versions_and_predictions_through_the_google_client(ml, project, 
 
     answer = ml.projects().predict(name=created["name"], body={"instances": trained["probe"]}).execute()
     assert answer == {"predictions": trained["expected"]["sklearn"]}
-    by_version = ml.projects().predict(name=f"{created['name']}/versions/v1",
-                                       body={"instances": trained["probe"][:1]}).execute()
+    by_version = (
+        ml.projects().predict(name=f"{created['name']}/versions/v1", body={"instances": trained["probe"][:1]}).execute()
+    )
     assert by_version["predictions"] == trained["expected"]["sklearn"][:1]
 
-    wait(ml, versions.create(parent=created["name"], body={"name": "v2", "deploymentUri": trained["xgboost"]})
-         .execute())
+    wait(
+        ml, versions.create(parent=created["name"], body={"name": "v2", "deploymentUri": trained["xgboost"]}).execute()
+    )
     listed = versions.list(parent=created["name"]).execute()["versions"]
     assert {v["name"].rsplit("/", 1)[1]: v["state"] for v in listed} == {"v1": "READY", "v2": "READY"}
     default = versions.setDefault(name=f"{created['name']}/versions/v2", body={}).execute()
@@ -91,10 +105,14 @@ def test_model_iam_policies_through_the_google_client(ml, project, admin, traine
     policy["bindings"].append({"role": "roles/ml.modelUser", "members": ["user:uma_user"]})
     changed = models.setIamPolicy(resource="projects/project-a/models/shared", body={"policy": policy}).execute()
     assert {b["role"] for b in changed["bindings"]} == {"roles/ml.modelOwner", "roles/ml.modelUser"}
-    held = models.testIamPermissions(resource="projects/project-a/models/shared", body={
-        "permissions": ["ml.models.predict", "ml.versions.delete", "ml.models.setIamPolicy"]}).execute()
+    held = models.testIamPermissions(
+        resource="projects/project-a/models/shared",
+        body={"permissions": ["ml.models.predict", "ml.versions.delete", "ml.models.setIamPolicy"]},
+    ).execute()
     assert set(held["permissions"]) == {"ml.models.predict", "ml.versions.delete", "ml.models.setIamPolicy"}
     with pytest.raises(HttpError) as refused:
-        models.setIamPolicy(resource="projects/project-a/models/shared", body={"policy": {"bindings": [
-            {"role": "roles/ml.admin", "members": ["user:uma_user"]}]}}).execute()
+        models.setIamPolicy(
+            resource="projects/project-a/models/shared",
+            body={"policy": {"bindings": [{"role": "roles/ml.admin", "members": ["user:uma_user"]}]}},
+        ).execute()
     assert refused.value.resp.status == 400

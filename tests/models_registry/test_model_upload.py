@@ -46,7 +46,9 @@ def test_a_model_file_is_stored_as_a_model_folder_and_audited(census, admin):
     uploaded = services.upload_model(census, "my_classifier.joblib", io.BytesIO(b"not really"), actor=admin)
     assert uploaded["framework"] == "SCIKIT_LEARN" and uploaded["name"] == "my_classifier.joblib"
     folder = settings.STORAGE_DIR.resolve() / "packages" / "project-a"
-    assert uploaded["uri"].startswith(str(folder)) and (settings.STORAGE_DIR / uploaded["uri"] / "model.joblib").exists()
+    assert (
+        uploaded["uri"].startswith(str(folder)) and (settings.STORAGE_DIR / uploaded["uri"] / "model.joblib").exists()
+    )
     entry = AuditEntry.objects.filter(method_name="aiconsole.ModelService.UploadModel").latest("pk")
     assert entry.resource_name == census.resource_name and entry.granted
 
@@ -83,9 +85,18 @@ def test_a_viewer_cannot_upload_a_model(census, viewer):
 def test_the_new_version_form_creates_a_version_from_an_upload(census, admin):
     client = Client()
     client.force_login(admin)
-    answer = client.post("/projects/project-a/models/census/versions/create/", {
-        "name": "v1", "runtime_version": "2.11", "machine_type": "n1-standard-2",
-        "model_file": SimpleUploadedFile("clf.pkl", b"pickle")})
+    answer = client.post(
+        "/projects/project-a/models/census/versions/create/",
+        {
+            "name": "v1",
+            "runtime_version": "2.11",
+            "machine_type": "n1-standard-2",
+            "model_file": SimpleUploadedFile("clf.pkl", b"pickle"),
+        },
+    )
     assert answer.status_code == 302
     version = Version.objects.get(model=census, name="v1")
-    assert version.deployment_uri.endswith("/model") and (settings.STORAGE_DIR / version.deployment_uri / "model.pkl").exists()
+    assert (
+        version.deployment_uri.endswith("/model")
+        and (settings.STORAGE_DIR / version.deployment_uri / "model.pkl").exists()
+    )

@@ -73,8 +73,9 @@ def test_deleting_a_model_is_a_done_operation_and_drops_its_bindings(model, admi
 
 
 def test_patching_a_model_returns_an_update_operation(model, admin):
-    operation = services.update_model(model, {"description": "new", "labels": {"team": "ml"}}, "description,labels",
-                                      actor=admin)
+    operation = services.update_model(
+        model, {"description": "new", "labels": {"team": "ml"}}, "description,labels", actor=admin
+    )
     assert operation.operation_type == "UPDATE_MODEL" and operation.done
     assert operation.response["description"] == "new"
     model.refresh_from_db()
@@ -161,8 +162,11 @@ def test_a_busy_version_cannot_be_updated_or_deleted(model, admin):
 def test_version_patch_changes_scaling_and_request_logging(model, admin):
     ready = version(model, "v1", admin, VersionState.READY)
     operation = services.update_version(
-        ready, {"autoScaling": {"minNodes": 2}, "requestLoggingConfig": {"samplingPercentage": 0.5}},
-        "autoScaling.minNodes,requestLoggingConfig", actor=admin)
+        ready,
+        {"autoScaling": {"minNodes": 2}, "requestLoggingConfig": {"samplingPercentage": 0.5}},
+        "autoScaling.minNodes,requestLoggingConfig",
+        actor=admin,
+    )
     assert operation.operation_type == "UPDATE_VERSION" and operation.done
     ready.refresh_from_db()
     assert ready.auto_scaling == {"minNodes": 2} and ready.request_logging_config == {"samplingPercentage": 0.5}
@@ -206,7 +210,10 @@ def test_a_model_level_owner_lists_only_the_models_they_own(project, admin):
 @pytest.fixture
 def personas(project, other_project, admin, developer, viewer, outsider, model):
     return {
-        "admin": admin, "developer": developer, "viewer": viewer, "outsider": outsider,
+        "admin": admin,
+        "developer": developer,
+        "viewer": viewer,
+        "outsider": outsider,
         "modelOwner": make_user("mia_owner", "roles/ml.modelOwner", model),
         "modelUser": make_user("mark_user", "roles/ml.modelUser", model),
     }
@@ -233,24 +240,43 @@ def _delete_model(project, model, user):
     services.delete_model(model, actor=user)
 
 
-ACTIONS = {"create model": _create_model, "create version": _create_version, "predict": _predict,
-           "delete version": _delete_version, "delete model": _delete_model}
+ACTIONS = {
+    "create model": _create_model,
+    "create version": _create_version,
+    "predict": _predict,
+    "delete version": _delete_version,
+    "delete model": _delete_model,
+}
 ALLOWED, DENIED, HIDDEN = "allowed", 403, 404
 MATRIX = {
     "admin": dict.fromkeys(ACTIONS, ALLOWED),
-    "developer": {"create model": ALLOWED, "create version": DENIED, "predict": ALLOWED,
-                  "delete version": DENIED, "delete model": DENIED},
+    "developer": {
+        "create model": ALLOWED,
+        "create version": DENIED,
+        "predict": ALLOWED,
+        "delete version": DENIED,
+        "delete model": DENIED,
+    },
     "viewer": dict.fromkeys(ACTIONS, DENIED),
-    "modelOwner": {"create model": DENIED, "create version": ALLOWED, "predict": ALLOWED,
-                   "delete version": ALLOWED, "delete model": ALLOWED},
-    "modelUser": {"create model": DENIED, "create version": DENIED, "predict": ALLOWED,
-                  "delete version": DENIED, "delete model": DENIED},
+    "modelOwner": {
+        "create model": DENIED,
+        "create version": ALLOWED,
+        "predict": ALLOWED,
+        "delete version": ALLOWED,
+        "delete model": ALLOWED,
+    },
+    "modelUser": {
+        "create model": DENIED,
+        "create version": DENIED,
+        "predict": ALLOWED,
+        "delete version": DENIED,
+        "delete model": DENIED,
+    },
     "outsider": dict.fromkeys(ACTIONS, HIDDEN),
 }
 
 
-@pytest.mark.parametrize("persona, action, expected",
-                         [(p, a, e) for p, row in MATRIX.items() for a, e in row.items()])
+@pytest.mark.parametrize("persona, action, expected", [(p, a, e) for p, row in MATRIX.items() for a, e in row.items()])
 def test_permission_matrix(personas, project, model, admin, persona, action, expected):
     version(model, "v1", admin)  # CREATING: deletes and predictions stop right after the permission check
     user = personas[persona]

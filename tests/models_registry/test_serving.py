@@ -80,11 +80,14 @@ def test_wrong_shapes_and_bad_bodies_get_clear_errors(serving, api, census, admi
     assert predict(api, "census", {"instances": trained["probe"][:1]}).status_code == 200
 
 
-@pytest.mark.parametrize("folder, reason", [
-    ("broken", "Could not load model.pkl: UnpicklingError"),
-    ("empty", "There is no model in"),
-    ("tensorflow", "Could not load the SavedModel"),
-])
+@pytest.mark.parametrize(
+    "folder, reason",
+    [
+        ("broken", "Could not load model.pkl: UnpicklingError"),
+        ("empty", "There is no model in"),
+        ("tensorflow", "Could not load the SavedModel"),
+    ],
+)
 def test_versions_that_cannot_serve_end_failed_with_the_reason(serving, census, admin, trained, folder, reason):
     version, operation = deploy(census, "v1", trained[folder], admin)
     assert version.state == VersionState.FAILED
@@ -119,23 +122,30 @@ def test_an_idle_version_stops_and_cold_starts_on_the_next_request(serving, api,
     cold_ms = float(answer.headers["X-AIConsole-Cold-Start-Ms"])
     assert 0 < cold_ms < 5000
     status = serving.status(version.pk)
-    assert status["processes"] == 1 and status["coldStarts"] == 1 and status["lastColdStartMs"] == pytest.approx(cold_ms, abs=1)
+    assert (
+        status["processes"] == 1
+        and status["coldStarts"] == 1
+        and status["lastColdStartMs"] == pytest.approx(cold_ms, abs=1)
+    )
     warm = predict(api, "census", {"instances": trained["probe"]})
     assert "X-AIConsole-Cold-Start-Ms" not in warm.headers
-    wait_for(lambda: Version.objects.get(pk=version.pk).last_use_time is not None, 15,
-             message="lastUseTime to be written")
+    wait_for(
+        lambda: Version.objects.get(pk=version.pk).last_use_time is not None, 15, message="lastUseTime to be written"
+    )
 
 
-def test_manual_scaling_keeps_a_fixed_count_and_replaces_crashed_processes(serving, api, census, admin, trained,
-                                                                           settings):
+def test_manual_scaling_keeps_a_fixed_count_and_replaces_crashed_processes(
+    serving, api, census, admin, trained, settings
+):
     settings.MODEL_IDLE_SECONDS = 0.2
     version, _ = deploy(census, "v1", trained["linear"], admin, manualScaling={"nodes": 2})
     wait_for(lambda: serving.status(version.pk)["processes"] == 2, 20, message="two serving processes")
     pool = serving.pools[version.pk]
     victim = pool.processes[0]
     os.kill(victim.pid, signal.SIGKILL)
-    wait_for(lambda: victim not in pool.processes and len(pool.live()) == 2, 20,
-             message="the killed process to be replaced")
+    wait_for(
+        lambda: victim not in pool.processes and len(pool.live()) == 2, 20, message="the killed process to be replaced"
+    )
     time.sleep(0.5)  # longer than the idle time: a fixed count never idles out
     assert serving.status(version.pk)["processes"] == 2
     answers = {predict(api, "census", {"instances": trained["probe"]}).status_code for _ in range(6)}
@@ -158,8 +168,11 @@ def test_deleting_a_version_stops_its_processes_and_removes_its_files(serving, c
     operation = services.delete_version(version, actor=admin)
     assert Operation.objects.get(pk=operation.pk).done
     assert version.pk not in serving.pools and not folder.exists()
-    wait_for(lambda: all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in pids), 10,
-             message="the serving process to exit")
+    wait_for(
+        lambda: all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in pids),
+        10,
+        message="the serving process to exit",
+    )
 
 
 def _zombie(pid: int) -> bool:
@@ -171,11 +184,21 @@ def _zombie(pid: int) -> bool:
 
 
 def test_a_restarted_console_resumes_versions_left_creating(serving, census, admin, trained):
-    version = Version.objects.create(model=census, name="v1", deployment_uri=trained["sklearn"],
-                                     runtime_version="2.11", python_version="3.7", machine_type="mls1-c1-m2",
-                                     auto_scaling={"minNodes": 0})
-    operation = Operation.objects.create(project=census.project, operation_id="create_census_v1-1",
-                                         operation_type="CREATE_VERSION", target_version=version)
+    version = Version.objects.create(
+        model=census,
+        name="v1",
+        deployment_uri=trained["sklearn"],
+        runtime_version="2.11",
+        python_version="3.7",
+        machine_type="mls1-c1-m2",
+        auto_scaling={"minNodes": 0},
+    )
+    operation = Operation.objects.create(
+        project=census.project,
+        operation_id="create_census_v1-1",
+        operation_type="CREATE_VERSION",
+        target_version=version,
+    )
     for thread in deployer.resume():
         thread.join(60)
     assert wait_version(version).state == VersionState.READY
@@ -231,7 +254,8 @@ def test_request_logging_samples_bodies_when_the_model_enables_it(serving, api, 
 
 
 def test_logged_prediction_bodies_are_shown_only_to_those_who_may_update_the_model(
-        serving, api, project, admin, viewer, client, trained):
+    serving, api, project, admin, viewer, client, trained
+):
     logged = _logged_model(api, project, admin, trained)
     page = "/projects/project-a/models/logged/versions/v1/"
     client.force_login(admin)

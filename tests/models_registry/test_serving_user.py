@@ -58,14 +58,18 @@ def test_a_deployed_model_loads_as_its_projects_account_and_reaches_no_secret(se
     secret_key.write_text("a-key-only-the-console-may-read")
     folder = settings.STORAGE_DIR / "models" / "project-a" / "hostile"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "model.pkl").write_bytes(pickle.dumps(_Hostile(
-        HOSTILE_MODEL.replace("CONSOLE_PID", str(os.getpid())).replace("SECRET_PATH", str(secret_key)))))
+    (folder / "model.pkl").write_bytes(
+        pickle.dumps(
+            _Hostile(HOSTILE_MODEL.replace("CONSOLE_PID", str(os.getpid())).replace("SECRET_PATH", str(secret_key)))
+        )
+    )
 
     version, _ = deploy(census, "hostile", str(folder), admin, framework="SCIKIT_LEARN")
 
     account = pwd.getpwuid(TrainerAccount.objects.get(project=project).uid)
-    assert f"uid={account.pw_uid} environ=refused-PermissionError secret=refused-PermissionError" in \
-        version.error_message
+    assert (
+        f"uid={account.pw_uid} environ=refused-PermissionError secret=refused-PermissionError" in version.error_message
+    )
 
 
 INTRUDER = """
@@ -93,16 +97,19 @@ print("REPORT " + json.dumps(report))
 
 
 def test_another_projects_trainer_cannot_read_signal_or_debug_a_serving_process(
-        serving, executor, census, admin, project, trained, other_project, outsider, job_body):
+    serving, executor, census, admin, project, trained, other_project, outsider, job_body
+):
     version, _ = deploy(census, "v1", trained["sklearn"], admin)
     wait_for(lambda: serving.status(version.pk)["processes"] >= 1, 30, message="a serving process")
     target = serving.pools[version.pk].processes[0].pid
     assert Path(f"/proc/{target}").stat().st_uid == TrainerAccount.objects.get(project=project).uid
 
-    package = build_package(settings.STORAGE_DIR / "test-packages" / "project-b" / "intruder",
-                            {"trainer/task.py": INTRUDER})
-    job = jobs_services.submit_job(other_project, job_body("intruder", package, args=["--pid", str(target)]),
-                                   actor=outsider)
+    package = build_package(
+        settings.STORAGE_DIR / "test-packages" / "project-b" / "intruder", {"trainer/task.py": INTRUDER}
+    )
+    job = jobs_services.submit_job(
+        other_project, job_body("intruder", package, args=["--pid", str(target)]), actor=outsider
+    )
     wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, 180, message="the intruder to finish")
     found = re.search(r"REPORT (.*)", log_text(job))
     assert found, log_text(job)

@@ -50,20 +50,23 @@ def test_a_version_needs_a_deployment_uri():
     assert fields(refused.value) == {"version.deployment_uri"}
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"autoScaling": {"minNodes": 1}, "manualScaling": {"nodes": 1}}, "version.manual_scaling"),
-    ({"manualScaling": {"nodes": 0}}, "version.manual_scaling.nodes"),
-    ({"autoScaling": {"minNodes": -1}}, "version.auto_scaling.min_nodes"),
-    ({"autoScaling": {"minNodes": 3, "maxNodes": 2}}, "version.auto_scaling.max_nodes"),
-    ({"manualScaling": {"nodes": 99}}, "version.manual_scaling.nodes"),
-    ({"machineType": "n1-standard-7"}, "version.machine_type"),
-    ({"framework": "PYTORCH"}, "version.framework"),
-    ({"runtimeVersion": "0.9"}, "version.runtime_version"),
-    ({"runtimeVersion": "2.11", "pythonVersion": "2.7"}, "version.python_version"),
-    ({"packageUris": ["gs://b/p.tar.gz"], "predictionClass": "p.C"}, "version.package_uris"),
-    ({"container": {"image": "gcr.io/x"}}, "version.container"),
-    ({"requestLoggingConfig": {"samplingPercentage": 2}}, "version.request_logging_config.sampling_percentage"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"autoScaling": {"minNodes": 1}, "manualScaling": {"nodes": 1}}, "version.manual_scaling"),
+        ({"manualScaling": {"nodes": 0}}, "version.manual_scaling.nodes"),
+        ({"autoScaling": {"minNodes": -1}}, "version.auto_scaling.min_nodes"),
+        ({"autoScaling": {"minNodes": 3, "maxNodes": 2}}, "version.auto_scaling.max_nodes"),
+        ({"manualScaling": {"nodes": 99}}, "version.manual_scaling.nodes"),
+        ({"machineType": "n1-standard-7"}, "version.machine_type"),
+        ({"framework": "PYTORCH"}, "version.framework"),
+        ({"runtimeVersion": "0.9"}, "version.runtime_version"),
+        ({"runtimeVersion": "2.11", "pythonVersion": "2.7"}, "version.python_version"),
+        ({"packageUris": ["gs://b/p.tar.gz"], "predictionClass": "p.C"}, "version.package_uris"),
+        ({"container": {"image": "gcr.io/x"}}, "version.container"),
+        ({"requestLoggingConfig": {"samplingPercentage": 2}}, "version.request_logging_config.sampling_percentage"),
+    ],
+)
 def test_version_rules(body, field):
     with pytest.raises(InvalidArgument) as refused:
         spec.validate_version({"name": "v1", "deploymentUri": "gs://bucket/m", **body})
@@ -76,8 +79,10 @@ def test_int64_node_counts_may_travel_as_strings():
 
 
 def test_update_masks_accept_camel_and_snake_case():
-    assert spec.mask_paths("default_version.name,description", ("description", "defaultVersion.name"), "model") \
-        == ["defaultVersion.name", "description"]
+    assert spec.mask_paths("default_version.name,description", ("description", "defaultVersion.name"), "model") == [
+        "defaultVersion.name",
+        "description",
+    ]
     with pytest.raises(InvalidArgument):
         spec.mask_paths("regions", ("description",), "model")
     with pytest.raises(InvalidArgument):

@@ -39,15 +39,25 @@ KERAS = """
 
 
 def test_a_keras_trainer_tunes_on_its_summary_tag_and_its_saved_model_serves(
-        run_job, package_factory, serving, project, admin):
+    run_job, package_factory, serving, project, admin
+):
     job_dir = str(settings.STORAGE_DIR / "job-dirs" / "project-a" / "keras_tuned")
     hyperparameters = {
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "epoch_accuracy", "maxTrials": 2, "maxParallelTrials": 2,
-        "params": [{"parameterName": "learning-rate", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1,
-                    "scaleType": "UNIT_LOG_SCALE"}],
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "epoch_accuracy",
+        "maxTrials": 2,
+        "maxParallelTrials": 2,
+        "params": [
+            {
+                "parameterName": "learning-rate",
+                "type": "DOUBLE",
+                "minValue": 0.001,
+                "maxValue": 0.1,
+                "scaleType": "UNIT_LOG_SCALE",
+            }
+        ],
     }
-    job = run_job("keras_tuned", package_factory(KERAS), timeout=600, jobDir=job_dir,
-                  hyperparameters=hyperparameters)
+    job = run_job("keras_tuned", package_factory(KERAS), timeout=600, jobDir=job_dir, hyperparameters=hyperparameters)
 
     assert job.state == JobState.SUCCEEDED, job.error_message + log_text(job)[-3000:]
     trials = job.training_output["trials"]
@@ -62,11 +72,19 @@ def test_a_keras_trainer_tunes_on_its_summary_tag_and_its_saved_model_serves(
     assert job.training_input["jobDir"] == job_dir
 
     model = services.create_model(project, {"name": "keras"}, actor=admin)
-    version, operation = deploy(model, "v1", str(Path(job_dir, "1", "model")), admin,
-                                framework="TENSORFLOW", runtimeVersion="2.11", pythonVersion="3.7")
+    version, operation = deploy(
+        model,
+        "v1",
+        str(Path(job_dir, "1", "model")),
+        admin,
+        framework="TENSORFLOW",
+        runtimeVersion="2.11",
+        pythonVersion="3.7",
+    )
     assert version.state == VersionState.READY, version.error_message
-    answer = services.predict(model, None, json.dumps({"instances": [[0.9, 0.9, 0.9, 0.9], [0, 0, 0, 0.1]]}).encode(),
-                              actor=admin)
+    answer = services.predict(
+        model, None, json.dumps({"instances": [[0.9, 0.9, 0.9, 0.9], [0, 0, 0, 0.1]]}).encode(), actor=admin
+    )
     assert answer.status == 200, answer.body
     predictions = json.loads(answer.body)["predictions"]
     assert len(predictions) == 2 and all(0 <= p[0] <= 1 for p in predictions)

@@ -54,9 +54,16 @@ def test_creating_a_model_and_a_version_from_the_console(project, admin):
     created = client.post("/projects/project-a/models/new-model/", {"name": "census", "region": "europe-west4"})
     assert created.status_code == 302 and created["Location"] == "/projects/project-a/models/census/"
     assert Model.objects.get(name="census").regions == ["europe-west4"]
-    client.post("/projects/project-a/models/census/versions/create/", {
-        "name": "v1", "deployment_uri": "gs://bucket/census/", "runtime_version": "2.11", "scaling": "manual",
-        "nodes": "2"})
+    client.post(
+        "/projects/project-a/models/census/versions/create/",
+        {
+            "name": "v1",
+            "deployment_uri": "gs://bucket/census/",
+            "runtime_version": "2.11",
+            "scaling": "manual",
+            "nodes": "2",
+        },
+    )
     version = Version.objects.get(name="v1")
     assert version.manual_scaling == {"nodes": 2} and version.state == VersionState.CREATING
     page = client.get("/projects/project-a/models/census/").content.decode()
@@ -74,9 +81,11 @@ def test_the_prediction_panel_asks_the_real_model(serving, project, admin, censu
     client = signed_in(admin)
     page = client.get("/projects/project-a/models/census/").content.decode()
     assert "Try a prediction" in page and 'name="body"' in page
-    answer = client.post("/projects/project-a/models/census/predict/",
-                         {"body": json.dumps({"instances": trained["probe"]}), "version": ""},
-                         HTTP_HX_REQUEST="true").content.decode()
+    answer = client.post(
+        "/projects/project-a/models/census/predict/",
+        {"body": json.dumps({"instances": trained["probe"]}), "version": ""},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
     assert "HTTP 200" in answer and "answered by version v1" in answer
     assert str(round(trained["expected"]["linear"][0], 3))[:5] in answer
     wrong = client.post("/projects/project-a/models/census/predict/", {"body": "{oops", "version": "v1"}).content
@@ -101,24 +110,40 @@ def test_deploying_a_finished_jobs_output(project, admin, trained, django_captur
     job_dir = settings.STORAGE_DIR / "job-outputs" / "project-a" / "census_train"
     shutil.rmtree(job_dir, ignore_errors=True)
     shutil.copytree(trained["sklearn"], job_dir / "model")
-    job = Job.objects.create(project=project, job_id="census_train", state=JobState.SUCCEEDED,
-                             training_input=training_body("census_train", jobDir=str(job_dir))["trainingInput"])
+    job = Job.objects.create(
+        project=project,
+        job_id="census_train",
+        state=JobState.SUCCEEDED,
+        training_input=training_body("census_train", jobDir=str(job_dir))["trainingInput"],
+    )
     client = signed_in(admin)
     detail = client.get("/projects/project-a/jobs/census_train/").content.decode()
     assert "/projects/project-a/models/deploy-from-job/?job=census_train" in detail
     page = client.get("/projects/project-a/models/deploy-from-job/?job=census_train").content.decode()
     assert str(job_dir / "model") in page
-    deployed = client.post("/projects/project-a/models/deploy-from-job/", {
-        "job": job.job_id, "model": "__new__", "new_model": "census", "version": "v1",
-        "deployment_uri": str(job_dir / "model"), "runtime_version": "2.11"})
+    deployed = client.post(
+        "/projects/project-a/models/deploy-from-job/",
+        {
+            "job": job.job_id,
+            "model": "__new__",
+            "new_model": "census",
+            "version": "v1",
+            "deployment_uri": str(job_dir / "model"),
+            "runtime_version": "2.11",
+        },
+    )
     assert deployed.status_code == 302 and deployed["Location"] == "/projects/project-a/models/census/"
     version = Version.objects.get(name="v1")
     assert version.deployment_uri == str(job_dir / "model") and version.labels == {"source_job": "census_train"}
 
 
 def test_an_unfinished_job_cannot_be_deployed(project, admin):
-    Job.objects.create(project=project, job_id="running", state=JobState.RUNNING,
-                       training_input=training_body("running")["trainingInput"])
+    Job.objects.create(
+        project=project,
+        job_id="running",
+        state=JobState.RUNNING,
+        training_input=training_body("running")["trainingInput"],
+    )
     page = signed_in(admin).get("/projects/project-a/models/deploy-from-job/?job=running").content.decode()
     assert "only a job that SUCCEEDED can be deployed" in page
 
@@ -128,9 +153,19 @@ def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained
     assert client.get("/projects/project-a/models/batch-prediction/").status_code == 200
     folder = settings.STORAGE_DIR / "batch-form" / "project-a"
     folder.mkdir(parents=True, exist_ok=True)
-    submitted = client.post("/projects/project-a/models/batch-prediction/", {
-        "job_id": "score_1", "source": "census", "input_paths": str(folder / "*.json"), "data_format": "JSON",
-        "output_path": str(folder / "out"), "region": "us-central1", "batch_size": "8", "max_worker_count": "1"})
+    submitted = client.post(
+        "/projects/project-a/models/batch-prediction/",
+        {
+            "job_id": "score_1",
+            "source": "census",
+            "input_paths": str(folder / "*.json"),
+            "data_format": "JSON",
+            "output_path": str(folder / "out"),
+            "region": "us-central1",
+            "batch_size": "8",
+            "max_worker_count": "1",
+        },
+    )
     assert submitted.status_code == 302 and submitted["Location"] == "/projects/project-a/jobs/score_1/"
     job = Job.objects.get(job_id="score_1")
     assert job.prediction_input["modelName"] == "projects/project-a/models/census"
@@ -138,9 +173,17 @@ def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained
     detail = client.get("/projects/project-a/jobs/score_1/").content.decode()
     assert "/projects/project-a/models/batch-prediction/score_1/" in detail
     assert "predictionInput" in client.get("/projects/project-a/models/batch-prediction/score_1/").content.decode()
-    invalid = client.post("/projects/project-a/models/batch-prediction/", {
-        "job_id": "score_2", "source": "census", "input_paths": "/etc/*.conf", "data_format": "JSON",
-        "output_path": str(folder / "out"), "region": "us-central1"})
+    invalid = client.post(
+        "/projects/project-a/models/batch-prediction/",
+        {
+            "job_id": "score_2",
+            "source": "census",
+            "input_paths": "/etc/*.conf",
+            "data_format": "JSON",
+            "output_path": str(folder / "out"),
+            "region": "us-central1",
+        },
+    )
     assert invalid.status_code == 200 and "not inside a storage root" in invalid.content.decode()
 
 

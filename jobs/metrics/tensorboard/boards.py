@@ -102,33 +102,62 @@ class Board:
         user = trainer_user.for_project(self.project) if self.project is not None else None
         if user is not None:
             user.hand_over(self.home)
-        command = [str(python), "-m", "tensorboard.main", "--logdir", self.logdir, "--host", "127.0.0.1",
-                   "--port", "0", "--path_prefix", self.prefix, "--load_fast", "false",
-                   "--window_title", f"TensorBoard: {self.key}"]
+        command = [
+            str(python),
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            self.logdir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--path_prefix",
+            self.prefix,
+            "--load_fast",
+            "false",
+            "--window_title",
+            f"TensorBoard: {self.key}",
+        ]
         listening = threading.Event()
         self.popen = _SPAWNER.submit(
-            subprocess.Popen, reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []),
-            cwd=self.home, env=self._environment(python),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            subprocess.Popen,
+            reaped(command, settings.STOP_GRACE_SECONDS, user.reaper_option() if user else []),
+            cwd=self.home,
+            env=self._environment(python),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # its own session: stopping it signals nothing else
-            preexec_fn=_die_with_console).result()
-        threading.Thread(target=self._read_output, args=(listening,), daemon=True,
-                         name=f"tensorboard-{self.key}").start()
+            preexec_fn=_die_with_console,
+        ).result()
+        threading.Thread(
+            target=self._read_output, args=(listening,), daemon=True, name=f"tensorboard-{self.key}"
+        ).start()
         deadline = time.monotonic() + settings.TENSORBOARD_START_SECONDS
         while not listening.wait(0.05):
             if self.popen.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 said = "\n".join(list(self.output)[-15:])
-                raise BoardError(f"TensorBoard did not start within {settings.TENSORBOARD_START_SECONDS:g} "
-                                 f"seconds (AICONSOLE_TENSORBOARD_START_SECONDS).\n{said}".strip())
+                raise BoardError(
+                    f"TensorBoard did not start within {settings.TENSORBOARD_START_SECONDS:g} "
+                    f"seconds (AICONSOLE_TENSORBOARD_START_SECONDS).\n{said}".strip()
+                )
 
     def _environment(self, python: Path) -> dict[str, str]:
         # deferred: the executor's environments load only when a board starts
         from jobs.executor.runner import passthrough_env
 
         env = passthrough_env()
-        env.update({"PATH": f"{python.parent}{os.pathsep}{os.defpath}", "HOME": str(self.home),
-                    "TMPDIR": str(self.home), "PYTHONUNBUFFERED": "1", MARKER: self.key})
+        env.update(
+            {
+                "PATH": f"{python.parent}{os.pathsep}{os.defpath}",
+                "HOME": str(self.home),
+                "TMPDIR": str(self.home),
+                "PYTHONUNBUFFERED": "1",
+                MARKER: self.key,
+            }
+        )
         if "STORAGE_EMULATOR_HOST" in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env:
             env["FSSPEC_GS_TOKEN"] = "anon"  # gcsfs, as the console's client: no credentials for the emulator
         return env
@@ -184,8 +213,9 @@ class Boards:
         to_stop = []
         with self._changed:
             board = self._boards.get(key)
-            if board is not None and (board.logdir != logdir or board.prefix != prefix
-                                      or (board.ready.is_set() and not board.alive)):
+            if board is not None and (
+                board.logdir != logdir or board.prefix != prefix or (board.ready.is_set() and not board.alive)
+            ):
                 to_stop.append(self._boards.pop(key))
                 board = None
             starting = board is None
@@ -257,9 +287,11 @@ class Boards:
             del self._boards[taken.key]
             logger.info("Stopping TensorBoard for %s, one of %s held by one user, for another user", taken.key, most)
             return [taken]
-        raise Busy(f"{len(self._boards)} TensorBoards are running and each is answering a request; at most "
-                   f"{settings.TENSORBOARD_MAX} run at once (AICONSOLE_TENSORBOARD_MAX), shared fairly between the "
-                   "users asking. Try again in a moment.")
+        raise Busy(
+            f"{len(self._boards)} TensorBoards are running and each is answering a request; at most "
+            f"{settings.TENSORBOARD_MAX} run at once (AICONSOLE_TENSORBOARD_MAX), shared fairly between the "
+            "users asking. Try again in a moment."
+        )
 
     def _watch(self) -> None:
         if self._watcher is None:
@@ -286,14 +318,19 @@ class Boards:
         while it started): it does not keep the board up forever."""
         now = time.monotonic()
         idle = settings.TENSORBOARD_IDLE_SECONDS
-        return [b for b in self._boards.values() if b.ready.is_set()
-                and (b.active == 0 or now - b.last_used >= idle + LOST_REQUEST_SECONDS)
-                and (now - b.last_used >= idle or not b.alive)]
+        return [
+            b
+            for b in self._boards.values()
+            if b.ready.is_set()
+            and (b.active == 0 or now - b.last_used >= idle + LOST_REQUEST_SECONDS)
+            and (now - b.last_used >= idle or not b.alive)
+        ]
 
     def _next_check(self) -> float:
         now = time.monotonic()
-        deadlines = [b.last_used + settings.TENSORBOARD_IDLE_SECONDS - now
-                     for b in self._boards.values() if b.active == 0]
+        deadlines = [
+            b.last_used + settings.TENSORBOARD_IDLE_SECONDS - now for b in self._boards.values() if b.active == 0
+        ]
         return max(0.05, min([*deadlines, 5.0]))  # every few seconds at least: a process may die
 
 

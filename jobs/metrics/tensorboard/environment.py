@@ -39,10 +39,13 @@ def tensorboard_environment(log=logger.info) -> Environment:
     log(f"Building TensorBoard's environment in {path}; this happens once per machine.")
 
     def build(target: Path) -> dict:
-        environments.run_uv(["venv", "--quiet", "--python", interpreter, str(target)],
-                             what="Creating TensorBoard's environment")
-        environments.run_uv(["pip", "sync", "--quiet", "--require-hashes", "--python",
-                              str(target / "bin" / "python"), str(LOCK)], what="Installing TensorBoard")
+        environments.run_uv(
+            ["venv", "--quiet", "--python", interpreter, str(target)], what="Creating TensorBoard's environment"
+        )
+        environments.run_uv(
+            ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(LOCK)],
+            what="Installing TensorBoard",
+        )
         return {"kind": "tensorboard", "python": identity["python"], "lockSha256": environments.file_digest(LOCK)}
 
     return environments.shared(environments.build_once(path, key, build))

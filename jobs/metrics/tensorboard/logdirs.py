@@ -56,8 +56,9 @@ def has_event_files(job: Job) -> bool:
 def _gcs_has_event_files(uri: str) -> bool:
     try:
         bucket, prefix = storage.parse_gcs_uri(uri, require_object=False)
-        blobs = storage.gcs_client().list_blobs(bucket, prefix=prefix.rstrip("/") + "/" if prefix else None,
-                                                max_results=GCS_LISTED_OBJECTS, timeout=5)
+        blobs = storage.gcs_client().list_blobs(
+            bucket, prefix=prefix.rstrip("/") + "/" if prefix else None, max_results=GCS_LISTED_OBJECTS, timeout=5
+        )
         return any(tfevents.EVENT_FILE_PREFIX in blob.name.rsplit("/", 1)[-1] for blob in blobs)
     except Exception as error:  # an unreachable bucket must not break the job page
         logger.info("Could not look for event files under %s: %s", uri, error)

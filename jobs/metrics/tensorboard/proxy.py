@@ -12,10 +12,31 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-                        "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
-NOT_FORWARDED = HOP_BY_HOP | {"host", "cookie", "authorization", "content-length", "x-csrftoken",
-                              "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto"}
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+NOT_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "cookie",
+    "authorization",
+    "content-length",
+    "x-csrftoken",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+}
 NOT_RETURNED = HOP_BY_HOP | {"set-cookie", "server", "date"}
 CHUNK = 64 * 1024
 MAX_HEAD = 64 * 1024
@@ -34,12 +55,18 @@ class Answer:
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
     """Headers named in ``Connection`` are hop-by-hop too."""
-    return {token.strip().lower() for name, value in headers if name.lower() == "connection"
-            for token in value.split(",") if token.strip()}
+    return {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == "connection"
+        for token in value.split(",")
+        if token.strip()
+    }
 
 
-async def forward(port: int, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes = b"",
-                  *, timeout: float = 60.0) -> Answer:
+async def forward(
+    port: int, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes = b"", *, timeout: float = 60.0
+) -> Answer:
     """Send one request to ``127.0.0.1:port`` and return its answer, the body still to be read."""
     headers = list(headers)
     dropped = NOT_FORWARDED | _connection_tokens(headers)
@@ -66,8 +93,11 @@ async def forward(port: int, method: str, target: str, headers: Iterable[tuple[s
         length = None
     else:
         length = int(fields["content-length"]) if fields.get("content-length", "").isdigit() else -1
-    kept = [(name, value) for name, value in answer_headers
-            if name.lower() not in NOT_RETURNED | _connection_tokens(answer_headers)]
+    kept = [
+        (name, value)
+        for name, value in answer_headers
+        if name.lower() not in NOT_RETURNED | _connection_tokens(answer_headers)
+    ]
     return Answer(status=status, headers=kept, body=_body(reader, writer, length))
 
 

@@ -36,24 +36,35 @@ async def job_tensorboard(request, project_id, job_id, path="", trial_id=""):
     if request.method not in METHODS:
         return HttpResponseNotAllowed(METHODS)
     if not path and not trial_id and request.GET.get("trial", "").isdigit():
-        return HttpResponseRedirect(reverse("jobs:trial_tensorboard", args=[project_id, job_id, request.GET["trial"], ""]))
+        return HttpResponseRedirect(
+            reverse("jobs:trial_tensorboard", args=[project_id, job_id, request.GET["trial"], ""])
+        )
     user = await request.auser()
     job = await sync_to_async(_job)(project_id, job_id, user, audited=not path and request.method == "GET")
     if request.method == "POST" and not _same_origin(request):
         return await sync_to_async(render)(request, "403.html", status=403)
-    prefix = (reverse("jobs:trial_tensorboard", args=[project_id, job_id, trial_id, ""]) if trial_id
-              else reverse("jobs:tensorboard", args=[project_id, job_id, ""])).rstrip("/")
+    prefix = (
+        reverse("jobs:trial_tensorboard", args=[project_id, job_id, trial_id, ""])
+        if trial_id
+        else reverse("jobs:tensorboard", args=[project_id, job_id, ""])
+    ).rstrip("/")
     try:
         logdir = await sync_to_async(logdir_for)(job, trial_id)
         project = await sync_to_async(lambda: job.project)()  # its account runs the board
         board = await sync_to_async(BOARDS.acquire, thread_sensitive=False)(
-            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix, project,
-            user.pk)
+            f"{project_id}/{job_id}" + (f"/trials/{trial_id}" if trial_id else ""), logdir, prefix, project, user.pk
+        )
     except (NoLogdir, BoardError) as error:
         return await _unavailable(request, job, str(error), status=404 if isinstance(error, NoLogdir) else 503)
     try:
-        answer = await proxy.forward(board.port, request.method, request.get_full_path(), request.headers.items(),
-                                     request.body, timeout=settings.TENSORBOARD_START_SECONDS)
+        answer = await proxy.forward(
+            board.port,
+            request.method,
+            request.get_full_path(),
+            request.headers.items(),
+            request.body,
+            timeout=settings.TENSORBOARD_START_SECONDS,
+        )
     except (OSError, TimeoutError, proxy.ProxyError) as error:
         BOARDS.release(board, user.pk)
         return await _unavailable(request, job, f"TensorBoard did not answer: {error}", status=502)
@@ -82,6 +93,7 @@ def _once(function):
         if not done:
             done.append(True)
             function()
+
     return call
 
 
