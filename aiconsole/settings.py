@@ -318,6 +318,21 @@ PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
 GPU_BUILD = env_str("AICONSOLE_GPU_BUILD", "auto")
 if GPU_BUILD not in {"auto", "always", "never"}:
     raise ImproperlyConfigured(f"AICONSOLE_GPU_BUILD must be auto, always or never, got {GPU_BUILD!r}")
+# Custom containers (jobs/containers): the engine that runs them, "auto" (podman, else docker),
+# "podman", "docker", a path to either, or "none" (container jobs are refused at submit).
+CONTAINER_ENGINE = env_str("AICONSOLE_CONTAINER_ENGINE", "auto") or "auto"
+# A container job's pod network: "bridge" (its own namespace with outbound access, as the original's
+# VMs had; never the host's loopback) or "none" (only the pod's own loopback).
+CONTAINER_NETWORK = env_str("AICONSOLE_CONTAINER_NETWORK", "bridge") or "bridge"
+if CONTAINER_NETWORK not in {"bridge", "none"}:
+    raise ImproperlyConfigured(f"AICONSOLE_CONTAINER_NETWORK must be bridge or none, got {CONTAINER_NETWORK!r}")
+# A container replica that asks for GPUs on a host that cannot give containers any: "warn" runs it
+# without one and says so on the job; "refuse" refuses the job at submit.
+CONTAINER_GPU_MISSING = env_str("AICONSOLE_CONTAINER_GPU_MISSING", "warn") or "warn"
+if CONTAINER_GPU_MISSING not in {"warn", "refuse"}:
+    raise ImproperlyConfigured(f"AICONSOLE_CONTAINER_GPU_MISSING must be warn or refuse, got {CONTAINER_GPU_MISSING!r}")
+# Largest image archive one upload may be (docker save / podman save output, gzipped or not).
+CONTAINER_IMAGE_MAX_BYTES = env_int("AICONSOLE_CONTAINER_IMAGE_MAX_BYTES", 20 * 1024**3, minimum=1024)
 # Whether a missing interpreter may be downloaded with `uv python install` ("automatic"/"never").
 PYTHON_DOWNLOADS = env_str("AICONSOLE_PYTHON_DOWNLOADS", "automatic")
 if PYTHON_DOWNLOADS not in {"automatic", "never"}:

@@ -470,3 +470,28 @@ class MetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tag}@{self.step}={self.value}"
+
+
+class ContainerImage(models.Model):
+    """An image a project uploaded (an archive from ``docker save`` or ``podman save``), loaded into
+    the container engine's store under ``name`` and owned by that project: another project's jobs
+    may not run it. Images an administrator put in the engine's store by hand have no row and run
+    for every project (jobs/containers/images.py)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="container_images")
+    name = models.CharField(max_length=1024)  # gcr.io/my-project/trainer:v3, as jobs name it
+    image_id = models.CharField(max_length=128, db_index=True)  # the engine's sha256 image id
+    digest = models.CharField(max_length=128, blank=True)  # the manifest digest, when the engine gives one
+    size_bytes = models.BigIntegerField(default=0)
+    archive = models.CharField(max_length=1024, blank=True)  # the stored archive, to load on another worker
+    loaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    create_time = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_image_per_name_per_project")]
+
+    def __str__(self) -> str:
+        return self.name

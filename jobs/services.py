@@ -24,6 +24,7 @@ from aiconsole.errors import (
 from aiconsole.models import Project
 from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
 from jobs.builtin import algorithm as builtin
+from jobs.containers import images as container_images
 from jobs.executor.environments import file_digest
 from jobs.models import Job
 from jobs.resources import job_resource
@@ -45,6 +46,26 @@ def check_training_input(training_input: dict, *, project: Project, actor) -> No
     _check_local_paths(training_input, project)
     _check_runtime_available(training_input)
     _check_builtin_algorithm(training_input, project)
+    _check_container(training_input, project)
+
+
+def _check_container(training_input: dict, project: Project) -> None:
+    """A custom container's images must be here and this project's to run (jobs.containers.images)."""
+    if builtin.algos.for_training_input(training_input):
+        return
+    if not (training_input.get("masterConfig") or {}).get("imageUri"):
+        return
+    if settings.EXECUTOR != "inprocess":
+        raise FailedPrecondition(
+            "Custom containers run on the embedded executor (aiconsole up) in this version; this console runs "
+            "jobs on scaled-mode workers, which do not run containers yet."
+        )
+    violations = container_images.check_submission(training_input, project=project)
+    gpu = container_images.gpu_problem(training_input) if not violations else None
+    if gpu and settings.CONTAINER_GPU_MISSING == "refuse":
+        violations.append(FieldViolation("job.training_input.master_config.accelerator_config", gpu))
+    if violations:
+        raise InvalidArgument.from_violations(violations)
 
 
 def _check_local_paths(training_input: dict, project: Project) -> None:

@@ -91,6 +91,7 @@ SHORT_RUNS = {
         "trial table fragment",
     ),
     "tensorboard.py": (["--rounds", "1", "--steps", "10"], "a small data request"),
+    "containers.py": (["--latency-runs", "1", "--cancel-runs", "1", "--no-study"], "container / package p50"),
     "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
     "pages.py": (
         [
@@ -156,6 +157,10 @@ def _services_for(name: str) -> None:
             if harness.in_ci():
                 pytest.fail("CI runs the benchmarks: /usr/bin/chromium is missing and could not be installed")
             pytest.skip("no /usr/bin/chromium (scripts/install-chromium needs root or sudo)")
+    if name == "containers.py":
+        from tests.helpers.images import require_engine  # Django's settings: only this benchmark needs them
+
+        require_engine()
     if name == "scaled.py":
         from tests.cluster.harness import service_up
 

@@ -233,20 +233,11 @@ def _check_tuning(hp: dict, algorithm: algos.Algorithm, model_type: str | None, 
 
 
 def check_submission(training_input: dict, *, project=None) -> list[FieldViolation]:
-    """Custom containers are refused; a built-in algorithm's local data files are checked now
-    (with ``project``, they must lie in its storage area or a shared root)."""
+    """A built-in algorithm's local data files are checked now (with ``project``, they must lie in
+    its storage area or a shared root). Other images are custom containers (jobs.containers)."""
 
     image = (training_input.get("masterConfig") or {}).get("imageUri")
     algorithm = algos.by_image(image)
-    if image and algorithm is None:
-        shipped = " or ".join(a.image for a in algos.ALGORITHMS)
-        return [
-            FieldViolation(
-                "job.training_input.master_config.image_uri",
-                f"Custom containers are not supported on this server: masterConfig.imageUri must name "
-                f"a built-in algorithm ({shipped}), or leave it out and give packageUris.",
-            )
-        ]
     if algorithm is None:
         return []
     values, problems = algos.parse_args(algorithm, list(training_input.get("args", [])))

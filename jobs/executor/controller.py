@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from aiconsole import audit
 from jobs import dispatch, kinds
+from jobs.containers import replica as containers
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import stop_orphan
@@ -170,6 +171,7 @@ class Controller:
 
     def reconcile_orphans(self) -> None:
         """Jobs an earlier console process was running: stop leftovers, requeue or fail."""
+        containers.sweep()  # an earlier process's containers and pods, found by label
         for job in Job.objects.filter(state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]):
             live = Replica.objects.filter(job=job, state=ReplicaState.RUNNING).exclude(pid=None)
             for replica in live:

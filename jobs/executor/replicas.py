@@ -206,6 +206,10 @@ class ReplicaProcess:
             preexec_fn=self.preexec,
         )
         self.started = time.monotonic()
+        self._start_readers()
+
+    def _start_readers(self) -> None:
+        assert self.popen is not None
         for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
             reader = threading.Thread(
                 target=self._pump, args=(stream, pipe), daemon=True, name=f"{self.label}-{stream}"

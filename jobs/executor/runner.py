@@ -21,18 +21,12 @@ from aiconsole.errors import log_internal_error
 from aiconsole.walks import WalkLimitError
 from jobs import catalogue, runtimes
 from jobs.builtin import algorithm as builtin
+from jobs.containers import images as container_images
+from jobs.containers import replica as containers
 from jobs.executor import environments, trials
+from jobs.executor.launch import ReplicaSet, replica_failure
 from jobs.executor.logs import LogSink
-from jobs.executor.replicas import (
-    Placement,
-    ReplicaProcess,
-    cluster_configs,
-    exit_description,
-    failure_message,
-    free_port,
-    trainer_command,
-    trainer_environment,
-)
+from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES, Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
@@ -216,6 +210,24 @@ def host_has_gpus() -> bool:
     return Path("/proc/driver/nvidia/gpus").is_dir() or Path("/dev/nvidia0").exists()
 
 
+def prepare_container(job: Job, training_input: dict, log) -> str | None:
+    """A container job's preparation: its images are still here and its project's, its job dir is
+    ready and its inputs lent; the job dir."""
+    for image in sorted(
+        {containers.image_for(training_input, plan.task_type) for plan in catalogue.replica_plan(training_input)}
+    ):
+        resolved = container_images.resolve(image)
+        if resolved is None:
+            raise PrepareError(container_images.how_to_bring(image))
+        problem = container_images.ownership_problem(resolved, job.project)
+        if problem:
+            raise PrepareError(problem)
+        log(f"Image {image} is here (sha256:{resolved.image_id[:12]}, {resolved.size / 1e6:.1f} MB).")
+    job_dir = prepare_job_dir(training_input, project=job.project)
+    lend_inputs(training_input, project=job.project)
+    return job_dir
+
+
 class RunnerBase:
     """What every job runner shares: cancel and shutdown requests, and how a job's run ends.
 
@@ -332,6 +344,7 @@ class JobRunner(RunnerBase):
     def __init__(self, job_pk: int, runner_id: str, on_done=None):
         super().__init__(job_pk, runner_id, on_done)
         self.processes: list[ReplicaProcess] = []
+        self.replica_set: ReplicaSet | None = None
         self.replica_count = 0
         self.seed_history: list = []
 
@@ -341,6 +354,8 @@ class JobRunner(RunnerBase):
         # After a crash mid-run, the replicas already started must not outlive the job.
         if any(p.popen is not None and p.poll() is None for p in self.processes):
             self._stop_all()
+        if self.replica_set is not None:
+            self.replica_set.release()  # containers and their pod, once the job's end is recorded
 
     def _run(self, job: Job) -> None:
         from jobs.builtin import (
@@ -348,7 +363,10 @@ class JobRunner(RunnerBase):
         )
 
         training_input = builtin.runnable_input(job.training_input)
-        self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
+        if containers.runs_container(training_input):
+            self.sink.service(f"Job {job.job_id} is preparing: checking its container images.")
+        else:
+            self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
         try:
             environment, job_dir = self._prepare(job, training_input)
         except PrepareError as error:
@@ -380,6 +398,8 @@ class JobRunner(RunnerBase):
         self._conclude(job, outcome, output)
 
     def _prepare(self, job: Job, training_input: dict):
+        if containers.runs_container(training_input):
+            return None, prepare_container(job, training_input, self.sink.service)
         files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel, project=job.project)
         job_dir = prepare_job_dir(training_input, project=job.project)
         lend_inputs(training_input, project=job.project)
@@ -398,74 +418,26 @@ class JobRunner(RunnerBase):
         )
         return environment, job_dir
 
-    def _placements(self, training_input: dict) -> list[Placement]:
-        return [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(training_input)]
-
     def _run_replicas(self, job: Job, training_input: dict, environment, job_dir: str | None) -> dict:
-        placements = self._placements(training_input)
-        self.replica_count = len(placements)
-        runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-        configs = cluster_configs(
-            placements,
-            job_id=job.job_id,
-            training_input=training_input,
-            use_chief=catalogue.uses_chief(runtime_version),
-        )
         work = work_dir_for(job) / "replicas"
-        passthrough = passthrough_env()
+        self.replica_set = ReplicaSet(
+            job=job,
+            training_input=training_input,
+            environment=environment,
+            job_dir=job_dir,
+            work=work,
+            passthrough=passthrough_env(),
+            sink=self.sink,
+        )
         self.metrics = metrics.Collector(
             job.pk,
             job_dir=job_dir,
             metric_file=metrics.metric_file(work / catalogue.replica_label("master", 0)),
             say=self.sink.service,
         )
-        for placement in placements:
-            plan = placement.plan
-            replica = Replica.objects.create(
-                job=job,
-                task_type=plan.task_type,
-                task_index=plan.index,
-                label=placement.label,
-                machine_type=plan.machine_type,
-                accelerator_type=plan.accelerator_type or "",
-                accelerator_count=plan.accelerator_count,
-                host=placement.host,
-                port=placement.port,
-            )
-            replica_dir = work / placement.label
-            shutil.rmtree(replica_dir, ignore_errors=True)
-            (replica_dir / "tmp").mkdir(parents=True)
-            tf_config, cluster_spec = configs[placement.label]
-            process = ReplicaProcess(
-                replica_id=replica.pk,
-                label=placement.label,
-                task_type=plan.task_type,
-                command=trainer_command(
-                    environment.python, training_input["pythonModule"], training_input.get("args", []), job_dir
-                ),
-                env=trainer_environment(
-                    passthrough=passthrough,
-                    bin_dir=environment.bin_dir,
-                    tmp_dir=replica_dir / "tmp",
-                    tf_config=tf_config,
-                    cluster_spec=cluster_spec,
-                    job_id=job.job_id,
-                    replica_id=replica.pk,
-                    extra=metrics.trainer_env(replica_dir),
-                ),
-                cwd=replica_dir,
-                sink=self.sink,
-                max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                user=trainer_account(job.project),
-                stop_grace=settings.STOP_GRACE_SECONDS,
-            )
-            self.processes.append(process)
-        for process in self.processes:
-            process.start()
-            Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
-            )
-            self.sink.service(f"Started {process.label} (pid {process.pid}).")
+        self.processes = self.replica_set.build(lambda replica_dir, task_type: metrics.trainer_env(replica_dir))
+        self.replica_count = len(self.processes)
+        self.replica_set.start()
         try:
             return self._watch(job)
         finally:
@@ -552,6 +524,6 @@ class JobRunner(RunnerBase):
                 f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
                 f"non-zero status of {exit_description(code)}."
             )
-            self._fail(job, failure_message(job.training_input, message, list(failed.stderr_tail)), output)
+            self._fail(job, replica_failure(job.training_input, message, failed), output)
             return
         self._succeed(job, output)

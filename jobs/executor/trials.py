@@ -32,16 +32,8 @@ from django.utils import timezone
 
 from aiconsole import storage, trainer_user
 from jobs import catalogue
-from jobs.executor.replicas import (
-    Placement,
-    ReplicaProcess,
-    cluster_configs,
-    exit_description,
-    failure_message,
-    free_port,
-    trainer_command,
-    trainer_environment,
-)
+from jobs.executor.launch import ReplicaSet, replica_failure
+from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.metrics import points as metrics
 from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
@@ -59,6 +51,7 @@ class TrialRun:
         self.trial = trial
         self.loop = loop
         self.processes: list[ReplicaProcess] = []
+        self.replica_set: ReplicaSet | None = None
         self.finished: set[str] = set()
         self.reports: list[dict] = list(trial.all_metrics or [])
         self.metric_file: Path | None = None
@@ -74,72 +67,35 @@ class TrialRun:
         return self.trial.trial_id
 
     def start(self) -> None:
-        loop, ti = self.loop, self.loop.training_input
-        placements = [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(ti)]
-        runtime_version = ti.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
-        configs = cluster_configs(
-            placements,
-            job_id=loop.job.job_id,
-            training_input=ti,
-            use_chief=catalogue.uses_chief(runtime_version),
-            trial_id=self.trial_id,
-        )
+        loop = self.loop
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir:
             self.events = metrics.event_scanner(job_dir, tags={loop.tag})
-        work = loop.work / "trials" / self.trial_id
-        shutil.rmtree(work, ignore_errors=True)
-        for placement in placements:
-            plan = placement.plan
-            replica = Replica.objects.create(
-                job=loop.job,
-                trial_id=self.trial_id,
-                task_type=plan.task_type,
-                task_index=plan.index,
-                label=placement.label,
-                machine_type=plan.machine_type,
-                accelerator_type=plan.accelerator_type or "",
-                accelerator_count=plan.accelerator_count,
-                host=placement.host,
-                port=placement.port,
-            )
-            replica_dir = work / placement.label
-            (replica_dir / "tmp").mkdir(parents=True)
+        self.replica_set = ReplicaSet(
+            job=loop.job,
+            training_input=loop.training_input,
+            environment=loop.environment,
+            job_dir=job_dir,
+            work=loop.work / "trials" / self.trial_id,
+            passthrough=loop.passthrough,
+            sink=loop.sink,
+            trial_id=self.trial_id,
+            extra_args=hp_args,
+        )
+
+        def trial_env(replica_dir: Path, task_type: str) -> dict[str, str]:
             metric_file = metrics.metric_file(replica_dir)
-            if plan.task_type == "master":
+            if task_type == "master":
                 self.metric_file = metric_file
-            tf_config, cluster_spec = configs[placement.label]
-            self.processes.append(
-                ReplicaProcess(
-                    replica_id=replica.pk,
-                    label=placement.label,
-                    task_type=plan.task_type,
-                    trial_id=self.trial_id,
-                    command=trainer_command(
-                        loop.environment.python, ti["pythonModule"], [*ti.get("args", []), *hp_args], job_dir
-                    ),
-                    env=trainer_environment(
-                        passthrough=loop.passthrough,
-                        bin_dir=loop.environment.bin_dir,
-                        tmp_dir=replica_dir / "tmp",
-                        tf_config=tf_config,
-                        cluster_spec=cluster_spec,
-                        job_id=loop.job.job_id,
-                        replica_id=replica.pk,
-                        extra={
-                            "CLOUD_ML_TRIAL_ID": self.trial_id,
-                            "CLOUD_ML_HP_METRIC_FILE": str(metric_file),
-                            "CLOUD_ML_HP_METRIC_TAG": loop.tag,
-                        },
-                    ),
-                    cwd=replica_dir,
-                    sink=loop.sink,
-                    max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-                    user=trainer_user.for_project(loop.job.project),
-                    stop_grace=settings.STOP_GRACE_SECONDS,
-                )
-            )
+            return {
+                "CLOUD_ML_TRIAL_ID": self.trial_id,
+                "CLOUD_ML_HP_METRIC_FILE": str(metric_file),
+                "CLOUD_ML_HP_METRIC_TAG": loop.tag,
+            }
+
+        shutil.rmtree(self.replica_set.work, ignore_errors=True)
+        self.processes = self.replica_set.build(trial_env)
         self.collector = metrics.Collector(
             loop.job.pk,
             trial_id=self.trial_id,
@@ -148,11 +104,7 @@ class TrialRun:
             say=lambda message: loop.sink.service(message, trial_id=self.trial_id),
         )
         loop.sink.service(f"Trial {self.trial_id} starts with {' '.join(hp_args)}.", trial_id=self.trial_id)
-        for process in self.processes:
-            process.start()
-            Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
-            )
+        self.replica_set.start()
 
     def read_metrics(self, *, final: bool = False) -> bool:
         """Pick up new reports (hypertune file, TF summaries); True when there were any."""
@@ -217,7 +169,7 @@ class TrialRun:
                 f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
                 f"non-zero status of {exit_description(failure.poll())}."
             )
-            return {"failed": failure_message(self.loop.training_input, message, list(failure.stderr_tail))}
+            return {"failed": replica_failure(self.loop.training_input, message, failure)}
         if any(p.task_type == "master" and p.label in self.finished for p in self.processes):
             return {"succeeded": True}
         return None
@@ -236,6 +188,8 @@ class TrialRun:
             )
         for process in self.processes:
             process.stop(0)  # reap anything a finished replica left behind in its group
+        if self.replica_set is not None:
+            self.replica_set.release()
 
     def consumed_ml_units(self) -> float:
         plans = {

@@ -1,0 +1,405 @@
+"""One replica as a container of the job's image, in its job's (or trial's) pod.
+
+The attached ``podman run`` (or ``docker run``) client is the replica's process: its stdout and
+stderr are the container's, read by the same readers and log pipeline as a package trainer's, and
+its exit status is the container's. The container runs as the project's account with every
+capability dropped and ``no-new-privileges``; it sees its own replica folder, its job (or trial)
+dir and, read-only, the stored inputs its arguments name, nothing else of the host. Its replicas
+share one pod: a network namespace of their own, where they reach each other on 127.0.0.1 and
+never the host's loopback services.
+
+Killing the client leaves the container running (the engine's monitor is detached), so every
+container and pod is labelled with the console's tag and the replica's id: ``stop`` stops the
+container itself, nothing is removed before its exit status is read, and ``sweep`` removes what a
+console that was killed left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+import algorithms
+from aiconsole import trainer_user
+from jobs import catalogue
+from jobs.containers import engine as engines
+from jobs.executor.replicas import ReplicaProcess
+
+logger = logging.getLogger(__name__)
+
+LABEL_CONSOLE = "ai-console.console"
+LABEL_REPLICA = "ai-console.replica"
+LABEL_JOB = "ai-console.job"
+LABEL_OWNER = "ai-console.owner"  # "embedded", or a scaled-mode worker's name: whose leftovers a sweep removes
+STOP_MARGIN_SECONDS = 10.0
+# Environment variables of the console a container may see (TRAINER_ENV_PASSTHROUGH, less the
+# ones that describe the console's own account).
+_ACCOUNT_VARIABLES = {"HOME", "USER", "LOGNAME"}
+
+
+def runs_container(training_input: dict | None) -> bool:
+    """Whether the job runs the user's container image (not a built-in algorithm's)."""
+    image = ((training_input or {}).get("masterConfig") or {}).get("imageUri")
+    return bool(image) and algorithms.catalogue.by_image(image) is None
+
+
+def image_for(training_input: dict, task_type: str) -> str:
+    """A role's image: its own config's imageUri, else the master's."""
+    key = {
+        "master": "masterConfig",
+        "worker": "workerConfig",
+        "ps": "parameterServerConfig",
+        "evaluator": "evaluatorConfig",
+    }[task_type]
+    return (training_input.get(key) or {}).get("imageUri") or training_input["masterConfig"]["imageUri"]
+
+
+def replica_config(training_input: dict, task_type: str) -> dict:
+    key = {
+        "master": "masterConfig",
+        "worker": "workerConfig",
+        "ps": "parameterServerConfig",
+        "evaluator": "evaluatorConfig",
+    }[task_type]
+    return training_input.get(key) or {}
+
+
+def container_arguments(
+    training_input: dict, task_type: str, extra_args: list[str]
+) -> tuple[list[str] | None, list[str]]:
+    """The entrypoint override (None: the image's) and the arguments, as the original built them:
+    ``containerCommand`` replaces the entrypoint, ``containerArgs`` (or else the job's ``args``)
+    come next, then ``--job-dir`` and a trial's ``--param=value`` flags (``extra_args``)."""
+    config = replica_config(training_input, task_type)
+    command = list(config.get("containerCommand") or []) or None
+    args = list(config.get("containerArgs") or training_input.get("args") or [])
+    return command, [*args, *extra_args]
+
+
+def console_label() -> str:
+    return trainer_user.console_tag()
+
+
+_owner = ["embedded"]
+
+
+def set_owner(name: str) -> None:
+    """Scaled mode: the worker's name, so that a worker sweeps only its own leftovers."""
+    _owner[0] = name
+
+
+def owner_labels() -> list[str]:
+    return ["--label", f"{LABEL_CONSOLE}={console_label()}", "--label", f"{LABEL_OWNER}={_owner[0]}"]
+
+
+def container_name(replica_id: int) -> str:
+    return f"aic-{console_label()}-r{replica_id}"
+
+
+# --- the pod ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pod:
+    """The network namespace a job's (or a trial's) replicas share. Docker has no pods: its
+    replicas join the first replica's namespace instead (``--network container:NAME``)."""
+
+    engine: engines.Engine
+    name: str
+    job_pk: int
+    created: bool = False
+    first_container: str = ""
+    shared: bool = True  # False for a single replica: its own namespace, no pod (a pod's start costs ~0.2 s)
+
+    def create(self) -> None:
+        if not self.engine.is_podman or not self.shared:
+            return
+        self.engine.call("pod", "rm", "--force", "--ignore", self.name)
+        self.engine.call(
+            "pod",
+            "create",
+            "--name",
+            self.name,
+            *owner_labels(),
+            "--label",
+            f"{LABEL_JOB}={self.job_pk}",
+            "--network",
+            settings.CONTAINER_NETWORK,
+        )
+        self.created = True
+
+    def network_options(self, container: str) -> list[str]:
+        if not self.shared:
+            return ["--network", settings.CONTAINER_NETWORK]
+        if self.engine.is_podman:
+            return ["--pod", self.name]
+        if not self.first_container:
+            self.first_container = container
+            return ["--network", settings.CONTAINER_NETWORK]
+        return ["--network", f"container:{self.first_container}"]
+
+    def remove(self) -> None:
+        if not self.created:
+            return
+        try:
+            self.engine.call("pod", "rm", "--force", "--ignore", self.name, timeout=60)
+        except engines.EngineError as error:
+            logger.warning("Could not remove pod %s: %s", self.name, error)
+        self.created = False
+
+
+def pod_for(job, trial_id: str = "") -> Pod | None:
+    engine = engines.available()
+    if engine is None:
+        return None
+    suffix = f"-t{trial_id}" if trial_id else ""
+    return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk)
+
+
+# --- what a container is started with ------------------------------------------------------------------------
+
+
+def resource_options(engine: engines.Engine, machine_type: str) -> list[str]:
+    """The machine type's CPUs and memory as cgroup limits, where this host enforces them."""
+    machine = catalogue.MACHINE_TYPES.get(machine_type)
+    if not engine.limits or machine is None:
+        return []
+    options = []
+    if machine.vcpus:
+        options += ["--cpus", f"{min(machine.vcpus, os.cpu_count() or machine.vcpus)}"]
+    if machine.memory_gb:
+        memory = f"{int(machine.memory_gb * 1024)}m"
+        options += ["--memory", memory, "--memory-swap", memory]
+    return options
+
+
+def input_mounts(args: list[str], *, project, account: trainer_user.TrainerUser | None) -> list[Path]:
+    """What to bind read-only for the stored inputs a job's arguments name.
+
+    The engine follows the path it is given as root. Where a folder on the way belongs to the
+    project's account, the trainer could swap it for a link between this check and the mount, so
+    the topmost such folder is mounted instead: its parent is the console's, so it cannot be swapped.
+    """
+    mounts: list[Path] = []
+    for path in trainer_user.input_paths(args, project=project):
+        chosen = path
+        if account is not None:
+            for ancestor in [*reversed(path.parents), path]:
+                try:
+                    if os.lstat(ancestor).st_uid == account.uid:
+                        chosen = ancestor
+                        break
+                except OSError:
+                    break
+        if chosen not in mounts:
+            mounts.append(chosen)
+    return mounts
+
+
+def run_command(
+    engine: engines.Engine,
+    *,
+    name: str,
+    image: str,
+    pod: Pod,
+    replica_id: int,
+    job_pk: int,
+    entrypoint: list[str] | None,
+    args: list[str],
+    env: dict[str, str],
+    writable: list[Path],
+    readable: list[Path],
+    account: trainer_user.TrainerUser | None,
+    machine_type: str,
+    devices: list[str],
+) -> list[str]:
+    """The engine's ``run`` command line for one replica."""
+    options = [
+        "run",
+        "--name",
+        name,
+        "--pull=never",
+        "--init",  # the trainer is not PID 1: SIGTERM reaches it, and zombies are reaped
+        "--cap-drop=all",
+        "--security-opt",
+        "no-new-privileges",
+        *owner_labels(),
+        "--label",
+        f"{LABEL_REPLICA}={replica_id}",
+        "--label",
+        f"{LABEL_JOB}={job_pk}",
+        "--pids-limit",
+        "4096",
+        *pod.network_options(name),
+        *resource_options(engine, machine_type),
+    ]
+    if account is not None:
+        options += ["--user", f"{account.uid}:{account.gid}"]
+    elif os.geteuid() != 0 and engine.is_podman:
+        options += ["--userns=keep-id"]  # rootless: files the container writes are the console user's
+    for path in writable:
+        options += ["--volume", f"{path}:{path}:rw"]
+    for path in readable:
+        options += ["--volume", f"{path}:{path}:ro"]
+    for device in devices:
+        options += ["--device", device] if engine.is_podman else ["--gpus", f"device={device}"]
+    for key, value in env.items():
+        options += ["--env", f"{key}={value}"]
+    if entrypoint is not None:
+        options += ["--entrypoint", json.dumps(entrypoint)]
+    return engine.command(*options, image, *args)
+
+
+def container_environment(
+    *, passthrough: dict[str, str], home: Path, tf_config: dict, cluster_spec: dict, job_id: str, extra: dict[str, str]
+) -> dict[str, str]:
+    """What a container replica is told: the original's variables and nothing of the console's."""
+    env = {key: value for key, value in passthrough.items() if key not in _ACCOUNT_VARIABLES}
+    env.update(
+        {
+            "HOME": str(home),
+            "PYTHONUNBUFFERED": "1",
+            "TF_CONFIG": json.dumps(tf_config),
+            "CLUSTER_SPEC": json.dumps(cluster_spec),
+            "CLOUD_ML_JOB_ID": job_id,
+        }
+    )
+    env.update(extra)
+    return env
+
+
+# --- GPUs ---------------------------------------------------------------------------------------------------
+
+
+class _GpuLedger:
+    """Which of the host's GPU devices running containers hold, so that each replica gets its own."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+
+    def take(self, engine: engines.Engine, count: int, holder: int) -> list[str]:
+        if count <= 0 or not engine.gpus:
+            return []
+        with self._lock:
+            free = [device for device in engine.gpus if device not in self._held]
+            if len(free) < count:
+                return []
+            chosen = free[:count]
+            for device in chosen:
+                self._held[device] = holder
+            return chosen
+
+    def give_back(self, holder: int) -> None:
+        with self._lock:
+            for device in [d for d, h in self._held.items() if h == holder]:
+                del self._held[device]
+
+
+gpus = _GpuLedger()
+
+
+# --- the replica's process ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ContainerReplicaProcess(ReplicaProcess):
+    """A replica whose process is the engine's attached ``run`` client."""
+
+    engine: engines.Engine | None = None
+    container: str = ""
+    removed: bool = False
+    devices: list[str] = field(default_factory=list)
+
+    def start(self) -> None:
+        assert self.engine is not None
+        env = {**self.engine.environment(), "AICONSOLE_REPLICA": str(self.replica_id)}  # found again after a restart
+        self.popen = subprocess.Popen(
+            self.command,
+            cwd=self.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=self.preexec,
+        )
+        self.started = time.monotonic()
+        self._start_readers()
+
+    def stop(self, grace: float) -> None:
+        """Stop the container (SIGTERM, SIGKILL after ``grace``) and wait for its status; ``remove``
+        once the job has recorded it."""
+        assert self.engine is not None
+        if self.popen is not None and self.popen.poll() is None:
+            self.stopped_by_platform = True
+            try:
+                self.engine.call(
+                    "stop", "--time", str(int(round(grace))), self.container, timeout=grace + STOP_MARGIN_SECONDS
+                )
+            except engines.EngineError as error:
+                logger.warning("Could not stop container %s: %s", self.container, error)
+            try:
+                self.popen.wait(timeout=STOP_MARGIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+
+    def remove(self) -> None:
+        if self.removed or self.popen is None or self.popen.poll() is None:
+            return
+        self.removed = True
+        gpus.give_back(self.replica_id)
+        try:
+            self.engine.call("rm", "--force", "--ignore", self.container, timeout=60)
+        except engines.EngineError as error:
+            logger.warning("Could not remove container %s: %s", self.container, error)
+
+
+def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
+    """What a container's exit status means, where the engine's own status says more than a number."""
+    exec_failed = next((line for line in process.stderr_tail if "failed to exec pid1" in line), "")
+    if code == 127 or "No such file or directory" in exec_failed:
+        return " The container's command was not found in the image: check containerCommand, or the image's ENTRYPOINT."
+    if code == 126 or exec_failed:
+        return " The container's command cannot be run: it is not executable, or the user it runs as may not run it."
+    if code == 125:
+        return " The container engine could not start the container; its message is above."
+    if code == 137 and not process.stopped_by_platform:
+        return (
+            " The container was killed (SIGKILL): it most likely ran out of the memory its machine type allows "
+            f"({process.label})."
+        )
+    return ""
+
+
+# --- leftovers ------------------------------------------------------------------------------------------------
+
+
+def sweep() -> int:
+    """Remove the containers and pods an earlier process of this console left behind (it was killed,
+    the host restarted); the count removed. Other consoles' containers are left alone."""
+    engine = engines.available()
+    if engine is None:
+        return 0
+    filters = ["--filter", f"label={LABEL_CONSOLE}={console_label()}", "--filter", f"label={LABEL_OWNER}={_owner[0]}"]
+    removed = 0
+    try:
+        for container in engine.call("ps", "--all", "--quiet", *filters).split():
+            engine.call("rm", "--force", "--ignore", container, timeout=60)
+            removed += 1
+        if engine.is_podman:
+            for pod in engine.call("pod", "ps", "--quiet", *filters).split():
+                engine.call("pod", "rm", "--force", "--ignore", pod, timeout=60)
+    except engines.EngineError as error:
+        logger.warning("Could not remove the containers an earlier console left: %s", error)
+    return removed
