@@ -73,7 +73,7 @@ def how_to_bring(reference: str) -> str:
 def check_submission(training_input: dict, *, project: Project) -> list[FieldViolation]:
     """A container job's images must be runnable here by this project: an engine, the image in its
     store, and not another project's upload."""
-    images = {}
+    images: dict[str, str] = {}
     for _, _, _, key, _ in roles.ROLES:
         image = (training_input.get(key) or {}).get("imageUri")
         if image:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-import algorithms
 from aiconsole import trainer_user
+from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.executor.replicas import ReplicaProcess
@@ -49,7 +49,7 @@ _ACCOUNT_VARIABLES = {"HOME", "USER", "LOGNAME"}
 def runs_container(training_input: dict | None) -> bool:
     """Whether the job runs the user's container image (not a built-in algorithm's)."""
     image = ((training_input or {}).get("masterConfig") or {}).get("imageUri")
-    return bool(image) and algorithms.catalogue.by_image(image) is None
+    return bool(image) and algorithm_catalogue.by_image(image) is None
 
 
 def image_for(training_input: dict, task_type: str) -> str:
@@ -357,6 +357,7 @@ class ContainerReplicaProcess(ReplicaProcess):
     def remove(self) -> None:
         if self.removed or self.popen is None or self.popen.poll() is None:
             return
+        assert self.engine is not None
         self.removed = True
         gpus.give_back(self.replica_id)
         try:

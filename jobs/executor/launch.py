@@ -18,6 +18,8 @@ from django.utils import timezone
 from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.containers import replica as containers
+from jobs.executor.environments import Environment
+from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
     Placement,
     ReplicaProcess,
@@ -37,11 +39,11 @@ class ReplicaSet:
 
     job: Job
     training_input: dict
-    environment: object | None  # the package job's environment (None for a container job)
+    environment: Environment | None  # the package job's environment (None for a container job)
     job_dir: str | None
     work: Path  # the folder under which each replica gets its own
     passthrough: dict[str, str]
-    sink: object
+    sink: LogSink
     trial_id: str = ""
     extra_args: list[str] = field(default_factory=list)  # a trial's --param=value flags
     processes: list[ReplicaProcess] = field(default_factory=list)
@@ -99,6 +101,7 @@ class ReplicaSet:
             if self.container:
                 process = self._container_process(replica, plan, replica_dir, tf_config, cluster_spec, extra, account)
             else:
+                assert self.environment is not None  # a package job's runner built it
                 process = ReplicaProcess(
                     replica_id=replica.pk,
                     label=placement.label,

@@ -524,6 +524,6 @@ class JobRunner(RunnerBase):
                 f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
                 f"non-zero status of {exit_description(code)}."
             )
-            self._fail(job, replica_failure(job.training_input, message, failed), output)
+            self._fail(job, replica_failure(job.training_input or {}, message, failed), output)
             return
         self._succeed(job, output)
