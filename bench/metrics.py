@@ -46,7 +46,7 @@ from pathlib import Path
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from aiconsole.bootstrap import ensure_admin_and_project
-from jobs import metrics, tfevents
+from jobs.metrics import points as metrics, tfevents
 from jobs.models import Job, JobState, MetricPoint
 
 project = ensure_admin_and_project().project
