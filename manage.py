@@ -6,7 +6,7 @@ import sys
 
 if __name__ == "__main__":
     os.umask(0o077)  # as ``aiconsole``'s commands: what the console creates is private to its user
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     from django.core.management import execute_from_command_line
 
     from aiconsole import datadir

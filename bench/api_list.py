@@ -40,7 +40,7 @@ def seed(data_dir: Path, count: int) -> None:
     """Migrate and insert jobs in bulk, in a child process so this one stays free of Django."""
     code = f"""
 import os, random
-os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 import django; django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 

@@ -28,7 +28,7 @@ REQUESTS = 1_000
 
 def prepare(data_dir: str, jobs: int = JOBS) -> str:
     """A migrated data dir with the jobs and a model without versions; a fresh admin token."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
     os.environ["AICONSOLE_DATA_DIR"] = data_dir
     os.environ.setdefault("AICONSOLE_SECRET_KEY", os.urandom(24).hex())
     os.environ["AICONSOLE_ADMIN_PASSWORD"] = "bench-password-1"

@@ -37,7 +37,7 @@ def seed(data_dir: Path, points: int) -> dict:
     """Write the event files, collect them into the database as the executor does; the timings."""
     code = f"""
 import json, os, time
-os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 from aiconsole import datadir; datadir.prepare()
 import django; django.setup()
 from django.core.management import call_command

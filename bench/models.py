@@ -102,7 +102,7 @@ def runtime_python(env_dir: Path) -> Path:
     )
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
         "AICONSOLE_ENV_DIR": str(env_dir),
         "AICONSOLE_DATA_DIR": str(env_dir / "build-data"),
         "AICONSOLE_SECRET_KEY": os.urandom(24).hex(),
@@ -250,7 +250,7 @@ def serving_alone(env_dir: Path, models: Path, scratch: Path, seconds: float) ->
     """The serving layer without HTTP: the console's socket round trip to a serving process of
     the linear model, one instance per request, back to back (what each predict call costs after
     the web stack, authentication and the permission check)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     os.environ.setdefault("AICONSOLE_DATA_DIR", str(scratch / "serving-alone"))
     os.environ.setdefault("AICONSOLE_SECRET_KEY", os.urandom(24).hex())  # no ``aiconsole`` command made this data dir
     import django

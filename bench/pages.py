@@ -131,7 +131,7 @@ def fill_study(console, job_id: str, count: int) -> float:
     for name in [n for n in os.environ if n.startswith("AICONSOLE_")]:
         del os.environ[name]
     os.environ["AICONSOLE_DATA_DIR"] = str(console.data_dir)  # the server's own SQLite file
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     import django
 
     from aiconsole import datadir

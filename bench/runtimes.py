@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("AICONSOLE_DATA_DIR", tempfile.mkdtemp(prefix="aiconsole-bench-runtimes-"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 import django  # noqa: E402
 

@@ -43,7 +43,7 @@ def seed(data_dir: Path, env_dir: Path, jobs: list[str], steps: int) -> float:
     Returns the seconds the environment took (near 0 when it was cached)."""
     code = f"""
 import json, os, time
-os.environ["DJANGO_SETTINGS_MODULE"] = "aiconsole.settings"
+os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 from aiconsole import datadir; datadir.prepare()
 import django; django.setup()
 from django.conf import settings

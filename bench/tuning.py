@@ -310,7 +310,7 @@ def page(args, data_dir: Path) -> None:
     """The job page of a finished study with ``--page-trials`` Trial rows (10 reports each), as
     the console renders it (Django's test client, embedded SQLite in a throw-away data dir)."""
     os.environ["AICONSOLE_DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     import django
 
     from aiconsole import datadir

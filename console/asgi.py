@@ -3,7 +3,7 @@
 import gc
 import os
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

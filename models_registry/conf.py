@@ -1,4 +1,4 @@
-"""The model registry's settings, by meaning: every value is read once, in ``aiconsole.settings``
+"""The model registry's settings, by meaning: every value is read once, in ``console.settings``
 (``AICONSOLE_MODEL_*``, ``AICONSOLE_BATCH_MAX_WORKERS``), like every other setting; these
 functions only name them, and tests override them there (``settings.MODEL_IDLE_SECONDS = 1``).
 """

@@ -35,6 +35,7 @@ def cmd_web(args) -> int:
         return 2
     migrate()
     # deferred: Django is configured by setup_django() first; the client commands never load it
+    import console.celery  # noqa: F401  the coordinator here sends scaled mode's tasks through its app
     from aiconsole.bootstrap import ensure_admin_and_project
     from console.cli.server import serve_web
     from jobs.cluster import coordinator
@@ -88,7 +89,8 @@ def cmd_worker(args) -> int:
     from django.conf import settings
 
     # deferred: Django is configured by setup_django() first; the client commands never load it
-    from jobs.cluster import agent, coordinator, tasks
+    from console.celery import app as celery_app  # the worker runs scaled mode's tasks, and sends them
+    from jobs.cluster import agent, coordinator
 
     # Without --capacity the worker runs every tier's jobs, as embedded mode does: a 2-core host
     # must still run a BASIC job, whose machine type ("standard") stands for 4 CPUs and 15 GB.
@@ -118,7 +120,7 @@ def cmd_worker(args) -> int:
         flush=True,
     )
     coordinator.start("worker")
-    celery_worker = tasks.app.Worker(
+    celery_worker = celery_app.Worker(
         queues=[worker.queue],
         pool="threads",
         concurrency=args.concurrency,

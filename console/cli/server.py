@@ -26,7 +26,7 @@ def setup_django(data_dir: str | None) -> None:
     os.umask(PRIVATE_UMASK)  # before the data dir is made, on the very first start
     if data_dir:
         os.environ["AICONSOLE_DATA_DIR"] = os.path.abspath(os.path.expanduser(data_dir))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "aiconsole.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     import django
 
     # deferred: Django is configured by setup_django() first; the client commands never load it

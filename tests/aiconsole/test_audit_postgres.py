@@ -49,7 +49,7 @@ def console(database_url, tmp_path_factory):
         {
             "AICONSOLE_DATA_DIR": str(tmp_path_factory.mktemp("pg-data")),
             "AICONSOLE_DATABASE_URL": database_url,
-            "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+            "DJANGO_SETTINGS_MODULE": "console.settings",
         }
     )
 

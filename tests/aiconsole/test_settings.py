@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from aiconsole import settings as console_settings
+from console import settings as console_settings
 
 
 def _manage(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:
@@ -73,7 +73,7 @@ def _import_settings(data_dir, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     clean.update({"AICONSOLE_DATA_DIR": str(data_dir), **env})
     return subprocess.run(
-        [sys.executable, "-c", "import aiconsole.settings"], capture_output=True, text=True, env=clean, timeout=60
+        [sys.executable, "-c", "import console.settings"], capture_output=True, text=True, env=clean, timeout=60
     )
 
 
@@ -108,9 +108,7 @@ def test_console_processes_starting_together_agree_on_one_key(tmp_path):
     data_dir = tmp_path / "data"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     clean["AICONSOLE_DATA_DIR"] = str(data_dir)
-    code = (
-        "from aiconsole import datadir; datadir.prepare(); from aiconsole import settings; print(settings.SECRET_KEY)"
-    )
+    code = "from aiconsole import datadir; datadir.prepare(); from console import settings; print(settings.SECRET_KEY)"
     starts = [
         subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=clean) for _ in range(6)
     ]

@@ -292,7 +292,7 @@ def test_duplicate_delivery_starts_a_replica_once(cluster, package):
     [replica] = cluster.replicas("once")
     replica_pk = cluster.sql("SELECT id FROM jobs_replica WHERE job_id = %s", cluster.job_pk("once"))[0][0]
     queues = [row[0] for row in cluster.sql("SELECT name FROM jobs_worker WHERE stopped = false")]
-    code = "from jobs.cluster import tasks\n" + "".join(
+    code = "import console.celery\nfrom jobs.cluster import tasks\n" + "".join(
         f"tasks.send_start_replica('aiconsole.worker.{name}', {replica_pk}, {replica['attempt']})\n" for name in queues
     )
     _python(cluster, code)
@@ -387,7 +387,7 @@ def _python(cluster: Cluster, source: str) -> str:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**cluster.env, "DJANGO_SETTINGS_MODULE": "aiconsole.settings"},
+        env={**cluster.env, "DJANGO_SETTINGS_MODULE": "console.settings"},
         cwd=ROOT,
         timeout=60,
     )

@@ -350,7 +350,7 @@ def test_a_console_killed_with_sigkill_leaves_no_tensorboard_behind(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "aiconsole.settings",
+            "DJANGO_SETTINGS_MODULE": "console.settings",
             "AICONSOLE_DATA_DIR": str(tmp_path / "data"),
             "AICONSOLE_ENV_DIR": str(settings.ENV_DIR),
             "AICONSOLE_SECRET_KEY": "orphan-check-key-orphan-check-key",
