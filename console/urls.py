@@ -1,11 +1,15 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from aiconsole import profile_views, user_views
-from aiconsole.openapi import openapi_document
+from aiconsole import openapi, profile_views, user_views
+from jobs.api import openapi as jobs_openapi
 from jobs.api import views as job_api
 from jobs.web import views as job_views
 from jobs.web import workers as worker_views
+from models_registry import openapi as models_openapi
+
+# Each app describes its own REST paths; the project serves them as one document.
+API_DESCRIPTIONS = (jobs_openapi.DESCRIPTION, models_openapi.DESCRIPTION)
 
 urlpatterns = [
     path("", job_views.home, name="home"),
@@ -29,7 +33,7 @@ urlpatterns = [
     path("v1/", include("jobs.api_urls")),
     path("v1/", include("models_registry.api_urls")),
     path("upload/v1/projects/<str:project_id>/packages", job_api.package_upload, name="api-package-upload"),
-    path("v1/openapi.json", openapi_document, name="openapi"),
+    path("v1/openapi.json", openapi.document_view(*API_DESCRIPTIONS), name="openapi"),
     re_path(r"^(?:upload/)?v1/", job_api.api_not_found),
     path("", include("aiconsole.team_urls")),
     path("", include("models_registry.urls")),

@@ -16,10 +16,11 @@ import uvicorn
 from hypothesis import HealthCheck, settings
 
 from aiconsole.openapi import build_document
+from console.urls import API_DESCRIPTIONS
 from jobs.executor.replicas import free_port
 from tests.helpers.waiting import wait_for
 
-schema = schemathesis.openapi.from_dict(build_document())
+schema = schemathesis.openapi.from_dict(build_document(*API_DESCRIPTIONS))
 CHECKS = [
     schemathesis.checks.not_a_server_error,
     schemathesis.specs.openapi.checks.status_code_conformance,

@@ -5,6 +5,7 @@ on purpose that says why, never a dodge around an import cycle."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +184,41 @@ def test_the_jobs_app_keeps_its_top_level_small():
     """jobs/ is split by feature (ARCHITECTURE.md): its top holds what every feature shares."""
     modules = sorted(p.name for p in (ROOT / "jobs").glob("*.py"))
     assert len(modules) <= 12, modules
+
+
+# Dotted names in strings (settings, app configs, lazy references) follow the same arrows as imports.
+_DOTTED = re.compile(r"^([a-z_]+)(\.[A-Za-z_]\w*)+$")
+
+
+def test_no_string_names_a_module_of_a_package_above():
+    found = []
+    for package, allowed in ALLOWED.items():
+        for path in _source_files(package):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    match = _DOTTED.match(node.value)
+                    if match and match[1] in ALLOWED and match[1] != package and match[1] not in allowed:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} names {node.value}")
+    assert found == [], "a lower package names an upper one: " + "; ".join(found)
+
+
+# Every read and write goes through Django's connections; a driver of its own is one more way to read
+# the database to keep in agreement. The leader lock needs a session that outlives Django's.
+RAW_DRIVERS = {"sqlite3", "psycopg", "psycopg2"}
+RAW_DRIVER_ALLOWED = {"jobs/cluster/coordinator.py"}
+
+
+def test_no_module_opens_the_database_with_a_driver_of_its_own():
+    found = []
+    for package in ALLOWED:
+        for path in _source_files(package):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module.split(".")[0]]
+                for name in names:
+                    if name in RAW_DRIVERS and str(path.relative_to(ROOT)) not in RAW_DRIVER_ALLOWED:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert found == [], "; ".join(found)

@@ -17,6 +17,7 @@ import pytest
 from aiconsole import v1schema
 from aiconsole.openapi import build_document
 from aiconsole.v1schema import ENUMS, MESSAGES, Field, Message
+from console.urls import API_DESCRIPTIONS
 
 DISCOVERY = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents" / "ml.v1.json"
 
@@ -204,7 +205,7 @@ def test_the_catalogue_agrees_with_the_schema_enums():
 
 
 def test_the_openapi_document_describes_the_schema_messages():
-    schemas = build_document()["components"]["schemas"]
+    schemas = build_document(*API_DESCRIPTIONS)["components"]["schemas"]
     for name, message in MESSAGES.items():
         described = schemas[v1schema.proto_name(name)]
         assert list(described["properties"]) == list(message.fields), name
