@@ -283,6 +283,7 @@ class Worker(models.Model):
     started = models.DateTimeField(default=timezone.now)
     heartbeat = models.DateTimeField(default=timezone.now, db_index=True)
     stopped = models.BooleanField(default=False)  # left cleanly (aiconsole worker was stopped)
+    containers = models.BooleanField(default=False)  # has a container engine: runs custom containers
 
     class Meta:
         ordering = ["region", "name"]

@@ -55,11 +55,6 @@ def _check_container(training_input: dict, project: Project) -> None:
         return
     if not (training_input.get("masterConfig") or {}).get("imageUri"):
         return
-    if settings.EXECUTOR != "inprocess":
-        raise FailedPrecondition(
-            "Custom containers run on the embedded executor (aiconsole up) in this version; this console runs "
-            "jobs on scaled-mode workers, which do not run containers yet."
-        )
     violations = container_images.check_submission(training_input, project=project)
     gpu = container_images.gpu_problem(training_input) if not violations else None
     if gpu and settings.CONTAINER_GPU_MISSING == "refuse":

@@ -29,13 +29,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from jobs import kinds
+from jobs import catalogue, kinds
 from jobs.builtin.algorithm import runnable_input
+from jobs.cluster import capacity
+from jobs.containers import engine as engines
+from jobs.containers import images as container_images
+from jobs.containers import replica as containers
+from jobs.executor.launch import container_process, replica_failure
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
     ReplicaProcess,
     exit_description,
-    failure_message,
     trainer_command,
     trainer_environment,
 )
@@ -211,6 +215,8 @@ class Agent:
         replica_dir = work_dir_for(job) / "replicas" / replica.label
         shutil.rmtree(replica_dir, ignore_errors=True)
         (replica_dir / "tmp").mkdir(parents=True)
+        if containers.runs_container(training_input):
+            return self._prepare_container(local, replica, job, training_input, replica_dir)
 
         def check() -> None:
             if local.stopping:
@@ -265,6 +271,56 @@ class Agent:
             stop_grace=settings.STOP_GRACE_SECONDS,
         )
 
+    def _prepare_container(self, local: LocalReplica, replica: Replica, job: Job, training_input: dict, replica_dir):
+        """A container replica of a gang: its image here (an uploaded one is loaded from its stored
+        archive first), its own network namespace with its port published on this worker's address."""
+        launch = replica.launch
+        image = containers.image_for(training_input, replica.task_type)
+        resolved = container_images.resolve(image)
+        if resolved is None:
+            raise PrepareError(container_images.how_to_bring(image))
+        problem = container_images.ownership_problem(resolved, job.project)
+        if problem:
+            raise PrepareError(problem)
+        lend_inputs(launch, project=job.project)
+        if launch.get("jobDir"):
+            give_to_trainers(launch["jobDir"], job.project)
+        if replica.task_type == "master" and not replica.trial_id:
+            local.metrics = metrics.Collector(
+                job.pk, job_dir=launch.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
+            )
+        pod = containers.pod_for(job)
+        assert pod is not None  # this worker registered with an engine, or it was not given the job
+        pod.shared = False
+        job_dir = launch.get("jobDir")
+        return container_process(
+            job,
+            training_input,
+            replica=replica,
+            plan=catalogue.ReplicaPlan(
+                replica.task_type,
+                replica.task_index,
+                replica.machine_type,
+                replica.accelerator_type or None,
+                replica.accelerator_count,
+            ),
+            replica_dir=replica_dir,
+            tf_config=launch["tfConfig"],
+            cluster_spec=launch["clusterSpec"],
+            extra_env=metrics.trainer_env(replica_dir),
+            account=trainer_account(job.project),
+            job_dir=job_dir,
+            extra_args=["--job-dir", job_dir] if job_dir else [],
+            passthrough=passthrough_env(),
+            sink=local.sink,
+            trial_id="",
+            pod=pod,
+            devices=[
+                f"nvidia.com/gpu={d}" if pod.engine.is_podman else d for d in (replica.devices or "").split(",") if d
+            ],
+            publish=replica.port,
+        )
+
     def _spawner_loop(self) -> None:
         """Every trainer is forked from this one long-lived thread: PR_SET_PDEATHSIG fires when
         the thread that forked the child ends, and this one ends only with the process."""
@@ -294,11 +350,11 @@ class Agent:
                     state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
                     message = ""
                     if code != 0:
-                        message = failure_message(
-                            Job.objects.only("training_input").get(pk=local.job_pk).training_input,
+                        message = replica_failure(
+                            Job.objects.only("training_input").get(pk=local.job_pk).training_input or {},
                             f"The replica {local.task_type} {local.task_index} exited with a non-zero "
                             f"status of {exit_description(code)}.",
-                            list(local.process.stderr_tail),
+                            local.process,
                         )
                     self._finish(local, state, code, message)
                 except Exception:
@@ -326,6 +382,8 @@ class Agent:
             )
         with self._lock:
             self.replicas.pop(local.pk, None)
+        if isinstance(local.process, containers.ContainerReplicaProcess):
+            local.process.remove()  # once its end is recorded
 
     def _stop(self, local: LocalReplica, *, fenced: bool) -> None:
         local.stopping = True
@@ -340,6 +398,8 @@ class Agent:
                 local.sink.close()
             with self._lock:
                 self.replicas.pop(local.pk, None)
+            if isinstance(local.process, containers.ContainerReplicaProcess):
+                local.process.remove()
             return
         self._finish(local, ReplicaState.STOPPED, local.process.poll())
 
@@ -476,7 +536,10 @@ def register(
         port_last=ports[1],
         slots=slots,
         pid=os.getpid(),
+        containers=engines.available() is not None,
     )
+    containers.set_owner(f"worker:{worker.name}")
+    containers.sweep(live_owners={f"worker:{name}" for name in capacity.live_workers().values_list("name", flat=True)})
     _agent = Agent(worker)
     _agent.start()
     return _agent

@@ -43,6 +43,7 @@ def offers() -> dict[str, placement.Offer]:
             ports=(worker.port_first, worker.port_last),
             slots=worker.slots,
             free_slots=worker.slots,
+            containers=worker.containers,
         )
         for worker in workers.values()
     }

@@ -39,7 +39,9 @@ from django.utils import timezone
 
 from jobs import catalogue, dispatch
 from jobs.cluster import capacity, placement, tasks
+from jobs.containers import replica as containers
 from jobs.executor.controller import Controller
+from jobs.executor.launch import uses_chief
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, cluster_configs
 from jobs.executor.runner import (
@@ -224,16 +226,26 @@ class Coordinator(Controller):
             region = (job.training_input or {}).get("region") or (job.prediction_input or {}).get("region") or ""
             whole = capacity.runs_whole(job)
             plans = capacity.whole_job_plans(job) if whole else catalogue.replica_plan(job.training_input)
+            eligible = offers
+            if containers.runs_container(job.training_input):  # only workers with a container engine
+                eligible = {name: offer for name, offer in offers.items() if offer.containers}
+                if not any(offer.region == region for offer in eligible.values()):
+                    self._explain(
+                        job,
+                        f"No worker in {region} runs custom containers: start one on a host with podman or "
+                        "docker (it says so when it registers).",
+                    )
+                    continue
             if whole:
-                assignments = self._place_whole(plans, offers, region)
+                assignments = self._place_whole(plans, eligible, region)
             else:
-                assignments = placement.place(plans, offers.values(), region, self.rng)
+                assignments = placement.place(plans, eligible.values(), region, self.rng)
             if assignments is None:
-                never = placement.never_fits(plans, list(offers.values()), region)
+                never = placement.never_fits(plans, list(eligible.values()), region)
                 if never:
                     self._explain(job, never)
                     continue  # it does not hold up the jobs behind it
-                self._explain(job, placement.waiting_reason(plans, offers.values(), region))
+                self._explain(job, placement.waiting_reason(plans, eligible.values(), region))
                 break  # first come first served: later jobs do not jump the line
             workers = {w.name: w for w in Worker.objects.filter(name__in={a.worker for a in assignments})}
             if whole:
@@ -454,12 +466,11 @@ def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
         )
         for r in replicas
     }
-    runtime_version = training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION
     configs = cluster_configs(
         list(placements.values()),
         job_id=job.job_id,
         training_input=training_input,
-        use_chief=catalogue.uses_chief(runtime_version),
+        use_chief=uses_chief(training_input),
     )
     claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
     for replica in replicas:

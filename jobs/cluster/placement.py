@@ -69,6 +69,7 @@ class Offer:
     slots: int = 0  # 0: strict accounting of CPUs and memory; N: machine types are labels, N replicas
     free_slots: int = 0
     alone: bool = False  # a labels worker that was idle when this placement began takes a job of any size
+    containers: bool = False  # has a container engine (custom-container jobs go only there)
 
     @property
     def labels(self) -> bool:
@@ -239,6 +240,7 @@ def _copy(offer: Offer) -> Offer:
         offer.slots,
         offer.free_slots,
         alone=offer.labels and offer.free_slots >= offer.slots,
+        containers=offer.containers,
     )
 
 
@@ -256,6 +258,7 @@ def _idle(offer: Offer) -> Offer:
         offer.ports,
         slots=offer.slots,
         free_slots=offer.slots,
+        containers=offer.containers,
     )
 
 

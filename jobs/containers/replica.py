@@ -221,6 +221,7 @@ def run_command(
     account: trainer_user.TrainerUser | None,
     machine_type: str,
     devices: list[str],
+    publish: int | None = None,
 ) -> list[str]:
     """The engine's ``run`` command line for one replica."""
     options = [
@@ -242,6 +243,8 @@ def run_command(
         *pod.network_options(name),
         *resource_options(engine, machine_type),
     ]
+    if publish is not None:
+        options += ["--publish", f"{publish}:{publish}"]  # scaled mode: peers on other hosts reach it here
     if account is not None:
         options += ["--user", f"{account.uid}:{account.gid}"]
     elif os.geteuid() != 0 and engine.is_podman:
@@ -386,21 +389,33 @@ def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
 # --- leftovers ------------------------------------------------------------------------------------------------
 
 
-def sweep() -> int:
+def sweep(live_owners: set[str] | None = None) -> int:
     """Remove the containers and pods an earlier process of this console left behind (it was killed,
-    the host restarted); the count removed. Other consoles' containers are left alone."""
+    the host restarted); the count of containers removed. Other consoles' are left alone, and so are
+    other live workers' (scaled mode: ``live_owners``, whose leftovers are theirs to sweep)."""
     engine = engines.available()
     if engine is None:
         return 0
-    filters = ["--filter", f"label={LABEL_CONSOLE}={console_label()}", "--filter", f"label={LABEL_OWNER}={_owner[0]}"]
+    mine = _owner[0]
+
+    def ours(labels: dict | None) -> bool:
+        owner = (labels or {}).get(LABEL_OWNER, "")
+        if owner == mine:
+            return True
+        return live_owners is not None and owner.startswith("worker:") and owner not in live_owners
+
+    console_filter = ["--filter", f"label={LABEL_CONSOLE}={console_label()}"]
     removed = 0
     try:
-        for container in engine.call("ps", "--all", "--quiet", *filters).split():
-            engine.call("rm", "--force", "--ignore", container, timeout=60)
-            removed += 1
+        found = json.loads(engine.call("ps", "--all", "--format", "json", *console_filter) or "[]")
+        for container in found:
+            if ours(container.get("Labels")):
+                engine.call("rm", "--force", "--ignore", container["Id"], timeout=60)
+                removed += 1
         if engine.is_podman:
-            for pod in engine.call("pod", "ps", "--quiet", *filters).split():
-                engine.call("pod", "rm", "--force", "--ignore", pod, timeout=60)
-    except engines.EngineError as error:
+            for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):
+                if ours(pod.get("Labels")):
+                    engine.call("pod", "rm", "--force", "--ignore", pod["Id"], timeout=60)
+    except (engines.EngineError, json.JSONDecodeError, KeyError) as error:
         logger.warning("Could not remove the containers an earlier console left: %s", error)
     return removed

@@ -57,9 +57,7 @@ class ReplicaSet:
         return [Placement(plan, "127.0.0.1", free_port()) for plan in catalogue.replica_plan(self.training_input)]
 
     def use_chief(self) -> bool:
-        if self.container:
-            return bool(self.training_input.get("useChiefInTfConfig"))
-        return catalogue.uses_chief(self.training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION)
+        return uses_chief(self.training_input)
 
     def build(self, extra_env) -> list[ReplicaProcess]:
         """Create every replica's row, folder and process (not started). ``extra_env(replica_dir,
@@ -137,72 +135,22 @@ class ReplicaSet:
 
     def _container_process(self, replica, plan, replica_dir, tf_config, cluster_spec, extra, account):
         assert self.pod is not None
-        engine = self.pod.engine
-        if account is not None:
-            account.hand_over(replica_dir)  # the container's user writes its own folder, as a trainer does
-        entrypoint, args = containers.container_arguments(
-            self.training_input, plan.task_type, [*self._job_dir_args(), *self.extra_args]
-        )
-        writable = [replica_dir]
-        if self.job_dir and not self.job_dir.startswith("gs://"):
-            writable.append(Path(self.job_dir))
-        readable = [
-            path
-            for path in containers.input_mounts(
-                self.training_input.get("args", []), project=self.job.project, account=account
-            )
-            if not any(path == w or path.is_relative_to(w) for w in writable)
-        ]
-        devices = (
-            containers.gpus.take(engine, plan.accelerator_count, replica.pk)
-            if "TPU" not in (plan.accelerator_type or "")
-            else []
-        )
-        if plan.accelerator_count and not devices and "TPU" not in (plan.accelerator_type or ""):
-            self.sink.service(
-                f"{replica.label} asked for {plan.accelerator_count} {plan.accelerator_type}, and the container engine "
-                "here can give it none: it runs without a GPU.",
-                severity="WARNING",
-                trial_id=self.trial_id,
-            )
-        name = containers.container_name(replica.pk)
-        env = containers.container_environment(
-            passthrough=self.passthrough,
-            home=replica_dir,
+        return container_process(
+            self.job,
+            self.training_input,
+            replica=replica,
+            plan=plan,
+            replica_dir=replica_dir,
             tf_config=tf_config,
             cluster_spec=cluster_spec,
-            job_id=self.job.job_id,
-            extra=extra,
-        )
-        return containers.ContainerReplicaProcess(
-            replica_id=replica.pk,
-            label=replica.label,
-            task_type=plan.task_type,
-            trial_id=self.trial_id,
-            command=containers.run_command(
-                engine,
-                name=name,
-                image=containers.image_for(self.training_input, plan.task_type),
-                pod=self.pod,
-                replica_id=replica.pk,
-                job_pk=self.job.pk,
-                entrypoint=entrypoint,
-                args=args,
-                env=env,
-                writable=writable,
-                readable=readable,
-                account=account,
-                machine_type=plan.machine_type,
-                devices=devices,
-            ),
-            env={},
-            cwd=replica_dir,
+            extra_env=extra,
+            account=account,
+            job_dir=self.job_dir,
+            extra_args=[*self._job_dir_args(), *self.extra_args],
+            passthrough=self.passthrough,
             sink=self.sink,
-            max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            stop_grace=settings.STOP_GRACE_SECONDS,
-            engine=engine,
-            container=name,
-            devices=devices,
+            trial_id=self.trial_id,
+            pod=self.pod,
         )
 
     def start(self) -> None:
@@ -229,6 +177,101 @@ class ReplicaSet:
                 process.remove()
         if self.pod is not None:
             self.pod.remove()
+
+
+def uses_chief(training_input: dict) -> bool:
+    """Whether TF_CONFIG calls the master ``chief``: a container's only with useChiefInTfConfig, a
+    package's by runtime version."""
+    if containers.runs_container(training_input):
+        return bool(training_input.get("useChiefInTfConfig"))
+    return catalogue.uses_chief(training_input.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION)
+
+
+def container_process(
+    job: Job,
+    training_input: dict,
+    *,
+    replica: Replica,
+    plan: catalogue.ReplicaPlan,
+    replica_dir: Path,
+    tf_config: dict,
+    cluster_spec: dict,
+    extra_env: dict[str, str],
+    account: trainer_user.TrainerUser | None,
+    job_dir: str | None,
+    extra_args: list[str],
+    passthrough: dict[str, str],
+    sink: LogSink,
+    trial_id: str,
+    pod: containers.Pod,
+    devices: list[str] | None = None,
+    publish: int | None = None,
+) -> containers.ContainerReplicaProcess:
+    """One replica as a container of its role's image (jobs/containers/replica.py). ``devices``: the
+    GPUs a scaled-mode worker gave it (else taken from this host's); ``publish``: the port other
+    hosts reach it on (scaled mode), published from the worker's address into its namespace."""
+    engine = pod.engine
+    if account is not None:
+        account.hand_over(replica_dir)  # the container's user writes its own folder, as a trainer does
+    entrypoint, args = containers.container_arguments(training_input, plan.task_type, extra_args)
+    writable = [replica_dir]
+    if job_dir and not job_dir.startswith("gs://"):
+        writable.append(Path(job_dir))
+    readable = [
+        path
+        for path in containers.input_mounts(training_input.get("args", []), project=job.project, account=account)
+        if not any(path == w or path.is_relative_to(w) for w in writable)
+    ]
+    gpu = "TPU" not in (plan.accelerator_type or "")
+    if devices is None:
+        devices = containers.gpus.take(engine, plan.accelerator_count, replica.pk) if gpu else []
+    if plan.accelerator_count and gpu and not devices:
+        sink.service(
+            f"{replica.label} asked for {plan.accelerator_count} {plan.accelerator_type}, and the container engine "
+            "here can give it none: it runs without a GPU.",
+            severity="WARNING",
+            trial_id=trial_id,
+        )
+    name = containers.container_name(replica.pk)
+    env = containers.container_environment(
+        passthrough=passthrough,
+        home=replica_dir,
+        tf_config=tf_config,
+        cluster_spec=cluster_spec,
+        job_id=job.job_id,
+        extra=extra_env,
+    )
+    return containers.ContainerReplicaProcess(
+        replica_id=replica.pk,
+        label=replica.label,
+        task_type=plan.task_type,
+        trial_id=trial_id,
+        command=containers.run_command(
+            engine,
+            name=name,
+            image=containers.image_for(training_input, plan.task_type),
+            pod=pod,
+            replica_id=replica.pk,
+            job_pk=job.pk,
+            entrypoint=entrypoint,
+            args=args,
+            env=env,
+            writable=writable,
+            readable=readable,
+            account=account,
+            machine_type=plan.machine_type,
+            devices=devices,
+            publish=publish,
+        ),
+        env={},
+        cwd=replica_dir,
+        sink=sink,
+        max_line_bytes=settings.LOG_LINE_MAX_BYTES,
+        stop_grace=settings.STOP_GRACE_SECONDS,
+        engine=engine,
+        container=name,
+        devices=devices,
+    )
 
 
 def replica_failure(training_input: dict, message: str, process: ReplicaProcess) -> str:

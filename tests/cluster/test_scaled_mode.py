@@ -410,3 +410,69 @@ def test_bad_package_fails_the_job_with_embedded_modes_message(cluster, package)
     assert job["state"] == "FAILED"
     assert "trainer.missing" in job["errorMessage"], job["errorMessage"]
     assert {r["state"] for r in cluster.replicas("no_module")} <= {"FAILED", "STOPPED"}
+
+
+# --- custom containers --------------------------------------------------------------------------------
+
+CONTAINER_GANG = """
+address=$(echo "$TF_CONFIG" | sed 's/.*"master": \\["\\([^"]*\\)"\\].*/\\1/')
+case "$TF_CONFIG" in
+  *'"task": {"type": "master"'*)
+    echo "master listens on ${address##*:}"
+    nc -l -p "${address##*:}" ;;
+  *)
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+      if echo "hello from a worker container" | nc -w 2 "${address%:*}" "${address##*:}"; then exit 0; fi
+      sleep 0.5
+    done
+    echo "could not reach the master at $address" >&2; exit 1 ;;
+esac
+"""
+
+
+def _host_address() -> str:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 1))  # no packet is sent
+        return probe.getsockname()[0]
+
+
+def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_each_other(cluster):
+    """Two workers at the host's own address (containers cannot reach the host's loopback), 4 CPUs
+    each: the master and its worker (4 CPUs each) land on both, each in a container of its own
+    network namespace, with its port published on its worker's address."""
+    from tests.helpers.images import make_image, require_engine
+
+    engine = require_engine()
+    image = make_image(engine, CONTAINER_GANG.replace("nc ", "/bin/busybox nc ").replace("sed ", "/bin/busybox sed "))
+    address = _host_address()
+    for name in ("asia-a", "asia-b"):
+        process = cluster.spawn(
+            ["worker", "--address", address, "--region", "asia-east1", "--capacity", "cpus=4,memory=16"], name
+        )
+        cluster.workers[name] = process
+        wait_for(
+            lambda process=process: cluster.sql(
+                "SELECT count(*) FROM jobs_worker WHERE pid = %s AND containers", process.pid
+            )[0][0],
+            60,
+            0.1,
+            f"worker {name} to register with its container engine",
+        )
+    body = {
+        "jobId": "boxed_gang",
+        "trainingInput": {
+            "region": "asia-east1",
+            "masterConfig": {"imageUri": image},
+            **_custom(1),
+        },
+    }
+    cluster.api("POST", "/v1/projects/default-project/jobs", body)
+    job = cluster.wait_state("boxed_gang", TERMINAL, timeout=120)
+    text = cluster.log_text("boxed_gang")
+    assert job["state"] == "SUCCEEDED", text
+    assert "master-replica-0: hello from a worker container" in text
+    replicas = cluster.replicas("boxed_gang")
+    assert {r["worker_pid"] for r in replicas} == {cluster.workers["asia-a"].pid, cluster.workers["asia-b"].pid}
+    assert all(r["host"] == address for r in replicas)
