@@ -2,6 +2,7 @@ from django.urls import path, re_path
 
 from jobs.api import iam as iam_api
 from jobs.api import views as api
+from jobs.containers import api as image_api
 from jobs.logs import api as log_api
 from jobs.metrics import api as metrics_api
 
@@ -14,6 +15,9 @@ urlpatterns = [
     re_path(P + r"/runtimeVersions$", api.runtime_versions, name="api-runtime-versions"),
     re_path(P + r"/locations/(?P<location_id>[^/:]+)$", api.location_item, name="api-location"),
     path("projects/<str:project_id>/jobs", api.jobs_collection, name="api-jobs"),
+    re_path(P + r"/images$", image_api.images_collection, name="api-images"),
+    re_path(P + r"/images:load$", image_api.image_load, name="api-image-load"),
+    re_path(P + r"/images/(?P<name>.+)$", image_api.image_item, name="api-image"),  # names hold / and :
     re_path(J + r":cancel$", api.job_cancel, name="api-job-cancel"),
     re_path(J + r":getIamPolicy$", iam_api.job_get_iam_policy, name="api-job-get-iam-policy"),
     re_path(J + r":setIamPolicy$", iam_api.job_set_iam_policy, name="api-job-set-iam-policy"),

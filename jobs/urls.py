@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 
 from jobs.builtin import views as builtin_views
+from jobs.containers import views as image_views
 from jobs.metrics import compare_views
 from jobs.metrics import views as metrics_views
 from jobs.metrics.tensorboard import views as tensorboard_views
@@ -15,6 +16,8 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/new/preview/", views.job_submit_preview, name="submit_preview"),
     path("projects/<str:project_id>/jobs/new/builtin/", builtin_views.builtin_submit, name="submit_builtin"),
     path("projects/<str:project_id>/compare/", compare_views.compare_jobs, name="compare"),
+    path("projects/<str:project_id>/images/", image_views.image_list, name="images"),
+    path("projects/<str:project_id>/images/delete/", image_views.image_delete, name="image_delete"),
     path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),
     path("projects/<str:project_id>/jobs/<str:job_id>/", views.job_detail, name="detail"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "console.cli.models",
     "console.cli.resources",
     "console.cli.runtimes",
+    "console.cli.images",
     "console.cli.gcloud",
 ]
 

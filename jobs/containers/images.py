@@ -16,6 +16,7 @@ import hashlib
 import re
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from aiconsole import audit, iam
-from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project
 from aiconsole.v1schema import snake
 from jobs.containers import engine as engines
@@ -34,7 +35,7 @@ IMAGE_SERVICE = "aiconsole.ImageService"
 LOAD_METHOD = f"{IMAGE_SERVICE}.LoadImage"
 DELETE_METHOD = f"{IMAGE_SERVICE}.DeleteImage"
 _NAME_RE = re.compile(r"^[a-z0-9]+(?:[._\-/:][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$")
-_LOADED_RE = re.compile(r"^Loaded image(?:\(s\))?:\s*(.+)$", re.MULTILINE)
+_LOADED_RE = re.compile(r"^Loaded image(?:\(s\)| ID)?:\s*(.+)$", re.MULTILINE)  # docker: "Loaded image ID:"
 _CHUNK = 1024 * 1024
 
 
@@ -45,6 +46,7 @@ class Resolved:
     reference: str
     image_id: str
     size: int
+    names: tuple[str, ...] = ()  # every name the engine knows the image by
 
 
 def resolve(reference: str) -> Resolved | None:
@@ -54,7 +56,14 @@ def resolve(reference: str) -> Resolved | None:
     found = engine.inspect_image(reference)
     if not found:
         return None
-    return Resolved(reference, _bare_id(found.get("Id", "")), int(found.get("Size") or 0))
+    names = tuple(found.get("RepoTags") or ())
+    return Resolved(reference, _bare_id(found.get("Id", "")), int(found.get("Size") or 0), names)
+
+
+def _full_name(name: str) -> str:
+    """``trainer:v1`` as podman stores it (``localhost/trainer:v1``), to compare names."""
+    first = name.split("/", 1)[0]
+    return name if "/" in name and ("." in first or ":" in first or first == "localhost") else f"localhost/{name}"
 
 
 def _bare_id(image_id: str) -> str:
@@ -64,7 +73,7 @@ def _bare_id(image_id: str) -> str:
 def how_to_bring(reference: str) -> str:
     return (
         f"The image {reference} is not on this server, and images are never pulled here. Upload it "
-        "(`docker save IMAGE | gzip > image.tar.gz`, then the project's Images page or `aiconsole images "
+        "(`docker save IMAGE | gzip > image.tar.gz`, then the project's Container images page or `aiconsole images "
         f"load image.tar.gz --name {reference}`), or have an administrator load it on the host "
         "(`podman load`)."
     )
@@ -81,6 +90,8 @@ def check_submission(training_input: dict, *, project: Project) -> list[FieldVio
     if not images:
         return []
     engine = engines.current()
+    if not isinstance(engine, engines.Engine) and settings.EXECUTOR != "inprocess":
+        return []  # scaled mode: the workers with an engine check their images before a replica starts
     if not isinstance(engine, engines.Engine):
         field = next(iter(images.values()))
         return [FieldViolation(field, f"Custom containers cannot run on this server. {engine.reason}")]
@@ -98,9 +109,13 @@ def check_submission(training_input: dict, *, project: Project) -> list[FieldVio
 
 def ownership_problem(resolved: Resolved, project: Project) -> str | None:
     """Why ``project`` may not run this image (another project uploaded it), None when it may."""
-    owners = set(ContainerImage.objects.filter(image_id=resolved.image_id).values_list("project_id", flat=True))
+    uploads = ContainerImage.objects.filter(image_id=resolved.image_id)
+    owners = set(uploads.values_list("project_id", flat=True))
     if not owners or project.pk in owners:
         return None
+    uploaded_names = {_full_name(name) for name in uploads.values_list("name", flat=True)}
+    if any(_full_name(name) not in uploaded_names for name in resolved.names):
+        return None  # the host's own store names it too: a project's copy does not take it from the others
     return (
         f"The image {resolved.reference} was uploaded by another project and only its jobs may run it. "
         "Upload the image to this project to use it here."
@@ -168,12 +183,19 @@ def load_image(project: Project, name: str, stream, *, actor) -> ContainerImage:
     engine = engines.current()
     if not isinstance(engine, engines.Engine):
         raise FailedPrecondition(f"Images cannot be loaded on this server. {engine.reason}")
+    if engine.inspect_image(name) and not ContainerImage.objects.filter(project=project, name=name).exists():
+        # Tagging would re-point a name the host's image or another project's upload answers to.
+        message = (
+            f"An image named {name} is already on this server (loaded on the host, or uploaded by another "
+            "project). Choose another name."
+        )
+        raise AlreadyExists(message, [FieldViolation("name", message)])
     archive = _store_archive(project, stream)
     try:
-        loaded = _load(engine, archive)
-        engine.call("tag", loaded, name)
+        _load_as(engine, archive, [name])
     except engines.EngineError as error:
-        archive.unlink(missing_ok=True)
+        if not ContainerImage.objects.filter(archive=str(archive)).exists():
+            archive.unlink(missing_ok=True)
         message = f"The file is not an image archive the engine can load (docker save or podman save output): {error}"
         raise InvalidArgument(message, [FieldViolation("file", message)]) from None
     found = engine.inspect_image(name) or {}
@@ -225,9 +247,50 @@ def _store_archive(project: Project, stream) -> Path:
     return path
 
 
-def _load(engine: engines.Engine, archive: Path) -> str:
+def _load_as(engine: engines.Engine, archive: Path, names: list[str]) -> None:
+    """Load ``archive`` and tag it with ``names`` only. The names written inside the archive are
+    the uploader's: a load that added one would offer the image to every project under it, and one
+    that re-pointed a name already here would swap the host's (or another project's) image for it,
+    so each is put back as it was before ``names`` are given (one of them may be the same name)."""
+    before = _names(engine)
+    loaded = _load(engine, archive)
+    image_id = _bare_id((engine.inspect_image(loaded[0]) or {}).get("Id", "")) or loaded[0]
+    hold = f"localhost/aiconsole-loading/{uuid.uuid4().hex}:hold"  # keeps the image while its names go
+    engine.call("tag", image_id, hold)
+    try:
+        for name in loaded:
+            if name.startswith("sha256:") or before.get(name) == image_id:
+                continue
+            try:
+                if name in before:
+                    engine.call("tag", before[name], name)
+                else:
+                    engine.call("rmi", name)  # only the name: ``hold`` keeps the image
+            except engines.EngineError:
+                pass  # the image loaded; a name left behind still answers to this image's owner
+        for name in names:
+            engine.call("tag", image_id, name)
+    finally:
+        try:
+            engine.call("rmi", hold)
+        except engines.EngineError:
+            pass
+
+
+def _names(engine: engines.Engine) -> dict[str, str]:
+    """Every name in the engine's store and the id of the image it names."""
+    listing = engine.call("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}")
+    found = {}
+    for line in listing.splitlines():
+        name, _, image_id = line.strip().rpartition(" ")
+        if name and "<none>" not in name:
+            found[name] = _bare_id(image_id)
+    return found
+
+
+def _load(engine: engines.Engine, archive: Path) -> list[str]:
     """Load ``archive`` (gzipped or not: podman 4.3 reads a gzipped one only from a stream) and
-    return what the engine calls the loaded image."""
+    return what the engine calls the loaded image (its names, or its id)."""
     with open(archive, "rb") as head:
         gzipped = head.read(2) == b"\x1f\x8b"
     with tempfile.TemporaryFile() as plain:
@@ -245,7 +308,7 @@ def _load(engine: engines.Engine, archive: Path) -> str:
     names = [line.strip() for match in _LOADED_RE.finditer(output) for line in match.group(1).split(",")]
     if not names:
         raise engines.EngineError(f"it loaded nothing the engine named ({output.strip()[:200]})")
-    return names[0]
+    return names
 
 
 def delete_image(project: Project, name: str, *, actor) -> None:
@@ -253,7 +316,7 @@ def delete_image(project: Project, name: str, *, actor) -> None:
     audit.authorize(actor, "ml.jobs.create", project, method=DELETE_METHOD, request={"name": name})
     image = ContainerImage.objects.filter(project=project, name=name).first()
     if image is None:
-        raise iam.NotFound(f"The image {name} was not uploaded to project {project.project_id}.")
+        raise iam.NotFound(f"{project.resource_name}/images/{name}")
     with transaction.atomic():
         response = image_resource(image)
         image.delete()
@@ -287,9 +350,11 @@ def ensure_loaded(image_id: str) -> bool:
     if record is None or not Path(record.archive).is_file():
         return False
     try:
-        loaded = _load(engine, Path(record.archive))
-        for name in ContainerImage.objects.filter(image_id=image_id).values_list("name", flat=True):
-            engine.call("tag", loaded, name)
+        _load_as(
+            engine,
+            Path(record.archive),
+            list(ContainerImage.objects.filter(image_id=image_id).values_list("name", flat=True)),
+        )
     except engines.EngineError:
         return False
     return True
