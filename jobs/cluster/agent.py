@@ -291,6 +291,7 @@ class Agent:
             )
         pod = containers.pod_for(job)
         assert pod is not None  # this worker registered with an engine, or it was not given the job
+        assert local.sink is not None  # start_replica opened it before preparing
         pod.shared = False
         job_dir = launch.get("jobDir")
         return container_process(
@@ -349,7 +350,7 @@ class Agent:
                     local.process.wait_output()
                     state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
                     message = ""
-                    if code != 0:
+                    if code != 0 and local.process is not None:
                         message = replica_failure(
                             Job.objects.only("training_input").get(pk=local.job_pk).training_input or {},
                             f"The replica {local.task_type} {local.task_index} exited with a non-zero "

@@ -470,7 +470,7 @@ def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
         list(placements.values()),
         job_id=job.job_id,
         training_input=training_input,
-        use_chief=uses_chief(training_input),
+        use_chief=uses_chief(training_input or {}),
     )
     claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
     for replica in replicas:

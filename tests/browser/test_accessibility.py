@@ -20,6 +20,7 @@ MAIN_PAGES = [
     f"{P}/members/",
     f"{P}/audit/",
     f"{P}/models/",
+    f"{P}/images/",
     "/profile/",
     f"{P}/jobs/new/builtin/",
     f"{P}/data/analysis/",
