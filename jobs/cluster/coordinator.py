@@ -45,8 +45,8 @@ from jobs.executor.launch import uses_chief
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, cluster_configs
 from jobs.executor.runner import (
-    JobRunner,
     PrepareError,
+    RunnerBase,
     prepare_job_dir,
     record_crash,
     take_back_inputs,
@@ -499,7 +499,7 @@ def _moved_configs(replica: Replica, host: str, port: int) -> tuple[dict, dict]:
     return tf_config, cluster_spec
 
 
-class ScaledJobRunner(JobRunner):
+class ScaledJobRunner(RunnerBase):
     """Watches one job whose replicas run on workers; decides its outcome as embedded mode does."""
 
     def __init__(
@@ -546,7 +546,7 @@ class ScaledJobRunner(JobRunner):
             try:
                 job_dir = self._check(job)
             except PrepareError as error:
-                self._release(job)
+                self._release_pending(job)
                 self._fail(job, str(error))
                 return
             launch(job, replicas, job_dir)  # an adopted job whose replicas were never handed out
@@ -621,7 +621,7 @@ class ScaledJobRunner(JobRunner):
             if self.coordinator is not None and not self.coordinator.leading.is_set():
                 return
 
-    def _release(self, job: Job) -> None:
+    def _release_pending(self, job: Job) -> None:
         current_replicas(job).filter(state=ReplicaState.PENDING).update(
             state=ReplicaState.STOPPED, attempt=F("attempt") + 1
         )

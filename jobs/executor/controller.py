@@ -26,7 +26,7 @@ from jobs.containers import replica as containers
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import stop_orphan
-from jobs.executor.runner import JobRunner
+from jobs.executor.runner import JobRunner, RunnerBase
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
 
@@ -162,7 +162,7 @@ class Controller:
             runner.start()
         self.prebuilder.take(waiting)
 
-    def _finished(self, runner: JobRunner) -> None:
+    def _finished(self, runner: RunnerBase) -> None:
         with self._runners_lock:
             self.runners.pop(runner.job_pk, None)
         self.wake()

@@ -334,6 +334,35 @@ class RunnerBase:
         if job.mark_cancelled(output):
             self._announce(job)
 
+    def _training_output(self, job: Job) -> dict:
+        plans = {catalogue.replica_label(p.task_type, p.index): p for p in catalogue.replica_plan(job.training_input)}
+        runs = [(plans[r.label], r.duration_seconds) for r in job.replicas.all() if r.label in plans]
+        return {"consumedMLUnits": catalogue.consumed_ml_units(runs)}
+
+    def _conclude(self, job: Job, outcome: dict, output: dict | None = None) -> None:
+        output = output if output is not None else self._training_output(job)
+        if outcome.get("cancelled"):
+            self._finish_cancel(job, output)
+            return
+        if outcome.get("timed_out"):
+            limit = job.scheduling.get("maxRunningTime", "604800s")
+            job.mark_cancelling(
+                f"The job exceeded its maximum running time of {limit} "
+                "(trainingInput.scheduling.maxRunningTime) and was cancelled."
+            )
+            self._finish_cancel(job, output)
+            return
+        failed = outcome.get("failed")
+        if failed is not None:
+            code = failed.poll()
+            message = (
+                f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
+                f"non-zero status of {exit_description(code)}."
+            )
+            self._fail(job, replica_failure(job.training_input or {}, message, failed), output)
+            return
+        self._succeed(job, output)
+
     def _announce(self, job: Job) -> None:
         announce_state(job)
 
@@ -498,32 +527,3 @@ class JobRunner(RunnerBase):
             )
         for process in self.processes:
             process.stop(0)  # reap anything a finished replica left behind in its group
-
-    def _training_output(self, job: Job) -> dict:
-        plans = {catalogue.replica_label(p.task_type, p.index): p for p in catalogue.replica_plan(job.training_input)}
-        runs = [(plans[r.label], r.duration_seconds) for r in job.replicas.all() if r.label in plans]
-        return {"consumedMLUnits": catalogue.consumed_ml_units(runs)}
-
-    def _conclude(self, job: Job, outcome: dict, output: dict | None = None) -> None:
-        output = output if output is not None else self._training_output(job)
-        if outcome.get("cancelled"):
-            self._finish_cancel(job, output)
-            return
-        if outcome.get("timed_out"):
-            limit = job.scheduling.get("maxRunningTime", "604800s")
-            job.mark_cancelling(
-                f"The job exceeded its maximum running time of {limit} "
-                "(trainingInput.scheduling.maxRunningTime) and was cancelled."
-            )
-            self._finish_cancel(job, output)
-            return
-        failed = outcome.get("failed")
-        if failed is not None:
-            code = failed.poll()
-            message = (
-                f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
-                f"non-zero status of {exit_description(code)}."
-            )
-            self._fail(job, replica_failure(job.training_input or {}, message, failed), output)
-            return
-        self._succeed(job, output)
