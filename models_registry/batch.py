@@ -115,7 +115,7 @@ class BatchPredictionRunner(RunnerBase):
         work = settings.WORK_DIR / job.project.project_id / job.job_id
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        pi = job.prediction_input
+        pi = job.prediction_input or {}
         self.sink.service(f"Batch prediction job {job.job_id} is preparing.")
         try:
             spec, machine = self._model(job, pi, work)
@@ -141,7 +141,7 @@ class BatchPredictionRunner(RunnerBase):
         except files.DeployError as error:
             self._fail(job, str(error), self._output(pi, 0))
             return
-        self._conclude(job, pi, counts)
+        self._finish_batch(job, pi, counts)
 
     def _model(self, job: Job, pi: dict, work: Path) -> tuple[supervisor.ModelSpec, str]:
         runtime = pi.get("runtimeVersion")
@@ -339,7 +339,7 @@ class BatchPredictionRunner(RunnerBase):
             "nodeHours": round(self.node_seconds / 3600, 6),
         }
 
-    def _conclude(self, job: Job, pi: dict, counts: dict) -> None:
+    def _finish_batch(self, job: Job, pi: dict, counts: dict) -> None:
         self._stop_processes()
         output = self._output(pi, counts["predictions"])
         if self.cancel_requested.is_set():

@@ -172,7 +172,8 @@ class Coordinator(Controller):
         with self._runners_lock:
             runners = list(self.runners.values())
         for runner in runners:
-            runner.detach()
+            if isinstance(runner, ScaledJobRunner):
+                runner.detach()
         for runner in runners:
             runner.thread.join(5.0)
 

@@ -26,7 +26,7 @@ from jobs.containers import replica as containers
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import stop_orphan
-from jobs.executor.runner import JobRunner, RunnerBase
+from jobs.executor.runner import RunnerBase
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
 
@@ -42,7 +42,7 @@ _lock = threading.Lock()
 class Controller:
     def __init__(self):
         self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.runners: dict[int, JobRunner] = {}
+        self.runners: dict[int, RunnerBase] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="executor-controller", daemon=True)

@@ -237,6 +237,7 @@ class RunnerBase:
     """
 
     fenced = False
+    replica_count = 0  # the replica processes it holds on this machine, what admission counts
     label = "Runner"  # for the executor's own log
     thread_prefix = "job"
 
