@@ -44,6 +44,12 @@ def check_code(ti: dict, path: str, errors: Violations) -> None:
                     f"{path}.{snake(key)}",
                     f"{key} cannot be set together with imageUri: a custom container brings its own runtime.",
                 )
+        for key in ("packageUris", "pythonModule"):
+            if ti.get(key):
+                errors.add(
+                    f"{path}.{snake(key)}",
+                    f"{key} cannot be set together with imageUri: a custom container brings its own code.",
+                )
     else:
         _check_runtime(ti, path, errors)
     _check_container_fields(ti, path, configs, container, errors)

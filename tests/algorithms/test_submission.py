@@ -139,9 +139,12 @@ def test_tuning_parameters_must_be_the_algorithms_arguments(project, admin):
     )
 
 
-def test_custom_containers_and_unknown_algorithm_images_are_refused(project, admin):
+def test_a_custom_container_image_not_here_and_unknown_algorithm_images_are_refused(project, admin):
     [(field, message)] = _refusal(project, admin, [], image="gcr.io/p/trainer:latest")
     assert field == "job.training_input.master_config.image_uri"
-    assert message.startswith("Custom containers are not supported on this server")
+    # With an engine: the image is not in its store (never pulled); without one: containers cannot run.
+    assert "gcr.io/p/trainer:latest is not on this server" in message or message.startswith(
+        "Custom containers cannot run on this server"
+    )
     [(field, message)] = _refusal(project, admin, [], image="gcr.io/cloud-ml-algos/image_classification:latest")
     assert "is a built-in algorithm this server does not provide" in message

@@ -362,6 +362,18 @@ INVALID = [
         "cannot be set together with imageUri",
     ),
     (
+        "image with packages",
+        train(CONTAINER, packageUris=["gs://b/trainer-0.1.tar.gz"]),
+        "job.training_input.package_uris",
+        "cannot be set together with imageUri",
+    ),
+    (
+        "image with a module",
+        train(CONTAINER, pythonModule="trainer.task"),
+        "job.training_input.python_module",
+        "cannot be set together with imageUri",
+    ),
+    (
         "worker image without master image",
         custom(workerType="n1-standard-8", workerCount=1, workerConfig={"imageUri": "gcr.io/p/w"}),
         "job.training_input.worker_config.image_uri",
