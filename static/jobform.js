@@ -1,7 +1,8 @@
-// The new-job form's help (issue 17): machine descriptions, the live ML-unit estimate and
-// equivalent command (both computed by the server from the same catalogue and builders as the
-// job page), a tuning-parameter builder kept in sync with the YAML, and the Copy buttons (also
-// on the job page). The form works without this file: the YAML textarea is what is submitted.
+// The new-job form's help (issue 17): the package or container fields, as chosen (issue 28);
+// machine descriptions, the live ML-unit estimate and equivalent command (both computed by the
+// server from the same catalogue and builders as the job page), a tuning-parameter builder kept
+// in sync with the YAML, and the Copy buttons (also on the job page). The form works without this
+// file: the YAML textarea is what is submitted, and the server reads only the chosen kind's fields.
 (function () {
   "use strict";
 
@@ -46,6 +47,20 @@
     help.textContent = machine
       ? machine.summary + ". Accelerators: " + machine.accelerators + ". " + machine.units + " ML units per hour."
       : "Choose a type to see its vCPUs, memory and the accelerators it takes.";
+  }
+
+  // --- Python package or custom container: only the chosen kind's fields are shown and sent. ---
+  // Without this the form shows both and the server reads only the chosen kind's.
+  function showCode() {
+    const current = form();
+    if (!current) return;
+    const chosen = current.querySelector('input[name="code"]:checked');
+    const kind = chosen ? chosen.value : "package";
+    current.querySelectorAll("[data-code-section]").forEach(function (section) {
+      const off = section.dataset.codeSection !== kind;
+      section.hidden = off;
+      section.querySelectorAll("input, select, textarea").forEach(function (control) { control.disabled = off; });
+    });
   }
 
   // --- The live preview: estimate, command, REST body, and the server's reading of the YAML. --
@@ -95,6 +110,7 @@
       if (event.type === "input" || target.tagName === "SELECT") writeYaml();
       return;
     }
+    if (target.name === "code") showCode();
     if (target.tagName === "SELECT" && /_type$/.test(target.name) && !/accelerator/.test(target.name)) {
       describeMachine(target);
     }
@@ -337,6 +353,7 @@
   });
 
   function start() {
+    showCode();
     const parsed = document.getElementById("tuning-parsed");
     if (builder() && !builder().children.length) builderFromParsed(parsed ? JSON.parse(parsed.textContent) : { spec: null });
   }

@@ -53,7 +53,7 @@ def _check_before_upload(client: Client, job_id: str) -> None:
 def _check_runtime(client: Client, training_input: dict) -> None:
     """Refuse a runtime/Python pair the console cannot run before building or uploading anything."""
     if (training_input.get("masterConfig") or {}).get("imageUri"):
-        return
+        return  # a custom container or a built-in algorithm's image brings its own runtime
     try:
         catalogue = client.get(client.project_path("runtimeVersions")).get("runtimeVersions", [])
     except ApiError as error:

@@ -175,6 +175,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     machines.add_argument(
         "--use-chief-in-tf-config",
         type=boolean,
+        nargs="?",
+        const=True,  # gcloud wants a value; the bare flag means true
         metavar="BOOL",
         help="custom containers: call the master 'chief' in TF_CONFIG",
     )
@@ -346,6 +348,8 @@ def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
             "give the trainer's code: --package-path DIR or --packages FILE,... "
             "(or trainingInput.packageUris in --config)"
         )
+    if container:
+        problems += _container_conflicts(training_input, args)
     if training_input.get("scaleTier") == "CUSTOM" and not training_input.get("masterType"):
         problems.append("--master-machine-type is required with --scale-tier custom")
     if args.staging_bucket and not args.staging_bucket.startswith("gs://"):
@@ -363,6 +367,27 @@ def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
             raise CliError(
                 f"{where} does not match the Job schema:\n" + "\n".join(f"  - {p}" for p in parse_errors), exit_code=2
             ) from None
+
+
+def _container_conflicts(training_input: dict, args) -> list[str]:
+    """What a custom container job cannot also have, in gcloud's words: the container brings its
+    own runtime (gcloud: "Only one of --master-image-uri, --runtime-version can be set.") and its
+    own code, so no package or module either."""
+    image = "--master-image-uri" if args.master_image_uri else "masterConfig.imageUri (--config)"
+    given = (
+        ("--runtime-version", args.runtime_version, "runtimeVersion"),
+        ("--package-path", args.package_path, None),
+        ("--packages", args.packages, "packageUris"),
+        ("--module-name", args.module_name, "pythonModule"),
+    )
+    problems = []
+    for flag, value, field in given:
+        name = flag if value else f"{field} (--config)" if field and training_input.get(field) else None
+        if name is None:
+            continue
+        why = "" if flag == "--runtime-version" else " A custom container brings its own code: no package or module."
+        problems.append(f"Only one of {image}, {name} can be set.{why}")
+    return problems
 
 
 # --- packages ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A job's input written the other two ways a user can submit it: the CLI line and the REST body.
 
-``aiconsole jobs submit training`` takes the common fields as flags; everything else (CUSTOM
-machines, tuning, scheduling…) goes in a ``--config`` file, as gcloud users wrote it. Packages the
+``aiconsole jobs submit training`` takes the common fields as flags (a custom container's images
+and ``useChiefInTfConfig`` too); everything else (CUSTOM machines, a container's command and args,
+tuning, scheduling…) goes in a ``--config`` file, as gcloud users wrote it. Packages the
 console stored from an upload are named by their file name, never by their path on this server:
 the CLI uploads the file again, the REST body says where the upload's uri goes.
 Pure functions over plain data, so the form and the job page show the same thing.
@@ -24,6 +25,12 @@ _FLAGS = (
     ("runtimeVersion", "--runtime-version"),
     ("pythonVersion", "--python-version"),
     ("jobDir", "--job-dir"),
+)
+# Replica configs whose imageUri has a flag (gcloud has none for the evaluator's).
+_IMAGE_FLAGS = (
+    ("masterConfig", "--master-image-uri"),
+    ("workerConfig", "--worker-image-uri"),
+    ("parameterServerConfig", "--parameter-server-image-uri"),
 )
 
 
@@ -73,6 +80,18 @@ def _command(job_id: str, training_input: dict, labels: dict, uploaded: dict[str
         value = rest.pop(key, None)
         if value not in (None, ""):
             words += [flag, str(value)]
+    for key, flag in _IMAGE_FLAGS:
+        config = rest.get(key)
+        if isinstance(config, dict) and config.get("imageUri"):
+            words += [flag, config["imageUri"]]
+            others = {name: value for name, value in config.items() if name != "imageUri"}
+            if others:  # the rest of the replica config (a container command, an accelerator) goes in the file
+                rest[key] = others
+            else:
+                rest.pop(key)
+    if rest.get("useChiefInTfConfig") is True:
+        rest.pop("useChiefInTfConfig")
+        words += ["--use-chief-in-tf-config", "true"]
     tier = rest.get("scaleTier")
     if tier and tier != "CUSTOM":  # no scaleTier stays none (BASIC by default, as the API has it)
         rest.pop("scaleTier")

@@ -3,6 +3,9 @@
 The form only parses; the rules live in ``jobs.spec`` and are applied by ``submit_job``. Its
 field violations (``job.training_input.worker_count``) are mapped back onto these fields so each
 error shows next to the input that caused it.
+
+A job runs a Python package or a custom container (``code``): the fields of the other kind are
+ignored, so a browser without JavaScript, which sends both, submits only the chosen one.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django import forms
 
 from aiconsole import yamlsafe
 from jobs import catalogue
+from jobs.spec import roles
 from jobs.web import equivalent
 
 ROLES = (
@@ -41,6 +45,7 @@ VIOLATION_FIELDS = {
     "job.training_input.scheduling.priority": "priority",
     "job.training_input.scheduling": "max_running_time",
     "job.training_input.hyperparameters": "hyperparameters",
+    "job.training_input.use_chief_in_tf_config": "use_chief_in_tf_config",
 }
 # Form field names are the proto field prefixes (master, worker, parameter_server, evaluator).
 for _role, *_ in ROLES:
@@ -48,6 +53,16 @@ for _role, *_ in ROLES:
     VIOLATION_FIELDS[f"job.training_input.{_role}_count"] = f"{_role}_count"
     VIOLATION_FIELDS[f"job.training_input.{_role}_config.accelerator_config.count"] = f"{_role}_accelerator_count"
     VIOLATION_FIELDS[f"job.training_input.{_role}_config"] = f"{_role}_accelerator_type"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_config.image_uri"] = f"{_role}_image"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_config.container_command"] = "container_command"
+    VIOLATION_FIELDS[f"job.training_input.{_role}_config.container_args"] = "container_args"
+
+PACKAGE, CONTAINER = "package", "container"
+CODE_CHOICES = [(PACKAGE, "Python package"), (CONTAINER, "Custom container")]
+# What only a package job has: not asked of a container job, and not sent for one.
+PACKAGE_ONLY = ("python_module", "runtime_version", "python_version")
+# Replica config fields the form fills in every replica of a container job, from one input each.
+CONTAINER_FIELDS = (("containerCommand", "container_command"), ("containerArgs", "container_args"))
 
 
 # trainingInput fields the form has a place for (a cloned job's others are named on the page).
@@ -62,24 +77,37 @@ FORM_KEYS = {
     "jobDir",
     "scheduling",
     "hyperparameters",
+    "useChiefInTfConfig",
     *(key for role in ROLES for key in role[2:] if key),
 }
-# Of the objects above, the parts the form holds: a replica config's accelerator (not its custom
-# container's imageUri, containerCommand or diskConfig), three scheduling fields.
+# Of the objects above, the parts the form holds: a replica config's accelerator, image and
+# container command and args (not its diskConfig or tpuTfVersion), three scheduling fields.
 FORM_NESTED_KEYS = {
-    **{role[3]: {"acceleratorConfig"} for role in ROLES},
+    **{role[3]: {"acceleratorConfig", "imageUri", "containerCommand", "containerArgs"} for role in ROLES},
     "scheduling": {"maxRunningTime", "maxWaitTime", "priority"},
 }
 
 
 def not_carried(training_input: dict) -> list[str]:
-    """The trainingInput fields (``masterConfig.imageUri`` for nested ones) a form made from a job
-    would leave out: a clone or a resumed study names them instead of dropping them unsaid."""
+    """The trainingInput fields (``masterConfig.diskConfig`` for nested ones) a form made from a job
+    would leave out: a clone or a resumed study names them instead of dropping them unsaid.
+
+    The form has one container command and one args list, for every replica: a role whose own
+    differ from the master's is named too."""
     left = [key for key in training_input if key not in FORM_KEYS]
     for key, kept in FORM_NESTED_KEYS.items():
         value = training_input.get(key)
         if isinstance(value, dict):
             left += [f"{key}.{inner}" for inner in value if inner not in kept]
+    master = training_input.get("masterConfig") or {}
+    for _role, _title, _type_key, config_key, _count_key in ROLES[1:]:
+        config = training_input.get(config_key)
+        if isinstance(config, dict):
+            left += [
+                f"{config_key}.{name}"
+                for name, _ in CONTAINER_FIELDS
+                if config.get(name) and config.get(name) != master.get(name)
+            ]
     return sorted(left)
 
 
@@ -124,9 +152,26 @@ def _accelerator_choices():
     return [("", "None")] + [(n, n) for n in catalogue.ACCELERATORS if n != "ACCELERATOR_TYPE_UNSPECIFIED"]
 
 
+def _image_field(label: str, help_text: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        max_length=1024,
+        help_text=help_text,
+        widget=forms.TextInput(attrs={"list": "image-choices", "spellcheck": "false", "autocomplete": "off"}),
+    )
+
+
 class JobSubmitForm(forms.Form):
     job_id = forms.CharField(
         label="Job ID", max_length=200, help_text="Letters, digits and underscores; starts with a letter."
+    )
+    code = forms.ChoiceField(
+        label="The job runs",
+        choices=CODE_CHOICES,
+        initial=PACKAGE,
+        required=False,  # a form posted before there was a choice ran a package
+        widget=forms.RadioSelect,
     )
     package_file = forms.FileField(
         label="Upload a trainer package", required=False, help_text="An sdist (.tar.gz) or a wheel (.whl)."
@@ -140,6 +185,30 @@ class JobSubmitForm(forms.Form):
         help_text="One per line: gs://bucket/trainer-0.1.tar.gz or a path in this server's storage.",
     )
     python_module = forms.CharField(label="Python module", initial="trainer.task", max_length=200)
+    master_image = _image_field(
+        "Master image",
+        "masterConfig.imageUri: an image uploaded to this project or in this server's container store "
+        "(never pulled), e.g. gcr.io/my-project/trainer:v1.",
+    )
+    container_command = forms.CharField(
+        label="Container command",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 1, "spellcheck": "false"}),
+        help_text="containerCommand: replaces the image's ENTRYPOINT in every replica, shell-quoted, "
+        "e.g. python -m trainer.task. Empty: the image's own.",
+    )
+    container_args = forms.CharField(
+        label="Container args",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text="containerArgs: replace the image's CMD in every replica, shell-quoted. "
+        "They cannot be combined with Arguments below, which are passed to the image's ENTRYPOINT.",
+    )
+    use_chief_in_tf_config = forms.BooleanField(
+        label='Call the master "chief" in TF_CONFIG (useChiefInTfConfig)',
+        required=False,
+        help_text="TensorFlow 2 expects chief; without this a container's TF_CONFIG says master.",
+    )
     args = forms.CharField(
         label="Arguments",
         required=False,
@@ -182,6 +251,13 @@ class JobSubmitForm(forms.Form):
         self.fields["scale_tier"].choices = [
             (tier, f"{tier}: {catalogue.tier_description(tier)}") for tier in catalogue.SCALE_TIERS
         ]
+        if self.is_bound and self.data.get("code") == CONTAINER:
+            for name in PACKAGE_ONLY:  # not sent by a browser that hides them
+                self.fields[name].required = False
+        for role, title, *_ in ROLES[1:]:
+            self.fields[f"{role}_image"] = _image_field(
+                f"{title}: image", f"{role_config(role)}.imageUri; empty: the master's image."
+            )
         for role, title, *_ in ROLES:
             self.fields[f"{role}_type"] = forms.ChoiceField(
                 label=f"{title}: machine type", required=False, choices=_machine_choices()
@@ -205,9 +281,20 @@ class JobSubmitForm(forms.Form):
             groups.append((title, [self[n] for n in names if n in self.fields]))
         return groups
 
+    def role_images(self):
+        """The image fields of the roles after the master, for the container section."""
+        return [self[f"{role}_image"] for role, *_ in ROLES[1:]]
+
     def clean(self):
-        """An empty accelerator count with no accelerator means none; with one, the count is asked for."""
+        """A container job names its master image. An empty accelerator count with no accelerator
+        means none; with one, the count is asked for."""
         data = super().clean()
+        if data.get("code") == CONTAINER and not data.get("master_image") and "master_image" not in self.errors:
+            self.add_error(
+                "master_image",
+                "Name the image the master runs (masterConfig.imageUri): one uploaded to this project "
+                "or in this server's container store.",
+            )
         if data.get("scale_tier") != "CUSTOM":
             return data
         for role, title, *_ in ROLES:
@@ -228,10 +315,13 @@ class JobSubmitForm(forms.Form):
         return data
 
     def clean_args(self):
-        try:
-            return shlex.split(self.cleaned_data["args"])
-        except ValueError as error:
-            raise forms.ValidationError(f"Arguments cannot be parsed: {error}.") from None
+        return _split(self.cleaned_data["args"], "Arguments")
+
+    def clean_container_command(self):
+        return _split(self.cleaned_data["container_command"], "The container command")
+
+    def clean_container_args(self):
+        return _split(self.cleaned_data["container_args"], "The container args")
 
     def clean_hyperparameters(self):
         text = self.cleaned_data["hyperparameters"].strip()
@@ -271,7 +361,7 @@ class JobSubmitForm(forms.Form):
         blank = {
             name: (
                 []
-                if name == "args"
+                if name in ("args", "container_command", "container_args")
                 else {}
                 if name == "labels"
                 else None
@@ -284,23 +374,26 @@ class JobSubmitForm(forms.Form):
         return self._body({**blank, **getattr(self, "cleaned_data", {})}, uploaded_uri)
 
     def _body(self, data: dict, uploaded_uri: str | None) -> dict:
-        uris = [line.strip() for line in data["package_uris"].splitlines() if line.strip()]
-        if uploaded_uri:
-            uris.insert(0, uploaded_uri)
-        training_input: dict = {
-            "scaleTier": data["scale_tier"],
-            "packageUris": uris,
-            "pythonModule": data["python_module"].strip(),
-            "region": data["region"],
-            "runtimeVersion": data["runtime_version"],
-            "pythonVersion": data["python_version"],
-        }
+        container = data.get("code") == CONTAINER
+        training_input: dict = {"scaleTier": data["scale_tier"]}
+        if not container:
+            uris = [line.strip() for line in data["package_uris"].splitlines() if line.strip()]
+            if uploaded_uri:
+                uris.insert(0, uploaded_uri)
+            training_input["packageUris"] = uris
+            training_input["pythonModule"] = data["python_module"].strip()
+        training_input["region"] = data["region"]
+        if not container:
+            training_input["runtimeVersion"] = data["runtime_version"]
+            training_input["pythonVersion"] = data["python_version"]
         if data["args"]:
             training_input["args"] = data["args"]
         if data["job_dir"].strip():
             training_input["jobDir"] = data["job_dir"].strip()
         if data["scale_tier"] == "CUSTOM":
             training_input.update(_custom_machines(data))
+        if container:
+            _add_container(training_input, data)
         scheduling = {}
         if data["max_running_time"].strip():
             scheduling["maxRunningTime"] = data["max_running_time"].strip()
@@ -321,6 +414,40 @@ class JobSubmitForm(forms.Form):
         for violation in violations:
             name = field_for_violation(violation.field)
             self.add_error(name if name in self.fields else None, violation.description)
+
+
+def role_config(role: str) -> str:
+    """``worker`` → ``workerConfig``: a form role's replica config field."""
+    return next(config_key for name, _title, _type_key, config_key, _count_key in ROLES if name == role)
+
+
+def _split(text: str, what: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as error:
+        raise forms.ValidationError(f"{what} cannot be parsed: {error}.") from None
+
+
+def _add_container(training_input: dict, data: dict) -> None:
+    """The images per role, and the container command and args in every replica that runs."""
+    try:
+        machines = roles.role_machines(training_input)
+    except KeyError:  # a tier the form refused: its error is shown, the draft names the master only
+        machines = {}
+    running = {config_key for task, _, _, config_key, _ in roles.ROLES if machines.get(task, (None, 0))[1]}
+    for role, _title, _type_key, config_key, _count_key in ROLES:
+        config = dict(training_input.get(config_key) or {})
+        image = (data.get(f"{role}_image") or "").strip()
+        if image:
+            config["imageUri"] = image
+        if config_key in running or config_key == "masterConfig":
+            for name, field in CONTAINER_FIELDS:
+                if data.get(field):
+                    config[name] = data[field]
+        if config:
+            training_input[config_key] = config
+    if data.get("use_chief_in_tf_config"):
+        training_input["useChiefInTfConfig"] = True
 
 
 def _custom_machines(data: dict) -> dict:
@@ -372,6 +499,14 @@ def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, ke
         accelerator = (ti.get(config_key) or {}).get("acceleratorConfig") or {}
         initial[f"{role}_accelerator_type"] = accelerator.get("type", "")
         initial[f"{role}_accelerator_count"] = accelerator.get("count")
+    master = ti.get("masterConfig") or {}
+    if master.get("imageUri"):
+        initial["code"] = CONTAINER
+        for role, _title, _type_key, config_key, _count_key in ROLES:
+            initial[f"{role}_image"] = (ti.get(config_key) or {}).get("imageUri", "")
+        initial["container_command"] = shlex.join(master.get("containerCommand") or [])
+        initial["container_args"] = shlex.join(master.get("containerArgs") or [])
+        initial["use_chief_in_tf_config"] = bool(ti.get("useChiefInTfConfig")) or None
     spec = dict(ti.get("hyperparameters") or {})
     if spec:
         if resume:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from urllib.parse import urlencode
 
@@ -17,13 +18,15 @@ from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import catalogue, kinds, naming, runtimes, services
 from jobs.builtin import algorithm as builtin
+from jobs.containers import choices as container_choices
 from jobs.logs import stream as logstream
 from jobs.logs.stream import LogFilter
 from jobs.metrics import charts
 from jobs.models import ACTIVE_STATES, JobState, Severity
+from jobs.spec import roles
 from jobs.tuning import study
 from jobs.web import equivalent, listing
-from jobs.web.forms import JobSubmitForm, initial_from_job, not_carried
+from jobs.web.forms import CONTAINER, JobSubmitForm, initial_from_job, not_carried
 from jobs.web.listing import SORTS, JobListQuery
 
 JOBS_PER_PAGE = 100
@@ -189,12 +192,35 @@ def _training_summary(job) -> dict:
         runtime, python, python_note = None, training_input.get("pythonVersion") or "", ""
     return {
         "input": training_input,
+        "container": None if builtin.is_builtin_job(job) else _container_summary(training_input, plans),
         "runtime": runtime.name if runtime else training_input.get("runtimeVersion") or "",
         "python": python,
         "python_note": python_note,
         "packages": packages,
         "input_json": json.dumps(shown if packages else training_input, indent=2, sort_keys=True),
         "plans": [(catalogue.replica_label(p.task_type, p.index), p) for p in plans],
+    }
+
+
+def _container_summary(training_input: dict, plans) -> dict | None:
+    """A custom container job's images, commands and args per role (None for a package job): each
+    role that runs, or names an image, with the master's image where it names none."""
+    master = training_input.get("masterConfig") or {}
+    if not master.get("imageUri"):
+        return None
+    tasks = {plan.task_type for plan in plans} | {"master"}
+    shown = []
+    for task, _type_key, _count_key, config_key, words in roles.ROLES:
+        config = training_input.get(config_key) or {}
+        if task in tasks or config.get("imageUri"):
+            shown.append((words, config))
+    return {
+        "images": [
+            (words, config.get("imageUri") or master["imageUri"], not config.get("imageUri")) for words, config in shown
+        ],
+        "commands": [(words, shlex.join(c["containerCommand"])) for words, c in shown if c.get("containerCommand")],
+        "args": [(words, shlex.join(c["containerArgs"])) for words, c in shown if c.get("containerArgs")],
+        "chief": bool(training_input.get("useChiefInTfConfig")),
     }
 
 
@@ -377,6 +403,7 @@ def job_submit(request, project_id):
         "form": form,
         "tiers": catalogue.SCALE_TIERS,
         "machines": equivalent.machine_descriptions(),
+        "images": container_choices.offered_images(project),
         **_source_context(request, project, form, source),
         **_form_preview(project, form),
     }
@@ -445,11 +472,17 @@ def _initial(request, project) -> tuple[dict | None, object]:
     job = services.get_job(project, previous, actor=request.user)
     if request.GET.get("resume"):
         return initial_from_job(job, resume=job.is_hyperparameter_job), job
-    module = (job.training_input or {}).get("pythonModule") or "trainer.task"
+    module = (job.training_input or {}).get("pythonModule") or _image_name(job.training_input) or "trainer.task"
     new_id = naming.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists(), module)
     # The console's own uploads never go in Package URIs (their paths are not shown): the first
     # is the kept upload, any other is named on the page as one to upload again.
     return initial_from_job(job, job_id=new_id, kept_uris=tuple(_uploads_of(project, job))), job
+
+
+def _image_name(training_input: dict | None) -> str:
+    """``gcr.io/p/census-trainer:v3`` → ``census-trainer``: a container job's image, as a name."""
+    image = ((training_input or {}).get("masterConfig") or {}).get("imageUri") or ""
+    return image.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
 
 
 def _uploads_of(project, job) -> dict[str, str]:
@@ -506,7 +539,8 @@ def _keep_upload(request, form, project, upload, uploaded_uri: str | None = None
 
 def _submit(request, project, form):
     uploaded_uri = None
-    upload = form.cleaned_data.get("package_file")
+    # A container job stores no upload and uses no kept one (which stays kept, for the form shown again).
+    upload = None if form.cleaned_data.get("code") == CONTAINER else form.cleaned_data.get("package_file")
     if upload:  # a newly chosen file replaces a kept one
         uploaded_uri = _store_upload(request, form, project, upload)
         if uploaded_uri is None:

@@ -524,13 +524,14 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     page = Page(response.content.decode())
     form = response.context["form"]
     for name in form.fields:
-        if name in ("scale_tier", "kept_package", "remove_kept_package"):
-            continue  # the kept upload's controls show only after a form error kept an upload
+        if name in ("scale_tier", "code", "kept_package", "remove_kept_package"):
+            continue  # radios are checked below; the kept upload's controls show only after a form error kept one
         assert f"id_{name}" in page.controls, name
         assert f"id_{name}" in page.label_for, f"{name} has no label"
-    radios = [i for i, c in page.controls.items() if c.get("name") == "scale_tier"]
-    assert len(radios) == len(form.fields["scale_tier"].choices)
-    assert all(radio in page.wrapped or radio in page.label_for for radio in radios)
+    for group in ("scale_tier", "code"):
+        radios = [i for i, c in page.controls.items() if c.get("name") == group]
+        assert len(radios) == len(form.fields[group].choices)
+        assert all(radio in page.wrapped or radio in page.label_for for radio in radios)
     unlabelled = [
         i
         for i, c in page.controls.items()
