@@ -52,25 +52,22 @@ def runs_container(training_input: dict | None) -> bool:
     return bool(image) and algorithm_catalogue.by_image(image) is None
 
 
-def image_for(training_input: dict, task_type: str) -> str:
-    """A role's image: its own config's imageUri, else the master's."""
-    key = {
-        "master": "masterConfig",
-        "worker": "workerConfig",
-        "ps": "parameterServerConfig",
-        "evaluator": "evaluatorConfig",
-    }[task_type]
-    return (training_input.get(key) or {}).get("imageUri") or training_input["masterConfig"]["imageUri"]
+_CONFIG_KEYS = {
+    "master": "masterConfig",
+    "worker": "workerConfig",
+    "ps": "parameterServerConfig",
+    "evaluator": "evaluatorConfig",
+}
 
 
 def replica_config(training_input: dict, task_type: str) -> dict:
-    key = {
-        "master": "masterConfig",
-        "worker": "workerConfig",
-        "ps": "parameterServerConfig",
-        "evaluator": "evaluatorConfig",
-    }[task_type]
-    return training_input.get(key) or {}
+    """A role's ReplicaConfig (``workerConfig`` for workers…), empty when the job sets none."""
+    return training_input.get(_CONFIG_KEYS[task_type]) or {}
+
+
+def image_for(training_input: dict, task_type: str) -> str:
+    """A role's image: its own config's imageUri, else the master's."""
+    return replica_config(training_input, task_type).get("imageUri") or training_input["masterConfig"]["imageUri"]
 
 
 def container_arguments(
