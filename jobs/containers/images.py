@@ -339,6 +339,17 @@ def delete_image(project: Project, name: str, *, actor) -> None:
         Path(image.archive).unlink(missing_ok=True)
 
 
+def load_uploaded(project: Project, name: str) -> bool:
+    """Scaled mode: a worker whose engine lacks the project's uploaded image ``name`` loads it from
+    the stored archive (on the data dir the workers share); whether it did."""
+    try:
+        name = check_name(name)
+    except InvalidArgument:
+        return False  # an id or a name no upload could have
+    record = ContainerImage.objects.filter(project=project, name=name).first()
+    return record is not None and ensure_loaded(record.image_id)
+
+
 def ensure_loaded(image_id: str) -> bool:
     """Scaled mode: load an uploaded image on a worker whose engine lacks it, from its stored archive."""
     engine = engines.available()

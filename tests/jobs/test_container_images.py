@@ -339,3 +339,20 @@ def test_without_an_engine_the_page_says_why(client, project, developer, monkeyp
     html = client.get("/projects/project-a/images/").content.decode()
     assert "No container engine: custom container jobs are refused." in html
     assert "No container engine was found on this server." in html
+
+
+def test_a_worker_whose_engine_lacks_an_uploaded_image_loads_it_from_the_stored_archive(
+    engine, made, api, project, tmp_path
+):
+    from jobs.containers import images
+
+    image = fresh_image(engine, made)
+    path = archive(engine, image, tmp_path, "docker-archive")
+    name = upload_name(made)
+    assert load(api, name, path)[0] == 200
+    engine.call("rmi", "--force", name, image)  # as on another worker's engine
+    assert engine.inspect_image(name) is None
+
+    assert images.load_uploaded(project, name)
+    assert engine.inspect_image(name) is not None
+    assert not images.load_uploaded(project, "localhost/aic-test/never-uploaded:v1")
