@@ -278,8 +278,9 @@ class Agent:
         image = containers.image_for(training_input, replica.task_type)
         resolved = container_images.resolve(image)
         if resolved is None and container_images.load_uploaded(job.project, image):
-            local.sink.service(f"{replica.label}: loaded the project's image {image} from its stored archive.")
             resolved = container_images.resolve(image)
+            if local.sink is not None:
+                local.sink.service(f"{replica.label}: loaded the project's image {image} from its stored archive.")
         if resolved is None:
             raise PrepareError(container_images.how_to_bring(image))
         problem = container_images.ownership_problem(resolved, job.project)
