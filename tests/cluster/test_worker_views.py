@@ -29,6 +29,7 @@ def workers(db):
         accelerators={"NVIDIA_TESLA_T4": 2},
         cpus=16,
         memory_gb=64,
+        containers=True,
     )
     lost = Worker.objects.create(
         name="old-host-1",
@@ -66,6 +67,7 @@ def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, 
     assert "gpu-host-1" in page and "2 × NVIDIA_TESLA_T4" in page
     assert "busy_job</a> master-replica-0 (GPUs 1)" in page
     assert "12 CPUs, 49 GB, 1 devices" in page  # what is left: 16 - 4 CPUs, 64 - 15 GB, one T4
+    assert "runs custom containers" in page  # it registered with a container engine
     assert "old-host-1" not in page
     assert "old-host-1" in client.get("/workers/?all=1").content.decode()
 
