@@ -4,6 +4,7 @@ budget, and cached per file version (issue 16, item 6)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -31,6 +32,12 @@ def client_for(user) -> Client:
 
 def wide_rows(rows: int, columns: int) -> list[str]:
     return [",".join([str(r % 2)] + [str((r * 7 + c * 13) % 1000) for c in range(1, columns)]) for r in range(rows)]
+
+
+def said(page: str) -> str:
+    """What the page says went wrong (its alerts), for a failing assertion's message."""
+    alerts = re.findall(r'role="alert">(.*?)</', page, re.S)
+    return " | ".join(a.strip() for a in alerts) or "no alert on the page"
 
 
 def analysis_page(client, project, params, *, deadline_s: float = 60) -> str:
@@ -72,14 +79,17 @@ def test_rows_beyond_the_cap_are_left_out_and_the_page_says_so(developer, projec
 def test_a_reload_is_served_from_the_cache_and_a_changed_file_is_analysed_again(developer, project, csv_file):
     data = csv_file(classification_rows(60))
     client = client_for(developer)
-    assert "60 rows" in analysis_page(client, project, {"path": str(data)})
+    page = analysis_page(client, project, {"path": str(data)})
+    assert "60 rows" in page, said(page)
     assert analysis_runner.stats.computed == 1
 
-    assert "60 rows" in analysis_page(client, project, {"path": str(data)})
+    page = analysis_page(client, project, {"path": str(data)})
+    assert "60 rows" in page, said(page)
     assert analysis_runner.stats.computed == 1 and analysis_runner.stats.hits >= 1
 
     data.write_text("\n".join(classification_rows(80)) + "\n")
-    assert "80 rows" in analysis_page(client, project, {"path": str(data)})
+    page = analysis_page(client, project, {"path": str(data)})
+    assert "80 rows" in page, said(page)
     assert analysis_runner.stats.computed == 2
 
     before = data.stat()
