@@ -276,16 +276,13 @@ class Agent:
         archive first), its own network namespace with its port published on this worker's address."""
         launch = replica.launch
         image = containers.image_for(training_input, replica.task_type)
-        resolved = container_images.resolve(image)
-        if resolved is None and container_images.load_uploaded(job.project, image):
-            resolved = container_images.resolve(image)
+        if container_images.resolve(image) is None and container_images.load_uploaded(job.project, image):
             if local.sink is not None:
                 local.sink.service(f"{replica.label}: loaded the project's image {image} from its stored archive.")
-        if resolved is None:
-            raise PrepareError(container_images.how_to_bring(image))
-        problem = container_images.ownership_problem(resolved, job.project)
-        if problem:
-            raise PrepareError(problem)
+        try:
+            container_images.runnable(image, job.project)
+        except container_images.ImageUnavailable as error:
+            raise PrepareError(str(error)) from None
         lend_inputs(launch, project=job.project)
         if launch.get("jobDir"):
             give_to_trainers(launch["jobDir"], job.project)

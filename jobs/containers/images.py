@@ -27,6 +27,7 @@ from aiconsole import audit, iam
 from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project
 from aiconsole.v1schema import snake
+from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
 from jobs.spec import roles
@@ -97,14 +98,27 @@ def check_submission(training_input: dict, *, project: Project) -> list[FieldVio
         return [FieldViolation(field, f"Custom containers cannot run on this server. {engine.reason}")]
     violations = []
     for image, field in images.items():
-        resolved = resolve(image)
-        if resolved is None:
-            violations.append(FieldViolation(field, how_to_bring(image)))
-            continue
-        problem = ownership_problem(resolved, project)
-        if problem:
-            violations.append(FieldViolation(field, problem))
+        try:
+            runnable(image, project)
+        except ImageUnavailable as error:
+            violations.append(FieldViolation(field, str(error)))
     return violations
+
+
+class ImageUnavailable(Exception):
+    """The image cannot run for this project; the message says why and what to do."""
+
+
+def runnable(image: str, project: Project) -> Resolved:
+    """The image as ``project`` may run it now: in the engine's store and not another project's
+    upload (checked at submit, and again when a replica is prepared)."""
+    resolved = resolve(image)
+    if resolved is None:
+        raise ImageUnavailable(how_to_bring(image))
+    problem = ownership_problem(resolved, project)
+    if problem:
+        raise ImageUnavailable(problem)
+    return resolved
 
 
 def ownership_problem(resolved: Resolved, project: Project) -> str | None:
@@ -124,8 +138,6 @@ def ownership_problem(resolved: Resolved, project: Project) -> str | None:
 
 def gpu_problem(training_input: dict) -> str | None:
     """Why a container replica asking for GPUs cannot have them here, None when it can (or asks none)."""
-    from jobs import catalogue  # the machine catalogue is only needed for jobs that ask for accelerators
-
     wants = [
         plan
         for plan in catalogue.replica_plan(training_input)

@@ -216,12 +216,10 @@ def prepare_container(job: Job, training_input: dict, log) -> str | None:
     for image in sorted(
         {containers.image_for(training_input, plan.task_type) for plan in catalogue.replica_plan(training_input)}
     ):
-        resolved = container_images.resolve(image)
-        if resolved is None:
-            raise PrepareError(container_images.how_to_bring(image))
-        problem = container_images.ownership_problem(resolved, job.project)
-        if problem:
-            raise PrepareError(problem)
+        try:
+            resolved = container_images.runnable(image, job.project)
+        except container_images.ImageUnavailable as error:
+            raise PrepareError(str(error)) from None
         log(f"Image {image} is here (sha256:{resolved.image_id[:12]}, {resolved.size / 1e6:.1f} MB).")
     job_dir = prepare_job_dir(training_input, project=job.project)
     lend_inputs(training_input, project=job.project)
