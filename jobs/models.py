@@ -88,6 +88,8 @@ class Job(models.Model):
     # the lease its heartbeat renews.
     worker = models.ForeignKey("Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
     lease_expires = models.DateTimeField(null=True, blank=True)
+    # The console's free-text note on the job (not a v1 field): what this run tried, what came of it.
+    note = models.CharField(max_length=500, blank=True, default="")
 
     objects = JobQuerySet.as_manager()
 
@@ -496,3 +498,22 @@ class ContainerImage(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class JobMetric(models.Model):
+    """A job's final value of one metric: its last point by step (the later report at the same step),
+    named as the compare page names it (``tag`` or ``tag (run)``). Kept by ``jobs.metrics.points.insert``
+    from the job's own points (a tuning job's trials have theirs in the trial table), so the jobs list
+    shows, filters and sorts by final metrics in SQL instead of reading every point."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="final_metrics")
+    name = models.CharField(max_length=520)
+    step = models.BigIntegerField()
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="unique_final_metric_per_job")]
+        indexes = [models.Index(fields=["name", "value"])]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.step}={self.value}"

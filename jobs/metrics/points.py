@@ -38,8 +38,8 @@ from django.db import connection, transaction
 
 from aiconsole import csvsafe, paging, storage
 from aiconsole.errors import FieldViolation, InvalidArgument
-from jobs.metrics import tfevents
-from jobs.models import MetricPoint, MetricSource
+from jobs.metrics import compare, tfevents
+from jobs.models import JobMetric, MetricPoint, MetricSource
 
 logger = logging.getLogger(__name__)
 
@@ -333,6 +333,39 @@ def insert(rows: list[tuple]) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(rows), INSERT_BATCH):
             cursor.executemany(sql, rows[start : start + INSERT_BATCH])
+        keep_final(rows)
+
+
+def keep_final(rows: list[tuple]) -> None:
+    """Bring the jobs' final metrics (:class:`~jobs.models.JobMetric`) up to date with ``rows``, new
+    ``INSERT_COLUMNS`` points in recorded order: per job and metric, the last point by step, the later
+    one at the same step. A job's own points only: a tuning job's trials are compared in its trial table."""
+    latest: dict[tuple[int, str], tuple[int, float]] = {}
+    for job_id, trial_id, _source, run, tag, step, value, _wall_time in rows:
+        if trial_id:
+            continue
+        key = (job_id, compare.metric_name(tag, run))
+        kept = latest.get(key)
+        if kept is None or step >= kept[0]:
+            latest[key] = (step, value)
+    if not latest:
+        return
+    stored = {
+        (m.job_id, m.name): m
+        for m in JobMetric.objects.filter(
+            job_id__in={job_id for job_id, _ in latest}, name__in={name for _, name in latest}
+        )
+    }
+    changed, new = [], []
+    for (job_id, name), (step, value) in latest.items():
+        metric = stored.get((job_id, name))
+        if metric is None:
+            new.append(JobMetric(job_id=job_id, name=name, step=step, value=value))
+        elif step >= metric.step:
+            metric.step, metric.value = step, value
+            changed.append(metric)
+    JobMetric.objects.bulk_create(new, batch_size=INSERT_BATCH)
+    JobMetric.objects.bulk_update(changed, ["step", "value"], batch_size=INSERT_BATCH)
 
 
 # --- the read side ---------------------------------------------------------------------------------
