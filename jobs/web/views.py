@@ -47,25 +47,30 @@ def job_list(request, project_id):
     project = accounts.find_project(project_id, actor=request.user)
     visible = services.list_jobs(project, actor=request.user)
     query = JobListQuery.from_params(request.GET)
-    jobs = query.apply(visible).select_related("created_by")
+    jobs = visible.select_related("created_by")
     before = request.GET.get("before", "")  # the keyset links of earlier releases
     if before.isdigit():
         jobs = jobs.filter(pk__lt=int(before))
+    jobs = query.apply(jobs)
     start = (query.page - 1) * JOBS_PER_PAGE
     page = list(jobs[start : start + JOBS_PER_PAGE + 1])
     context = {
         "project": project,
         "jobs": page[:JOBS_PER_PAGE],
+        "rows": listing.rows(page[:JOBS_PER_PAGE], query),
         "query": query,
         "older": query.url(page=query.page + 1) if len(page) > JOBS_PER_PAGE else None,
         "newer": query.url(page=query.page - 1) if query.page > 1 else None,
         "sorts": {column: query.sort_link(column) for column in SORTS},
+        "chosen": query.headings(),
         "states": [s for s in JobState.values if s != JobState.STATE_UNSPECIFIED],
+        "job_types": listing.JOB_TYPES,
         "any_active": any(job.state in ACTIVE_STATES for job in page),
         "can_create": iam.can(request.user, "ml.jobs.create", project),
     }
     if not request.htmx:
         context["creators"] = listing.creators(visible)
+        context["choices"] = listing.column_choices(visible, query)
     template = "jobs/job_list.html#job-rows" if request.htmx else "jobs/job_list.html"
     return render(request, template, context)
 
