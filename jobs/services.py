@@ -288,6 +288,38 @@ def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
     return job
 
 
+NOTE_MAX_CHARS = 500
+
+
+def update_job_note(job: Job, note: str, *, actor) -> Job:
+    """The console's note on a job (not a v1 field), for whoever may patch the job: audited as a patch
+    of ``note``, as a label change is audited as a patch of ``labels``."""
+    method = f"{JOB_SERVICE}.UpdateJob"
+    audit.authorize(actor, "ml.jobs.update", job, method=method)
+    note = note.strip().replace("\r\n", "\n")
+    if len(note) > NOTE_MAX_CHARS:
+        raise InvalidArgument.from_violations(
+            [FieldViolation("job.note", f"A note is at most {NOTE_MAX_CHARS} characters; this one has {len(note)}.")]
+        )
+    if "\x00" in note:
+        raise InvalidArgument.from_violations([FieldViolation("job.note", "A note cannot hold a NUL character.")])
+    with transaction.atomic():
+        current = Job.objects.select_for_update().get(pk=job.pk)
+        current.note = note
+        current.save(update_fields=["note"])
+        audit.record(
+            actor=actor,
+            project=job.project,
+            method=method,
+            resource_name=job.resource_name,
+            permission="ml.jobs.update",
+            request={"name": job.resource_name, "updateMask": "note", "job": {"note": note}},
+            response={"name": job.resource_name, "note": note},
+        )
+    job.note = note
+    return job
+
+
 def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Job:
     """One job, for someone holding ml.jobs.get on it (audited as Data Access).
 

@@ -5,6 +5,7 @@ from jobs.containers import views as image_views
 from jobs.metrics import compare_views
 from jobs.metrics import views as metrics_views
 from jobs.metrics.tensorboard import views as tensorboard_views
+from jobs.web import annotations as annotation_views
 from jobs.web import sharing as sharing_views
 from jobs.web import views
 
@@ -23,6 +24,8 @@ urlpatterns = [
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/labels/", annotation_views.job_labels, name="labels"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/note/", annotation_views.job_note, name="note"),
     path("projects/<str:project_id>/jobs/<str:job_id>/sharing/", sharing_views.job_sharing, name="sharing"),
     path("projects/<str:project_id>/jobs/<str:job_id>/sharing/add/", sharing_views.job_sharing_add, name="sharing_add"),
     path(

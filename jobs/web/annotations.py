@@ -1,0 +1,85 @@
+"""The job page's labels and note: edited there, for whoever may patch the job (``ml.jobs.update``).
+
+Labels go through ``services.update_job``, as ``projects.jobs.patch`` does (same rules, same audit
+entry); the note through ``services.update_job_note``. With htmx the panel is swapped in place; without
+JavaScript a save redirects back to the job page, and a refusal shows the panel again on its own page.
+Either way an error names the field and the rule and keeps what was typed.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from aiconsole import accounts
+from aiconsole.errors import InvalidArgument
+from jobs import services
+
+PANEL = "jobs/_annotations.html#annotations"
+MAX_TYPED = 20_000  # characters of a labels box read at all; 64 labels of 63+63 fit well inside
+
+
+def parse_labels(text: str) -> tuple[dict[str, str], list[str]]:
+    """``key=value`` lines (blank lines skipped) as labels, and what is wrong with the lines that are not."""
+    labels: dict[str, str] = {}
+    errors = []
+    for number, line in enumerate(text[:MAX_TYPED].splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        key, equals, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals or not key:
+            errors.append(f"Labels, line {number}: “{line[:80]}” is not key=value.")
+        elif key in labels:
+            errors.append(f"Labels, line {number}: the key “{key[:80]}” is given twice; a key holds one value.")
+        else:
+            labels[key] = value
+    return labels, errors
+
+
+def _job(request, project_id: str, job_id: str):
+    project = accounts.find_project(project_id, actor=request.user)
+    return project, services.find_job(project, job_id, actor=request.user)
+
+
+def _answer(request, project, job, *, saved: str = "", **typed):
+    """The panel again: in place (htmx), or after a save the job page, or on its own page with the errors."""
+    context = {"project": project, "job": job, "saved": saved, **typed}
+    if request.htmx:
+        return render(request, PANEL, context, status=400 if typed.get("errors") else 200)
+    if not typed.get("errors"):
+        messages.success(request, saved)
+        return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
+    return render(request, "jobs/job_annotations.html", context, status=400)
+
+
+@login_required
+@require_POST
+def job_labels(request, project_id, job_id):
+    project, job = _job(request, project_id, job_id)
+    typed = request.POST.get("labels", "")
+    labels, errors = parse_labels(typed)
+    if not errors:
+        try:
+            job = services.update_job(job, {"labels": labels}, "labels", actor=request.user)
+        except InvalidArgument as error:
+            errors = [f"Labels: {v.description}" for v in error.violations] or [error.message]
+    if errors:
+        return _answer(request, project, job, errors=errors, error_field="labels", typed_labels=typed)
+    return _answer(request, project, job, saved="Labels saved.")
+
+
+@login_required
+@require_POST
+def job_note(request, project_id, job_id):
+    project, job = _job(request, project_id, job_id)
+    typed = request.POST.get("note", "")
+    try:
+        job = services.update_job_note(job, typed, actor=request.user)
+    except InvalidArgument as error:
+        errors = [f"Note: {v.description}" for v in error.violations] or [error.message]
+        return _answer(request, project, job, errors=errors, error_field="note", typed_note=typed)
+    return _answer(request, project, job, saved="Note saved.")
