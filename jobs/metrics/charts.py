@@ -23,6 +23,31 @@ COLORWAY = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#
 
 PLOTLY_DEFAULT_HEIGHT = 450  # plotly.js's, for a figure whose layout sets none
 
+# The toolbar keeps what works offline and is not said twice: zoom, pan, reset axes, download PNG
+# (static/charts.js adds "Copy link to this chart" and makes it one Tab stop). Share needs Chart
+# Studio; lasso and select do nothing here; autoscale and zoom in/out repeat reset and zoom.
+MODEBAR_REMOVED = [
+    "sendChartToCloud",
+    "select2d",
+    "lasso2d",
+    "autoScale2d",
+    "zoomIn2d",
+    "zoomOut2d",
+    "toggleSpikelines",
+    "hoverClosestCartesian",
+    "hoverCompareCartesian",
+    "toggleHover",
+    "resetViews",
+    "hoverClosestPie",
+    "hoverClosestGl2d",
+]
+CONFIG = {
+    "displaylogo": False,
+    "responsive": True,
+    "showSendToCloud": False,
+    "modeBarButtonsToRemove": MODEBAR_REMOVED,
+}
+
 
 @dataclass(frozen=True)
 class Chart:
@@ -35,7 +60,7 @@ class Chart:
 
     @property
     def html(self) -> str:
-        """The figure as JSON, and the element static/console.js draws it in once the page shows
+        """The figure as JSON, and the element static/charts.js draws it in once the page shows
         (one chart per task; plotly.js is served from static/vendor/, never from a CDN)."""
         if self.figure is None:
             return ""
@@ -55,7 +80,7 @@ class Chart:
         # As update_layout(template=…) would set them, without validating the template each time.
         figure["layout"] = {**figure["layout"], "template": _template(), "colorway": COLORWAY}
         # to_json_plotly writes ``<``, ``>`` and ``/`` as \u escapes: no value can end the script.
-        return to_json_plotly({**figure, "config": {"displaylogo": False, "responsive": True}})
+        return to_json_plotly({**figure, "config": CONFIG})
 
     @property
     def height(self) -> int:
@@ -575,100 +600,3 @@ def label_balance_chart(balance: list[list]) -> Chart:
     return Chart(
         "Label balance", figure, ["Class", "Rows", "Share"], [[v, c, f"{100 * c / total:.1f}%"] for v, c in balance]
     )
-
-
-# --- a job's metric curves (jobs.metrics.points) -------------------------------------------------------------
-
-METRIC_POINTS_PER_SERIES = 2_000  # drawn per line; the CSV download has every point
-METRIC_SERIES_MAX = 40  # lines per chart (a large study's trials): the first ones, and a note
-EVALUATION_RUN_NAMES = ("validation", "eval", "evaluation", "val", "test")
-
-
-def _series_order(key: tuple[str, str, str]) -> tuple:
-    trial, run, source = key
-    last = run.rsplit("/", 1)[-1]
-    return (int(trial) if trial.isdigit() else -1, trial, last in EVALUATION_RUN_NAMES, run, source)
-
-
-def _series_name(key: tuple[str, str, str], with_trial: bool, groups: dict[str, str] | None = None) -> str:
-    trial, run, source = key
-    name = run or source
-    if groups is not None:
-        return f"{groups.get(trial, trial)} · {name}"
-    return f"trial {trial} · {name}" if with_trial and trial else name
-
-
-def thin(points: list[tuple[int, float]], limit: int = METRIC_POINTS_PER_SERIES) -> list[tuple[int, float]]:
-    """At most ``limit`` evenly spaced points of a line, the last one always kept."""
-    if len(points) <= limit:
-        return points
-    stride = math.ceil(len(points) / limit)
-    kept = points[::stride]
-    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
-
-
-def metric_charts(
-    rows, *, groups: dict[str, str] | None = None, points_per_series: int = METRIC_POINTS_PER_SERIES
-) -> list[Chart]:
-    """One chart per tag, one line per run (``train`` and ``validation`` overlaid; per trial in a
-    tuning job), from ``(tag, trial_id, run, source, step, value)`` rows in any order.
-
-    ``groups`` (the compare page) names what the second field holds instead of a trial id: each
-    group's lines are called ``NAME · run`` and share a colour, groups in the order of their keys
-    (``"00"``, ``"01"``, …)."""
-    tags: dict[str, dict[tuple[str, str, str], list[tuple[int, float]]]] = {}
-    for tag, trial, run, source, step, value in rows:
-        tags.setdefault(tag, {}).setdefault((trial, run, source), []).append((step, value))
-    return [_metric_chart(tag, series, groups, points_per_series) for tag, series in sorted(tags.items())]
-
-
-def _metric_chart(
-    tag: str, series: dict, groups: dict[str, str] | None = None, points_per_series: int = METRIC_POINTS_PER_SERIES
-) -> Chart:
-    keys = sorted(series, key=_series_order)
-    with_trial = any(trial for trial, _, _ in keys)
-    colours = {group: n for n, group in enumerate(groups)} if groups is not None else None
-    note = ""
-    if len(keys) > METRIC_SERIES_MAX:
-        note = f"The first {METRIC_SERIES_MAX} of {len(keys)} lines are drawn; the CSV has them all."
-        keys = keys[:METRIC_SERIES_MAX]
-    traces, rows, thinned = [], [], False
-    for index, key in enumerate(keys):
-        points = sorted(series[key], key=lambda p: p[0])
-        drawn = thin(points, points_per_series)
-        thinned |= len(drawn) < len(points)
-        name = _series_name(key, with_trial, groups)
-        evaluation = key[1].rsplit("/", 1)[-1] in EVALUATION_RUN_NAMES
-        colour = colours.get(key[0], index) if colours is not None else index
-        traces.append(
-            go.Scatter(
-                x=np.array([p[0] for p in drawn]),
-                y=np.array([p[1] for p in drawn]),
-                name=name,
-                mode="lines+markers" if len(drawn) <= 200 else "lines",
-                line={"color": COLORWAY[colour % len(COLORWAY)], "width": 2, "dash": "dash" if evaluation else "solid"},
-                marker={"size": 5},
-            )
-        )
-        rows += [[name, step, value] for step, value in drawn]
-    if thinned:
-        note = " ".join(
-            filter(
-                None,
-                [
-                    note,
-                    f"Long lines are thinned to {points_per_series:,} points "
-                    "in the chart and the table; the CSV has every point.",
-                ],
-            )
-        )
-    figure = go.Figure(traces)
-    figure.update_layout(
-        xaxis_title="Step",
-        yaxis_title=tag,
-        margin={"t": 20},
-        height=360,
-        legend={"orientation": "h", "y": -0.25},
-        uirevision=tag,
-    )
-    return Chart(tag, figure, ["Run", "Step", "Value"], rows, key=f"metric-{tag}", note=note)

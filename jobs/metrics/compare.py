@@ -200,6 +200,34 @@ def final_values(points: Iterable[tuple[str, str, int, float]]) -> dict[str, tup
     return last
 
 
+# How the final-metrics table reads each metric's points (``?agg=`` on the page, ``at`` the step).
+AGGREGATIONS = {"last": "Last value", "min": "Minimum", "max": "Maximum", "step": "Value at step"}
+
+
+def aggregate_values(
+    points: Iterable[tuple[str, str, int, float]], how: str = "last", at: int | None = None
+) -> dict[str, tuple[int, float]]:
+    """``metric name → (step, value)`` by ``how``: the last point by step (``final_values``), the
+    lowest or highest finite value (the first step it was reached), or the last report at or before
+    step ``at`` (``step``; a metric with none by then has no value)."""
+    if how not in ("min", "max", "step"):
+        return final_values(points)
+    result: dict[str, tuple[int, float]] = {}
+    for tag, run, step, value in points:
+        name, step, value = metric_name(tag, run), int(step), float(value)
+        held = result.get(name)
+        if how == "step":
+            if at is not None and step <= at and (held is None or step >= held[0]):
+                result[name] = (step, value)
+        elif math.isfinite(value) and (
+            held is None
+            or (value < held[1] if how == "min" else value > held[1])
+            or (value == held[1] and step < held[0])
+        ):
+            result[name] = (step, value)
+    return result
+
+
 @dataclass
 class MetricRow:
     name: str
@@ -208,11 +236,21 @@ class MetricRow:
     reason: str
     values: list[tuple[int, float] | None]
     best: set[int] = field(default_factory=set)  # indexes of the entries holding the best value
+    baseline: int | None = None  # the entry the others are read against (``?baseline=``)
 
     @property
     def cells(self) -> list[dict | None]:
+        base = self.values[self.baseline] if self.baseline is not None else None
         return [
-            None if v is None else {"value": format_value(v[1]), "step": v[0], "best": i in self.best}
+            None
+            if v is None
+            else {
+                "value": format_value(v[1]),
+                "step": v[0],
+                "best": i in self.best,
+                "baseline": i == self.baseline,
+                "delta": f"{v[1] - base[1]:+.6g}" if base is not None and i != self.baseline else "",
+            }
             for i, v in enumerate(self.values)
         ]
 

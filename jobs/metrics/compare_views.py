@@ -2,8 +2,12 @@
 
 Each job is read through ``services.get_job`` (``ml.jobs.get``, a Data Access entry as on its own
 page), its points through ``jobs.metrics.points.points_for``, its curves drawn by
-``charts.metric_charts``; what is compared is worked out in ``jobs.metrics.compare`` (pure, shared with
-``aiconsole jobs compare``). Everything the page shows is in its query string, so it can be shared.
+``curves.metric_charts``; what is compared is worked out in ``jobs.metrics.compare`` (pure, shared with
+``aiconsole jobs compare``). Everything the page shows is in its query string, so it can be shared:
+``agg`` (last, min, max or step, with ``at``) says how the final-metrics table reads each metric,
+``baseline`` names the entry the others are read against (its curves drawn as a thick reference
+line under the others, the table's differences taken from it); the charts' own settings
+(``smooth``, ``ylog``, ``xaxis``) are read by static/charts.js.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from django.shortcuts import redirect, render
 
 from aiconsole import accounts, iam
 from jobs import services
-from jobs.metrics import charts, compare
+from jobs.metrics import charts, compare, curves
 from jobs.metrics import points as metrics
 
 # Points drawn per chart across all lines (each line thinned evenly, its last point kept): 20 jobs'
@@ -103,8 +107,20 @@ def _best_trial(job):
     return pick(trials, key=lambda t: t.objective_value)
 
 
+def _aggregation(params) -> tuple[str, int | None]:
+    """How the table reads each metric (``?agg=``), and the step for ``agg=step`` (``?at=``)."""
+    how = params.get("agg", "last")
+    how = how if how in compare.AGGREGATIONS else "last"
+    try:
+        at = int(params.get("at", ""))
+    except ValueError:
+        at = None
+    return (how if how != "step" or at is not None else "last"), at
+
+
 def _comparison(resolved: list[tuple], params) -> dict:
     labels = [entry.label for entry, _, _ in resolved]
+    how, at = _aggregation(params)
     inputs = compare.input_rows(
         [
             compare.inputs(job.training_input, job.labels, trial.hyperparameters if trial else None)
@@ -120,19 +136,21 @@ def _comparison(resolved: list[tuple], params) -> dict:
         rows = list(
             metrics.points_for(job, trial_id=entry.trial_id)
             .order_by("pk")
-            .values_list("tag", "run", "source", "step", "value")
+            .values_list("tag", "run", "source", "step", "value", "wall_time")
         )
         group = f"{index:02d}"
-        chart_rows += [(tag, group, run, source, step, value) for tag, run, source, step, value in rows]
-        finals.append(compare.final_values((tag, run, step, value) for tag, run, _, step, value in rows))
-        tags |= {compare.metric_name(tag, run): tag for tag, run, _, _, _ in rows}
+        chart_rows += [(tag, group, run, source, step, value, wall) for tag, run, source, step, value, wall in rows]
+        finals.append(compare.aggregate_values(((t, r, s, v) for t, r, _, s, v, _ in rows), how, at))
+        tags |= {compare.metric_name(tag, run): tag for tag, run, *_ in rows}
     lower, higher = params.getlist("lower"), params.getlist("higher")
     metric_rows = compare.metric_rows(finals, tags, goals, lower, higher)
+    baseline = labels.index(params["baseline"]) if params.get("baseline") in labels else None
     for row in metric_rows:
         row.flip_query = _flip_query(params, row)
+        row.baseline = baseline
     chosen = _chosen_metric(metric_rows, params.get("metric", ""), goals)
     parallel = compare.parallel_data(labels, inputs, chosen)
-    runs = max(1, len({(g, r) for _, g, r, _, _, _ in chart_rows}))
+    runs = max(1, len({(g, r) for _, g, r, *_ in chart_rows}))
     return {
         "entries": [{"label": e.label, "job": job, "trial": trial} for e, job, trial in resolved],
         "input_rows": inputs,
@@ -141,11 +159,16 @@ def _comparison(resolved: list[tuple], params) -> dict:
         "differing": sum(row.differs for row in inputs),
         "metric_rows": metric_rows,
         "chosen_metric": chosen,
-        "metric_charts": charts.metric_charts(
+        "metric_charts": curves.metric_charts(
             chart_rows,
             groups=dict(zip((f"{i:02d}" for i in range(len(labels))), labels, strict=True)),
             points_per_series=max(50, POINTS_PER_CHART // runs),
+            baseline=f"{baseline:02d}" if baseline is not None else "",
         ),
+        "aggregations": compare.AGGREGATIONS,
+        "aggregation": how,
+        "at": at,
+        "baseline": labels[baseline] if baseline is not None else "",
         "parallel_chart": charts.parallel_coordinates(parallel, item="Job", objective=chosen.name)
         if chosen and len(parallel) >= 2
         else None,

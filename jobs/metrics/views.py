@@ -1,4 +1,4 @@
-"""The job page's metrics panel (one chart per tag, live while the job runs) and its CSV download."""
+"""The job page's metrics panel (one chart per metric, live while the job runs) and its CSV download."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from django.shortcuts import render
 
 from aiconsole import accounts
 from jobs import services
-from jobs.metrics import charts
+from jobs.metrics import curves
 from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES
+from jobs.tuning import study as tuning_study
 
 REFRESH_SECONDS = 5
 
@@ -21,25 +22,47 @@ def job_metrics(request, project_id, job_id):
     while the job runs; the page reloads nothing else."""
     project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user, audited=False)
-    rows = metrics.points_for(job).order_by("pk").values_list("tag", "trial_id", "run", "source", "step", "value")
+    rows = (
+        metrics.points_for(job)
+        .order_by("pk")
+        .values_list("tag", "trial_id", "run", "source", "step", "value", "wall_time")
+    )
     context = {
         "project": project,
         "job": job,
-        "metric_charts": charts.metric_charts(rows),
+        "metric_charts": curves.metric_charts(rows, study=_study(job)),
         "active": job.state in ACTIVE_STATES,
         "refresh_seconds": REFRESH_SECONDS,
     }
     return render(request, "jobs/_metrics.html", context)
 
 
+def _study(job) -> curves.Study | None:
+    """A tuning job's trials' objectives, which colour their lines."""
+    if not job.is_hyperparameter_job:
+        return None
+    objectives = {
+        t.trial_id: float(t.objective_value)
+        for t in job.trials.only("trial_id", "final_metric")
+        if t.objective_value is not None
+    }
+    spec = (job.training_input or {}).get("hyperparameters") or {}
+    metric = spec.get("hyperparameterMetricTag") or "training/hptuning/metric"  # the original's default
+    return curves.Study(objectives, maximize=tuning_study.goal(job) != "MINIMIZE", metric=metric)
+
+
 @login_required
 def job_metrics_download(request, project_id, job_id):
-    """Every point (``?tag=`` for one chart's), as CSV: the columns of the REST API's points."""
+    """Every point (``?tag=`` for one chart's, repeated for a chart of several tags), as CSV: the
+    columns of the REST API's points."""
     project = accounts.find_project(project_id, actor=request.user)
     job = services.get_job(project, job_id, actor=request.user)
-    tag = request.GET.get("tag", "")
-    points = metrics.points_for(job, tag=tag, trial_id=request.GET.get("trial", ""))
+    tags = [t for t in request.GET.getlist("tag") if t]
+    points = metrics.points_for(job, tag=tags[0] if len(tags) == 1 else "", trial_id=request.GET.get("trial", ""))
+    if len(tags) > 1:
+        points = points.filter(tag__in=tags)
     response = StreamingHttpResponse(metrics.csv_lines(metrics.all_rows(points)), content_type="text/csv")
-    suffix = "-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in tag) if tag else ""
+    name = "+".join(tags)
+    suffix = "-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name) if name else ""
     response["Content-Disposition"] = f'attachment; filename="{job.job_id}-metrics{suffix}.csv"'
     return response

@@ -15,7 +15,7 @@ import pytest
 from aiconsole import iam
 from aiconsole.tokens import create_token
 from jobs import services
-from jobs.metrics import charts
+from jobs.metrics import curves
 from jobs.metrics import points as metrics
 from jobs.models import Job, JobState
 from tests.helpers.jobs import log_text, submit
@@ -71,15 +71,15 @@ def test_every_tag_of_a_hypertune_file_is_read_and_torn_lines_are_skipped():
 
 
 def test_metric_charts_overlay_runs_per_tag_and_thin_long_lines():
-    rows = [("loss", "", "train", "tfevents", step, 1.0) for step in range(5000)]
-    rows += [("loss", "", "validation", "tfevents", step, 2.0) for step in range(0, 5000, 1000)]
-    rows += [("accuracy", "", "", "hypertune", 1, 0.9)]
-    accuracy, loss = charts.metric_charts(rows)
+    rows = [("loss", "", "train", "tfevents", step, 1.0, 1e9 + step) for step in range(5000)]
+    rows += [("loss", "", "validation", "tfevents", step, 2.0, 1e9 + step) for step in range(0, 5000, 1000)]
+    rows += [("accuracy", "", "", "hypertune", 1, 0.9, 1e9)]
+    accuracy, loss = curves.metric_charts(rows)
     assert (accuracy.title, loss.title) == ("accuracy", "loss")
     assert [trace.name for trace in loss.figure.data] == ["train", "validation"]
     assert [trace.name for trace in accuracy.figure.data] == ["hypertune"]
     train = loss.figure.data[0]
-    assert len(train.x) <= charts.METRIC_POINTS_PER_SERIES + 1 and train.x[-1] == 4999
+    assert len(train.x) <= curves.METRIC_POINTS_PER_SERIES + 1 and train.x[-1] == 4999
     assert "thinned" in loss.note and loss.columns == ["Run", "Step", "Value"]
 
 
