@@ -164,72 +164,7 @@ function makeTabs(container) {
 document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
 
-// A tuning study's charts come as JSON (script.chart-figure, each before the element it is drawn
-// in) and are drawn one per task: a 2,000-trial study's ~9 charts take seconds to draw, and the
-// page keeps answering input between them. Charts swapped in by htmx too.
-const chartQueue = [];
-let chartTimer = null;
-
-function queueCharts() {
-  document.querySelectorAll("script.chart-figure:not([data-queued])").forEach((data) => {
-    data.dataset.queued = "true";
-    chartQueue.push(data);
-  });
-  if (chartQueue.length && chartTimer === null && window.Plotly) chartTimer = setTimeout(drawNextChart, 0);
-}
-
-function drawNextChart() {
-  const data = chartQueue.shift();
-  chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
-  if (data.isConnected) Plotly.newPlot(data.nextElementSibling, themed(JSON.parse(data.textContent)));
-}
-
-// Charts follow the page's light or dark theme (console.css's colours, prefers-color-scheme),
-// also when the system setting changes while the page is open.
-const darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
-
-function themeLayout(layout) {
-  const style = getComputedStyle(document.body);
-  const fg = style.getPropertyValue("--fg").trim() || "#1b1f24";
-  const grid = style.getPropertyValue("--border").trim() || "#d0d7de";
-  const update = { paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", "font.color": fg,
-    "legend.font.color": fg };
-  Object.keys(layout).filter((key) => /^[xy]axis\d*$/.test(key)).concat(["xaxis", "yaxis"]).forEach((axis) => {
-    update[axis + ".gridcolor"] = grid;
-    update[axis + ".zerolinecolor"] = grid;
-    update[axis + ".linecolor"] = grid;
-  });
-  return update;
-}
-
-function themed(figure) {
-  const layout = figure.layout || (figure.layout = {});
-  Object.entries(themeLayout(layout)).forEach(([path, value]) => {
-    const keys = path.split(".");
-    let target = layout;
-    keys.slice(0, -1).forEach((key) => { target = target[key] || (target[key] = {}); });
-    target[keys[keys.length - 1]] = value;
-  });
-  return figure;
-}
-
-if (darkScheme && darkScheme.addEventListener) {
-  darkScheme.addEventListener("change", () => {
-    document.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.relayout(chart, themeLayout(chart.layout)));
-  });
-}
-
-document.addEventListener("DOMContentLoaded", queueCharts);
-document.addEventListener("htmx:afterSettle", queueCharts);
-// The charts' first request failed: say so instead of "Loading the charts…" for ever.
-["htmx:responseError", "htmx:sendError"].forEach((name) => document.addEventListener(name, (event) => {
-  const note = event.detail.elt.matches("#study-charts[aria-busy]") && event.detail.elt.querySelector(".note");
-  if (note) note.textContent = "The charts could not be loaded. Reload the page to try again.";
-}));
-// plotly.min.js loads async, so that the page and the charts' request need not wait for it.
-document.addEventListener("load", (event) => {
-  if (event.target.matches && event.target.matches("script[data-plotly]")) queueCharts();
-}, true);
+// Charts are drawn by static/charts.js.
 
 // A model page opened while its first version was being created: show the prediction panel
 // once a version is READY (the versions table refreshes itself; the panel is server-rendered).

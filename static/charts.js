@@ -1,0 +1,355 @@
+// Plotly charts: drawn from JSON the server put on the page, themed, with a toolbar that works
+// offline and costs one Tab stop; a job's metric curves also get controls (smoothing, log y axis,
+// x by step or time) computed here from the data already on the page. Every page works without it.
+//
+// After each draw or redraw the graph div gets a bubbling "chart:drawn" event; a study's per-trial
+// lines carry meta.trial, so other code can find a trial's lines across charts.
+
+// --- drawing -------------------------------------------------------------------------------------
+
+// Charts come as JSON (script.chart-figure, each before the element it is drawn in) and are drawn
+// one per task: a 2,000-trial study's ~9 charts take seconds to draw, and the page keeps answering
+// input between them. Charts swapped in by htmx too.
+const chartQueue = [];
+let chartTimer = null;
+
+function queueCharts() {
+  document.querySelectorAll("script.chart-figure:not([data-queued])").forEach((data) => {
+    data.dataset.queued = "true";
+    chartQueue.push(data);
+  });
+  if (chartQueue.length && chartTimer === null && window.Plotly) chartTimer = setTimeout(drawNextChart, 0);
+}
+
+function drawNextChart() {
+  const data = chartQueue.shift();
+  chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
+  if (data.isConnected) drawChart(data.nextElementSibling, JSON.parse(data.textContent));
+}
+
+// A metric chart's figure as the server sent it (arrays decoded), redrawn from it on each change.
+const chartSources = new WeakMap();
+
+function drawChart(graph, figure) {
+  figure.config = { ...(figure.config || {}), modeBarButtonsToAdd: [COPY_LINK_BUTTON] };
+  if (graph.closest("figure.metric-chart")) {
+    decodeArrays(figure);
+    chartSources.set(graph, figure);
+    figure = withControls(figure, chartControls());
+  }
+  return plot(graph, "newPlot", themed(figure));
+}
+
+function plot(graph, how, figure) {
+  return Plotly[how](graph, figure).then(() => {
+    fitToolbar(graph);
+    graph.dispatchEvent(new CustomEvent("chart:drawn", { bubbles: true }));
+  });
+}
+
+// Charts follow the page's light or dark theme (console.css's colours, prefers-color-scheme),
+// also when the system setting changes while the page is open.
+const darkScheme = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+
+function themeLayout(layout) {
+  const style = getComputedStyle(document.body);
+  const fg = style.getPropertyValue("--fg").trim() || "#1b1f24";
+  const grid = style.getPropertyValue("--border").trim() || "#d0d7de";
+  const update = { paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", "font.color": fg,
+    "legend.font.color": fg };
+  Object.keys(layout).filter((key) => /^[xy]axis\d*$/.test(key)).concat(["xaxis", "yaxis"]).forEach((axis) => {
+    update[axis + ".gridcolor"] = grid;
+    update[axis + ".zerolinecolor"] = grid;
+    update[axis + ".linecolor"] = grid;
+  });
+  return update;
+}
+
+function themed(figure) {
+  const layout = figure.layout || (figure.layout = {});
+  Object.entries(themeLayout(layout)).forEach(([path, value]) => {
+    const keys = path.split(".");
+    let target = layout;
+    keys.slice(0, -1).forEach((key) => { target = target[key] || (target[key] = {}); });
+    target[keys[keys.length - 1]] = value;
+  });
+  return figure;
+}
+
+if (darkScheme && darkScheme.addEventListener) {
+  darkScheme.addEventListener("change", () => {
+    document.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.relayout(chart, themeLayout(chart.layout)));
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => { setUpControls(); queueCharts(); });
+document.addEventListener("htmx:afterSettle", () => { setUpControls(); queueCharts(); });
+// The charts' first request failed: say so instead of "Loading the charts…" for ever.
+["htmx:responseError", "htmx:sendError"].forEach((name) => document.addEventListener(name, (event) => {
+  const note = event.detail.elt.matches("#study-charts[aria-busy]") && event.detail.elt.querySelector(".note");
+  if (note) note.textContent = "The charts could not be loaded. Reload the page to try again.";
+}));
+// plotly.min.js loads async, so that the page and the charts' request need not wait for it.
+document.addEventListener("load", (event) => {
+  if (event.target.matches && event.target.matches("script[data-plotly]")) queueCharts();
+}, true);
+
+// --- arrays --------------------------------------------------------------------------------------
+
+// plotly.py sends numeric arrays as base64 typed arrays ({dtype, bdata}); the controls need numbers.
+const TYPED_ARRAYS = { i1: Int8Array, u1: Uint8Array, u1c: Uint8ClampedArray, i2: Int16Array, u2: Uint16Array,
+  i4: Int32Array, u4: Uint32Array, f4: Float32Array, f8: Float64Array };
+
+function decodeArray(value) {
+  if (!value || typeof value.bdata !== "string" || !TYPED_ARRAYS[value.dtype]) return value;
+  const text = atob(value.bdata);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return new TYPED_ARRAYS[value.dtype](bytes.buffer);
+}
+
+function decodeArrays(figure) {
+  (figure.data || []).forEach((trace) => {
+    ["x", "y", "customdata"].forEach((key) => { if (trace[key]) trace[key] = decodeArray(trace[key]); });
+  });
+}
+
+// --- metric chart controls -----------------------------------------------------------------------
+
+// Kept in the URL (?smooth=0.6&ylog=1&xaxis=wall, other keys left alone) so a link shows what the
+// sender saw, and in localStorage as this browser's default when the URL says nothing.
+const CONTROLS_KEY = "aiconsole.chartControls";
+const X_AXES = { step: "Step", wall: "Wall time", relative: "Relative time (s)" };
+let controlsNow = null;
+
+function storedControls() {
+  try {
+    return JSON.parse(localStorage.getItem(CONTROLS_KEY) || "{}") || {};
+  } catch (error) {
+    return {};
+  }
+}
+
+function chartControls() {
+  if (controlsNow) return controlsNow;
+  const query = new URLSearchParams(location.search);
+  const stored = storedControls();
+  const pick = (key) => (query.has(key) ? query.get(key) : stored[key] != null ? String(stored[key]) : null);
+  const smooth = parseFloat(pick("smooth"));
+  const xaxis = pick("xaxis");
+  controlsNow = {
+    smooth: smooth >= 0 && smooth <= 0.99 ? smooth : 0,
+    ylog: pick("ylog") === "1",
+    xaxis: X_AXES[xaxis] ? xaxis : "step",
+  };
+  return controlsNow;
+}
+
+function saveControls(controls) {
+  const url = new URL(location.href);
+  const values = { smooth: controls.smooth ? String(controls.smooth) : null, ylog: controls.ylog ? "1" : null,
+    xaxis: controls.xaxis !== "step" ? controls.xaxis : null };
+  Object.entries(values).forEach(([key, value]) => {
+    if (value === null) url.searchParams.delete(key);
+    else url.searchParams.set(key, value);
+  });
+  history.replaceState(history.state, "", url);
+  try {
+    localStorage.setItem(CONTROLS_KEY, JSON.stringify({ smooth: controls.smooth, ylog: controls.ylog ? "1" : "0",
+      xaxis: controls.xaxis }));
+  } catch (error) { /* storage full or refused: the URL still says it */ }
+}
+
+// TensorBoard's smoothing: an exponential moving average, debiased so the line starts at the data.
+function smoothed(values, weight) {
+  const out = new Float64Array(values.length);
+  let last = 0;
+  let count = 0;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i];
+    if (!Number.isFinite(value)) { out[i] = value; continue; }
+    last = last * weight + (1 - weight) * value;
+    count += 1;
+    out[i] = last / (1 - Math.pow(weight, count));
+  }
+  return out;
+}
+
+function xValues(trace, xaxis) {
+  const wall = trace.customdata;
+  if (xaxis === "step" || !wall || !wall.length) return trace.x;
+  const out = new Float64Array(wall.length);
+  const first = wall[0];
+  for (let i = 0; i < wall.length; i++) out[i] = xaxis === "wall" ? wall[i] * 1000 : wall[i] - first;
+  return out;
+}
+
+// The figure to draw for these settings, built from the server's figure (never changed).
+function withControls(source, controls) {
+  const lines = source.data.filter((trace) => !(trace.meta && trace.meta.role === "scale"));
+  const scales = source.data.filter((trace) => trace.meta && trace.meta.role === "scale");
+  const faint = [];
+  const drawn = lines.map((trace) => {
+    const x = xValues(trace, controls.xaxis);
+    if (!controls.smooth) return { ...trace, x };
+    const group = trace.legendgroup || trace.name;
+    const raw = { ...trace, x, mode: "lines", opacity: 0.25 * (trace.opacity || 1), showlegend: false,
+      hoverinfo: "skip", legendgroup: group, meta: { ...(trace.meta || {}), raw: true } };
+    delete raw.hovertemplate;
+    faint.push(raw);
+    return { ...trace, x, y: smoothed(trace.y, controls.smooth), mode: "lines", legendgroup: group };
+  });
+  const layout = source.layout || {};
+  const metric = (layout.meta && layout.meta.metric) || "";
+  return {
+    data: [...faint, ...drawn, ...scales],
+    layout: {
+      ...layout,
+      xaxis: { ...(layout.xaxis || {}), title: { text: X_AXES[controls.xaxis] },
+        type: controls.xaxis === "wall" ? "date" : "linear", uirevision: metric + controls.xaxis },
+      yaxis: { ...(layout.yaxis || {}), type: controls.ylog ? "log" : "linear",
+        uirevision: metric + (controls.ylog ? "log" : "linear") },
+    },
+    config: source.config,
+  };
+}
+
+function metricGraphs() {
+  return [...document.querySelectorAll("figure.metric-chart .js-plotly-plot")].filter((g) => chartSources.has(g));
+}
+
+// Applies new settings to every metric chart on the page; resolves once all are redrawn.
+function setChartControls(changes, { save = true } = {}) {
+  controlsNow = { ...chartControls(), ...changes };
+  if (save) saveControls(controlsNow);
+  syncControls();
+  return Promise.all(metricGraphs().map((graph) =>
+    plot(graph, "react", themed(withControls(chartSources.get(graph), controlsNow)))));
+}
+
+// The settings' form, built here (it needs this script to do anything) in each [data-chart-controls].
+function setUpControls() {
+  document.querySelectorAll("[data-chart-controls]:not([data-ready])").forEach((box) => {
+    box.dataset.ready = "true";
+    const id = "chart-controls-" + box.dataset.chartControls;
+    box.innerHTML = `
+      <span class="chart-control"><label for="${id}-smooth">Smoothing</label>
+        <input type="range" id="${id}-smooth" name="smooth" min="0" max="0.99" step="0.01"
+          aria-describedby="${id}-smooth-value"><output id="${id}-smooth-value" for="${id}-smooth"></output></span>
+      <span class="chart-control"><input type="checkbox" id="${id}-ylog" name="ylog">
+        <label for="${id}-ylog">Log y axis</label></span>
+      <span class="chart-control"><label for="${id}-xaxis">X axis</label>
+        <select id="${id}-xaxis" name="xaxis">${Object.entries(X_AXES).map(([value, text]) =>
+          `<option value="${value}">${text}</option>`).join("")}</select></span>`;
+    let frame = null;
+    box.addEventListener("input", (event) => {
+      if (event.target.name !== "smooth") return;
+      box.querySelector("output").textContent = Number(event.target.value).toFixed(2);
+      // Dragging the slider redraws once per frame, not once per pixel.
+      if (frame === null) frame = requestAnimationFrame(() => {
+        frame = null;
+        setChartControls({ smooth: Number(event.target.value) }, { save: false });
+      });
+    });
+    box.addEventListener("change", (event) => {
+      const target = event.target;
+      const change = { smooth: { smooth: Number(target.value) }, ylog: { ylog: target.checked },
+        xaxis: { xaxis: target.value } }[target.name];
+      if (change) setChartControls(change);
+    });
+  });
+  syncControls();
+}
+
+function syncControls() {
+  const controls = chartControls();
+  document.querySelectorAll("[data-chart-controls][data-ready]").forEach((box) => {
+    const slider = box.querySelector("[name=smooth]");
+    if (document.activeElement !== slider) slider.value = String(controls.smooth);
+    box.querySelector("output").textContent = controls.smooth.toFixed(2);
+    box.querySelector("[name=ylog]").checked = controls.ylog;
+    box.querySelector("[name=xaxis]").value = controls.xaxis;
+  });
+}
+
+// --- toolbar -------------------------------------------------------------------------------------
+
+// Two interlocked rings: "Copy link to this chart" copies the page's URL (with the controls' settings)
+// ending in the chart's #id.
+const COPY_LINK_BUTTON = {
+  name: "copyLink",
+  title: "Copy link to this chart",
+  icon: { width: 24, height: 24, path: "M6 8h4a4 4 0 0 1 0 8h-4a4 4 0 0 1 0-8zM6 10a2 2 0 0 0 0 4h4a2 2 0 0 0 0-4z"
+    + "M14 8h4a4 4 0 0 1 0 8h-4a4 4 0 0 1 0-8zM14 10a2 2 0 0 0 0 4h4a2 2 0 0 0 0-4z" },
+  click: (graph) => copyChartLink(graph),
+};
+
+function chartLink(graph) {
+  const target = graph.closest("[id]");
+  const url = new URL(location.href);
+  url.hash = target ? target.id : "";
+  return url.href;
+}
+
+function copyChartLink(graph) {
+  const link = chartLink(graph);
+  const say = (text) => {
+    let status = graph.parentElement.querySelector(":scope > .chart-copied");
+    if (!status) {
+      status = document.createElement("p");
+      status.className = "chart-copied";
+      status.setAttribute("role", "status");
+      graph.after(status);
+    }
+    status.textContent = text;
+  };
+  const copied = navigator.clipboard ? navigator.clipboard.writeText(link) : Promise.reject(new Error("no clipboard"));
+  return copied.then(() => say("Link to this chart copied."), () => say("Copy this link to the chart: " + link));
+}
+
+function chartName(graph) {
+  const caption = graph.closest("figure") && graph.closest("figure").querySelector("figcaption");
+  const text = caption ? caption.textContent.replace(/\s*\(CSV\)\s*$/, "").trim() : "";
+  return text || (graph.layout && graph.layout.meta && graph.layout.meta.metric) || "chart";
+}
+
+// WAI-ARIA toolbar: one Tab stop per chart (the last button used), Left/Right/Home/End move along
+// it; nothing else inside the plot is a Tab stop. Plotly may rebuild its buttons on any redraw.
+function fitToolbar(graph) {
+  graph.querySelectorAll("a[href], button, input, select, textarea, [tabindex]").forEach((el) => {
+    if (!el.closest(".modebar")) el.tabIndex = -1;
+  });
+  const bar = graph.querySelector(".modebar");
+  if (!bar) return;
+  bar.setAttribute("role", "toolbar");
+  bar.setAttribute("aria-label", "Chart tools: " + chartName(graph));
+  const buttons = [...bar.querySelectorAll(".modebar-btn")];
+  buttons.forEach((button) => {
+    if (!button.getAttribute("aria-label")) button.setAttribute("aria-label", button.dataset.title || "Chart tool");
+  });
+  const current = buttons.find((button) => button.dataset.title === bar.dataset.current) || buttons[0];
+  buttons.forEach((button) => { button.tabIndex = button === current ? 0 : -1; });
+  if (bar.dataset.roving) return;
+  bar.dataset.roving = "true";
+  if (!graph.dataset.toolbarWatched) {
+    graph.dataset.toolbarWatched = "true";
+    graph.on("plotly_afterplot", () => fitToolbar(graph));
+  }
+  bar.addEventListener("focusin", (event) => {
+    const button = event.target.closest(".modebar-btn");
+    if (!button) return;
+    bar.dataset.current = button.dataset.title || "";
+    bar.querySelectorAll(".modebar-btn").forEach((other) => { other.tabIndex = other === button ? 0 : -1; });
+  });
+  bar.addEventListener("keydown", (event) => {
+    const all = [...bar.querySelectorAll(".modebar-btn")];
+    const index = all.indexOf(document.activeElement);
+    if (index < 0) return;
+    const next = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: all.length - 1 }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    all[(next + all.length) % all.length].focus();
+  });
+}
+
+window.aiconsoleCharts = { draw: drawChart, controls: chartControls, setControls: setChartControls, smoothed };
