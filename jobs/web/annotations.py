@@ -48,8 +48,8 @@ def _job(request, project_id: str, job_id: str):
 def _answer(request, project, job, *, saved: str = "", **typed):
     """The panel again: in place (htmx), or after a save the job page, or on its own page with the errors."""
     context = {"project": project, "job": job, "saved": saved, **typed}
-    if request.htmx:
-        return render(request, PANEL, context, status=400 if typed.get("errors") else 200)
+    if request.htmx:  # htmx swaps only a 2xx answer in; the errors are in it, as an alert
+        return render(request, PANEL, context)
     if not typed.get("errors"):
         messages.success(request, saved)
         return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
