@@ -1,6 +1,7 @@
 """Page performance in Chromium: the job list with 10,000 jobs, a job page with a 1,000,000-line log,
 a finished tuning study's page with 2,000 trials, the compare page with 20 jobs of 10,000 metric
-points each (and with 2 of them, for the ratio).
+points each (and with 2 of them, for the ratio), and a metric chart of 20 runs of 10,000 points
+redrawn by its controls (smoothing, log y axis) beside its first draw.
 
 It starts its own ``aiconsole up`` (embedded mode) on a free port with a throw-away data dir,
 fills the database directly with bulk inserts (one job through the API, then copies of its row;
@@ -211,6 +212,68 @@ COMPARE_PROBE = """(() => {
 })()"""
 
 
+def fill_curves(db: Path, template_id: int, runs: int, points: int) -> float:
+    """A SUCCEEDED copy of one job row, ``curves``, with ``runs`` runs of ``points`` loss points each."""
+    started = time.perf_counter()
+    with sqlite3.connect(db, timeout=60) as conn:
+        conn.execute("PRAGMA synchronous=OFF")
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(jobs_job)") if row[1] != "id"]
+        select = ", ".join("?" if c in ("job_id", "state") else c for c in columns)
+        sql = f"INSERT INTO jobs_job ({', '.join(columns)}) SELECT {select} FROM jobs_job WHERE id = ?"
+        values = {"job_id": "curves", "state": "SUCCEEDED"}
+        conn.execute(sql, (*[values[c] for c in columns if c in values], template_id))
+        pk = conn.execute("SELECT id FROM jobs_job WHERE job_id = 'curves'").fetchone()[0]
+        for run in range(runs):
+            conn.executemany(
+                "INSERT INTO jobs_metricpoint (job_id, trial_id, source, run, tag, step, value, wall_time) "
+                "VALUES (?, '', 'tfevents', ?, 'loss', ?, ?, ?)",
+                (
+                    (
+                        pk,
+                        f"run{run:02d}",
+                        step,
+                        1 / (1 + 0.001 * (run + 1) * step) + 0.05 * ((step * 7919) % 13) / 13,
+                        1_700_000_000.0 + step,
+                    )
+                    for step in range(points)
+                ),
+            )
+            conn.commit()
+    return time.perf_counter() - started
+
+
+# Run on the job page once its metric chart is drawn: the first draw again (from the figure's JSON,
+# as the page draws it), then each control turned on and off, every call timed with performance.now()
+# until Plotly's promise resolves; medians of ``repeats`` rounds.
+CONTROLS_TIMING = """async (repeats) => {
+  const graph = document.querySelector("figure.metric-chart .js-plotly-plot");
+  const figure = graph.previousElementSibling.textContent;
+  const charts = window.aiconsoleCharts;
+  const timed = async (call) => { const start = performance.now(); await call(); return performance.now() - start; };
+  const samples = {first: [], smooth: [], unsmooth: [], log: [], unlog: []};
+  for (let i = 0; i < repeats; i++) {
+    samples.first.push(await timed(() => { Plotly.purge(graph); return charts.draw(graph, JSON.parse(figure)); }));
+    samples.smooth.push(await timed(() => charts.setControls({smooth: 0.6})));
+    samples.unsmooth.push(await timed(() => charts.setControls({smooth: 0})));
+    samples.log.push(await timed(() => charts.setControls({ylog: true})));
+    samples.unlog.push(await timed(() => charts.setControls({ylog: false})));
+  }
+  const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const result = Object.fromEntries(Object.entries(samples).map(([key, values]) => [key, median(values)]));
+  result.points = graph.data.reduce((sum, trace) => sum + trace.y.length, 0);
+  result.traces = graph.data.length;
+  return result;
+}"""
+
+
+def measure_controls(page, path: str, repeats: int) -> dict:
+    page.goto(path, wait_until="load")
+    page.wait_for_function(
+        "document.querySelector('figure.metric-chart .js-plotly-plot .scatterlayer .trace') !== null", timeout=180_000
+    )
+    return page.evaluate(CONTROLS_TIMING, repeats)
+
+
 def server_time(console, path: str, cookies: dict, repeats: int) -> float:
     """Median seconds for the whole HTML of ``path``, fetched outside the browser (no drawing)."""
     import requests
@@ -325,9 +388,11 @@ def main() -> None:
     parser.add_argument("--study-repeats", type=int, default=None, help="loads of the study page (default: --repeats)")
     parser.add_argument("--compare-jobs", type=int, default=20, help="jobs on the compare page (at most 20)")
     parser.add_argument("--compare-points", type=int, default=10_000, help="metric points of each compared job")
+    parser.add_argument("--curve-runs", type=int, default=20, help="runs in the chart whose controls are timed")
+    parser.add_argument("--curve-points", type=int, default=10_000, help="points of each of those runs")
     parser.add_argument(
         "--skip",
-        choices=["jobs", "log", "study", "compare"],
+        choices=["jobs", "log", "study", "compare", "controls"],
         action="append",
         default=[],
         help="leave a page out (repeatable)",
@@ -360,6 +425,9 @@ def main() -> None:
             compare_s, compare_ids = 0.0, []
             if "compare" not in args.skip:
                 compare_s, compare_ids = fill_compare(db, job_pk(db, "big_log"), args.compare_jobs, args.compare_points)
+            curves_s = 0.0
+            if "controls" not in args.skip:
+                curves_s = fill_curves(db, job_pk(db, "big_log"), args.curve_runs, args.curve_points)
             load = os.getloadavg()
             say(f"loading the pages in Chromium, {args.repeats} times each")
             with sync_playwright() as playwright:
@@ -405,6 +473,9 @@ def main() -> None:
                         compared[count] = measure_compare(page, path, args.repeats) | {
                             "server": server_time(console, path, cookies, args.repeats)
                         }
+                controls = None
+                if "controls" not in args.skip:
+                    controls = measure_controls(page, base + "curves/", args.repeats)
                 browser.close()
         finally:
             console.stop()
@@ -455,6 +526,21 @@ def main() -> None:
             f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
             f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
             f"   rows {r['rows']:,}   data tables {r['tables']}"
+        )
+
+    if controls is not None:
+        c = controls
+        print(
+            f"  metric chart, {args.curve_runs} runs × {args.curve_points:,} points ({curves_s:.1f} s to insert; "
+            f"{c['points']:,} points drawn after thinning), medians of {args.repeats} rounds, ms (performance.now()):"
+        )
+        print(
+            f"  {'':34} first draw {c['first']:6.1f}   smoothing on {c['smooth']:6.1f}   off {c['unsmooth']:6.1f}   "
+            f"log y on {c['log']:6.1f}   off {c['unlog']:6.1f}"
+        )
+        print(
+            f"  {'':34} ratio to the first draw: smoothing on {c['smooth'] / c['first']:.2f}   "
+            f"log y on {c['log'] / c['first']:.2f}"
         )
 
 
