@@ -1,18 +1,31 @@
-"""The study section of a tuning job's page: its trial table, sorted and filtered as asked.
+"""The study section of a tuning job's page: its trial table, as the query string asks for it.
 
-Sorting and filtering run here, over the job's Trial rows (a few thousand at most: maxTrials is
-the limit), so the page and its htmx fragment show the same rows for the same query string.
+One column per parameter and per metric (the objective's final value and its best report for the
+goal, and the final value of every other tag the trials reported), with state, step and duration.
+Any column sorts; the rows filter by state, by a parameter's range or categories and by a metric
+threshold; optional columns are chosen. All of it is read from the query string
+(``TrialQuery.from_params``) and written back into links (``TrialQuery.url``), so a link shows the
+same view. The rows come from the job's Trial rows (``maxTrials`` bounds them: a few thousand at
+most) and one grouped query over its trials' metric points.
 """
 
 from __future__ import annotations
 
-from django.db.models import Count
+import math
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlencode
 
-from jobs.models import JobState
+from django.db.models import Count, Max
+from django.utils import timezone
 
+from jobs.models import JobState, MetricPoint
+
+# Named orders of earlier releases' links; a column key (``p.lr``, ``-objective``) sorts by it.
 SORTS = {"best": "Best first", "number": "Trial number", "newest": "Newest first"}
 STATES = [JobState.SUCCEEDED, JobState.FAILED, JobState.RUNNING, JobState.CANCELLED, "STOPPED_EARLY"]
 ERROR_LINES = 6  # the last lines of a failed trial's traceback shown inline
+NUMERIC_TYPES = ("DOUBLE", "INTEGER", "DISCRETE")
+OTHER_METRICS_MAX = 12  # columns for tags other than the objective: the first ones by name
 
 
 def failure(message: str) -> tuple[str, list[str]]:
@@ -23,49 +36,301 @@ def failure(message: str) -> tuple[str, list[str]]:
     return lines[0].strip(), lines[1:][-ERROR_LINES:]
 
 
-def trial_table(job, params) -> dict:
-    """Rows and controls for the trial table; ``params`` is the page's query string."""
-    sort = params.get("trial_sort") if params.get("trial_sort") in SORTS else "best"
-    state = params.get("trial_state") if params.get("trial_state") in STATES else ""
-    trials = job.trials.defer("all_metrics")
-    if state == "STOPPED_EARLY":
-        trials = trials.filter(is_stopped_early=True)
-    elif state:
-        trials = trials.filter(state=state)
-    rows = list(trials.order_by("number"))
+def goal(job) -> str:
+    return ((job.training_input or {}).get("hyperparameters") or {}).get("goal") or "MAXIMIZE"
+
+
+def metric_tag(job) -> str:
+    spec = (job.training_input or {}).get("hyperparameters") or {}
+    return spec.get("hyperparameterMetricTag") or "training/hptuning/metric"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the trial table. ``key`` names it in the query string: ``state``, ``step``,
+    ``duration``, ``objective``, ``objective.best``, ``p.NAME`` (a parameter), ``m.NAME`` (another
+    metric's final value)."""
+
+    key: str
+    label: str
+    numeric: bool = True
+    categories: tuple[str, ...] = ()  # a categorical parameter's values, for its filter
+    log: bool = False  # a UNIT_LOG_SCALE parameter
+    help: str = ""
+
+    @property
+    def parameter(self) -> str:
+        return self.key[2:] if self.key.startswith("p.") else ""
+
+
+def columns(job, other_metrics: list[str]) -> list[Column]:
+    """The table's optional columns, in the order they are shown."""
+    spec = (job.training_input or {}).get("hyperparameters") or {}
+    result = [Column("state", "State", numeric=False)]
+    for param in spec.get("params") or []:
+        name = param.get("parameterName", "")
+        numeric = param.get("type") in NUMERIC_TYPES
+        result.append(
+            Column(
+                f"p.{name}",
+                name,
+                numeric=numeric,
+                categories=() if numeric else tuple(param.get("categoricalValues") or ()),
+                log=param.get("scaleType") == "UNIT_LOG_SCALE",
+                help=f"Hyperparameter {name}",
+            )
+        )
+    tag = metric_tag(job)
+    result.append(Column("objective", tag, help=f"The last report of {tag}: the trial's final metric"))
+    word = "lowest" if goal(job) == "MINIMIZE" else "highest"
+    result.append(Column("objective.best", f"{tag} ({word})", help=f"The {word} of the trial's reports of {tag}"))
+    result += [Column(f"m.{name}", name, help=f"The last report of {name}") for name in other_metrics]
+    result += [Column("step", "Step", help="The training step of the final metric"), Column("duration", "Duration")]
+    return result
+
+
+@dataclass(frozen=True)
+class TrialQuery:
+    """The trial table's whole state, as the query string holds it."""
+
+    sort: str = "best"
+    state: str = ""
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()  # (column key, min, max)
+    kept: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (parameter column key, categories kept)
+    shown: tuple[str, ...] | None = None  # the optional columns shown; None: all of them
+
+    @classmethod
+    def from_params(cls, params, known: list[Column]) -> TrialQuery:
+        """Malformed or unknown values are ignored, as a hand-edited URL should not break the page."""
+        by_key = {c.key: c for c in known}
+        sort = params.get("trial_sort") or "best"
+        if sort not in SORTS and sort.lstrip("-") not in by_key and sort.lstrip("-") != "trial":
+            sort = "best"
+        state = params.get("trial_state") if params.get("trial_state") in STATES else ""
+        ranges = []
+        for column in known:
+            if column.numeric:
+                low, high = _number(params.get(f"min.{column.key}")), _number(params.get(f"max.{column.key}"))
+                if low is not None or high is not None:
+                    ranges.append((column.key, low, high))
+        kept = []
+        for column in known:
+            if column.categories and f"in.{column.key}" in params:
+                values = tuple(v for v in column.categories if v in params.getlist(f"in.{column.key}"))
+                if len(values) < len(column.categories):  # all of them ticked: no filter
+                    kept.append((column.key, values))
+        shown = None
+        if "cols" in params:
+            chosen = params.getlist("col") or params.get("cols", "").split(",")
+            shown = tuple(c.key for c in known if c.key in chosen)
+            if len(shown) == len(known):  # every column: the default, and the shorter link
+                shown = None
+        return cls(sort=sort, state=state, ranges=tuple(ranges), kept=tuple(kept), shown=shown)
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.state or self.ranges or self.kept)
+
+    @property
+    def filter_count(self) -> int:
+        return len(self.ranges) + len(self.kept)
+
+    def showing(self, column: Column) -> bool:
+        return self.shown is None or column.key in self.shown
+
+    def range_of(self, key: str) -> tuple[float | None, float | None]:
+        return next(((low, high) for k, low, high in self.ranges if k == key), (None, None))
+
+    def kept_of(self, key: str) -> tuple[str, ...] | None:
+        return next((values for k, values in self.kept if k == key), None)
+
+    def as_params(self) -> list[tuple[str, str]]:
+        params = []
+        if self.sort != "best":
+            params.append(("trial_sort", self.sort))
+        if self.state:
+            params.append(("trial_state", self.state))
+        for key, low, high in self.ranges:
+            if low is not None:
+                params.append((f"min.{key}", number_text(low)))
+            if high is not None:
+                params.append((f"max.{key}", number_text(high)))
+        for key, values in self.kept:
+            params += [(f"in.{key}", v) for v in values] or [(f"in.{key}", "")]
+        if self.shown is not None:
+            params.append(("cols", ",".join(self.shown)))
+        return params
+
+    def url(self, **changes) -> str:
+        return "?" + urlencode(replace(self, **changes).as_params())
+
+    @property
+    def query_string(self) -> str:
+        return urlencode(self.as_params())
+
+    def sort_link(self, key: str) -> dict:
+        """A heading's link (the other direction once sorted by it) and its aria-sort."""
+        current = {"best": "", "number": "trial", "newest": "-trial"}.get(self.sort, self.sort)
+        if current.lstrip("-") == key:
+            descending = current.startswith("-")
+            return {
+                "url": self.url(sort=key if descending else f"-{key}"),
+                "aria_sort": "descending" if descending else "ascending",
+            }
+        return {"url": self.url(sort=key), "aria_sort": ""}
+
+
+def _number(text) -> float | None:
+    try:
+        number = float(text)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def number_text(number: float) -> str:
+    return str(int(number)) if number == int(number) and abs(number) < 1e15 else repr(number)
+
+
+@dataclass
+class TrialRow:
+    trial: object  # the Trial
+    values: dict[str, float | str | None] = field(default_factory=dict)
+    failure_reason: str = ""
+    error_lines: list[str] = field(default_factory=list)
+
+
+def other_metric_tags(job) -> list[str]:
+    """Tags the trials reported besides the objective (``tag (run)`` for a summary run's)."""
+    tag = metric_tag(job)
+    pairs = (
+        MetricPoint.objects.filter(job=job)
+        .exclude(trial_id="")
+        .values_list("tag", "run")
+        .distinct()
+        .order_by("tag", "run")
+    )
+    names = [f"{t} ({run})" if run else t for t, run in pairs if not (t == tag and not run)]
+    return names[:OTHER_METRICS_MAX]
+
+
+def _final_values(job, names: list[str]) -> dict[tuple[str, str], float]:
+    """(trial id, metric name) → the trial's last report of it (by the order reports arrived)."""
+    if not names:
+        return {}
+    last_ids = (
+        MetricPoint.objects.filter(job=job)
+        .exclude(trial_id="")
+        .values("trial_id", "tag", "run")
+        .annotate(last=Max("id"))
+        .values_list("last", flat=True)
+    )
+    values = {}
+    for trial_id, tag, run, value in MetricPoint.objects.filter(id__in=last_ids).values_list(
+        "trial_id", "tag", "run", "value"
+    ):
+        values[(trial_id, f"{tag} ({run})" if run else tag)] = value
+    return values
+
+
+def rows(job, known: list[Column]) -> list[TrialRow]:
+    """Every trial with its value in each column, in trial order."""
     maximize = goal(job) != "MINIMIZE"
-    if sort == "newest":
-        rows.reverse()
-    elif sort == "best":
+    others = [c.key[2:] for c in known if c.key.startswith("m.")]
+    finals = _final_values(job, others)
+    now = timezone.now()
+    result = []
+    for trial in job.trials.order_by("number"):
+        reports = [m.get("objectiveValue") for m in trial.all_metrics or [] if m.get("objectiveValue") is not None]
+        if not reports and trial.objective_value is not None:
+            reports = [trial.objective_value]
+        metric = trial.final_metric or {}
+        step = metric.get("trainingStep")
+        values: dict[str, float | str | None] = {
+            "trial": trial.number,
+            "state": "STOPPED_EARLY" if trial.is_stopped_early else trial.state,
+            "objective": trial.objective_value,
+            "objective.best": (max(reports) if maximize else min(reports)) if reports else None,
+            "step": int(step) if str(step or "").lstrip("-").isdigit() else None,
+            "duration": ((trial.end_time or now) - trial.start_time).total_seconds() if trial.start_time else None,
+        }
+        for column in known:
+            if column.key.startswith("p."):
+                raw = (trial.hyperparameters or {}).get(column.parameter)
+                values[column.key] = _number(raw) if column.numeric else raw
+            elif column.key.startswith("m."):
+                values[column.key] = finals.get((trial.trial_id, column.key[2:]))
+        row = TrialRow(trial, values)
+        row.failure_reason, row.error_lines = failure(trial.error_message)
+        result.append(row)
+    return result
+
+
+def select(table: list[TrialRow], query: TrialQuery, maximize: bool) -> list[TrialRow]:
+    """The rows the query keeps, in its order; rows without a value sort last either way."""
+    kept = table
+    if query.state == "STOPPED_EARLY":
+        kept = [r for r in kept if r.trial.is_stopped_early]
+    elif query.state:
+        kept = [r for r in kept if r.trial.state == query.state]
+    for key, low, high in query.ranges:
+        kept = [
+            r
+            for r in kept
+            if isinstance(value := r.values.get(key), int | float)
+            and (low is None or value >= low)
+            and (high is None or value <= high)
+        ]
+    for key, values in query.kept:
+        kept = [r for r in kept if r.values.get(key) in values]
+    sort = query.sort
+    if sort == "best":
         sign = -1 if maximize else 1
-        rows.sort(key=lambda t: (t.objective_value is None, sign * (t.objective_value or 0.0), t.number))
-    for trial in rows:
-        trial.failure_reason, trial.error_lines = failure(trial.error_message)
+        return sorted(kept, key=lambda r: (r.trial.objective_value is None, sign * (r.trial.objective_value or 0.0)))
+    if sort == "newest":
+        return list(reversed(kept))
+    if sort == "number":
+        return list(kept)
+    key, descending = sort.lstrip("-"), sort.startswith("-")
+    present = [r for r in kept if r.values.get(key) is not None]
+    missing = [r for r in kept if r.values.get(key) is None]
+    numeric = all(isinstance(r.values[key], int | float) for r in present)
+    present.sort(key=(lambda r: r.values[key]) if numeric else (lambda r: str(r.values[key])), reverse=descending)
+    return present + missing
+
+
+def trial_table(job, params) -> dict:
+    """Rows, columns and controls for the trial table; ``params`` is the page's query string."""
+    known = columns(job, other_metric_tags(job))
+    query = TrialQuery.from_params(params, known)
+    maximize = goal(job) != "MINIMIZE"
+    table = rows(job, known)
+    shown = [c for c in known if query.showing(c)]
     counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
     return {
-        "trial_rows": rows,
-        "trial_sort": sort,
-        "trial_state": state,
-        "trial_sorts": SORTS,
+        "trial_rows": select(table, query, maximize),
+        "trial_query": query,
+        "trial_columns": known,
+        "trial_shown": shown,
+        "trial_sort": query.sort,
+        "trial_state": query.state,
         "trial_states": STATES,
         "trial_total": sum(counts.values()),
         "trial_counts": counts,
         "trial_completed": counts.get(JobState.SUCCEEDED, 0) + counts.get(JobState.FAILED, 0),
         "trial_running": counts.get(JobState.RUNNING, 0),
-        "best_trial_id": best_trial_id(job, maximize),
+        "trial_failures": any(r.failure_reason for r in table),
+        "best_trial_id": _best(table, maximize),
         "trial_goal": goal(job),
     }
 
 
-def goal(job) -> str:
-    return ((job.training_input or {}).get("hyperparameters") or {}).get("goal") or "MAXIMIZE"
-
-
-def best_trial_id(job, maximize: bool) -> str:
-    """The succeeded trial with the best objective for the study's goal (the first on a tie)."""
+def _best(table: list[TrialRow], maximize: bool) -> str:
+    """The succeeded trial with the best objective for the goal (the first on a tie)."""
     best = None
-    for trial in job.trials.filter(state=JobState.SUCCEEDED).defer("all_metrics").order_by("number"):
-        value = trial.objective_value
-        if value is not None and (best is None or (value > best[0] if maximize else value < best[0])):
-            best = (value, trial.trial_id)
+    for row in table:
+        value = row.trial.objective_value
+        if row.trial.state == JobState.SUCCEEDED and value is not None:
+            if best is None or (value > best[0] if maximize else value < best[0]):
+                best = (value, row.trial.trial_id)
     return best[1] if best else ""

@@ -121,10 +121,10 @@ def test_trial_values_are_rounded_with_the_exact_value_on_hover_and_the_best_is_
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/study/?trial_sort=number").content.decode()
     assert '<span title="0.00990744869641468">0.009907</span>' in html
-    assert 'title="lr=0.0033024828988048936">lr=0.003302</code>' in html
-    best = re.search(r'<tr data-trial="(\d+)" class="best-trial" aria-current="true">', html)
+    assert '<td class="number"><span title="0.0033024828988048936">0.003302</span></td>' in html  # the lr column
+    best = re.search(r'<tr data-trial="(\d+)" id="trial-\d+" class="best-trial" aria-current="true">', html)
     assert best and best.group(1) == "3"  # MINIMIZE: the lowest loss
-    assert html.count("★ Best") == 1 and "Best: trial 3." in html
+    assert html.count("★ Best") == 1 and 'Best: <a href="#trial-3">trial 3</a>.' in html
 
 
 def test_the_replicas_table_says_which_trial_each_replica_ran(client, admin, study):
@@ -145,6 +145,7 @@ def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, s
     for name, target in [
         ("trials", "trials"),
         ("charts", "study-charts-section"),
+        ("replicas", "replicas"),
         ("logs", "logs"),
         ("input", "training-input"),
     ]:

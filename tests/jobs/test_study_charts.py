@@ -63,21 +63,38 @@ def test_contour_with_categorical_axis_and_too_few_points_shows_only_the_trials(
     assert chart.figure.layout.xaxis.ticktext == ("adam", "sgd")
 
 
-def test_intermediate_values_draw_one_line_per_trial_and_mark_stopped_trials():
-    trials = study(3)
+def test_intermediate_values_draw_the_best_trials_in_colour_and_the_rest_faint():
+    trials = study(8)
     trials[1]["isTrialStoppedEarly"] = True
-    trials.append({"trialId": "4", "state": "FAILED", "hyperparameters": {}})  # no reports: no line
-    chart = charts.intermediate_values(trials)
-    ran, stopped = chart.figure.data
-    assert ran.name == "Ran to the end" and stopped.name == "Stopped early"
-    steps = [None if math.isnan(x) else x for x in ran.x]
-    assert steps == [1, 2, 3, None, 1, 2, 3, None]  # gaps split the trials' lines
-    assert stopped.line.dash == "dot" and stopped.line.color != ran.line.color
-    assert [row[:4] for row in chart.rows] == [
-        [1, "SUCCEEDED", "no", 3],
-        [2, "SUCCEEDED", "yes", 3],
-        [3, "SUCCEEDED", "no", 3],
-    ]
+    trials[1]["finalMetric"]["objectiveValue"] = -100.0  # the worst: a faint line
+    trials.append({"trialId": "9", "state": "FAILED", "hyperparameters": {}})  # no reports: no line
+    finals = {t["trialId"]: t["finalMetric"]["objectiveValue"] for t in trials if t.get("finalMetric")}
+    best_five = sorted(finals, key=lambda trial_id: -finals[trial_id])[:5]
+
+    chart = charts.intermediate_values(trials, maximize=True)
+
+    faint = [trace for trace in chart.figure.data if trace.meta is None]
+    coloured = [trace for trace in chart.figure.data if trace.meta is not None]
+    assert [trace.meta["trial"] for trace in coloured] == best_five  # best first, one legend entry each
+    assert coloured[0].name == f"Trial {best_five[0]} (best)" and coloured[0].line.width == 3
+    assert all(trace.opacity < 1 for trace in faint)
+    others = {int(t) for t in finals} - {int(t) for t in best_five}
+    drawn = {c for trace in faint for c in trace.customdata if c is not None}
+    assert drawn == others  # every other trial is a faint line, each point naming its trial
+    stopped = [trace for trace in faint if trace.line.dash == "dot"]
+    assert len(stopped) == 1 and set(stopped[0].customdata) - {None} == {2}
+    steps = [None if math.isnan(x) else x for x in faint[0].x]
+    assert steps[:4] == [1, 2, 3, None]  # gaps split the trials' lines
+    assert [row[:4] for row in chart.rows][:2] == [[1, "SUCCEEDED", "no", 3], [2, "SUCCEEDED", "yes", 3]]
+    assert "best 5 trials" in chart.note
+
+
+def test_intermediate_values_of_a_minimizing_study_colour_its_lowest_trials():
+    trials = study(8)
+    finals = {t["trialId"]: t["finalMetric"]["objectiveValue"] for t in trials}
+    chart = charts.intermediate_values(trials, maximize=False)
+    coloured = [trace.meta["trial"] for trace in chart.figure.data if trace.meta is not None]
+    assert coloured == sorted(finals, key=lambda trial_id: finals[trial_id])[:5]
 
 
 def test_importance_ranks_the_parameter_that_matters_first():

@@ -46,7 +46,10 @@ def test_job_page_lists_trials_with_their_outcome(client, project, admin):
     html = client.get("/projects/project-a/jobs/tuned/").content.decode()
 
     assert 'id="trials"' in html
-    assert "max-depth=3" in html and "0.875" in html and "40" in html
+    assert re.search(r'data-sort-key="p.max-depth"[^>]*>max-depth</a>', html)  # a column per parameter
+    row = re.search(r'<tr data-trial="1".*?</tr>', html).group(0)
+    assert '<td class="number">3</td>' in row and "0.875" in row and '<td class="number">40</td>' in row
+    assert "Stopped early" in row
     assert "no metric reported" in html
     assert "ValueError: bad depth" in html
 
@@ -87,8 +90,8 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
     fragment = client.get(
         "/projects/project-a/jobs/live/?part=trials&trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert fragment.lstrip().startswith('<div class="table-scroll" id="trial-table"')
-    assert "x=0.9" in fragment and "0.42" in fragment
+    assert fragment.lstrip().startswith('<div class="table-scroll trial-scroll" id="trial-table"')
+    assert '<td class="number">0.9</td>' in fragment and "0.42" in fragment
     assert AuditEntry.objects.count() == audited  # the page's own refresh is not a new Data Access read
 
     job.state = JobState.SUCCEEDED

@@ -1,0 +1,252 @@
+"""A 24-trial study's page, as an ML team uses it: the trial table first, a column per parameter and
+metric, sorted and filtered with the view in the URL, and charts that talk to the table."""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.studies import seed_study
+from tests.helpers.browser import JOBS, axe_violations, login
+
+STUDY = "wide_study"
+TRIALS = 24
+
+
+@pytest.fixture(scope="module")
+def study(console):
+    seed_study(console, STUDY, TRIALS)
+    return f"{JOBS}{STUDY}/"
+
+
+def column(page, key: str) -> list[str]:
+    """The cells of a column (by its sort key) in the table's order."""
+    return page.evaluate(
+        """(key) => {
+          const heads = [...document.querySelectorAll("#trial-table thead th")];
+          const index = heads.findIndex((th) => th.querySelector(`[data-sort-key="${key}"]`));
+          const rows = [...document.querySelectorAll("#trial-table tbody tr")];
+          return rows.map((tr) => tr.children[index].textContent.trim());
+        }""",
+        key,
+    )
+
+
+def numbers(cells: list[str]) -> list[float]:
+    return [math.nan if cell == "—" else float(cell) for cell in cells]
+
+
+def test_the_trial_table_comes_first_with_a_column_per_parameter_and_metric(page, study):
+    login(page)
+    page.goto(study)
+    expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("tablist", name="Study sections").get_by_role("tab")).to_have_text(
+        ["Trials", "Charts", "Replicas", "Logs", "Training input"]
+    )
+    # The trials open the study's sections, not 1,400 px down behind one replica row per trial.
+    tabs = page.get_by_role("tablist", name="Study sections").bounding_box()
+    top = page.locator("#trial-table").bounding_box()["y"]
+    assert top - (tabs["y"] + tabs["height"]) < 250, top
+    expect(page.locator("#job-status table")).to_have_count(0)  # the replicas are behind their own tab
+    headings = page.locator("#trial-table thead th a").all_inner_texts()
+    for name in [
+        "Trial",
+        "State",
+        "learning_rate",
+        "layers",
+        "dropout",
+        "optimizer",
+        "accuracy",
+        "loss",
+        "Step",
+        "Duration",
+    ]:
+        assert any(h.startswith(name) for h in headings), (name, headings)
+    expect(page.locator("#trial-table tbody tr")).to_have_count(TRIALS)
+    # The table uses the page's width.
+    table, main = page.locator("#trial-table table").bounding_box(), page.locator("main").bounding_box()
+    assert table["width"] > 0.85 * (main["width"] - 60)
+    assert not axe_violations(page)
+
+
+def test_sorting_by_a_parameter_column_is_in_the_url_and_survives_a_reload(page, study):
+    login(page)
+    page.goto(study)
+    page.locator('#trial-table [data-sort-key="p.layers"]').click()
+    expect(page.locator("#trial-table th[aria-sort=ascending]")).to_contain_text("layers")
+    expect(page).to_have_url(re.compile(r"trial_sort=p\.layers"))
+    values = numbers(column(page, "p.layers"))
+    assert values == sorted(values) and len(values) == TRIALS
+    page.locator('#trial-table [data-sort-key="p.layers"]').click()
+    expect(page.locator("#trial-table th[aria-sort=descending]")).to_contain_text("layers")
+    expect(page).to_have_url(re.compile(r"trial_sort=-p\.layers"))
+    descending = numbers(column(page, "p.layers"))
+    assert descending == sorted(descending, reverse=True)
+    # The metric columns sort too, and a reload shows the same order.
+    page.locator('#trial-table [data-sort-key="objective"]').click()
+    expect(page).to_have_url(re.compile(r"trial_sort=objective"))
+    order = page.locator("#trial-table tbody tr").evaluate_all("(rows) => rows.map((r) => r.dataset.trial)")
+    page.reload()
+    assert page.locator("#trial-table tbody tr").evaluate_all("(rows) => rows.map((r) => r.dataset.trial)") == order
+    accuracy = [v for v in numbers(column(page, "objective")) if not math.isnan(v)]
+    assert accuracy == sorted(accuracy)
+
+
+def test_a_range_and_category_filter_in_the_url_restores_the_same_rows(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_text("Filter by value").click()
+    layers = page.locator('fieldset[data-range="p.layers"]')
+    layers.get_by_label("from").fill("3")
+    layers.get_by_label("to").fill("5")
+    layers.get_by_label("to").press("Tab")  # a change: the table follows
+    page.locator('fieldset[data-categories="p.optimizer"]').get_by_label("sgd").uncheck()
+    expect(page).to_have_url(re.compile(r"in\.p\.optimizer=adam"))
+    expect(page).to_have_url(re.compile(r"min\.p\.layers=3"))
+    shown = page.locator("#trial-table tbody tr").evaluate_all("(rows) => rows.map((r) => r.dataset.trial)")
+    assert 0 < len(shown) < TRIALS
+    assert all(3 <= v <= 5 for v in numbers(column(page, "p.layers")))
+    assert set(column(page, "p.optimizer")) == {"adam"}
+    expect(page.locator("#trial-summary")).to_contain_text(f"{len(shown)} of {TRIALS} shown")
+
+    link = page.url
+    page.goto("about:blank")
+    page.goto(link)
+    assert page.locator("#trial-table tbody tr").evaluate_all("(rows) => rows.map((r) => r.dataset.trial)") == shown
+    expect(page.locator('fieldset[data-range="p.layers"]').get_by_label("from")).to_have_value("3")
+    expect(page.locator('fieldset[data-categories="p.optimizer"]').get_by_label("sgd")).not_to_be_checked()
+
+
+def test_the_column_chooser_hides_a_column_and_the_link_keeps_it_hidden(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_text(re.compile(r"^Columns")).click()
+    page.locator(".column-choices").get_by_label("Duration").uncheck()
+    expect(page.locator('#trial-table [data-sort-key="duration"]')).to_have_count(0)
+    expect(page).to_have_url(re.compile(r"cols="))
+    page.reload()
+    expect(page.locator('#trial-table [data-sort-key="duration"]')).to_have_count(0)
+    expect(page.locator('#trial-table [data-sort-key="p.dropout"]')).to_have_count(1)
+
+
+def test_brushing_a_parallel_coordinates_axis_narrows_the_table(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_role("tab", name="Charts").click()
+    chart = page.locator("#study-charts .js-plotly-plot").filter(has=page.locator(".parcoords"))
+    expect(chart).to_have_count(1)
+    # Drag along the "layers" axis (the second), from 3 to 6, as a user brushes it.
+    axes = chart.locator(".axis-brush .background")
+    expect(axes.nth(1)).to_be_visible()
+    axes.nth(1).scroll_into_view_if_needed()
+    box = axes.nth(1).bounding_box()
+    span = chart.evaluate(
+        "(gd) => { const v = Array.from(gd._fullData[0].dimensions[1].values);"
+        " return [Math.min(...v), Math.max(...v)]; }"
+    )
+    low, high = span
+
+    def y_of(value):  # the axis runs bottom (low) to top (high)
+        return box["y"] + box["height"] * (1 - (value - low) / (high - low))
+
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, y_of(3))
+    page.mouse.down()
+    page.mouse.move(x, y_of(4.5), steps=5)
+    page.mouse.move(x, y_of(6), steps=5)
+    page.mouse.up()
+    expect(page).to_have_url(re.compile(r"min\.p\.layers="))
+    query = parse_qs(urlsplit(page.url).query)
+    brushed = (float(query["min.p.layers"][0]), float(query["max.p.layers"][0]))
+    assert brushed[0] == pytest.approx(3, abs=0.6) and brushed[1] == pytest.approx(6, abs=0.6)
+    page.get_by_role("tab", name="Trials").click()
+    values = numbers(column(page, "p.layers"))
+    assert values and all(brushed[0] <= v <= brushed[1] for v in values)
+    assert len(values) < TRIALS
+
+
+def test_charts_and_table_mark_the_same_trial_and_a_click_opens_it(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_role("tab", name="Charts").click()
+    history = (
+        page.locator("#study-charts figure.chart").filter(has_text="Optimization history").locator(".js-plotly-plot")
+    )
+    expect(history.locator(".scatterlayer .trace").first).to_be_visible()
+    # Hovering a point marks its trial in the table (a real mouse over the drawn point).
+    point = history.locator(".scatterlayer .trace").first.locator("path.point").nth(4)
+    trial = history.evaluate("(gd) => String(gd._fullData[0].customdata[4])")
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.move(*centre)  # Plotly's drag layer takes the pointer, as it does for a user
+    expect(page.locator(f'#trial-table tr[data-trial="{trial}"]')).to_have_class(re.compile(r"\bmarked-trial\b"))
+    # The intermediate-values chart draws the marked trial on top.
+    curves = (
+        page.locator("#study-charts figure.chart").filter(has_text="Intermediate values").locator(".js-plotly-plot")
+    )
+    marked = curves.evaluate(
+        "(gd) => gd.data.filter((t) => t.meta && t.meta.highlight).map((t) => t.x.filter((x) => x !== null).length)"
+    )
+    assert marked and marked[0] == 10  # its ten reports
+    # Its legend names a handful of lines (the best five), never one entry per trial, and is not over the axis.
+    legend = curves.locator(".legend .traces")
+    assert 1 <= legend.count() <= 7
+    legend_box, title_box = curves.locator(".legend").bounding_box(), curves.locator(".xtitle").bounding_box()
+    assert (
+        legend_box["y"] >= title_box["y"] + title_box["height"] - 1
+        or legend_box["y"] + legend_box["height"] <= title_box["y"]
+    )
+    # Clicking the point opens that trial (its logs).
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(page).to_have_url(re.compile(rf"[?&]trial={trial}(&|#|$)"))
+    expect(page.get_by_role("tab", name="Logs")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#log-trial")).to_have_value(trial)
+
+
+def test_hovering_a_row_marks_the_trial_in_the_charts(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_role("tab", name="Charts").click()
+    history = (
+        page.locator("#study-charts figure.chart").filter(has_text="Optimization history").locator(".js-plotly-plot")
+    )
+    expect(history.locator(".scatterlayer .trace").first).to_be_visible()
+    page.get_by_role("tab", name="Trials").click()
+    page.locator('#trial-table tr[data-trial="7"] th').hover()
+    marked = history.evaluate("(gd) => gd.data.filter((t) => t.meta && t.meta.highlight).map((t) => [...t.x])")
+    assert marked == [[7]]
+
+
+def test_compare_selected_trials_opens_the_compare_page(page, study):
+    login(page)
+    page.goto(study)
+    page.get_by_role("button", name="Compare selected trials").click()
+    expect(page.locator("#trial-compare-help")).to_contain_text("at least two")
+    page.get_by_label("Select trial 3 to compare").check()
+    page.get_by_label("Select trial 5 to compare").check()
+    page.get_by_role("button", name="Compare selected trials").click()
+    expect(page).to_have_url(re.compile(r"/compare/\?jobs="))
+    assert set(parse_qs(urlsplit(page.url).query)["jobs"][0].split(",")) == {f"{STUDY}/3", f"{STUDY}/5"}
+    expect(page.locator("#compare-inputs")).to_contain_text("trial 3")
+
+
+def test_on_a_phone_the_trial_table_scrolls_inside_its_own_region(browser, console, study):
+    context = browser.new_context(base_url=console.url, viewport={"width": 390, "height": 844}, color_scheme="dark")
+    page = context.new_page()
+    try:
+        login(page)
+        page.goto(study)
+        region = page.get_by_role("region", name=re.compile("Trials"))
+        expect(region).to_be_visible()
+        assert region.evaluate("(el) => el.scrollWidth > el.clientWidth")  # the table scrolls here
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390  # the page does not
+        assert not axe_violations(page)
+    finally:
+        context.close()
