@@ -231,8 +231,9 @@ def _metric_chart(
             line["color"] = colours[trial]
             objective = study.objectives.get(trial) if study else None
             shown = f"{objective:.6g}" if objective is not None else "no result yet"
+            run = escape_hover(_series_name(key, False, several_tags, None))
             extra["hovertemplate"] = (
-                f"Trial {trial} · {escape_hover(name)}<br>%{{y:.6g}} at %{{x}}<br>"
+                f"Trial {trial} · {run}<br>%{{y:.6g}} at %{{x}}<br>"
                 f"{escape_hover(study.metric if study else '')}: {shown}<extra></extra>"
             )
             if trial == best:
