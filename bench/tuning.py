@@ -297,6 +297,8 @@ def study_trials(job, count: int) -> list:
                 end_time=now,
                 all_metrics=reports,
                 final_metric=reports[-1] if reports else None,
+                report_max=max((r["objectiveValue"] for r in reports), default=None),
+                report_min=min((r["objectiveValue"] for r in reports), default=None),
                 error_message="The replica master 0 exited with a non-zero status of 1. \n"
                 "Traceback (most recent call last):\nValueError: diverged"
                 if failed

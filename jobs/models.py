@@ -403,6 +403,10 @@ class Trial(models.Model):
     end_time = models.DateTimeField(null=True, blank=True)
     final_metric = models.JSONField(null=True, blank=True)  # {trainingStep, objectiveValue}
     all_metrics = models.JSONField(default=list, blank=True)
+    # The highest and lowest objective reported (either is the best, by the study's goal): the trial
+    # table shows and sorts by them without reading every report of thousands of trials.
+    report_max = models.FloatField(null=True, blank=True)
+    report_min = models.FloatField(null=True, blank=True)
     is_stopped_early = models.BooleanField(default=False)
     error_message = models.TextField(blank=True)
     consumed_ml_units = models.FloatField(default=0.0)
@@ -441,7 +445,9 @@ class Trial(models.Model):
         """Every report so far; the last one is the final metric, as the original."""
         self.all_metrics = [{"trainingStep": r["trainingStep"], "objectiveValue": r["objectiveValue"]} for r in reports]
         self.final_metric = self.all_metrics[-1] if self.all_metrics else None
-        self.save(update_fields=["all_metrics", "final_metric"])
+        values = [m["objectiveValue"] for m in self.all_metrics]
+        self.report_max, self.report_min = (max(values), min(values)) if values else (None, None)
+        self.save(update_fields=["all_metrics", "final_metric", "report_max", "report_min"])
 
 
 class MetricSource(models.TextChoices):

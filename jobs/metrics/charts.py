@@ -163,6 +163,8 @@ def optimization_history(data: list[dict], maximize: bool = True) -> Chart:
                 mode="markers",
                 name="Objective",
                 marker={"symbol": "circle", "size": 9},
+                customdata=_array(trials),  # the trial of each point: the page links it to the table
+                hovertemplate="Trial %{customdata}<br>%{y}<extra></extra>",
             ),
             go.Scatter(x=_array(trials), y=_array(best), mode="lines", name="Best so far", line={"dash": "dash"}),
         ]
@@ -214,6 +216,15 @@ def _dimension(name: str, values: list[str], log: bool = False) -> dict:
     }
 
 
+def _axis_meta(key: str, dimension: dict) -> dict:
+    """How an axis' values map back to a column's: log10 of it, a category's index, or as is."""
+    if str(dimension["label"]).endswith(" (log)"):
+        return {"key": key, "log": True}
+    if "ticktext" in dimension:
+        return {"key": key, "categories": list(dimension["ticktext"])}
+    return {"key": key}
+
+
 def parallel_coordinates(
     data: list[dict], log: set[str] | frozenset = frozenset(), *, item: str = "Trial", objective: str = "Objective"
 ) -> Chart:
@@ -225,9 +236,14 @@ def parallel_coordinates(
     objectives = [p["objective"] for p in data]
     dimensions.append({"label": objective, "values": objectives})
     dimensions = [{**d, "values": _array(d["values"])} for d in dimensions]
+    # Which trial-table column each axis is, so brushing an axis can filter the table by it.
+    axes = [_axis_meta(f"p.{name}", dimension) for name, dimension in zip(names, dimensions, strict=False)]
+    axes.append({"key": "objective"})
     figure = go.Figure(
         go.Parcoords(
-            line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True}, dimensions=dimensions
+            line={"color": _array(objectives), "colorscale": "Viridis", "showscale": True},
+            dimensions=dimensions,
+            meta={"axes": axes},
         )
     )
     figure.update_layout(margin={"t": 40})
@@ -248,6 +264,7 @@ def slice_plot(data: list[dict], name: str, log: bool = False) -> Chart:
             y=_array([p["objective"] for p in data]),
             mode="markers",
             text=_array([f"Trial {p['trial']}" for p in data]),
+            customdata=_array([p["trial"] for p in data]),
         )
     )
     figure.update_layout(xaxis_title=name, yaxis_title="Objective value", margin={"t": 20})
@@ -354,27 +371,40 @@ def contour_plot(
 INTERMEDIATE_MARKERS_MAX = 5_000
 
 
-def intermediate_values(trials: list[dict]) -> Chart:
+INTERMEDIATE_TOP = 5  # the best trials' curves drawn in colour, named in the legend; the rest faint
+
+
+def intermediate_values(trials: list[dict], maximize: bool = True) -> Chart:
     """Learning curves: every trial's reports (allMetrics) by training step, one line per trial.
 
-    The lines share two traces (completed, stopped early) with gaps between trials, so a study
-    of thousands of trials stays a light figure; hovering a point names its trial.
+    The best ``INTERMEDIATE_TOP`` trials (by final objective, for the goal) are drawn in colour, a
+    legend entry each; every other trial is a faint line in one of two shared traces (ran to the
+    end, stopped early) with gaps between trials, so a study of thousands of trials stays a light
+    figure and its legend a handful of entries. Every point carries its trial (``customdata``).
     """
+    ordered = sorted(trials, key=lambda t: int(t["trialId"]))
+    finals = {t["trialId"]: float(t["finalMetric"]["objectiveValue"]) for t in ordered if t.get("finalMetric")}
+    ranked = sorted(finals, key=lambda trial_id: -finals[trial_id] if maximize else finals[trial_id])
+    top = ranked[:INTERMEDIATE_TOP]
     groups = {False: ([], [], []), True: ([], [], [])}
+    curves: dict[str, list[tuple[int, float]]] = {}
     rows = []
-    for trial in sorted(trials, key=lambda t: int(t["trialId"])):
+    for trial in ordered:
         reports = [(int(m["trainingStep"]), float(m["objectiveValue"])) for m in trial.get("allMetrics") or []]
         if not reports:
             continue
         stopped = bool(trial.get("isTrialStoppedEarly"))
-        x, y, text = groups[stopped]
-        for step, value in reports:
-            x.append(step)
-            y.append(value)
-            text.append(f"Trial {trial['trialId']}")
-        x.append(math.nan)  # a gap: the next trial's line starts anew
-        y.append(math.nan)
-        text.append("")
+        if trial["trialId"] in top:
+            curves[trial["trialId"]] = reports
+        else:
+            x, y, ids = groups[stopped]
+            for step, value in reports:
+                x.append(step)
+                y.append(value)
+                ids.append(int(trial["trialId"]))
+            x.append(math.nan)  # a gap: the next trial's line starts anew
+            y.append(math.nan)
+            ids.append(None)
         rows.append(
             [
                 int(trial["trialId"]),
@@ -384,38 +414,67 @@ def intermediate_values(trials: list[dict]) -> Chart:
                 ", ".join(f"{step}: {value:.6g}" for step, value in reports),
             ]
         )
-    # Past this many reports the lines go without markers: 20,000 SVG markers take the browser
-    # half a second to draw and cover each other; hovering a line still names each report.
+    # Past this many reports the faint lines go without markers: 20,000 SVG markers take the
+    # browser half a second to draw and cover each other; hovering a line still names each report.
     markers = sum(len(x) for x, _, _ in groups.values()) <= INTERMEDIATE_MARKERS_MAX
     traces = []
-    for stopped, (x, y, text) in groups.items():
+    for stopped, (x, y, ids) in groups.items():
         if x:
             # numpy arrays: Plotly checks plain lists item by item, which is slow at 20,000 points.
             traces.append(
                 go.Scatter(
                     x=np.array(x),
                     y=np.array(y),
-                    text=np.array(text, dtype=object),
+                    customdata=np.array(ids, dtype=object),
                     mode="lines+markers" if markers else "lines",
                     connectgaps=False,
-                    name="Stopped early" if stopped else "Ran to the end",
-                    hoverinfo="text+x+y",
+                    name=("Other trials, stopped early" if stopped else "Other trials")
+                    if top
+                    else ("Stopped early" if stopped else "Ran to the end"),
+                    hovertemplate="Trial %{customdata}<br>step %{x}: %{y}<extra></extra>",
+                    opacity=0.45 if top else 1.0,
                     line={
-                        "color": COLORWAY[5] if stopped else COLORWAY[0],
+                        "color": "#8c959f" if top else COLORWAY[0],
                         "width": 1,
                         "dash": "dot" if stopped else "solid",
                     },
                     marker={"size": 4, "symbol": "x" if stopped else "circle"},
                 )
             )
+    for rank, trial_id in enumerate(top):
+        if trial_id not in curves:
+            continue
+        steps, values = zip(*curves[trial_id], strict=True)
+        traces.append(
+            go.Scatter(
+                x=np.array(steps),
+                y=np.array(values),
+                customdata=np.array([int(trial_id)] * len(steps), dtype=object),
+                mode="lines+markers" if len(steps) <= 200 else "lines",
+                name=f"Trial {trial_id}" + (" (best)" if rank == 0 else ""),
+                meta={"trial": trial_id},
+                hovertemplate=f"Trial {trial_id}<br>step %{{x}}: %{{y}}<extra></extra>",
+                line={"color": COLORWAY[rank % len(COLORWAY)], "width": 3 if rank == 0 else 2},
+                marker={"size": 5},
+            )
+        )
     figure = go.Figure(traces)
-    figure.update_layout(xaxis_title="Training step", yaxis_title="Reported objective", margin={"t": 20})
+    figure.update_layout(
+        xaxis_title="Training step",
+        yaxis_title="Reported objective",
+        margin={"t": 20},
+        legend={"orientation": "h", "y": -0.3, "title": {"text": f"Best {len(top)}:" if top else ""}},
+    )
     return Chart(
         "Intermediate values",
         figure,
         ["Trial", "State", "Stopped early", "Reports", "Step: value"],
         rows,
         key="intermediate",
+        note=f"The best {len(top)} trials by final objective are drawn in colour; the rest are faint. "
+        "Hover a line to see its trial; click it to open the trial's logs."
+        if len(finals) > INTERMEDIATE_TOP
+        else "",
     )
 
 
@@ -522,7 +581,7 @@ def tuning_charts(
     if pair:
         charts.append(contour_plot(data, *pair, log=log, maximize=maximize))
     if any(t.get("allMetrics") for t in trials):
-        charts.append(intermediate_values(trials))
+        charts.append(intermediate_values(trials, maximize=maximize))
     if spec:
         charts.append(parameter_importance(scores, len(data)))
     return charts

@@ -192,9 +192,23 @@ def number_text(number: float) -> str:
     return str(int(number)) if number == int(number) and abs(number) < 1e15 else repr(number)
 
 
+@dataclass(frozen=True)
+class TrialFacts:
+    """What the table says of a trial besides its columns' values (read without building a Trial)."""
+
+    trial_id: str
+    state: str
+    is_stopped_early: bool
+    objective_value: float | None
+
+    @property
+    def reported_no_metric(self) -> bool:
+        return self.state == JobState.SUCCEEDED and self.objective_value is None
+
+
 @dataclass
 class TrialRow:
-    trial: object  # the Trial
+    trial: TrialFacts
     values: dict[str, float | str | None] = field(default_factory=dict)
     failure_reason: str = ""
     error_lines: list[str] = field(default_factory=list)
@@ -234,34 +248,38 @@ def _final_values(job, names: list[str]) -> dict[tuple[str, str], float]:
 
 
 def rows(job, known: list[Column]) -> list[TrialRow]:
-    """Every trial with its value in each column, in trial order."""
+    """Every trial with its value in each column, in trial order. Read as plain values: model
+    instances cost a 2,000-trial study's table a third of its time."""
     maximize = goal(job) != "MINIMIZE"
     others = [c.key[2:] for c in known if c.key.startswith("m.")]
     finals = _final_values(job, others)
+    parameters = [(c.key, c.parameter, c.numeric) for c in known if c.key.startswith("p.")]
     now = timezone.now()
     result = []
-    for trial in job.trials.order_by("number"):
-        reports = [m.get("objectiveValue") for m in trial.all_metrics or [] if m.get("objectiveValue") is not None]
-        if not reports and trial.objective_value is not None:
-            reports = [trial.objective_value]
-        metric = trial.final_metric or {}
+    fields = ("trial_id", "number", "state", "is_stopped_early", "hyperparameters", "final_metric")
+    best = "report_max" if maximize else "report_min"
+    for trial_id, number, state, stopped, hyperparameters, metric, reported, start, end, error in job.trials.order_by(
+        "number"
+    ).values_list(*fields, best, "start_time", "end_time", "error_message"):
+        metric = metric or {}
+        objective = metric.get("objectiveValue")
         step = metric.get("trainingStep")
         values: dict[str, float | str | None] = {
-            "trial": trial.number,
-            "state": "STOPPED_EARLY" if trial.is_stopped_early else trial.state,
-            "objective": trial.objective_value,
-            "objective.best": (max(reports) if maximize else min(reports)) if reports else None,
+            "trial": number,
+            "state": "STOPPED_EARLY" if stopped else state,
+            "objective": objective,
+            "objective.best": reported if reported is not None else objective,
             "step": int(step) if str(step or "").lstrip("-").isdigit() else None,
-            "duration": ((trial.end_time or now) - trial.start_time).total_seconds() if trial.start_time else None,
+            "duration": ((end or now) - start).total_seconds() if start else None,
         }
-        for column in known:
-            if column.key.startswith("p."):
-                raw = (trial.hyperparameters or {}).get(column.parameter)
-                values[column.key] = _number(raw) if column.numeric else raw
-            elif column.key.startswith("m."):
-                values[column.key] = finals.get((trial.trial_id, column.key[2:]))
-        row = TrialRow(trial, values)
-        row.failure_reason, row.error_lines = failure(trial.error_message)
+        for key, name, numeric in parameters:
+            raw = (hyperparameters or {}).get(name)
+            values[key] = _number(raw) if numeric else raw
+        for name in others:
+            values[f"m.{name}"] = finals.get((trial_id, name))
+        row = TrialRow(TrialFacts(trial_id, state, stopped, objective), values)
+        if error:
+            row.failure_reason, row.error_lines = failure(error)
         result.append(row)
     return result
 

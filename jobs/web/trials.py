@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from django.utils.safestring import SafeString, mark_safe
 
-from jobs.templatetags.job_format import duration, significant
+from jobs.templatetags.job_format import duration
 from jobs.tuning.study import Column, TrialQuery, TrialRow
 
 # The table's own keys in a query string; everything else on the page's address is kept.
@@ -36,7 +36,9 @@ def _number(value) -> str:
     """A number to four significant digits, the whole value in its title when that rounded it."""
     if value is None:
         return "—"
-    shown = str(significant(value))
+    if isinstance(value, int) or (value == int(value) and abs(value) < 1e15):
+        return str(int(value))
+    shown = f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"  # as job_format.significant writes it
     if float(shown) == value:
         return escape(shown)
     return f'<span title="{value!r}">{escape(shown)}</span>'

@@ -25,7 +25,7 @@ from jobs.metrics import charts
 from jobs.models import ACTIVE_STATES, JobState, Severity
 from jobs.spec import roles
 from jobs.tuning import study
-from jobs.web import equivalent, listing
+from jobs.web import equivalent, listing, trials
 from jobs.web.forms import CONTAINER, JobSubmitForm, initial_from_job, not_carried
 from jobs.web.listing import SORTS, JobListQuery
 
@@ -80,21 +80,18 @@ def job_detail(request, project_id, job_id):
     project = accounts.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
     job = services.get_job(
-        project, job_id, actor=request.user, audited=part not in ("status", "trials", "charts", "builtin")
+        project, job_id, actor=request.user, audited=part not in ("status", "trials", "charts", "builtin", "replicas")
     )
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "trials" and job.is_hyperparameter_job:
-        return render(
-            request,
-            "jobs/_trials.html#trial-table",
-            {
-                "project": project,
-                "job": job,
-                "can_resume": _can_resume(request, job),
-                **study.trial_table(job, request.GET),
-            },
-        )
+        context = {"project": project, "job": job, "can_resume": _can_resume(request, job), **_trials(job, request)}
+        response = render(request, "jobs/_trials.html#trial-table", context)
+        # The address bar follows the table (sort, filters, columns), so a copied link shows it.
+        response["HX-Replace-Url"] = trials.page_url(request.path, request.GET, context["trial_query"])
+        return response
+    if part == "replicas" and job.is_hyperparameter_job:
+        return render(request, "jobs/job_detail.html#study-replicas", _status_context(request, job))
     if part == "builtin" and builtin.is_builtin_job(job):
         return render(
             request,
@@ -118,11 +115,25 @@ def job_detail(request, project_id, job_id):
         inline = request.GET.get("charts") == "inline"
         context.update(_study_charts(job, request.GET) if inline else _contour_choice(request.GET))
         context["charts_inline"] = inline
-        context.update(study.trial_table(job, request.GET))
+        context.update(_trials(job, request))
         context["can_resume"] = _can_resume(request, job)
     if builtin.is_builtin_job(job):
         context.update(_builtin_context(request, job))
     return render(request, "jobs/job_detail.html", context)
+
+
+def _trials(job, request) -> dict:
+    """The study's trial table as the query string asks, its rows already drawn."""
+    table = study.trial_table(job, request.GET)
+    table["trial_body"] = trials.body(
+        table["trial_rows"],
+        table["trial_shown"],
+        job_id=job.job_id,
+        best=table["best_trial_id"],
+        goal=table["trial_goal"],
+        failures=table["trial_failures"],
+    )
+    return table
 
 
 def _can_resume(request, job) -> bool:

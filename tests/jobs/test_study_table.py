@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -117,3 +120,136 @@ def test_submitted_form_spec_becomes_the_jobs_hyperparameters(client, admin, tun
     bad = JobSubmitForm({"hyperparameters": "- just\n- a list"})
     bad.is_valid()
     assert "mapping" in str(bad.errors["hyperparameters"])
+
+
+@pytest.fixture
+def large_study(project, admin):
+    """2,000 finished trials of a four-parameter study (one on a log scale, one categorical), ten
+    reports each and every 25th failed, as bench/pages.py measures the page with."""
+    spec = {
+        "goal": "MAXIMIZE",
+        "maxTrials": 2000,
+        "hyperparameterMetricTag": "accuracy",
+        "params": [
+            {"parameterName": "lr", "type": "DOUBLE", "minValue": 1e-4, "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
+            {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
+            {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
+            {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
+        ],
+    }
+    job = services.submit_job(project, body("large", hyperparameters=spec), actor=admin)
+    now = timezone.now()
+    trials = []
+    for n in range(1, 2001):
+        lr, layers, dropout = 10 ** (-4 + 3 * ((n * 0.618) % 1)), 1 + (n * 5) % 8, (n * 0.377) % 0.5
+        score = 0.9 - 0.01 * abs(math.log10(lr) + 2.5) + 0.005 * layers - 0.1 * dropout
+        failed = n % 25 == 0
+        reports = (
+            []
+            if failed
+            else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)} for s in range(1, 11)]
+        )
+        trials.append(
+            Trial(
+                job=job,
+                trial_id=str(n),
+                number=n,
+                state=JobState.FAILED if failed else JobState.SUCCEEDED,
+                hyperparameters={
+                    "lr": repr(lr),
+                    "layers": str(layers),
+                    "dropout": repr(dropout),
+                    "optimizer": "sgd" if n % 3 == 0 else "adam",
+                },
+                start_time=now,
+                end_time=now,
+                all_metrics=reports,
+                final_metric=reports[-1] if reports else None,
+                report_max=max((r["objectiveValue"] for r in reports), default=None),
+                report_min=min((r["objectiveValue"] for r in reports), default=None),
+                error_message="ValueError: diverged" if failed else "",
+            )
+        )
+    Trial.objects.bulk_create(trials, batch_size=500)
+    return job
+
+
+def cells(html: str, key: str) -> list[str]:
+    """The text of one column's cells, by its heading's sort key."""
+    head = re.search(r"<thead>(.*?)</thead>", html, re.S).group(1)
+    keys = re.findall(r'<th scope="col"[^>]*>(?:<a [^>]*data-sort-key="([^"]+)")?', head)
+    index = keys.index(key)
+    body = re.search(r"<tbody>(.*?)</tbody>", html, re.S).group(1)
+    rows = re.findall(r"<tr data-trial=.*?</tr>", body, re.S)
+    return [re.sub(r"<[^>]+>", "", re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)[index]).strip() for row in rows]
+
+
+def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
+    client, admin, large_study, django_assert_max_num_queries
+):
+    client.force_login(admin)
+    with django_assert_max_num_queries(12):  # session, project, job, trials, metric tags, counts: not one per trial
+        html = client.get(
+            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.lr", HTTP_HX_REQUEST="true"
+        ).content.decode()
+    values = [float(v) for v in cells(html, "p.lr")]
+    assert len(values) == 2000 and values == sorted(values, reverse=True)
+    layers = [int(v) for v in cells(html, "p.layers")]
+    assert set(layers) == set(range(1, 9))
+
+
+def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(client, admin, large_study):
+    client.force_login(admin)
+    response = client.get(
+        "/projects/project-a/jobs/large/?part=trials&min.p.layers=3&max.p.layers=4&in.p.optimizer=sgd"
+        "&min.objective=0.85&trial_sort=objective",
+        HTTP_HX_REQUEST="true",
+    )
+    html = response.content.decode()
+    expected = [
+        t
+        for t in large_study.trials.all()
+        if 3 <= int(t.hyperparameters["layers"]) <= 4
+        and t.hyperparameters["optimizer"] == "sgd"
+        and t.objective_value is not None
+        and t.objective_value >= 0.85
+    ]
+    assert 0 < len(expected) < 2000
+    shown = re.findall(r'<tr data-trial="(\d+)"', html)
+    assert sorted(shown, key=int) == sorted((t.trial_id for t in expected), key=int)
+    objectives = [float(v) for v in cells(html, "objective")]
+    assert objectives == sorted(objectives)
+    # The address bar follows the table: the same view from a link.
+    assert response["HX-Replace-Url"] == (
+        "/projects/project-a/jobs/large/?trial_sort=objective&min.p.layers=3&max.p.layers=4"
+        "&min.objective=0.85&in.p.optimizer=sgd"
+    )
+    page = client.get(response["HX-Replace-Url"]).content.decode()
+    assert re.findall(r'<tr data-trial="(\d+)"', page) == shown
+
+
+def test_malformed_table_parameters_are_ignored_and_a_failed_trial_sorts_last(client, admin, large_study):
+    client.force_login(admin)
+    html = client.get(
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=p.nope&min.p.lr=abc&in.p.optimizer=rmsprop&cols=nope",
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    shown = re.findall(r'<tr data-trial="(\d+)"', html)
+    assert len(shown) == 0  # only the unknown category was kept: nothing matches, and the table says so
+    assert "No trial matches these filters." in html
+    html = client.get(
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=-objective", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    shown = re.findall(r'<tr data-trial="(\d+)"', html)
+    assert len(shown) == 2000 and shown[-1] in {str(n) for n in range(25, 2001, 25)}  # no objective: last either way
+
+
+def test_the_best_report_column_follows_the_goal(client, admin, tuned):
+    trial = tuned.trials.get(trial_id="1")
+    trial.record_metrics([{"trainingStep": 1, "objectiveValue": 0.3}, {"trainingStep": 2, "objectiveValue": 0.5}])
+    assert (trial.report_max, trial.report_min) == (0.5, 0.3)
+    client.force_login(admin)
+    html = client.get("/projects/project-a/jobs/tuned/?part=trials&trial_sort=number", HTTP_HX_REQUEST="true")
+    text = html.content.decode()
+    assert "loss (lowest)" in text  # MINIMIZE: the lowest report is the best
+    assert cells(text, "objective.best")[0] == "0.3" and cells(text, "objective")[0] == "0.5"
