@@ -91,6 +91,7 @@ def test_choosing_a_metric_column_and_sorting_by_it_orders_the_runs(page, consol
 def test_a_label_edited_on_the_job_page_shows_in_the_list_and_filters_it(page, console, runs):
     login(page)
     page.goto(f"{JOBS}runs_mid/")
+    page.get_by_text("Edit labels and note").click()
     page.get_by_label("Labels", exact=True).fill("team=vision\nbatch=b2")
     page.get_by_role("button", name="Save labels").click()
     expect(page.locator("#job-annotations").get_by_role("status")).to_have_text("Labels saved.")
@@ -112,6 +113,7 @@ def test_a_note_saved_on_the_job_page_shows_in_the_list(page, console, runs):
     login(page)
     page.goto(f"{JOBS}runs_high/")
     note = "Best so far: lr 0.3. " + "Next, try a schedule that decays the rate after the second step. " * 2
+    page.get_by_text("Edit labels and note").click()
     page.get_by_label("Note", exact=True).fill(note)
     page.get_by_role("button", name="Save note").click()
     expect(page.locator("#job-annotations").get_by_role("status")).to_have_text("Note saved.")
