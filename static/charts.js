@@ -110,7 +110,8 @@ function decodeArray(value) {
 
 function decodeArrays(figure) {
   (figure.data || []).forEach((trace) => {
-    ["x", "y", "customdata"].forEach((key) => { if (trace[key]) trace[key] = decodeArray(trace[key]); });
+    ["x", "y"].forEach((key) => { if (trace[key]) trace[key] = decodeArray(trace[key]); });
+    if (trace.meta && trace.meta.wall) trace.meta.wall = decodeArray(trace.meta.wall);
   });
 }
 
@@ -176,7 +177,7 @@ function smoothed(values, weight) {
 }
 
 function xValues(trace, xaxis) {
-  const wall = trace.customdata;
+  const wall = trace.meta && trace.meta.wall;
   if (xaxis === "step" || !wall || !wall.length) return trace.x;
   const out = new Float64Array(wall.length);
   const first = wall[0];
@@ -216,7 +217,7 @@ function decimated(trace, limit) {
     for (let i = 0; i < keep.length; i++) out[i] = values[keep[i]];
     return out;
   };
-  return { ...trace, x: pick(trace.x), y: pick(y), customdata: pick(trace.customdata) };
+  return { ...trace, x: pick(trace.x), y: pick(y) };
 }
 
 // The figure to draw for these settings, built from the server's figure (never changed).

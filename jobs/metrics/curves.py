@@ -2,7 +2,7 @@
 
 Rows are ``(tag, trial_id, run, source, step, value, wall_time)`` as ``jobs.metrics.points`` stores them.
 A chart holds one metric and its evaluation twin (``loss`` with ``val_loss``; ``train_acc`` with
-``val_acc``), evaluation lines dashed. Each line carries its points' wall times in ``customdata`` so
+``val_acc``), evaluation lines dashed. Each line carries its points' wall times in ``meta.wall`` so
 the page (``static/charts.js``) can redraw it by wall or relative time, smoothed or on a log axis,
 without asking the server again.
 
@@ -250,12 +250,15 @@ def _metric_chart(
             go.Scatter(
                 x=np.array([p[0] for p in drawn]),
                 y=np.array([p[1] for p in drawn]),
-                customdata=np.array([p[2] for p in drawn], dtype=float),
                 name=name,
                 mode="lines+markers" if len(drawn) <= 200 else "lines",
                 line=line,
                 marker={"size": 5},
-                meta={"trial": trial} if trial and groups is None else {"series": name},
+                # ``customdata`` is left alone: the study page reads a point's trial from it.
+                meta={
+                    **({"trial": trial} if trial and groups is None else {"series": name}),
+                    "wall": np.array([p[2] for p in drawn], dtype=float),
+                },
                 **extra,
             )
         )
