@@ -276,14 +276,14 @@ def measure_controls(page, path: str, repeats: int) -> dict:
     return page.evaluate(CONTROLS_TIMING, repeats)
 
 
-def server_time(console, path: str, cookies: dict, repeats: int) -> float:
+def server_time(console, path: str, cookies: dict, repeats: int, headers: dict | None = None) -> float:
     """Median seconds for the whole HTML of ``path``, fetched outside the browser (no drawing)."""
     import requests
 
     samples = []
     for _ in range(repeats):
         started = time.perf_counter()
-        answer = requests.get(console.url + path, cookies=cookies, timeout=120)
+        answer = requests.get(console.url + path, cookies=cookies, timeout=120, headers=headers)
         answer.raise_for_status()
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
@@ -354,6 +354,50 @@ def measure(page, path: str, repeats: int) -> dict:
     return {key: med(s[key] for s in samples) for key in ("ttfb", "dcl", "load", "fcp")} | {
         "rows": samples[-1]["rows"],
         "max_load": max(s["load"] for s in samples),
+    }
+
+
+# On the study page: a click on a column heading (a re-sort) and a range typed into the filters, each
+# timed from the input to the swapped table painted (htmx:afterSettle, then the next frame).
+TABLE_TIMING = """async (action) => {
+  const settled = new Promise((resolve) => document.addEventListener("htmx:afterSettle", resolve, {once: true}));
+  const start = performance.now();
+  if (action.sort) document.querySelector(`#trial-table [data-sort-key="${action.sort}"]`).click();
+  else {
+    const input = document.querySelector(`#trial-filters input[name="${action.name}"]`);
+    input.value = action.value;
+    input.dispatchEvent(new Event("change", {bubbles: true}));
+  }
+  await settled;
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  return {ms: performance.now() - start, rows: document.querySelectorAll("#trial-table tbody tr").length};
+}"""
+
+
+def measure_trial_table(page, console, path: str, repeats: int) -> dict:
+    """The trial table's fragment on the server (sorted by a parameter) beside the whole page's, loads
+    interleaved; and a re-sort and a range filter in Chromium, input to painted."""
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    fragment, whole = [], []
+    for _ in range(repeats):
+        fragment.append(
+            server_time(console, path + "?part=trials&trial_sort=-p.learning_rate", cookies, 1, {"HX-Request": "true"})
+        )
+        whole.append(server_time(console, path, cookies, 1))
+    resort, filtered, rows = [], [], 0
+    for _ in range(repeats):
+        page.goto(path, wait_until="load")
+        resort.append(page.evaluate(TABLE_TIMING, {"sort": "p.layers"})["ms"])
+        result = page.evaluate(TABLE_TIMING, {"name": "min.p.layers", "value": "5"})
+        filtered.append(result["ms"])
+        rows = result["rows"]
+    median = statistics.median
+    return {
+        "fragment": median(fragment),
+        "page": median(whole),
+        "resort": median(resort),
+        "filter": median(filtered),
+        "filtered_rows": rows,
     }
 
 
@@ -465,6 +509,7 @@ def main() -> None:
                 if "study" not in args.skip:
                     page.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
                     study = measure_study(page, base + "study/", args.study_repeats or args.repeats, args.study_charts)
+                    study |= measure_trial_table(page, console, base + "study/", args.study_repeats or args.repeats)
                 compared = {}
                 if compare_ids:
                     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
@@ -528,6 +573,11 @@ def main() -> None:
             f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
             f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
             f"   rows {r['rows']:,}   data tables {r['tables']}"
+        )
+        print(
+            f"  {'':34} trial table sorted by a parameter: server {1000 * r['fragment']:.0f} ms (whole page "
+            f"{1000 * r['page']:.0f} ms, ratio {r['fragment'] / r['page']:.2f});  in the browser, input to painted: "
+            f"re-sort {r['resort']:.0f} ms, range filter {r['filter']:.0f} ms ({r['filtered_rows']:,} rows left)"
         )
 
     if controls is not None:

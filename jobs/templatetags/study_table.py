@@ -12,7 +12,8 @@ register = template.Library()
 @register.filter
 def trial_range(key: str, query) -> tuple[str, str]:
     """The (from, to) a numeric column is filtered to, as the URL writes them; empty where open."""
-    return tuple("" if bound is None else study.number_text(bound) for bound in query.range_of(key))
+    low, high = query.range_of(key)
+    return ("" if low is None else study.number_text(low), "" if high is None else study.number_text(high))
 
 
 @register.filter

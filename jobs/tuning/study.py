@@ -269,7 +269,7 @@ def rows(job, known: list[Column]) -> list[TrialRow]:
             "state": "STOPPED_EARLY" if stopped else state,
             "objective": objective,
             "objective.best": reported if reported is not None else objective,
-            "step": int(step) if str(step or "").lstrip("-").isdigit() else None,
+            "step": int(str(step)) if str(step or "").lstrip("-").isdigit() else None,
             "duration": ((end or now) - start).total_seconds() if start else None,
         }
         for key, name, numeric in parameters:
@@ -313,7 +313,12 @@ def select(table: list[TrialRow], query: TrialQuery, maximize: bool) -> list[Tri
     present = [r for r in kept if r.values.get(key) is not None]
     missing = [r for r in kept if r.values.get(key) is None]
     numeric = all(isinstance(r.values[key], int | float) for r in present)
-    present.sort(key=(lambda r: r.values[key]) if numeric else (lambda r: str(r.values[key])), reverse=descending)
+
+    def order(row: TrialRow) -> float | str:
+        value = row.values[key]
+        return value if numeric and isinstance(value, int | float) else str(value)
+
+    present.sort(key=order, reverse=descending)
     return present + missing
 
 
