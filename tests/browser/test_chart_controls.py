@@ -234,8 +234,9 @@ def test_toolbar_has_offline_buttons_only_and_each_chart_is_one_tab_stop(page, c
             stops[where] = stops.get(where, 0) + 1
     assert stops == {"accuracy": 1, "learning_rate": 1, "loss": 1}
 
-    # Arrow keys move along the toolbar; Tab then leaves the plot.
+    # Arrow keys move along the toolbar, which shows while a keyboard user is in it (else on hover only).
     toolbar.get_by_role("button").first.focus()
+    expect(toolbar.locator(".modebar-group").first).to_have_css("opacity", "1")
     first = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
     page.keyboard.press("ArrowRight")
     second = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
