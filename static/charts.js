@@ -30,8 +30,16 @@ function drawNextChart() {
 // A metric chart's figure as the server sent it (arrays decoded), redrawn from it on each change.
 const chartSources = new WeakMap();
 
+// What charts.py's Chart.figure_json sets, for figures built before it did (the data analysis
+// page keeps its drawn charts): no Share, no logo, only the buttons that work offline.
+const OFFLINE_CONFIG = { displaylogo: false, showSendToCloud: false };
+const REMOVED_BUTTONS = ["sendChartToCloud", "select2d", "lasso2d", "autoScale2d", "zoomIn2d", "zoomOut2d",
+  "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian", "toggleHover", "resetViews",
+  "hoverClosestPie", "hoverClosestGl2d"];
+
 function drawChart(graph, figure) {
-  figure.config = { ...(figure.config || {}), modeBarButtonsToAdd: [COPY_LINK_BUTTON] };
+  figure.config = { modeBarButtonsToRemove: REMOVED_BUTTONS, ...(figure.config || {}), ...OFFLINE_CONFIG,
+    modeBarButtonsToAdd: [COPY_LINK_BUTTON] };
   if (graph.closest("figure.metric-chart")) {
     decodeArrays(figure);
     chartSources.set(graph, figure);

@@ -244,6 +244,15 @@ def test_toolbar_has_offline_buttons_only_and_each_chart_is_one_tab_stop(page, c
     assert toolbar.locator("[tabindex='0']").count() == 1
     assert axe_violations(page) == []
 
+    # A figure stored before the toolbar was trimmed (the data analysis page keeps its charts) too.
+    page.evaluate(
+        """() => { const div = document.createElement("div"); div.id = "stored-chart"; document.body.append(div);
+                   return aiconsoleCharts.draw(div, {data: [{x: [1, 2], y: [3, 4]}], layout: {}}); }"""
+    )
+    stored = page.locator("#stored-chart").get_by_role("toolbar")
+    expect(stored.get_by_role("button", name="Copy link to this chart")).to_have_count(1)
+    assert sorted(b.get_attribute("aria-label") for b in stored.get_by_role("button").all()) == sorted(names)
+
 
 def test_copy_link_puts_the_chart_url_with_its_settings_on_the_clipboard(page, console):
     plain_job(console, "curves_link")
