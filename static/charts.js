@@ -234,12 +234,15 @@ function withControls(source, controls) {
   const scales = source.data.filter((trace) => trace.meta && trace.meta.role === "scale");
   const limit = Math.max(LINE_POINTS_MIN, Math.floor(CHART_POINTS / (lines.length * (controls.smooth ? 2 : 1) || 1)));
   const faint = [];
-  const drawn = lines.map((trace) => {
-    const x = xValues(trace, controls.xaxis);
+  const drawn = lines.map((source) => {
+    const x = xValues(source, controls.xaxis);
+    // The wall times stay out of what Plotly gets: it walks a trace's meta on every redraw.
+    const { wall, ...meta } = source.meta || {};
+    const trace = { ...source, meta };
     if (!controls.smooth) return decimated({ ...trace, x }, limit);
     const group = trace.legendgroup || trace.name;
     const raw = { ...trace, x, mode: "lines", opacity: 0.25 * (trace.opacity || 1), showlegend: false,
-      hoverinfo: "skip", legendgroup: group, meta: { ...(trace.meta || {}), raw: true } };
+      hoverinfo: "skip", legendgroup: group, meta: { ...meta, raw: true } };
     delete raw.hovertemplate;
     faint.push(decimated(raw, limit));
     return decimated({ ...trace, x, y: smoothed(trace.y, controls.smooth), mode: "lines", legendgroup: group }, limit);
