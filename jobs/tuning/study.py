@@ -25,6 +25,7 @@ SORTS = {"best": "Best first", "number": "Trial number", "newest": "Newest first
 STATES = [JobState.SUCCEEDED, JobState.FAILED, JobState.RUNNING, JobState.CANCELLED, "STOPPED_EARLY"]
 ERROR_LINES = 6  # the last lines of a failed trial's traceback shown inline
 NUMERIC_TYPES = ("DOUBLE", "INTEGER", "DISCRETE")
+ROWS_SHOWN = 200  # rows drawn until "Show all" (trial_rows=all): the page paints fast at 2,000 trials
 OTHER_METRICS_MAX = 12  # columns for tags other than the objective: the first ones by name
 
 
@@ -98,6 +99,7 @@ class TrialQuery:
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()  # (column key, min, max)
     kept: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (parameter column key, categories kept)
     shown: tuple[str, ...] | None = None  # the optional columns shown; None: all of them
+    everything: bool = False  # every matching row, not the first ROWS_SHOWN
 
     @classmethod
     def from_params(cls, params, known: list[Column]) -> TrialQuery:
@@ -125,7 +127,8 @@ class TrialQuery:
             shown = tuple(c.key for c in known if c.key in chosen)
             if len(shown) == len(known):  # every column: the default, and the shorter link
                 shown = None
-        return cls(sort=sort, state=state, ranges=tuple(ranges), kept=tuple(kept), shown=shown)
+        everything = params.get("trial_rows") == "all"
+        return cls(sort=sort, state=state, ranges=tuple(ranges), kept=tuple(kept), shown=shown, everything=everything)
 
     @property
     def filtered(self) -> bool:
@@ -159,6 +162,8 @@ class TrialQuery:
             params += [(f"in.{key}", v) for v in values] or [(f"in.{key}", "")]
         if self.shown is not None:
             params.append(("cols", ",".join(self.shown)))
+        if self.everything:
+            params.append(("trial_rows", "all"))
         return params
 
     def url(self, **changes) -> str:
@@ -331,7 +336,8 @@ def trial_table(job, params) -> dict:
     shown = [c for c in known if query.showing(c)]
     counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
     return {
-        "trial_rows": select(table, query, maximize),
+        "trial_rows": (matching := select(table, query, maximize))[: None if query.everything else ROWS_SHOWN],
+        "trial_matching": len(matching),
         "trial_query": query,
         "trial_columns": known,
         "trial_shown": shown,

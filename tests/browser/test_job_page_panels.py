@@ -101,7 +101,7 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
     page.goto(f"{JOBS}study_1/")
     tablist = page.get_by_role("tablist", name="Study sections")
     tabs = tablist.get_by_role("tab")
-    expect(tabs).to_have_text(["Trials", "Charts", "Logs", "Training input"])
+    expect(tabs).to_have_text(["Trials", "Charts", "Replicas", "Logs", "Training input"])
     expect(tabs.first).to_have_attribute("aria-selected", "true")
     expect(page.locator("#trials")).to_be_visible()
     expect(page.locator("#logs")).to_be_hidden()
@@ -126,19 +126,22 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
 
     # The trial table: values to 4 significant digits, exact on hover, the best marked.
     first = page.locator("#trial-table tbody tr").first
-    objective = first.locator("td").nth(3).locator("span")
-    exact = objective.get_attribute("title")
+    heads = page.locator("#trial-table thead th").evaluate_all(
+        "(ths) => ths.map((th) => (th.querySelector('[data-sort-key]') || {dataset: {}}).dataset.sortKey || '')"
+    )
+    objective = first.locator("td, th").nth(heads.index("objective"))
+    exact = objective.locator("span").get_attribute("title") or objective.inner_text()
     assert len(objective.inner_text()) <= 7 and float(exact) == pytest.approx(float(objective.inner_text()), rel=1e-3)
     expect(first).to_have_class(re.compile(r"\bbest-trial\b"))  # sorted best first
     expect(first).to_contain_text("★ Best")
     expect(page.locator("#trial-table .badge.best")).to_have_count(1)
-    for code in first.locator("td").nth(2).locator("code").all():
-        assert len(code.inner_text().split("=", 1)[1]) <= 8 and code.get_attribute("title").startswith(
-            code.inner_text().split("=", 1)[0] + "="
-        )
-    # The replicas table says which trial each master ran.
-    trials = page.locator("#job-status tbody tr td:first-child").all_inner_texts()
+    for key in [k for k in heads if k.startswith("p.")]:  # a column per parameter, each value short
+        assert len(first.locator("td, th").nth(heads.index(key)).inner_text()) <= 8
+    # The replicas table, behind its own tab, says which trial each master ran.
+    page.get_by_role("tab", name="Replicas").click()
+    trials = page.locator("#replicas tbody tr td:first-child").all_inner_texts()
     assert sorted(trials) == ["1", "2", "3", "4"]
+    page.get_by_role("tab", name="Trials").click()
 
     # A trial's "Logs" link opens the Logs tab with that trial's lines.
     first.get_by_role("link", name=re.compile("Logs of trial")).click()

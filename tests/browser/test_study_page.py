@@ -112,7 +112,7 @@ def test_a_range_and_category_filter_in_the_url_restores_the_same_rows(page, stu
     assert 0 < len(shown) < TRIALS
     assert all(3 <= v <= 5 for v in numbers(column(page, "p.layers")))
     assert set(column(page, "p.optimizer")) == {"adam"}
-    expect(page.locator("#trial-summary")).to_contain_text(f"{len(shown)} of {TRIALS} shown")
+    expect(page.locator("#trial-summary")).to_contain_text(f"{len(shown)} of {TRIALS} match the filters")
 
     link = page.url
     page.goto("about:blank")

@@ -19,7 +19,7 @@ SNAPSHOT = """() => {
   return {
     state: document.querySelector("#job-status [data-state]").dataset.state,
     facts: text("#job-times"),
-    replicas: rows("#job-status tbody tr"),
+    replicas: rows("#job-status tbody tr, #study-replicas tbody tr"),
     trialSummary: text("#trial-summary"),
     trials: rows("#trial-table tbody tr"),
     counts: table ? [table.dataset.trials, table.dataset.completed, table.dataset.best] : null,

@@ -190,19 +190,25 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
     client.force_login(admin)
     with django_assert_max_num_queries(12):  # session, project, job, trials, metric tags, counts: not one per trial
         html = client.get(
-            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.lr", HTTP_HX_REQUEST="true"
+            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.lr&trial_rows=all", HTTP_HX_REQUEST="true"
         ).content.decode()
     values = [float(v) for v in cells(html, "p.lr")]
     assert len(values) == 2000 and values == sorted(values, reverse=True)
+    assert "data-more" not in html
     layers = [int(v) for v in cells(html, "p.layers")]
     assert set(layers) == set(range(1, 9))
+    # Without trial_rows=all the page draws the first 200 rows of that order, and offers the rest.
+    first = client.get("/projects/project-a/jobs/large/?trial_sort=-p.lr").content.decode()
+    assert [float(v) for v in cells(first, "p.lr")] == values[:200]
+    assert "Showing the first 200 of 2000 trials in this order." in first
+    assert 'hx-get="/projects/project-a/jobs/large/?part=trials&amp;trial_sort=-p.lr&amp;trial_rows=all"' in first
 
 
 def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(client, admin, large_study):
     client.force_login(admin)
     response = client.get(
         "/projects/project-a/jobs/large/?part=trials&min.p.layers=3&max.p.layers=4&in.p.optimizer=sgd"
-        "&min.objective=0.85&trial_sort=objective",
+        "&min.objective=0.85&trial_sort=objective&trial_rows=all",
         HTTP_HX_REQUEST="true",
     )
     html = response.content.decode()
@@ -222,7 +228,7 @@ def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(clien
     # The address bar follows the table: the same view from a link.
     assert response["HX-Replace-Url"] == (
         "/projects/project-a/jobs/large/?trial_sort=objective&min.p.layers=3&max.p.layers=4"
-        "&min.objective=0.85&in.p.optimizer=sgd"
+        "&min.objective=0.85&in.p.optimizer=sgd&trial_rows=all"
     )
     page = client.get(response["HX-Replace-Url"]).content.decode()
     assert re.findall(r'<tr data-trial="(\d+)"', page) == shown
@@ -238,7 +244,7 @@ def test_malformed_table_parameters_are_ignored_and_a_failed_trial_sorts_last(cl
     assert len(shown) == 0  # only the unknown category was kept: nothing matches, and the table says so
     assert "No trial matches these filters." in html
     html = client.get(
-        "/projects/project-a/jobs/large/?part=trials&trial_sort=-objective", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=-objective&trial_rows=all", HTTP_HX_REQUEST="true"
     ).content.decode()
     shown = re.findall(r'<tr data-trial="(\d+)"', html)
     assert len(shown) == 2000 and shown[-1] in {str(n) for n in range(25, 2001, 25)}  # no objective: last either way
