@@ -180,6 +180,22 @@ def test_job_page_loads_the_metrics_panel_with_a_chart_per_tag_and_csv(client, p
     assert client.get("/projects/project-a/jobs/charted/metrics/download/").status_code == 404
 
 
+def test_loss_and_val_loss_share_a_chart_whose_csv_has_both(client, project, admin):
+    job = submit(project, "twins", admin)
+    store_points(job, 3, tag="loss")
+    store_points(job, 2, tag="val_loss")
+    store_points(job, 2, tag="accuracy")
+    client.force_login(admin)
+    panel = client.get("/projects/project-a/jobs/twins/metrics/").content.decode()
+    assert panel.count('class="chart metric-chart"') == 2 and 'id="chart-metric-loss"' in panel
+    assert "/metrics/download/?tag=loss&amp;tag=val_loss" in panel
+
+    download = client.get("/projects/project-a/jobs/twins/metrics/download/?tag=loss&tag=val_loss")
+    rows = list(csv.DictReader(io.StringIO(b"".join(download.streaming_content).decode())))
+    assert sorted({r["tag"] for r in rows}) == ["loss", "val_loss"] and len(rows) == 5
+    assert download["Content-Disposition"] == 'attachment; filename="twins-metrics-loss_val_loss.csv"'
+
+
 def test_finished_job_panel_stops_refreshing(client, project, admin):
     job = submit(project, "quiet", admin)
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
