@@ -7,6 +7,7 @@ import re
 
 from django.utils import timezone
 
+from jobs.metrics import charts
 from jobs.models import JobState, Trial
 from tests.helpers.jobs import body
 
@@ -210,7 +211,7 @@ def test_study_chart_figures_are_json_that_no_value_can_break_out_of(client, pro
         for text in re.findall(r'<script type="application/json" class="chart-figure">(.*?)</script>', fragment)
     ]
     assert len(figures) == 8
-    assert all(f["config"] == {"displaylogo": False, "responsive": True} for f in figures)
+    assert all(f["config"] == charts.CONFIG for f in figures)  # the offline toolbar
     assert all(f["layout"]["template"]["layout"]["paper_bgcolor"] == "white" for f in figures)  # plotly_white
     kinds = figures[4]["data"][0]["x"]
     assert "a</script><b>" in kinds and "plain" in kinds
