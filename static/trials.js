@@ -151,6 +151,11 @@
   });
   document.addEventListener("htmx:afterSwap", () => {
     if (!table()) return;
+    // The address the table's view has (sort, filters, columns), other keys of the page's kept.
+    const address = table().dataset.pageUrl;
+    if (address && address !== location.pathname + location.search) {
+      history.replaceState(history.state, "", address + location.hash);
+    }
     table().querySelectorAll('input[form="trial-compare"]').forEach((box) => { box.checked = ticks.has(box.value); });
     if (marked !== null) { const trial = marked; marked = null; mark(trial); }
   });

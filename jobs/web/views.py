@@ -86,10 +86,11 @@ def job_detail(request, project_id, job_id):
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "trials" and job.is_hyperparameter_job:
         context = {"project": project, "job": job, "can_resume": _can_resume(request, job), **_trials(job, request)}
-        response = render(request, "jobs/_trials.html#trial-table", context)
-        # The address bar follows the table (sort, filters, columns), so a copied link shows it.
-        response["HX-Replace-Url"] = trials.page_url(request.path, request.GET, context["trial_query"])
-        return response
+        # The address bar follows the table (sort, filters, columns), so a copied link shows it:
+        # static/trials.js puts this address there (htmx's own HX-Replace-Url first snapshots the
+        # whole page for its history cache, which cost a large study's re-sort half a second).
+        context["trial_page_url"] = trials.page_url(request.path, request.GET, context["trial_query"])
+        return render(request, "jobs/_trials.html#trial-table", context)
     if part == "replicas" and job.is_hyperparameter_job:
         return render(request, "jobs/job_detail.html#study-replicas", _status_context(request, job))
     if part == "builtin" and builtin.is_builtin_job(job):
