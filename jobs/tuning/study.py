@@ -12,6 +12,8 @@ most) and one grouped query over its trials' metric points.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
@@ -327,14 +329,51 @@ def select(table: list[TrialRow], query: TrialQuery, maximize: bool) -> list[Tri
     return present + missing
 
 
+@dataclass(frozen=True)
+class Study:
+    """A study's table before any query: its columns, every row, and its trials' count by state."""
+
+    columns: list[Column]
+    rows: list[TrialRow]
+    counts: dict[str, int]
+
+
+# A finished study's trials no longer change: its table is kept, so that each re-sort or filter of
+# a large study is work in memory (the rows are read, never changed, by ``select`` and the page).
+FINISHED_KEPT = 8
+_finished: OrderedDict[tuple, Study] = OrderedDict()
+_finished_lock = threading.Lock()
+
+
+def study_table(job) -> Study:
+    """The study's table, read from the database, or kept from an earlier read once the job ended."""
+    key = None
+    if job.is_terminal and job.end_time:  # and the trials as they are now: a late change is a new table
+        marker = job.trials.aggregate(n=Count("pk"), last=Max("end_time"))
+        key = (job.pk, job.job_id, job.end_time, marker["n"], marker["last"])
+    if key is not None:
+        with _finished_lock:
+            if (kept := _finished.get(key)) is not None:
+                _finished.move_to_end(key)
+                return kept
+    known = columns(job, other_metric_tags(job))
+    counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
+    table = Study(known, rows(job, known), counts)
+    if key is not None:
+        with _finished_lock:
+            _finished[key] = table
+            while len(_finished) > FINISHED_KEPT:
+                _finished.popitem(last=False)
+    return table
+
+
 def trial_table(job, params) -> dict:
     """Rows, columns and controls for the trial table; ``params`` is the page's query string."""
-    known = columns(job, other_metric_tags(job))
+    whole = study_table(job)
+    known, table, counts = whole.columns, whole.rows, whole.counts
     query = TrialQuery.from_params(params, known)
     maximize = goal(job) != "MINIMIZE"
-    table = rows(job, known)
     shown = [c for c in known if query.showing(c)]
-    counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
     return {
         "trial_rows": (matching := select(table, query, maximize))[: None if query.everything else ROWS_SHOWN],
         "trial_matching": len(matching),

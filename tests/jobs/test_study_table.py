@@ -260,3 +260,19 @@ def test_the_best_report_column_follows_the_goal(client, admin, tuned):
     text = html.content.decode()
     assert "loss (lowest)" in text  # MINIMIZE: the lowest report is the best
     assert cells(text, "objective.best")[0] == "0.3" and cells(text, "objective")[0] == "0.5"
+
+
+def test_a_finished_study_keeps_its_table_and_a_late_trial_change_is_seen(
+    admin, large_study, django_assert_max_num_queries
+):
+    large_study.state, large_study.end_time = JobState.SUCCEEDED, timezone.now()
+    large_study.save()
+    first = study.study_table(large_study)
+    with django_assert_max_num_queries(1):  # only the trials' marker: the rows are kept
+        assert study.study_table(large_study) is first
+    trial = large_study.trials.get(trial_id="7")
+    trial.end_time = timezone.now()
+    trial.final_metric = {"trainingStep": "1000", "objectiveValue": 0.99}
+    trial.save()
+    again = study.study_table(large_study)
+    assert again is not first and next(r for r in again.rows if r.trial.trial_id == "7").values["objective"] == 0.99
