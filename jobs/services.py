@@ -275,17 +275,22 @@ def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
             )
         if "labels" in paths:
             current.touch_labels(labels)
-        audit.record(
-            actor=actor,
-            project=job.project,
-            method=method,
-            resource_name=job.resource_name,
-            permission="ml.jobs.update",
-            request={"name": job.resource_name, "updateMask": update_mask, "job": body},
-            response=job_resource(current),
-        )
+        _audit_patch(actor, job, update_mask, body, job_resource(current))
     job.refresh_from_db()
     return job
+
+
+def _audit_patch(actor, job: Job, update_mask: str, body: dict, response: dict) -> None:
+    """A change to a job, audited as ``projects.jobs.patch`` with the fields it names."""
+    audit.record(
+        actor=actor,
+        project=job.project,
+        method=f"{JOB_SERVICE}.UpdateJob",
+        resource_name=job.resource_name,
+        permission="ml.jobs.update",
+        request={"name": job.resource_name, "updateMask": update_mask, "job": body},
+        response=response,
+    )
 
 
 NOTE_MAX_CHARS = 500
@@ -307,15 +312,7 @@ def update_job_note(job: Job, note: str, *, actor) -> Job:
         current = Job.objects.select_for_update().get(pk=job.pk)
         current.note = note
         current.save(update_fields=["note"])
-        audit.record(
-            actor=actor,
-            project=job.project,
-            method=method,
-            resource_name=job.resource_name,
-            permission="ml.jobs.update",
-            request={"name": job.resource_name, "updateMask": "note", "job": {"note": note}},
-            response={"name": job.resource_name, "note": note},
-        )
+        _audit_patch(actor, job, "note", {"note": note}, {"name": job.resource_name, "note": note})
     job.note = note
     return job
 

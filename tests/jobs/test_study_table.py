@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 from django.utils import timezone
 
+from bench.tuning import STUDY_SPEC, study_trials
 from jobs import services
 from jobs.models import JobState, Trial
 from jobs.tuning import study
@@ -124,53 +124,11 @@ def test_submitted_form_spec_becomes_the_jobs_hyperparameters(client, admin, tun
 
 @pytest.fixture
 def large_study(project, admin):
-    """2,000 finished trials of a four-parameter study (one on a log scale, one categorical), ten
-    reports each and every 25th failed, as bench/pages.py measures the page with."""
-    spec = {
-        "goal": "MAXIMIZE",
-        "maxTrials": 2000,
-        "hyperparameterMetricTag": "accuracy",
-        "params": [
-            {"parameterName": "lr", "type": "DOUBLE", "minValue": 1e-4, "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
-            {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 8},
-            {"parameterName": "dropout", "type": "DOUBLE", "minValue": 0.0, "maxValue": 0.5},
-            {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
-        ],
-    }
+    """2,000 finished trials of bench/tuning.py's four-parameter study (one on a log scale, one
+    categorical), ten reports each and every 25th failed: what bench/pages.py measures the page with."""
+    spec = {**STUDY_SPEC, "maxTrials": 2000}
     job = services.submit_job(project, body("large", hyperparameters=spec), actor=admin)
-    now = timezone.now()
-    trials = []
-    for n in range(1, 2001):
-        lr, layers, dropout = 10 ** (-4 + 3 * ((n * 0.618) % 1)), 1 + (n * 5) % 8, (n * 0.377) % 0.5
-        score = 0.9 - 0.01 * abs(math.log10(lr) + 2.5) + 0.005 * layers - 0.1 * dropout
-        failed = n % 25 == 0
-        reports = (
-            []
-            if failed
-            else [{"trainingStep": str(s * 100), "objectiveValue": score - 0.02 * (10 - s)} for s in range(1, 11)]
-        )
-        trials.append(
-            Trial(
-                job=job,
-                trial_id=str(n),
-                number=n,
-                state=JobState.FAILED if failed else JobState.SUCCEEDED,
-                hyperparameters={
-                    "lr": repr(lr),
-                    "layers": str(layers),
-                    "dropout": repr(dropout),
-                    "optimizer": "sgd" if n % 3 == 0 else "adam",
-                },
-                start_time=now,
-                end_time=now,
-                all_metrics=reports,
-                final_metric=reports[-1] if reports else None,
-                report_max=max((r["objectiveValue"] for r in reports), default=None),
-                report_min=min((r["objectiveValue"] for r in reports), default=None),
-                error_message="ValueError: diverged" if failed else "",
-            )
-        )
-    Trial.objects.bulk_create(trials, batch_size=500)
+    Trial.objects.bulk_create(study_trials(job, 2000), batch_size=500)
     return job
 
 
@@ -190,25 +148,29 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
     client.force_login(admin)
     with django_assert_max_num_queries(12):  # session, project, job, trials, metric tags, counts: not one per trial
         html = client.get(
-            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.lr&trial_rows=all", HTTP_HX_REQUEST="true"
+            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.learning_rate&trial_rows=all",
+            HTTP_HX_REQUEST="true",
         ).content.decode()
-    values = [float(v) for v in cells(html, "p.lr")]
+    values = [float(v) for v in cells(html, "p.learning_rate")]
     assert len(values) == 2000 and values == sorted(values, reverse=True)
     assert "data-more" not in html
     layers = [int(v) for v in cells(html, "p.layers")]
     assert set(layers) == set(range(1, 9))
     # Without trial_rows=all the page draws the first 200 rows of that order, and offers the rest.
-    first = client.get("/projects/project-a/jobs/large/?trial_sort=-p.lr").content.decode()
-    assert [float(v) for v in cells(first, "p.lr")] == values[:200]
+    first = client.get("/projects/project-a/jobs/large/?trial_sort=-p.learning_rate").content.decode()
+    assert [float(v) for v in cells(first, "p.learning_rate")] == values[:200]
     assert "Showing the first 200 of 2000 trials in this order." in first
-    assert 'hx-get="/projects/project-a/jobs/large/?part=trials&amp;trial_sort=-p.lr&amp;trial_rows=all"' in first
+    assert (
+        'hx-get="/projects/project-a/jobs/large/?part=trials&amp;trial_sort=-p.learning_rate&amp;trial_rows=all"'
+        in first
+    )
 
 
 def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(client, admin, large_study):
     client.force_login(admin)
     response = client.get(
         "/projects/project-a/jobs/large/?part=trials&min.p.layers=3&max.p.layers=4&in.p.optimizer=sgd"
-        "&min.objective=0.85&trial_sort=objective&trial_rows=all",
+        "&min.objective=0.8&trial_sort=objective&trial_rows=all",
         HTTP_HX_REQUEST="true",
     )
     html = response.content.decode()
@@ -218,7 +180,7 @@ def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(clien
         if 3 <= int(t.hyperparameters["layers"]) <= 4
         and t.hyperparameters["optimizer"] == "sgd"
         and t.objective_value is not None
-        and t.objective_value >= 0.85
+        and t.objective_value >= 0.8
     ]
     assert 0 < len(expected) < 2000
     shown = re.findall(r'<tr data-trial="(\d+)"', html)
@@ -229,7 +191,7 @@ def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(clien
     address = re.search(r'data-page-url="([^"]+)"', html).group(1).replace("&amp;", "&")
     assert address == (
         "/projects/project-a/jobs/large/?trial_sort=objective&min.p.layers=3&max.p.layers=4"
-        "&min.objective=0.85&in.p.optimizer=sgd&trial_rows=all"
+        "&min.objective=0.8&in.p.optimizer=sgd&trial_rows=all"
     )
     page = client.get(address).content.decode()
     assert re.findall(r'<tr data-trial="(\d+)"', page) == shown
@@ -238,7 +200,7 @@ def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(clien
 def test_malformed_table_parameters_are_ignored_and_a_failed_trial_sorts_last(client, admin, large_study):
     client.force_login(admin)
     html = client.get(
-        "/projects/project-a/jobs/large/?part=trials&trial_sort=p.nope&min.p.lr=abc&in.p.optimizer=rmsprop&cols=nope",
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=p.nope&min.p.learning_rate=abc&in.p.optimizer=rmsprop&cols=nope",
         HTTP_HX_REQUEST="true",
     ).content.decode()
     shown = re.findall(r'<tr data-trial="(\d+)"', html)
