@@ -101,7 +101,7 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     # The trial table: best first, filtered in place by state, each trial linked to its logs.
     page.get_by_label("State").select_option("FAILED")
     expect(trials).to_have_count(1)
-    expect(trials.first).to_contain_text("No trial in this state")
+    expect(trials.first).to_contain_text("No trial matches these filters")
     page.get_by_label("State").select_option("")
     expect(trials).to_have_count(4)
     best = trials.first.get_attribute("data-trial")
