@@ -27,7 +27,7 @@ SORTS = {"best": "Best first", "number": "Trial number", "newest": "Newest first
 STATES = [JobState.SUCCEEDED, JobState.FAILED, JobState.RUNNING, JobState.CANCELLED, "STOPPED_EARLY"]
 ERROR_LINES = 6  # the last lines of a failed trial's traceback shown inline
 NUMERIC_TYPES = ("DOUBLE", "INTEGER", "DISCRETE")
-ROWS_SHOWN = 200  # rows drawn until "Show all" (trial_rows=all): the page paints fast at 2,000 trials
+ROWS_SHOWN = 100  # rows drawn until "Show all" (trial_rows=all): the page paints fast at 2,000 trials
 OTHER_METRICS_MAX = 12  # columns for tags other than the objective: the first ones by name
 
 

@@ -156,10 +156,10 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
     assert "data-more" not in html
     layers = [int(v) for v in cells(html, "p.layers")]
     assert set(layers) == set(range(1, 9))
-    # Without trial_rows=all the page draws the first 200 rows of that order, and offers the rest.
+    # Without trial_rows=all the page draws the first rows of that order, and offers the rest.
     first = client.get("/projects/project-a/jobs/large/?trial_sort=-p.learning_rate").content.decode()
-    assert [float(v) for v in cells(first, "p.learning_rate")] == values[:200]
-    assert "Showing the first 200 of 2000 trials in this order." in first
+    assert [float(v) for v in cells(first, "p.learning_rate")] == values[: study.ROWS_SHOWN]
+    assert f"Showing the first {study.ROWS_SHOWN} of 2000 trials in this order." in first
     assert (
         'hx-get="/projects/project-a/jobs/large/?part=trials&amp;trial_sort=-p.learning_rate&amp;trial_rows=all"'
         in first
