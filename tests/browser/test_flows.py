@@ -99,10 +99,11 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     expect(table.locator("tbody tr")).to_have_count(4)
     expect(table.locator("thead")).to_contain_text("Best so far")
     # The trial table: best first, filtered in place by state, each trial linked to its logs.
-    page.get_by_label("State").select_option("FAILED")
+    state = page.locator("#trial-filters").get_by_role("combobox", name="State")
+    state.select_option("FAILED")
     expect(trials).to_have_count(1)
     expect(trials.first).to_contain_text("No trial matches these filters")
-    page.get_by_label("State").select_option("")
+    state.select_option("")
     expect(trials).to_have_count(4)
     best = trials.first.get_attribute("data-trial")
     trials.first.get_by_role("link", name="Logs").click()
