@@ -46,9 +46,8 @@ def _study(job) -> curves.Study | None:
         for t in job.trials.only("trial_id", "final_metric")
         if t.objective_value is not None
     }
-    spec = (job.training_input or {}).get("hyperparameters") or {}
-    metric = spec.get("hyperparameterMetricTag") or "training/hptuning/metric"  # the original's default
-    return curves.Study(objectives, maximize=tuning_study.goal(job) != "MINIMIZE", metric=metric)
+    maximize = tuning_study.goal(job) != "MINIMIZE"
+    return curves.Study(objectives, maximize=maximize, metric=tuning_study.metric_tag(job))
 
 
 @login_required
