@@ -184,7 +184,7 @@ if DATABASE_URL:
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": "aiconsole.sqlite",  # Django's SQLite, its connections reused (aiconsole/sqlite)
             "NAME": DATA_DIR / "aiconsole.sqlite3",
             # WAL lets the executor's threads write while pages read; IMMEDIATE avoids
             # lock-upgrade deadlocks between concurrent writers.

@@ -1,0 +1,1 @@
+"""The embedded database: Django's SQLite backend, with its open connections kept for reuse."""
