@@ -40,7 +40,7 @@ from django.utils import timezone
 from jobs import catalogue, dispatch
 from jobs.cluster import capacity, placement, tasks
 from jobs.containers import replica as containers
-from jobs.executor.controller import Controller
+from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
 from jobs.executor.launch import uses_chief
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, cluster_configs
@@ -102,26 +102,26 @@ class LeaderLock:
             self._connection = None
 
 
-class Coordinator(Controller):
+class Coordinator:
     """A candidate coordinator; it acts only while it holds the leader lock."""
 
     def __init__(self, role: str):
-        super().__init__()
         self.runner_id = f"coordinator:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.role = role
         self.lock = LeaderLock()
         self.leading = threading.Event()
         self.rng = random.Random()
+        self.runners = Runners()
+        self.retention = AuditRetention()
+        self.loop = Loop("coordinator", self._step, first_wait=0)
         self._wake_thread = threading.Thread(target=self._listen_for_wakes, name="coordinator-wake", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self.loop.start()
         self._wake_thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stopping.set()
-        self._wake.set()
-        self._thread.join(timeout)
+        self.loop.stop(timeout)
         self._step_down()
         self.lock.release()
 
@@ -129,53 +129,47 @@ class Coordinator(Controller):
         """New jobs and cancels publish a wake-up on Redis, so admission does not wait for a tick."""
         import redis
 
-        while not self._stopping.is_set():
+        while not self.loop.stopping.is_set():
             try:
                 client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=None)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(dispatch.WAKE_CHANNEL)
-                while not self._stopping.is_set():
+                while not self.loop.stopping.is_set():
                     if pubsub.get_message(timeout=1.0):
-                        self._wake.set()
+                        self.loop.wake()
             except Exception:
                 logger.warning("Coordinator wake-ups from Redis are interrupted; retrying", exc_info=True)
                 time.sleep(1.0)
 
     # --- leadership ------------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                if not self.leading.is_set():
-                    if self.lock.try_acquire():
-                        logger.info("%s (%s) is now the coordinator", self.runner_id, self.role)
-                        self.leading.set()
-                    else:
-                        self._wake.wait(1.0)
-                        self._wake.clear()
-                        continue
-                if not self.lock.still_held():
-                    logger.warning("%s lost the coordinator lock", self.runner_id)
-                    self._step_down()
-                    continue
-                close_old_connections()
-                self.tick()
-            except Exception:
-                logger.exception("Coordinator tick failed")
-            self._wake.wait(TICK_SECONDS)
-            self._wake.clear()
-        connection.close()
+    def _step(self) -> float:
+        """Lead if the lock is free, tick while leading; the seconds until the next try."""
+        if not self.leading.is_set():
+            if not self.lock.try_acquire():
+                return 1.0
+            logger.info("%s (%s) is now the coordinator", self.runner_id, self.role)
+            self.leading.set()
+        if not self.lock.still_held():
+            logger.warning("%s lost the coordinator lock", self.runner_id)
+            self._step_down()
+            return 0
+        self.tick()
+        return TICK_SECONDS
 
     def _step_down(self) -> None:
         """Stop watching jobs without touching them: the next coordinator adopts them."""
         self.leading.clear()
-        with self._runners_lock:
-            runners = list(self.runners.values())
+        runners = self.runners.all()
         for runner in runners:
             if isinstance(runner, ScaledJobRunner):
                 runner.detach()
         for runner in runners:
             runner.thread.join(5.0)
+
+    def _finished(self, runner: RunnerBase) -> None:
+        self.runners.remove(runner)
+        self.loop.wake()
 
     # --- each tick -------------------------------------------------------------------------
 
@@ -187,15 +181,14 @@ class Coordinator(Controller):
         self._admit()
         self._reconcile_replicas()
         self._reconcile_whole_jobs()
-        self._expire_waiting()
+        expire_waiting()
         self._adopt()
-        self._purge_audit_log()
+        self.retention.run_if_due()
 
     def _relay_cancels(self) -> None:
         """Cancels reach the runner watching the job; a worker running a job whole sees it itself."""
         for pk in Job.objects.filter(state=JobState.CANCELLING, worker=None).values_list("pk", flat=True):
-            with self._runners_lock:
-                runner = self.runners.get(pk)
+            runner = self.runners.get(pk)
             if runner is not None:
                 runner.cancel()
 
@@ -205,17 +198,15 @@ class Coordinator(Controller):
             state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING], worker=None
         ).exclude(runner=self.runner_id)
         for job in started.only("pk", "runner"):
-            with self._runners_lock:
-                if job.pk in self.runners:
-                    continue
+            if job.pk in self.runners:
+                continue
             if Job.objects.filter(pk=job.pk, runner=job.runner).update(runner=self.runner_id):
                 logger.info("Adopting job %s from %s", job.pk, job.runner or "nobody")
                 self._start_runner(job.pk)
 
     def _start_runner(self, job_pk: int, admitted: bool = False) -> None:
         runner = ScaledJobRunner(job_pk, self.runner_id, on_done=self._finished, coordinator=self, admitted=admitted)
-        with self._runners_lock:
-            self.runners[job_pk] = runner
+        self.runners.add(runner)
         runner.start()
 
     # --- admission -------------------------------------------------------------------------

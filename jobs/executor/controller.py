@@ -13,41 +13,37 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
-from django.utils import timezone
+from django.db import transaction
 
-from aiconsole import audit
 from jobs import dispatch, kinds
 from jobs.containers import replica as containers
+from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import stop_orphan
 from jobs.executor.runner import RunnerBase
 from jobs.models import Job, JobState, Replica, ReplicaState
-from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
 
-PURGE_INTERVAL_SECONDS = 24 * 3600
 PREPARED_AHEAD = 20  # queued jobs whose environments are built ahead, at most, from the front
+TICK_SECONDS = 1.0  # at the latest; submits and cancels wake it at once
 
 _controller: Controller | None = None
 _lock = threading.Lock()
 
 
 class Controller:
+    """Embedded mode's scheduler: runs every admitted job in this process."""
+
     def __init__(self):
         self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.runners: dict[int, RunnerBase] = {}
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="executor-controller", daemon=True)
-        self._runners_lock = threading.Lock()
-        self._last_purge: float | None = None
+        self.runners = Runners()
+        self.loop = Loop("executor-controller", self._tick)
+        self.retention = AuditRetention()
         self.serving = True
         self.prebuilder = Prebuilder()  # queued jobs' environments, built while they wait
 
@@ -55,21 +51,18 @@ class Controller:
         """``serving``: also online prediction (in 'aiconsole up' the web process runs it)."""
         self.serving = serving
         self.reconcile_orphans()
-        self._thread.start()
+        self.loop.start()
         if serving:
             kinds.start_services()
 
     def wake(self) -> None:
-        self._wake.set()
+        self.loop.wake()
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop admitting, stop running replicas, and requeue their jobs for the next start."""
-        self._stopping.set()
-        self._wake.set()
-        self._thread.join(timeout)
+        self.loop.stop(timeout)
         self.prebuilder.stop()
-        with self._runners_lock:
-            runners = list(self.runners.values())
+        runners = self.runners.all()
         for runner in runners:
             runner.abandon()
         for runner in runners:
@@ -77,76 +70,30 @@ class Controller:
         if self.serving:
             kinds.stop_services()
 
-    # --- the loop ------------------------------------------------------------------------
+    # --- each tick -----------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait(1.0)
-            self._wake.clear()
-            if self._stopping.is_set():
-                break
-            try:
-                close_old_connections()
-                self.tick()
-            except Exception:
-                logger.exception("Executor tick failed")
-        connection.close()
-
-    def tick(self) -> None:
-        self._purge_audit_log()
-        self._expire_waiting()
+    def _tick(self) -> float:
+        self.retention.run_if_due()
+        expire_waiting()
         self._relay_cancels()
         self._admit()
-
-    def _purge_audit_log(self) -> None:
-        """Audit retention, once a day (embedded mode has no scheduler of its own)."""
-        now = time.monotonic()
-        if self._last_purge is not None and now - self._last_purge < PURGE_INTERVAL_SECONDS:
-            return
-        self._last_purge = now
-        try:
-            removed = audit.purge()
-        except audit.ChainBroken:
-            logger.error("Audit log retention skipped: the chain does not verify (aiconsole audit verify)")
-            return
-        if any(removed.values()):
-            logger.info("Audit log retention removed %s", removed)
-
-    def _expire_waiting(self) -> None:
-        """scheduling.maxWaitTime: a job still QUEUED or PREPARING after it is cancelled."""
-        now = timezone.now()
-        waiting = Job.objects.filter(state__in=[JobState.QUEUED, JobState.PREPARING])
-        for job in waiting.exclude(training_input__scheduling__maxWaitTime=None).select_related("project"):
-            limit = job.max_wait_seconds
-            if limit is not None and (now - job.create_time).total_seconds() > limit:
-                message = (
-                    f"The job waited longer than its maximum wait time of "
-                    f"{job.scheduling['maxWaitTime']} (trainingInput.scheduling.maxWaitTime) "
-                    "and was cancelled."
-                )
-                if job.mark_cancelling(message):
-                    announce_state(job)
+        return TICK_SECONDS
 
     def _relay_cancels(self) -> None:
         cancelling = Job.objects.filter(state=JobState.CANCELLING).values_list("pk", "runner")
         for pk, runner in cancelling:
-            with self._runners_lock:
-                job_runner = self.runners.get(pk)
+            job_runner = self.runners.get(pk)
             if job_runner is not None:
                 job_runner.cancel()
             elif runner != self.runner_id:
                 # Nobody runs it (its console went away): finish the cancel here.
                 Job.objects.get(pk=pk).mark_cancelled()
 
-    def _busy_replicas(self) -> int:
-        with self._runners_lock:
-            return sum(max(r.replica_count, 1) for r in self.runners.values())
-
     def _admit(self) -> None:
         waiting = []
         for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
             need = len(kinds.of_job(job).plans(job))
-            busy = self._busy_replicas()
+            busy = self.runners.busy_replicas()
             if waiting or (busy and busy + need > settings.MAX_REPLICAS):
                 # First come first served: later jobs do not jump the line. Their environments
                 # are built meanwhile, so one that cannot install fails now, not at its turn.
@@ -157,14 +104,12 @@ class Controller:
                 continue
             runner = kinds.of_job(job).runner()(job.pk, self.runner_id, on_done=self._finished)
             runner.replica_count = need
-            with self._runners_lock:
-                self.runners[job.pk] = runner
+            self.runners.add(runner)
             runner.start()
         self.prebuilder.take(waiting)
 
     def _finished(self, runner: RunnerBase) -> None:
-        with self._runners_lock:
-            self.runners.pop(runner.job_pk, None)
+        self.runners.remove(runner)
         self.wake()
 
     # --- reconciliation ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 
 from jobs import services
+from jobs.executor import housekeeping
 from jobs.models import Job, JobState, Replica, ReplicaState
 from tests.helpers.jobs import log_text
 from tests.helpers.waiting import wait_for
@@ -396,7 +397,7 @@ def test_max_wait_time_cancels_a_job_that_waited_too_long(executor, project, adm
         project, job_body("waited", package_factory("pass"), scheduling={"maxWaitTime": "1800s"}), actor=admin
     )
     Job.objects.filter(pk=job.pk).update(create_time=timezone.now() - timedelta(seconds=1801))
-    executor._expire_waiting()
+    housekeeping.expire_waiting()
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     assert "maximum wait time of 1800s" in job.error_message

@@ -1,0 +1,136 @@
+"""What both schedulers hold: embedded mode's controller and scaled mode's coordinator.
+
+Each is made of these parts rather than one extending the other: a loop thread woken by
+dispatch, the table of the job runners it watches, and the chores either does on its ticks
+(``scheduling.maxWaitTime`` and the audit log's retention).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from aiconsole import audit
+from jobs.executor.runner import RunnerBase
+from jobs.models import Job, JobState
+from jobs.services import announce_state
+
+logger = logging.getLogger(__name__)
+
+PURGE_INTERVAL_SECONDS = 24 * 3600
+
+
+class Loop:
+    """A daemon thread that runs ``step`` each time it is woken, and at the latest after the
+    number of seconds the last step returned. ``step`` runs with fresh database connections;
+    an exception is logged and the loop goes on."""
+
+    def __init__(self, name: str, step: Callable[[], float], first_wait: float = 1.0):
+        self.name = name
+        self._step = step
+        self._first_wait = first_wait
+        self.stopping = threading.Event()
+        self._wake = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float) -> None:
+        self.stopping.set()
+        self._wake.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    def _run(self) -> None:
+        wait = self._first_wait
+        while not self.stopping.is_set():
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self.stopping.is_set():
+                break
+            try:
+                close_old_connections()
+                wait = self._step()
+            except Exception:
+                logger.exception("%s: a tick failed", self.name)
+        connection.close()
+
+
+class Runners:
+    """The runners of the jobs one process watches, by job; shared by the loop and the runners'
+    own threads (a runner leaves the table when its job ends)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_job: dict[int, RunnerBase] = {}
+
+    def add(self, runner: RunnerBase) -> None:
+        with self._lock:
+            self._by_job[runner.job_pk] = runner
+
+    def remove(self, runner: RunnerBase) -> None:
+        with self._lock:
+            if self._by_job.get(runner.job_pk) is runner:
+                del self._by_job[runner.job_pk]
+
+    def get(self, job_pk: int) -> RunnerBase | None:
+        with self._lock:
+            return self._by_job.get(job_pk)
+
+    def __contains__(self, job_pk: int) -> bool:
+        with self._lock:
+            return job_pk in self._by_job
+
+    def all(self) -> list[RunnerBase]:
+        with self._lock:
+            return list(self._by_job.values())
+
+    def busy_replicas(self) -> int:
+        """Replica slots the watched jobs hold (a job holds at least one while it prepares)."""
+        with self._lock:
+            return sum(max(runner.replica_count, 1) for runner in self._by_job.values())
+
+
+def expire_waiting() -> None:
+    """``scheduling.maxWaitTime``: a job still QUEUED or PREPARING past it is cancelled."""
+    now = timezone.now()
+    waiting = Job.objects.filter(state__in=[JobState.QUEUED, JobState.PREPARING])
+    for job in waiting.exclude(training_input__scheduling__maxWaitTime=None).select_related("project"):
+        limit = job.max_wait_seconds
+        if limit is not None and (now - job.create_time).total_seconds() > limit:
+            message = (
+                f"The job waited longer than its maximum wait time of "
+                f"{job.scheduling['maxWaitTime']} (trainingInput.scheduling.maxWaitTime) "
+                "and was cancelled."
+            )
+            if job.mark_cancelling(message):
+                announce_state(job)
+
+
+class AuditRetention:
+    """The audit log's retention, applied once a day (neither mode has a scheduler of its own)."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def run_if_due(self) -> None:
+        now = time.monotonic()
+        if self._last is not None and now - self._last < PURGE_INTERVAL_SECONDS:
+            return
+        self._last = now
+        try:
+            removed = audit.purge()
+        except audit.ChainBroken:
+            logger.error("Audit log retention skipped: the chain does not verify (aiconsole audit verify)")
+            return
+        if any(removed.values()):
+            logger.info("Audit log retention removed %s", removed)
