@@ -16,6 +16,8 @@ import hashlib
 import re
 import shutil
 import tempfile
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,15 +52,44 @@ class Resolved:
     names: tuple[str, ...] = ()  # every name the engine knows the image by
 
 
+# How long a reference the engine found stays resolved in this process. Asking the engine costs a
+# whole ``podman image inspect`` (50-90 ms), which a job paid at submit and again at its start, and
+# every trial of a study again. A replica runs the image by the id resolved here, so a name moved
+# to another image meanwhile never runs unchecked; an image removed meanwhile fails at ``run``, in
+# the engine's words. A reference not found is asked again each time (it may just have been loaded).
+RESOLVED_SECONDS = 10.0
+_resolved: dict[str, tuple[float, Resolved]] = {}
+_resolved_lock = threading.Lock()
+
+
 def resolve(reference: str) -> Resolved | None:
+    """The image ``reference`` names in the engine's store, None when it has none."""
+    now = time.monotonic()
+    with _resolved_lock:
+        kept = _resolved.get(reference)
+    if kept is not None and now - kept[0] < RESOLVED_SECONDS:
+        return kept[1]
     engine = engines.available()
     if engine is None:
         return None
     found = engine.inspect_image(reference)
     if not found:
+        forget(reference)
         return None
     names = tuple(found.get("RepoTags") or ())
-    return Resolved(reference, _bare_id(found.get("Id", "")), int(found.get("Size") or 0), names)
+    resolved = Resolved(reference, _bare_id(found.get("Id", "")), int(found.get("Size") or 0), names)
+    with _resolved_lock:
+        _resolved[reference] = (now, resolved)
+    return resolved
+
+
+def forget(reference: str | None = None) -> None:
+    """Drop what this process resolved (one reference, or all): its images were loaded or deleted."""
+    with _resolved_lock:
+        if reference is None:
+            _resolved.clear()
+        else:
+            _resolved.pop(reference, None)
 
 
 def _full_name(name: str) -> str:
@@ -210,6 +241,7 @@ def load_image(project: Project, name: str, stream, *, actor) -> ContainerImage:
             archive.unlink(missing_ok=True)
         message = f"The file is not an image archive the engine can load (docker save or podman save output): {error}"
         raise InvalidArgument(message, [FieldViolation("file", message)]) from None
+    forget(name)
     found = engine.inspect_image(name) or {}
     digests = found.get("RepoDigests") or []
     with transaction.atomic():
@@ -347,6 +379,7 @@ def delete_image(project: Project, name: str, *, actor) -> None:
             engine.call("rmi", name)  # the tag; the image itself goes once no tag or container holds it
         except engines.EngineError:
             pass
+        forget(name)
     if not ContainerImage.objects.filter(archive=image.archive).exists():
         Path(image.archive).unlink(missing_ok=True)
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from aiconsole import trainer_user
 from jobs import catalogue
+from jobs.containers import images as container_images
 from jobs.containers import replica as containers
 from jobs.executor.environments import Environment
 from jobs.executor.logs import LogSink
@@ -249,7 +250,7 @@ def container_process(
         command=containers.run_command(
             engine,
             name=name,
-            image=containers.image_for(training_input, plan.task_type),
+            image=_image_id(containers.image_for(training_input, plan.task_type)),
             pod=pod,
             replica_id=replica.pk,
             job_pk=job.pk,
@@ -272,6 +273,14 @@ def container_process(
         container=name,
         devices=devices,
     )
+
+
+def _image_id(reference: str) -> str:
+    """The id the job's preparation resolved ``reference`` to: what was checked is what runs, even if
+    the name is given to another image meanwhile (the name itself where the engine no longer has it,
+    so that ``run`` says so)."""
+    resolved = container_images.resolve(reference)
+    return resolved.image_id if resolved is not None else reference
 
 
 def replica_failure(training_input: dict, message: str, process: ReplicaProcess) -> str:

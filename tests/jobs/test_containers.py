@@ -15,6 +15,8 @@ from django.conf import settings
 
 from aiconsole.errors import InvalidArgument
 from jobs import services
+from jobs.containers import images
+from jobs.executor import controller
 from jobs.models import TERMINAL_STATES, Job, LogLine
 from tests.helpers.images import make_image, require_engine
 from tests.helpers.waiting import wait_for
@@ -117,6 +119,27 @@ def test_a_failing_container_fails_the_job_with_its_exit_status_and_last_lines(e
     assert job.state == "FAILED"
     assert "The replica master 0 exited with a non-zero status of 3." in job.error_message
     assert "ValueError: bad lr" in job.error_message
+
+
+def test_the_image_checked_for_a_job_is_the_one_that_runs_even_if_its_name_moves(
+    engine, executor, project, admin, monkeypatch
+):
+    monkeypatch.setattr(images, "RESOLVED_SECONDS", 600.0)  # however slow this machine is between the two
+    checked = make_image(engine, 'echo "I am the checked image"\n')
+    other = make_image(engine, 'echo "I am another image"\n')
+    name = "localhost/aic-test/moving:v1"
+    engine.call("tag", checked, name)
+    controller.stop()  # the job waits in the queue while its name is given to another image
+    job = services.submit_job(project, container_body("moved_name", name), actor=admin)
+    engine.call("tag", other, name)
+    try:
+        controller.start()
+        wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, 120, message="moved_name to end")
+    finally:
+        engine.call("rmi", name)
+    job.refresh_from_db()
+    assert job.state == "SUCCEEDED", job.error_message
+    assert "I am the checked image" in lines(job)
 
 
 def test_leftover_containers_of_this_console_are_removed_by_a_sweep(engine, project):
