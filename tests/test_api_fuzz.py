@@ -27,6 +27,7 @@ CHECKS = [
     schemathesis.specs.openapi.checks.content_type_conformance,
     schemathesis.specs.openapi.checks.response_schema_conformance,
 ]
+FRAMING_HEADERS = {"transfer-encoding", "content-length", "connection", "host", "upgrade"}
 
 
 @pytest.fixture
@@ -59,6 +60,9 @@ def served():
 def test_api_answers_every_request_as_documented(case, token, project, served):
     if "projectsId" in (case.path_parameters or {}):
         case.path_parameters["projectsId"] = project.project_id
-    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+    # The HTTP server, not the API, interprets the message's framing: a generated Transfer-Encoding
+    # of random words is refused by uvicorn before the application sees it, in plain text.
+    headers = {k: v for k, v in (case.headers or {}).items() if k.lower() not in FRAMING_HEADERS}
+    case.headers = {**headers, "Authorization": f"Bearer {token}"}
     response = case.call(base_url=served, headers={"Host": "127.0.0.1"})
     case.validate_response(response, checks=CHECKS)

@@ -25,7 +25,15 @@ from tests.browser import harness
 from tests.browser.trainers import start_background_jobs
 from tests.helpers.browser import PASSWORDS
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+HERE = Path(__file__).resolve().parent
+ARTIFACTS = HERE / "artifacts"
+
+
+def pytest_collection_modifyitems(items):
+    """Every test here drives Chromium, whether or not its file says so: keep them out of the fast lane."""
+    for item in items:
+        if Path(str(item.path)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -38,6 +38,8 @@ from tests.helpers.waiting import wait_for
 psycopg = pytest.importorskip("psycopg")
 redis = pytest.importorskip("redis")
 
+pytestmark = pytest.mark.executor  # real workers run real trainers: not the fast lane
+
 LEASE_SECONDS = 3.0
 
 
