@@ -390,7 +390,7 @@ RUNTIME_VERSIONS: dict[str, RuntimeVersion] = {
     for name, runtime in runtimes.RUNTIMES.items()
 }
 
-DEFAULT_RUNTIME_VERSION = "2.11"
+DEFAULT_RUNTIME_VERSION = runtimes.DEFAULT_RUNTIME_VERSION
 DEFAULT_PYTHON_VERSION = "3.7"
 
 

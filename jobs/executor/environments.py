@@ -68,38 +68,8 @@ class Environment:
         return self.info()["packages"]
 
 
-def uv_binary() -> str:
-    from uv import find_uv_bin
-
-    return find_uv_bin()
-
-
-def tool_env() -> dict[str, str]:
-    """What uv sees: enough to reach the package index, none of the console's secrets."""
-    keep = (
-        "PATH",
-        "HOME",
-        "LANG",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "no_proxy",
-        "XDG_CACHE_HOME",
-        "XDG_DATA_HOME",
-        "PYENV_ROOT",
-    )
-    env = {name: os.environ[name] for name in keep if name in os.environ}
-    env.update({name: value for name, value in os.environ.items() if name.startswith("UV_")})
-    env["UV_NO_PROGRESS"] = "1"
-    return env
-
-
 def run_uv(args: list[str], *, what: str) -> str:
-    result = subprocess.run([uv_binary(), *args], capture_output=True, text=True, env=tool_env())
+    result = subprocess.run([runtimes.uv_binary(), *args], capture_output=True, text=True, env=runtimes.tool_env())
     if result.returncode != 0:
         raise EnvironmentError_(f"{what} failed:\n{_tail((result.stderr or result.stdout).strip(), 60)}")
     return result.stdout

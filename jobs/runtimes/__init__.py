@@ -29,6 +29,7 @@ from django.conf import settings
 HERE = Path(__file__).resolve().parent
 LOCK_DIR = HERE / "locks"
 CURRENT = "current"
+DEFAULT_RUNTIME_VERSION = "2.11"  # what a job without runtimeVersion runs, as on the original
 VARIANTS = ("cpu", "gpu")
 # The frameworks that job logs and the catalogue name, by distribution (the builds' names too).
 FRAMEWORKS = {
@@ -168,9 +169,37 @@ def _matches(python: str | os.PathLike, version: str) -> bool:
     return bool(full) and (full + ".").startswith(version + ".")
 
 
-def _uv_find(version: str) -> str | None:
-    from jobs.executor.environments import tool_env, uv_binary  # deferred: the executor imports us
+def uv_binary() -> str:
+    from uv import find_uv_bin
 
+    return find_uv_bin()
+
+
+def tool_env() -> dict[str, str]:
+    """What uv sees: enough to reach the package index, none of the console's secrets."""
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "PYENV_ROOT",
+    )
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env.update({name: value for name, value in os.environ.items() if name.startswith("UV_")})
+    env["UV_NO_PROGRESS"] = "1"
+    return env
+
+
+def _uv_find(version: str) -> str | None:
     env = {**tool_env(), "UV_PYTHON_DOWNLOADS": "never"}
     try:
         result = subprocess.run(
@@ -242,9 +271,6 @@ def downloads_allowed() -> bool:
 
 def install_python(version: str, log) -> str:
     """``uv python install VERSION`` with its progress in ``log``; the interpreter's path."""
-    # deferred: the executor's environments and the catalogue import this module
-    from jobs.executor.environments import tool_env, uv_binary
-
     log(f"No Python {version} interpreter on this machine; installing one with uv (this happens once).")
     process = subprocess.Popen(
         [uv_binary(), "python", "install", version],
@@ -279,9 +305,6 @@ def how_to_provide(version: str) -> str:
 
 def resolve_pair(runtime_version: str | None, python_version: str | None) -> tuple[Runtime, str]:
     """The Runtime and Python a job's runtimeVersion and pythonVersion mean (defaults filled in)."""
-    # deferred: the executor's environments and the catalogue import this module
-    from jobs.catalogue import DEFAULT_RUNTIME_VERSION
-
     runtime = RUNTIMES[runtime_version or DEFAULT_RUNTIME_VERSION]
     return runtime, python_version or default_python(runtime)
 
