@@ -21,9 +21,9 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from models_registry import conf, files, services
-from models_registry.models import Operation, OperationType, Version, VersionState
-from models_registry.resources import version_resource
+from models_registry import conf, files
+from models_registry.models import Model, Operation, OperationType, Version, VersionState, new_etag
+from models_registry.resources import EMPTY, version_resource
 from models_registry.serving import supervisor
 from models_registry.serving.processes import ServingError
 
@@ -124,6 +124,23 @@ def _fail(version: Version, operation: Operation | None, reason: str, code: int 
     logger.warning("%s FAILED: %s", version, message)
 
 
+def finish_delete_version(version: Version, operation: Operation | None = None) -> None:
+    """Stop serving, remove the files and the row, complete the operation (also on a restart)."""
+    supervisor.get().retire(version.pk)
+    shutil.rmtree(version_dir(version), ignore_errors=True)
+    with transaction.atomic():
+        Model.objects.filter(default_version=version).update(default_version=None, etag=new_etag())
+        operations = Operation.objects.filter(
+            project=version.project,
+            operation_type=OperationType.DELETE_VERSION,
+            done=False,
+            version__name=version.resource_name,
+        )
+        version.delete()
+    for pending in [operation] if operation is not None else list(operations):
+        pending.finish(response=EMPTY)
+
+
 def resume() -> list[threading.Thread]:
     """What an earlier console process left unfinished: deploy again, finish deletes, settle updates."""
 
@@ -132,5 +149,5 @@ def resume() -> list[threading.Thread]:
         threads.append(start(version.pk))
     Version.objects.filter(state=VersionState.UPDATING).update(state=VersionState.READY)
     for version in Version.objects.filter(state=VersionState.DELETING).select_related("model__project"):
-        services.finish_delete_version(version)
+        finish_delete_version(version)
     return threads

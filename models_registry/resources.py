@@ -7,6 +7,7 @@ from models_registry.models import Model, Version
 
 MODEL_TYPE = "type.googleapis.com/google.cloud.ml.v1.Model"
 VERSION_TYPE = "type.googleapis.com/google.cloud.ml.v1.Version"
+EMPTY = {"@type": "type.googleapis.com/google.protobuf.Empty"}  # what a finished delete operation answers
 
 
 def version_resource(version: Version, *, typed: bool = False) -> dict:

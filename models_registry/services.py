@@ -30,7 +30,7 @@ from aiconsole.errors import (
 from aiconsole.models import Project, RoleBinding
 from jobs import catalogue, runtimes
 from jobs.builtin import algorithm as builtin
-from models_registry import conf, files, requestlog, spec
+from models_registry import conf, deploy, files, requestlog, spec
 from models_registry.models import (
     Model,
     Operation,
@@ -40,13 +40,12 @@ from models_registry.models import (
     VersionState,
     new_etag,
 )
-from models_registry.resources import model_resource, version_resource
+from models_registry.resources import EMPTY, model_resource, version_resource
 from models_registry.serving import supervisor
 from models_registry.serving.processes import FAILED, INVALID, OK, ServingError
 
 MODEL_SERVICE = "google.cloud.ml.v1.ModelService"
 PREDICT = "google.cloud.ml.v1.OnlinePredictionService.Predict"
-EMPTY = {"@type": "type.googleapis.com/google.protobuf.Empty"}
 DUPLICATE_MODEL = "A model with the same name already exists."
 DUPLICATE_VERSION = "A version with the same name already exists."
 MODEL_UPDATABLE = ("description", "labels", "defaultVersion.name", "etag")
@@ -313,9 +312,6 @@ def create_version(model: Model, body, *, actor) -> Operation:
     The first version of a model becomes its default. The files are fetched and the model
     loaded in the background (``deploy``); the operation ends with the Version or the reason.
     """
-    # deferred: models_registry.deploy imports this module
-    from models_registry import deploy
-
     method = f"{MODEL_SERVICE}.CreateVersion"
     audit.authorize(actor, "ml.versions.create", model, method=method)
     data = spec.validate_version(body)
@@ -530,28 +526,8 @@ def delete_version(version: Version, *, actor) -> Operation:
             request={"name": current.resource_name},
             response={"name": operation.resource_name},
         )
-        transaction.on_commit(lambda: finish_delete_version(current, operation))
+        transaction.on_commit(lambda: deploy.finish_delete_version(current, operation))
     return operation
-
-
-def finish_delete_version(version: Version, operation: Operation | None = None) -> None:
-    """Stop serving, remove the files and the row, complete the operation (also on a restart)."""
-    # deferred: models_registry.deploy imports this module
-    from models_registry import deploy
-
-    supervisor.get().retire(version.pk)
-    shutil.rmtree(deploy.version_dir(version), ignore_errors=True)
-    with transaction.atomic():
-        Model.objects.filter(default_version=version).update(default_version=None, etag=new_etag())
-        operations = Operation.objects.filter(
-            project=version.project,
-            operation_type=OperationType.DELETE_VERSION,
-            done=False,
-            version__name=version.resource_name,
-        )
-        version.delete()
-    for pending in [operation] if operation is not None else list(operations):
-        pending.finish(response=EMPTY)
 
 
 def set_default_version(version: Version, *, actor) -> Version:
