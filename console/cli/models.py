@@ -13,7 +13,6 @@ import argparse
 import itertools
 import json
 import sys
-import time
 from pathlib import Path
 
 import requests
@@ -23,7 +22,6 @@ from aiconsole import v1schema, yamlsafe
 from console.cli import common, gcs, output, resources, training
 from console.cli.client import Client, CliError, error_from_response
 
-POLL_SECONDS = 0.5
 MAX_STAGED_FILES = 1000  # as a deploymentUri may hold (AICONSOLE_MODEL_MAX_FILES' default)
 FRAMEWORKS = {"scikit-learn": "SCIKIT_LEARN", "xgboost": "XGBOOST", "tensorflow": "TENSORFLOW"}
 # gcloud's versions create flags for what this console does not serve: refused by name, with the
@@ -68,27 +66,6 @@ def _model_path(client: Client, model: str, *suffix: str) -> str:
 
 def _version_path(client: Client, model: str, version: str, verb: str = "") -> str:
     return client.project_path("models", model, "versions", version + verb)
-
-
-def wait_operation(client: Client, operation: dict, message: str, *, timeout: float = 1800) -> dict:
-    """Poll an operation until it is done; print gcloud's ``message......done.``; raise on error."""
-    output.status(f"{message}", end="")
-    deadline = time.monotonic() + timeout
-    while not operation.get("done"):
-        if time.monotonic() > deadline:
-            output.status("")
-            raise CliError(
-                f"timed out waiting for {operation.get('name')}; it goes on: "
-                f"'aiconsole operations' or the console show how it ends"
-            )
-        time.sleep(POLL_SECONDS)
-        output.status(".", end="")
-        operation = client.get("/v1/" + operation["name"])
-    if operation.get("error"):
-        output.status("failed.")
-        raise CliError(operation["error"].get("message") or "the operation failed")
-    output.status("done.")
-    return operation
 
 
 # --- models ---------------------------------------------------------------------------------------
@@ -151,7 +128,7 @@ def cmd_models_describe(args) -> int:
 def cmd_models_delete(args) -> int:
     client = common.client(args)
     operation = client.call("DELETE", _model_path(client, args.model))
-    wait_operation(client, operation, f"Deleting model [{args.model}]...")
+    resources.wait_operation(client, operation, f"Deleting model [{args.model}]...")
     output.status(f"Deleted model [{args.model}].")
     return 0
 
@@ -243,7 +220,7 @@ def cmd_versions_create(args) -> int:
     if args.async_:
         output.status(f"Creating version [{args.version}]: operation {operation.get('name')}.")
         return 0
-    done = wait_operation(client, operation, "Creating version (this might take a few minutes)......")
+    done = resources.wait_operation(client, operation, "Creating version (this might take a few minutes)......")
     if args.format:
         output.emit(done.get("response") or {}, args.format)
     return 0
@@ -289,7 +266,7 @@ def cmd_versions_describe(args) -> int:
 def cmd_versions_delete(args) -> int:
     client = common.client(args)
     operation = client.call("DELETE", _version_path(client, args.model, args.version))
-    wait_operation(client, operation, f"Deleting version [{args.version}]......")
+    resources.wait_operation(client, operation, f"Deleting version [{args.version}]......")
     output.status(f"Deleted version [{args.version}].")
     return 0
 

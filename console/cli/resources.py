@@ -10,12 +10,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import yaml
 
 from console.cli import common, output, training
 from console.cli.client import ApiError, Client, CliError
+
+POLL_SECONDS = 0.5
+
+
+def wait_operation(client: Client, operation: dict, message: str, *, timeout: float = 1800) -> dict:
+    """Poll an operation until it is done; print gcloud's ``message......done.``; raise on error."""
+    output.status(f"{message}", end="")
+    deadline = time.monotonic() + timeout
+    while not operation.get("done"):
+        if time.monotonic() > deadline:
+            output.status("")
+            raise CliError(
+                f"timed out waiting for {operation.get('name')}; it goes on: "
+                f"'aiconsole operations' or the console show how it ends"
+            )
+        time.sleep(POLL_SECONDS)
+        output.status(".", end="")
+        operation = client.get("/v1/" + operation["name"])
+    if operation.get("error"):
+        output.status("failed.")
+        raise CliError(operation["error"].get("message") or "the operation failed")
+    output.status("done.")
+    return operation
 
 
 def _model_path(client: Client, model: str, suffix: str = "") -> str:
@@ -34,9 +58,6 @@ def _labels_update(current: dict, args) -> dict | None:
 
 
 def _finish_update(client: Client, operation: dict, what: str, fmt) -> int:
-    # deferred: models imports this module to register its commands
-    from console.cli.models import wait_operation
-
     done = wait_operation(client, operation, f"Updating {what}...")
     output.status(f"Updated {what}.")
     if fmt:
@@ -222,9 +243,6 @@ def cmd_operations_cancel(args) -> int:
 
 @common.command("operations.wait")
 def cmd_operations_wait(args) -> int:
-    # deferred: models imports this module to register its commands
-    from console.cli.models import wait_operation
-
     client = common.client(args)
     operation = client.get(_operation_path(client, args.operation))
     done = wait_operation(client, operation, f"Waiting for operation [{args.operation}] to complete...")
