@@ -180,7 +180,15 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("AICONSOLE_DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Every request runs on a thread of its own under ASGI, so a connection kept per thread
+        # (CONN_MAX_AGE) would never serve a second request: the process keeps a pool instead.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": env_int("AICONSOLE_DATABASE_POOL_SIZE", 20, minimum=2),
+            "timeout": 30,
+        }
 else:
     DATABASES = {
         "default": {
