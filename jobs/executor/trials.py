@@ -39,6 +39,7 @@ from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.resources import trial_resource
 from jobs.tuning import search as tuning
+from jobs.vertex import launch as vertex
 
 POLL_SECONDS = 0.1
 SUMMARY_POLL_SECONDS = 1.0
@@ -115,7 +116,7 @@ class TrialRun:
         if reports == self.reports:
             return False
         self.reports = list(reports)
-        self.trial.record_metrics(self.reports)
+        self.trial.record_metrics(self.reports, tuning.final_report(self.loop.spec, self.reports))
         return True
 
     def _read_hypertune(self) -> bool:
@@ -217,7 +218,13 @@ class TuningLoop:
         self.sink = runner.sink
         self.job = job
         self.training_input = training_input
-        self.spec = training_input["hyperparameters"]
+        profile = vertex.profile_for(job)
+        # A Vertex AI study adds conditional parameters and its measurement selection to the spec.
+        self.spec = (
+            training_input["hyperparameters"]
+            if profile is None
+            else profile.tuning_spec(training_input["hyperparameters"])
+        )
         self.environment = environment
         self.job_dir = job_dir
         self.work = work
