@@ -129,8 +129,9 @@ def _pool_flags(pools: list[dict]) -> list[str] | None:
             parts.append(f"container-image-uri={spec.get('imageUri', '')}")
         words.append("--worker-pool-spec=" + ",".join(parts))
     for key, flag in (("packageUris", "--python-package-uris"), ("args", "--args"), ("command", "--command")):
-        if shared[key][0]:
-            words.append(f"{flag}={','.join(shared[key][0])}")
+        items: list[str] = shared[key][0] or []
+        if items:
+            words.append(f"{flag}={','.join(items)}")
     return words
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from jobs.models import Job, JobState, Trial, VertexCollection, VertexJob
 
-STATES = {
+STATES: dict[str, str] = {
     JobState.STATE_UNSPECIFIED: "JOB_STATE_UNSPECIFIED",
     JobState.QUEUED: "JOB_STATE_QUEUED",
     JobState.PREPARING: "JOB_STATE_PENDING",
@@ -24,7 +24,7 @@ STATES = {
     JobState.CANCELLING: "JOB_STATE_CANCELLING",
     JobState.CANCELLED: "JOB_STATE_CANCELLED",
 }
-TRIAL_STATES = {
+TRIAL_STATES: dict[str, str] = {
     JobState.QUEUED: "REQUESTED",
     JobState.PREPARING: "ACTIVE",
     JobState.RUNNING: "ACTIVE",

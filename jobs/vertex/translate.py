@@ -202,7 +202,7 @@ def _job_spec(spec: dict, path: str, name: str, location: str, t: Translation, e
         )
         return
     envs: list[dict[str, str]] = []
-    kinds = set()
+    kinds: set[str] = set()
     for index, pool in enumerate(pools):
         pool_path = f"{pools_path}[{index}]"
         pool_name = f"{name}.workerPoolSpecs[{index}]"
