@@ -9,6 +9,7 @@ envelope, which the SDK turns into its exceptions. Enums go out as numbers when 
 
 from __future__ import annotations
 
+from django.db.models import prefetch_related_objects
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
@@ -52,6 +53,8 @@ def jobs_collection(request, project_id, location, collection):
         project, location, collection, actor=request.user, filter_text=request.query_params.get("filter", "")
     )
     page, next_token = paging.keyset_page(jobs, request, f"vertex-{collection}-{location}")
+    if collection == VertexCollection.HYPERPARAMETER_TUNING_JOBS:
+        prefetch_related_objects(page, "trials")  # each study answers its trials: one query for the page
     message = _MESSAGES[VertexCollection(collection)]
     enum_ints = _enum_ints(request)
     body: dict = {}

@@ -7,7 +7,7 @@ import pytest
 
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
-from jobs.models import Job, JobState, VertexJob
+from jobs.models import Job, JobState, Trial, VertexJob
 from tests.helpers.vertex import ENUMS, custom_job, package_pool, tuning_job
 
 BASE = "/v1/projects/project-a/locations/us-central1"
@@ -199,3 +199,24 @@ def test_v1_api_shows_a_vertex_job_too(api, project):
     status, v1 = api("GET", f"/v1/projects/project-a/jobs/{job.job_id}")
     assert status == 200 and v1["state"] == JobState.QUEUED and v1["trainingInput"]["masterType"] == "n1-standard-4"
     assert created["name"].endswith(job.vertex.vertex_id)
+
+
+def test_paths_outside_the_projects_storage_are_refused_on_the_vertex_field(api, project):
+    status, error = api("POST", f"{BASE}/customJobs", custom_job("x", package_pool(package="/etc/passwd"), base="/etc"))
+    assert status == 400
+    fields = {v["field"] for v in error["error"]["details"][0]["fieldViolations"]}
+    assert fields == {
+        "custom_job.job_spec.worker_pool_specs[0].python_package_spec.package_uris[0]",
+        "custom_job.job_spec.base_output_directory.output_uri_prefix",
+    }
+    assert "/etc is not inside a storage root this server serves" in error["error"]["message"]
+
+
+def test_listing_studies_answers_each_with_its_trials(api, project, django_assert_max_num_queries):
+    for index in range(3):
+        api("POST", f"{BASE}/hyperparameterTuningJobs", tuning_job(f"study-{index}"))
+    for job in Job.objects.all():
+        Trial.objects.create(job=job, trial_id="1", number=1, hyperparameters={"lr": "0.01", "layers": "2"})
+    with django_assert_max_num_queries(12):
+        _, listed = api("GET", f"{BASE}/hyperparameterTuningJobs")
+    assert [len(study["trials"]) for study in listed["hyperparameterTuningJobs"]] == [1, 1, 1]

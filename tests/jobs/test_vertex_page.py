@@ -29,6 +29,8 @@ def test_the_job_page_shows_the_vertex_request_and_gcloud_beside_the_v1_forms(ap
     assert "gcloud ai custom-jobs create --region=us-central1 --display-name=census" in page
     assert f"POST {BASE}/customJobs" in page
     assert "Submit it again from the command line or the API" in page  # the v1 forms stay
+    clone = client.get(f"/projects/project-a/jobs/new/?clone={job.job_id}")
+    assert clone.status_code == 200 and "n1-standard-4" in clone.content.decode()  # Clone: its v1 form
 
 
 def test_gcloud_takes_simple_pools_as_flags_and_the_rest_in_its_config_file():
