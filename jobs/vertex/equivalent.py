@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from aiconsole import audit
 from jobs.models import Job, VertexCollection, VertexJob
 
 
@@ -161,7 +162,8 @@ def for_job(job: Job, uploaded: dict[str, str] | None = None) -> dict | None:
             project_id=job.project.project_id,
             location=vertex.location,
             collection=vertex.collection,
-            request=vertex.request,
+            # a secret-named variable's value (WANDB_API_KEY…) is not shown to whoever reads the page
+            request=audit.redact(vertex.request),
             uploaded=uploaded,
         ),
     }

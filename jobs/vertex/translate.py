@@ -431,6 +431,9 @@ def tuning_job(body: object, *, location: str) -> Translation:
 def _study(request: dict, study: dict, t: Translation, errors: Violations) -> dict:
     path = f"{TUNING_JOB}.study_spec"
     hp: dict = {}
+    t.origins["job.training_input.hyperparameters"] = path
+    t.origins["job.training_input.hyperparameters.hyperparameter_metric_tag"] = f"{path}.metrics[0].metric_id"
+    t.origins["job.training_input.hyperparameters.goal"] = f"{path}.metrics[0].goal"
     metrics = study.get("metrics") or []
     if len(metrics) != 1:
         errors.add(

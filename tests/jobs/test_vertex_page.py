@@ -17,9 +17,8 @@ BASE = "/v1/projects/project-a/locations/us-central1"
 
 
 def test_the_job_page_shows_the_vertex_request_and_gcloud_beside_the_v1_forms(api, client, admin, project):
-    body = custom_job(
-        "census", package_pool(env=[{"name": "MODE", "value": "fast"}]), base="gs://bucket/out", labels={"team": "ml"}
-    )
+    env = [{"name": "MODE", "value": "fast"}, {"name": "WANDB_API_KEY", "value": "sk-do-not-show"}]
+    body = custom_job("census", package_pool(env=env), base="gs://bucket/out", labels={"team": "ml"})
     _, created = api("POST", f"{BASE}/customJobs{ENUMS}", body)
     job = Job.objects.get()
     client.force_login(admin)
@@ -28,6 +27,7 @@ def test_the_job_page_shows_the_vertex_request_and_gcloud_beside_the_v1_forms(ap
     assert "runtime version 2.11" in page and "is not run" in page  # never claims Google's image
     assert "gcloud ai custom-jobs create --region=us-central1 --display-name=census" in page
     assert f"POST {BASE}/customJobs" in page
+    assert "MODE" in page and "sk-do-not-show" not in page  # a secret-named variable's value is not shown
     assert "Submit it again from the command line or the API" in page  # the v1 forms stay
     clone = client.get(f"/projects/project-a/jobs/new/?clone={job.job_id}")
     assert clone.status_code == 200 and "n1-standard-4" in clone.content.decode()  # Clone: its v1 form
