@@ -13,7 +13,8 @@ gives it the rest (None for a v1 job):
   ``CustomJobSpec`` as ``job``; ``CLOUD_ML_JOB_ID`` is the Vertex job's number and
   ``CLOUD_ML_TRIAL_ID`` the trial's.
 - each worker pool's own ``env`` (``pythonPackageSpec.env`` / ``containerSpec.env``).
-- for a tuning job, the spec the tuner reads: conditional parameters and the measurement selection.
+- for a tuning job, the spec the tuner reads (conditional parameters, the measurement selection)
+  and each trial's time limit (the trial job spec's ``scheduling.timeout``).
 
 ``cluster_environment`` and ``output_dirs`` are pure; ``prepare_output_dirs`` creates local folders.
 """
@@ -38,6 +39,7 @@ class LaunchProfile:
     notes: list[str] = field(default_factory=list)
     conditions: dict[str, dict] = field(default_factory=dict)
     measurement_selection: str = "LAST_MEASUREMENT"
+    trial_timeout: float | None = None  # a study's trialJobSpec.scheduling.timeout: each trial's limit
     job_dir_arg: bool = False  # the trainer gets no --job-dir
 
     def environment(self, *, task_type: str, job_dir: str | None, cluster_spec: dict, trial_id: str = "") -> dict:
@@ -77,6 +79,7 @@ def profile_for(job: Job) -> LaunchProfile | None:
         notes=list(engine.get("notes") or []),
         conditions=dict(engine.get("conditions") or {}),
         measurement_selection=engine.get("measurementSelection") or "LAST_MEASUREMENT",
+        trial_timeout=engine.get("trialTimeoutSeconds"),
     )
 
 

@@ -364,7 +364,13 @@ def _outputs(spec: dict, path: str, name: str, t: Translation, errors: Violation
         t.words["jobDir"] = "baseOutputDirectory.outputUriPrefix"
     scheduling = spec.get("scheduling") or {}
     v1_scheduling = {}
-    if scheduling.get("timeout"):
+    if scheduling.get("timeout") and name == "trialJobSpec":
+        # A study's trial job spec limits each trial (its own CustomJob on Vertex), not the study.
+        seconds = float(scheduling["timeout"].removesuffix("s"))
+        if seconds <= 0:
+            errors.add(f"{path}.scheduling.timeout", "scheduling.timeout must be longer than 0s.")
+        t.engine["trialTimeoutSeconds"] = seconds
+    elif scheduling.get("timeout"):
         v1_scheduling["maxRunningTime"] = scheduling["timeout"]
         t.origins["job.training_input.scheduling.max_running_time"] = f"{path}.scheduling.timeout"
         t.words["maxRunningTime"] = "scheduling.timeout"

@@ -328,3 +328,11 @@ def test_a_replica_gets_vertexs_cluster_spec_tf_config_and_output_dirs():
     assert env["AIP_MODEL_DIR"] == "gs://b/out/7/model/"
     assert env["AIP_CHECKPOINT_DIR"] == "gs://b/out/7/checkpoints/"
     assert env["AIP_TENSORBOARD_LOG_DIR"] == "gs://b/out/7/logs/"
+
+
+def test_a_trial_job_specs_timeout_limits_each_trial_and_a_custom_jobs_the_job():
+    spec = {"workerPoolSpecs": [package_pool()], "scheduling": {"timeout": "600s"}}
+    study = translate.tuning_job(tuning_job(trial_job_spec=spec), location="us-central1")
+    assert study.engine["trialTimeoutSeconds"] == 600 and "scheduling" not in study.training_input
+    job = translate.custom_job(custom_job(job_spec={"scheduling": {"timeout": "600s"}}), location="us-central1")
+    assert job.training_input["scheduling"] == {"maxRunningTime": "600s"}
