@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from jobs.api import iam as iam_api
 from jobs.api import views as api
@@ -10,6 +10,7 @@ P = r"^projects/(?P<project_id>[^/:]+)"
 J = P + r"/jobs/(?P<job_id>[^/:]+)"
 
 urlpatterns = [
+    path("", include("jobs.vertex.api_urls")),  # Vertex AI's CustomJob and HyperparameterTuningJob
     re_path(P + r":getConfig$", api.project_config, name="api-project-config"),
     re_path(P + r"/locations$", api.locations_collection, name="api-locations"),
     re_path(P + r"/runtimeVersions$", api.runtime_versions, name="api-runtime-versions"),

@@ -441,10 +441,14 @@ class Trial(models.Model):
         self.end_time = timezone.now()
         self.save(update_fields=["state", "error_message", "is_stopped_early", "consumed_ml_units", "end_time"])
 
-    def record_metrics(self, reports: list[dict]) -> None:
-        """Every report so far; the last one is the final metric, as the original."""
+    def record_metrics(self, reports: list[dict], final: dict | None = None) -> None:
+        """Every report so far; the last one is the final metric, as the original, unless ``final``
+        names another (a Vertex study's BEST_MEASUREMENT: ``jobs.tuning.search.final_report``)."""
         self.all_metrics = [{"trainingStep": r["trainingStep"], "objectiveValue": r["objectiveValue"]} for r in reports]
-        self.final_metric = self.all_metrics[-1] if self.all_metrics else None
+        if final is not None:
+            self.final_metric = {"trainingStep": final["trainingStep"], "objectiveValue": final["objectiveValue"]}
+        else:
+            self.final_metric = self.all_metrics[-1] if self.all_metrics else None
         values = [m["objectiveValue"] for m in self.all_metrics]
         self.report_max, self.report_min = (max(values), min(values)) if values else (None, None)
         self.save(update_fields=["all_metrics", "final_metric", "report_max", "report_min"])
@@ -523,3 +527,54 @@ class JobMetric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}@{self.step}={self.value}"
+
+
+class VertexCollection(models.TextChoices):
+    CUSTOM_JOBS = "customJobs"
+    HYPERPARAMETER_TUNING_JOBS = "hyperparameterTuningJobs"
+
+
+class VertexJob(models.Model):
+    """A job created through Vertex AI's API (``jobs.vertex``): the Vertex resource it answers as.
+
+    The engine runs the job from its v1 ``trainingInput`` like any other job. This row keeps what
+    Vertex names it by (``projects/P/locations/L/customJobs/<vertex_id>``), the request as it was
+    read (to answer it back), and what the v1 body cannot say but the engine honours (``engine``:
+    each worker pool's environment variables, conditional parameters, the measurement selection,
+    notes for the job's log).
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="vertex")
+    collection = models.CharField(max_length=32, choices=VertexCollection.choices)
+    vertex_id = models.CharField(max_length=20, unique=True)  # decimal digits, as Vertex numbers its jobs
+    location = models.CharField(max_length=40)
+    display_name = models.CharField(max_length=128)
+    request = models.JSONField(default=dict)  # the resource as read: enum names, int64 as strings
+    engine = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return self.resource_name
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.job.project.project_id}/locations/{self.location}/{self.collection}/{self.vertex_id}"
+
+
+class VertexOperation(models.Model):
+    """A long-running operation the Vertex API answered (a job's deletion), kept so that
+    ``…/operations/{id}`` reads it back as the SDK polls it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="vertex_operations")
+    operation_id = models.CharField(max_length=20, unique=True)
+    location = models.CharField(max_length=40)
+    body = models.JSONField(default=dict)  # the Operation: name, metadata, done, response or error
+    create_time = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return self.body.get("name", self.operation_id)

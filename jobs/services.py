@@ -105,19 +105,32 @@ def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
         raise InvalidArgument.from_violations(violations)
 
 
-def authorize_submit(project: Project, *, actor) -> None:
+def authorize_submit(project: Project, *, actor, method: str = CREATE_JOB, service_name: str | None = None) -> None:
     """Refuse, with the audit entry a refused ``submit_job`` writes, someone who may not create jobs.
 
     For an adapter that does work before ``submit_job`` (the console form stores its upload
     first), so a refused submit is audited as CreateJob however it arrives.
     """
-    audit.authorize(actor, "ml.jobs.create", project, method=CREATE_JOB)
+    audit.authorize(actor, "ml.jobs.create", project, method=method, service_name=service_name)
 
 
-def submit_job(project: Project, body: dict, *, actor) -> Job:
-    """Create a job from a v1 Job body; it waits QUEUED until the executor takes it."""
-    method = CREATE_JOB
-    authorize_submit(project, actor=actor)
+def submit_job(
+    project: Project,
+    body: dict,
+    *,
+    actor,
+    method: str = CREATE_JOB,
+    service_name: str | None = None,
+    audit_request: dict | None = None,
+    on_create=None,
+) -> Job:
+    """Create a job from a v1 Job body; it waits QUEUED until the executor takes it.
+
+    Another API that creates the engine's jobs (``jobs.vertex``) names its own audit ``method``,
+    ``service_name`` and ``audit_request``, and ``on_create(job)``, called inside the transaction,
+    adds its own rows and returns the response the audit entry records.
+    """
+    authorize_submit(project, actor=actor, method=method, service_name=service_name)
     job_body = _validate(body)
     training_input = job_body.get("trainingInput")
     prediction_input = job_body.get("predictionInput")
@@ -135,14 +148,17 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
                 created_by=actor,
             )
             iam.grant(actor, "roles/ml.jobOwner", job)
+            response = on_create(job) if on_create is not None else job_resource(job)
+            request = audit_request or {"parent": project.resource_name, "job": body}
             audit.record(
                 actor=actor,
                 project=project,
                 method=method,
-                resource_name=project.resource_name,  # the parent, as the original's Create… entries do
+                resource_name=request.get("parent", project.resource_name),  # the parent, as Create… entries do
                 permission="ml.jobs.create",
-                request={"parent": project.resource_name, "job": body},
-                response=job_resource(job),
+                request=request,
+                response=response,
+                service_name=service_name,
             )
             _announce(job)
     except IntegrityError:
@@ -219,10 +235,18 @@ def _save_upload(project: Project, filename: str, stream):
         raise InvalidArgument(str(error), [FieldViolation("name", str(error))]) from None
 
 
-def cancel_job(job: Job, *, actor) -> Job:
-    """Cancel a job that has not finished; a finished one is a FAILED_PRECONDITION."""
-    method = f"{JOB_SERVICE}.CancelJob"
-    audit.authorize(actor, "ml.jobs.cancel", job, method=method)
+def cancel_job(
+    job: Job,
+    *,
+    actor,
+    method: str = f"{JOB_SERVICE}.CancelJob",
+    service_name: str | None = None,
+    resource_name: str | None = None,
+) -> Job:
+    """Cancel a job that has not finished; a finished one is a FAILED_PRECONDITION. Another API
+    (``jobs.vertex``) names its audit ``method``, ``service_name`` and the job's ``resource_name``."""
+    audit.authorize(actor, "ml.jobs.cancel", job, method=method, service_name=service_name)
+    resource_name = resource_name or job.resource_name
     with transaction.atomic():
         if not job.request_cancel():
             raise FailedPrecondition(
@@ -234,9 +258,10 @@ def cancel_job(job: Job, *, actor) -> Job:
             actor=actor,
             project=job.project,
             method=method,
-            resource_name=job.resource_name,
+            resource_name=resource_name,
             permission="ml.jobs.cancel",
-            request={"name": job.resource_name},
+            request={"name": resource_name},
+            service_name=service_name,
         )
         _announce(job)
     return job

@@ -92,6 +92,7 @@ SHORT_RUNS = {
     ),
     "tensorboard.py": (["--rounds", "1", "--steps", "10"], "a small data request"),
     "containers.py": (["--latency-runs", "1", "--cancel-runs", "1", "--no-study"], "container / package p50"),
+    "vertex.py": (["--rounds", "1"], "ratio SDK at 50 ms / v1"),
     "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
     "pages.py": (
         [

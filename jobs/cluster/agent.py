@@ -58,6 +58,7 @@ from jobs.executor.runner import (
 from jobs.metrics import points as metrics
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
+from jobs.vertex import launch as vertex
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ class Agent:
         extra = {
             "CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
             **metrics.trainer_env(replica_dir),
+            **_vertex_env(job, replica, launch),
         }
         if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
             local.metrics = metrics.Collector(
@@ -251,7 +253,7 @@ class Agent:
             label=replica.label,
             task_type=replica.task_type,
             command=trainer_command(
-                environment.python, training_input["pythonModule"], launch.get("args", []), launch.get("jobDir")
+                environment.python, training_input["pythonModule"], launch.get("args", []), _job_dir_arg(job, launch)
             ),
             env=trainer_environment(
                 passthrough=passthrough_env(),
@@ -309,10 +311,10 @@ class Agent:
             replica_dir=replica_dir,
             tf_config=launch["tfConfig"],
             cluster_spec=launch["clusterSpec"],
-            extra_env=metrics.trainer_env(replica_dir),
+            extra_env={**metrics.trainer_env(replica_dir), **_vertex_env(job, replica, launch)},
             account=trainer_account(job.project),
             job_dir=job_dir,
-            extra_args=["--job-dir", job_dir] if job_dir else [],
+            extra_args=["--job-dir", job_dir] if _job_dir_arg(job, launch) else [],
             passthrough=passthrough_env(),
             sink=local.sink,
             trial_id="",
@@ -489,6 +491,23 @@ class Agent:
         Job.objects.filter(pk=runner.job_pk, worker=self.worker).exclude(
             state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING]
         ).update(worker=None, lease_expires=None)
+
+
+def _vertex_env(job: Job, replica: Replica, launch: dict) -> dict[str, str]:
+    """A Vertex AI job's replica: its variables (from the CLUSTER_SPEC it was placed with), and its
+    ``AIP_*`` folders made (jobs.vertex.launch); nothing for a v1 job."""
+    profile = vertex.profile_for(job)
+    if profile is None:
+        return {}
+    vertex.prepare_output_dirs(launch.get("jobDir"), job.project)
+    return profile.environment(
+        task_type=replica.task_type, job_dir=launch.get("jobDir"), cluster_spec=launch["clusterSpec"]
+    )
+
+
+def _job_dir_arg(job: Job, launch: dict) -> str | None:
+    """What the trainer is told with ``--job-dir``: a Vertex AI job's trainer is told none."""
+    return launch.get("jobDir") if vertex.profile_for(job) is None else None
 
 
 def _in_thread(target, *args, **kwargs) -> None:

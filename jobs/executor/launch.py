@@ -32,6 +32,7 @@ from jobs.executor.replicas import (
     trainer_environment,
 )
 from jobs.models import Job, Replica, ReplicaState
+from jobs.vertex import launch as vertex
 
 
 @dataclass
@@ -49,6 +50,7 @@ class ReplicaSet:
     extra_args: list[str] = field(default_factory=list)  # a trial's --param=value flags
     processes: list[ReplicaProcess] = field(default_factory=list)
     pod: containers.Pod | None = None
+    profile: vertex.LaunchProfile | None = None  # a Vertex AI job's: its replicas' variables, no --job-dir
 
     @property
     def container(self) -> bool:
@@ -72,6 +74,9 @@ class ReplicaSet:
             trial_id=self.trial_id,
         )
         account = trainer_user.for_project(self.job.project)
+        self.profile = vertex.profile_for(self.job)
+        if self.profile is not None:
+            vertex.prepare_output_dirs(self.job_dir, self.job.project)
         if self.container:
             self.pod = containers.pod_for(self.job, self.trial_id)
             if self.pod is not None:
@@ -95,6 +100,15 @@ class ReplicaSet:
             (replica_dir / "tmp").mkdir(parents=True)
             tf_config, cluster_spec = configs[placement.label]
             extra = extra_env(replica_dir, plan.task_type)
+            if self.profile is not None:
+                extra.update(
+                    self.profile.environment(
+                        task_type=plan.task_type,
+                        job_dir=self.job_dir,
+                        cluster_spec=cluster_spec,
+                        trial_id=self.trial_id,
+                    )
+                )
             if self.container and "CLOUD_ML_HP_METRIC_FILE" in extra:  # any language's trainer may just append
                 Path(extra["CLOUD_ML_HP_METRIC_FILE"]).parent.mkdir(parents=True, exist_ok=True)
             if self.container:
@@ -110,7 +124,7 @@ class ReplicaSet:
                         self.environment.python,
                         self.training_input["pythonModule"],
                         [*self.training_input.get("args", []), *self.extra_args],
-                        self.job_dir,  # last, after a trial's flags, where package trainers look for it
+                        self._job_dir_arg(),  # last, after a trial's flags, where package trainers look for it
                     ),
                     env=trainer_environment(
                         passthrough=self.passthrough,
@@ -131,8 +145,13 @@ class ReplicaSet:
             self.processes.append(process)
         return self.processes
 
+    def _job_dir_arg(self) -> str | None:
+        """The job dir the trainer is told with ``--job-dir`` (a Vertex AI job's is told none)."""
+        return self.job_dir if self.profile is None or self.profile.job_dir_arg else None
+
     def _job_dir_args(self) -> list[str]:
-        return ["--job-dir", self.job_dir] if self.job_dir else []
+        job_dir = self._job_dir_arg()
+        return ["--job-dir", job_dir] if job_dir else []
 
     def _container_process(self, replica, plan, replica_dir, tf_config, cluster_spec, extra, account):
         assert self.pod is not None

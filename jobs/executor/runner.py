@@ -30,6 +30,7 @@ from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES, Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
+from jobs.vertex import launch as vertex
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +396,9 @@ class JobRunner(RunnerBase):
             self.sink.service(f"Job {job.job_id} is preparing: checking its container images.")
         else:
             self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
+        profile = vertex.profile_for(job)
+        for note in profile.notes if profile is not None else []:
+            self.sink.service(note)  # what a Vertex AI request asked that runs differently here, said once
         try:
             environment, job_dir = self._prepare(job, training_input)
         except PrepareError as error:

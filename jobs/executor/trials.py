@@ -39,6 +39,7 @@ from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.resources import trial_resource
 from jobs.tuning import search as tuning
+from jobs.vertex import launch as vertex
 
 POLL_SECONDS = 0.1
 SUMMARY_POLL_SECONDS = 1.0
@@ -68,6 +69,7 @@ class TrialRun:
 
     def start(self) -> None:
         loop = self.loop
+        self.started = time.monotonic()
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir:
@@ -115,7 +117,7 @@ class TrialRun:
         if reports == self.reports:
             return False
         self.reports = list(reports)
-        self.trial.record_metrics(self.reports)
+        self.trial.record_metrics(self.reports, tuning.final_report(self.loop.spec, self.reports))
         return True
 
     def _read_hypertune(self) -> bool:
@@ -217,7 +219,15 @@ class TuningLoop:
         self.sink = runner.sink
         self.job = job
         self.training_input = training_input
-        self.spec = training_input["hyperparameters"]
+        profile = vertex.profile_for(job)
+        # A Vertex AI study adds conditional parameters and its measurement selection to the spec,
+        # and its trialJobSpec's scheduling.timeout limits each trial.
+        self.spec = (
+            training_input["hyperparameters"]
+            if profile is None
+            else profile.tuning_spec(training_input["hyperparameters"])
+        )
+        self.trial_timeout = profile.trial_timeout if profile is not None else None
         self.environment = environment
         self.job_dir = job_dir
         self.work = work
@@ -318,6 +328,11 @@ class TuningLoop:
         for trial_id, run in list(self.running.items()):
             new_reports = run.read_metrics()
             outcome = run.poll()
+            if outcome is None and self.trial_timeout and time.monotonic() - run.started > self.trial_timeout:
+                outcome = {"failed": f"The trial exceeded its timeout of {self.trial_timeout:g}s (scheduling.timeout)."}
+                self.sink.service(
+                    f"Trial {trial_id}: {outcome['failed']} Stopping it.", severity="ERROR", trial_id=trial_id
+                )
             if outcome is not None:
                 run.stop()  # the master decided: parameter servers and the rest stop with it
                 run.read_metrics(final=True)

@@ -11,6 +11,16 @@ How the wire types map onto Optuna distributions:
   near the top of the range: Optuna samples ``y`` on a log axis and the trainer gets
   ``min + max - y`` (the mapping is its own inverse, so stored values convert back the same way).
 - CATEGORICAL and DISCRETE → a categorical choice among the declared values.
+
+Two things a v1 HyperparameterSpec cannot say, and a Vertex AI StudySpec can (``jobs.vertex``
+adds them to the spec it hands the tuner; they never reach the wire):
+
+- a param's ``condition`` (``{"parent": name, "values": [...]}``): the param exists only in trials
+  whose parent, listed before it, took one of those values (as the trainer strings say them).
+  Such a space is sampled define-by-run, by TPE with its group decomposition (or at random),
+  and a grid expands a conditional param only under the parent values that activate it.
+- ``measurementSelection``: ``BEST_MEASUREMENT`` makes a trial's final metric its best report for
+  the goal instead of its last (``final_report``).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import optuna
@@ -64,6 +75,27 @@ def direction(spec: dict) -> str:
 
 def max_trials(spec: dict) -> int:
     return max(1, int(spec.get("maxTrials") or 1))
+
+
+def is_conditional(spec: dict) -> bool:
+    return any(param.get("condition") for param in spec["params"])
+
+
+def active(param: dict, values: dict[str, str]) -> bool:
+    """Whether a param takes part in a trial whose earlier params have ``values``."""
+    condition = param.get("condition")
+    return condition is None or values.get(condition["parent"]) in condition["values"]
+
+
+def final_report(spec: dict, reports: list[dict]) -> dict | None:
+    """The report a trial's final metric is: its last, or with ``BEST_MEASUREMENT`` its best for the
+    goal (the later one of equal values)."""
+    if not reports:
+        return None
+    if spec.get("measurementSelection") != "BEST_MEASUREMENT":
+        return reports[-1]
+    sign = -1 if direction(spec) == "minimize" else 1
+    return max(reversed(reports), key=lambda report: sign * report["objectiveValue"])
 
 
 def early_stopping(spec: dict) -> bool:
@@ -181,13 +213,29 @@ def grid_values(param: dict) -> list:
 
 
 def grid(spec: dict) -> list[dict[str, str]]:
-    """Every combination, the first parameter varying slowest, as trainer strings."""
+    """Every combination, the first parameter varying slowest, as trainer strings; a conditional
+    parameter varies only under the parent values that activate it."""
     params = spec["params"]
-    axes = [[format_value(p, v) for v in grid_values(p)] for p in params]
-    return [dict(zip([p["parameterName"] for p in params], combo, strict=True)) for combo in itertools.product(*axes)]
+    if not is_conditional(spec):
+        axes = [[format_value(p, v) for v in grid_values(p)] for p in params]
+        names = [p["parameterName"] for p in params]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes)]
+    points: list[dict[str, str]] = [{}]
+    for param in params:
+        choices = [format_value(param, v) for v in grid_values(param)]
+        expanded = []
+        for point in points:
+            if active(param, point):
+                expanded += [{**point, param["parameterName"]: choice} for choice in choices]
+            else:
+                expanded.append(point)
+        points = expanded
+    return points
 
 
 def grid_size(spec: dict) -> int:
+    if is_conditional(spec):
+        return len(grid(spec))
     return math.prod(len(grid_values(p)) for p in spec["params"])
 
 
@@ -203,7 +251,8 @@ def sampler_name(spec: dict) -> str:
         return "grid"
     numeric = all(p["type"] in ("DOUBLE", "INTEGER") for p in spec["params"])
     small = len(spec["params"]) <= GP_MAX_PARAMS and max_trials(spec) <= GP_MAX_TRIALS
-    return "gp" if numeric and small else "tpe"
+    # The GP models one fixed space; a conditional space is TPE's, with its group decomposition.
+    return "gp" if numeric and small and not is_conditional(spec) else "tpe"
 
 
 def _sampler(spec: dict, seed: int | None):
@@ -214,14 +263,21 @@ def _sampler(spec: dict, seed: int | None):
         # A few random trials to fit the first GP on: enough for one per parameter, and a few.
         return NumpyGPSampler(seed=seed, n_startup_trials=min(10, len(spec["params"]) + 3))
     startup = max(2, min(10, max_trials(spec) // 3))
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, constant_liar=True)
+    with warnings.catch_warnings():
+        # Optuna calls ``group`` experimental; it is how TPE models a conditional space.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=startup, multivariate=True, constant_liar=True, group=is_conditional(spec)
+        )
 
 
 def _internal_params(spec: dict, hyperparameters: dict[str, str]) -> dict | None:
     """A record's hyperparameters as Optuna params, or None when they do not fit this spec
     (a resumed job may have tuned a different space)."""
-    params = {}
+    params: dict = {}
     for param in spec["params"]:
+        if not active(param, hyperparameters):
+            continue  # a conditional param its parent's value left out of this trial
         text = hyperparameters.get(param["parameterName"])
         if text is None:
             return None
@@ -246,7 +302,7 @@ def _frozen(spec: dict, record: TrialRecord, distributions: dict):
         state, value = TrialState.FAIL, None  # failed, cancelled, or no metric to learn from
     return optuna.trial.create_trial(
         params=params,
-        distributions=distributions,
+        distributions={name: distributions[name] for name in params},
         value=value,
         state=state,
         intermediate_values=dict(record.intermediate),
@@ -284,14 +340,31 @@ def suggest(spec: dict, history: list[TrialRecord], count: int, seed: int | None
     distributions = {p["parameterName"]: distribution(p) for p in spec["params"]}
     suggestions = []
     for _ in range(count):
-        trial = study.ask(distributions)
-        suggestions.append(
-            {
-                p["parameterName"]: format_value(p, _to_external(p, trial.params[p["parameterName"]]))
-                for p in spec["params"]
-            }
-        )
+        if not is_conditional(spec):
+            trial = study.ask(distributions)
+            suggestions.append(
+                {
+                    p["parameterName"]: format_value(p, _to_external(p, trial.params[p["parameterName"]]))
+                    for p in spec["params"]
+                }
+            )
+            continue
+        trial = study.ask()  # define-by-run: a child is asked for only when its parent activates it
+        values: dict[str, str] = {}
+        for param in spec["params"]:
+            if active(param, values):
+                name = param["parameterName"]
+                values[name] = format_value(param, _to_external(param, _ask(trial, name, distributions[name])))
+        suggestions.append(values)
     return suggestions
+
+
+def _ask(trial: optuna.Trial, name: str, dist):
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(name, dist.low, dist.high, log=dist.log)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, log=dist.log)
+    return trial.suggest_categorical(name, dist.choices)
 
 
 def should_stop_early(spec: dict, history: list[TrialRecord], current: TrialRecord) -> bool:

@@ -25,6 +25,7 @@ from jobs.metrics import charts
 from jobs.models import ACTIVE_STATES, JobState, Severity
 from jobs.spec import roles
 from jobs.tuning import study
+from jobs.vertex import equivalent as vertex_equivalent
 from jobs.web import equivalent, listing, trials
 from jobs.web.forms import CONTAINER, JobSubmitForm, initial_from_job, not_carried
 from jobs.web.listing import SORTS, JobListQuery
@@ -110,6 +111,7 @@ def job_detail(request, project_id, job_id):
     if job.training_input:
         uploads = {uri: name for name, uri in summary["packages"] if name}
         context["preview"] = equivalent.build(project.project_id, job.job_id, job.training_input, job.labels, uploads)
+        context["vertex"] = vertex_equivalent.for_job(job, uploads)  # a job created through the Vertex AI API
     if job.is_hyperparameter_job:
         # The charts follow the page (htmx, ``part=charts``): built while the browser shows the
         # rest. ``?charts=inline`` puts them in the page, for a browser without JavaScript.

@@ -478,3 +478,51 @@ def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_ea
     replicas = cluster.replicas("boxed_gang")
     assert {r["worker_pid"] for r in replicas} == {cluster.workers["asia-a"].pid, cluster.workers["asia-b"].pid}
     assert all(r["host"] == address for r in replicas)
+
+
+VERTEX_TRAINER = """
+import json, os, sys
+spec = json.loads(os.environ["CLUSTER_SPEC"])
+argv, model = json.dumps(sys.argv[1:]), os.environ["AIP_MODEL_DIR"]
+print("vertex", spec["task"]["type"], "argv=" + argv, "model=" + model, flush=True)
+"""
+
+
+def test_a_vertex_custom_job_spans_workers_and_its_replicas_get_vertexs_variables(cluster):
+    folder = cluster.data_dir / "storage" / "vertex-package" / "default-project"
+    folder.mkdir(parents=True, exist_ok=True)
+    package = build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": VERTEX_TRAINER})
+    base = cluster.data_dir / "storage" / "job-dirs" / "default-project" / "vertex-gang"
+
+    def pool() -> dict:  # n1-standard-8: two of them are more than one worker's 8 CPUs
+        return {
+            "machineSpec": {"machineType": "n1-standard-8"},
+            "replicaCount": "1",
+            "pythonPackageSpec": {
+                "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py310:latest",
+                "packageUris": [str(package)],
+                "pythonModule": "trainer.task",
+                "args": ["--epochs=1"],
+            },
+        }
+
+    created = cluster.api(
+        "POST",
+        "/v1/projects/default-project/locations/us-central1/customJobs",
+        {
+            "displayName": "vertex-gang",
+            "jobSpec": {"workerPoolSpecs": [pool(), pool()], "baseOutputDirectory": {"outputUriPrefix": str(base)}},
+        },
+    )
+    vertex_id = created["name"].rsplit("/", 1)[1]
+    job_id = cluster.sql(
+        "SELECT j.job_id FROM jobs_job j JOIN jobs_vertexjob v ON v.job_id = j.id WHERE v.vertex_id = %s", vertex_id
+    )[0][0]
+    job = cluster.wait_state(job_id, TERMINAL, 180)
+    assert job["state"] == "SUCCEEDED", cluster.log_text(job_id)
+    text = cluster.log_text(job_id)
+    model = f"{base.resolve()}/model/"
+    assert f'vertex workerpool0 argv=["--epochs=1"] model={model}' in text  # no --job-dir, as on Vertex
+    assert f'vertex workerpool1 argv=["--epochs=1"] model={model}' in text
+    assert len({r["worker_pid"] for r in cluster.replicas(job_id)}) == 2
+    assert (base / "model").is_dir()

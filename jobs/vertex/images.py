@@ -1,0 +1,137 @@
+"""Vertex AI's pre-built training images, as this console's runtime versions.
+
+A ``pythonPackageSpec`` names the image its package runs in (``executorImageUri``): Google's
+pre-built images, ``…/vertex-ai/training/tf-cpu.2-11.py310:latest``, ``sklearn-cpu.1-0``,
+``xgboost-cpu.1-6`` (older ones under ``gcr.io/cloud-aiplatform/training/``). The console does not
+have Google's images and never claims to run them: it runs the package on the runtime version
+whose framework has the image's version (the newest such runtime), as it runs any package job,
+and says so on the job. The families and versions it can honour are read from the runtime list
+(``jobs.runtimes``), so they follow it; any other image is refused at create, naming them.
+
+Pure functions over the runtime list; no database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jobs import runtimes
+
+# family → the framework whose version the image's name gives (as Runtime.frameworks() labels it)
+FAMILIES = {
+    "tf-cpu": "TensorFlow",
+    "tf-gpu": "TensorFlow",
+    "sklearn-cpu": "scikit-learn",
+    "xgboost-cpu": "XGBoost",
+}
+_PREBUILT = re.compile(
+    r"^(?:[a-z0-9.-]+/)+(?:vertex-ai|vertex-ai-restricted|cloud-aiplatform)/training/"
+    r"(?P<family>[a-z0-9-]+)\.(?P<major>\d+)-(?P<minor>\d+)(?:\.py(?P<python>\d)(?P<python_minor>\d+))?"
+    r"(?::(?P<tag>[\w.-]+))?$"
+)
+
+
+@dataclass(frozen=True)
+class Executor:
+    """What an ``executorImageUri`` runs on here."""
+
+    image: str
+    family: str
+    framework: str
+    version: str  # the image's framework version, major.minor
+    runtime: str  # the console's runtime version
+    python: str  # the Python that runtime runs
+    image_python: str | None  # the Python Google's image has (its .pyNNN suffix), when it says
+
+    @property
+    def note(self) -> str:
+        """What the job's page and log say about it, plainly."""
+        runtime = runtimes.RUNTIMES[self.runtime]
+        stack = ", ".join(f"{name} {version}" for name, version in runtime.frameworks().items())
+        python = f"Python {self.python}"
+        if self.image_python and self.image_python != self.python:
+            python += f", where Google's image has Python {self.image_python}"
+        return (
+            f"executorImageUri {self.image} is not run: this console has no Google images. The package runs on "
+            f"this console's runtime version {self.runtime}, the newest here with {self.framework} {self.version}: "
+            f"{stack}, on {python}."
+        )
+
+
+def honoured() -> dict[str, dict[str, str]]:
+    """Every family and version this console can honour, with the runtime each maps to:
+    ``{"tf-cpu": {"2.11": "2.11", …}, "sklearn-cpu": {"1.0": "2.11", …}, …}``."""
+    families: dict[str, dict[str, str]] = {}
+    for family, framework in FAMILIES.items():
+        versions: dict[str, str] = {}
+        for runtime in runtimes.RUNTIMES.values():  # oldest first: the newest runtime wins
+            version = runtime.frameworks().get(framework)
+            if version:
+                versions[".".join(version.split(".")[:2])] = runtime.name
+        families[family] = dict(sorted(versions.items(), key=lambda item: _numbers(item[0])))
+    return families
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def honoured_names() -> list[str]:
+    """The image names (``tf-cpu.2-11``) this console honours."""
+    return [f"{family}.{v.replace('.', '-')}" for family, versions in honoured().items() for v in versions]
+
+
+def honoured_text() -> str:
+    """The families and versions honoured, in a sentence: ``tf-cpu.1-15, 2-1 …; sklearn-cpu.0-20 …``."""
+    return "; ".join(
+        f"{family}.{', '.join(v.replace('.', '-') for v in versions)}" for family, versions in honoured().items()
+    )
+
+
+def is_prebuilt(image: str) -> bool:
+    """Whether the image is one of Google's pre-built training images (any family, honoured or not)."""
+    return bool(_PREBUILT.match(image or ""))
+
+
+def resolve(image: str) -> Executor | None:
+    """The runtime an ``executorImageUri`` runs on here; None when it cannot be honoured."""
+    match = _PREBUILT.match(image or "")
+    if not match or match["family"] not in FAMILIES:
+        return None
+    version = f"{int(match['major'])}.{int(match['minor'])}"
+    runtime_name = honoured()[match["family"]].get(version)
+    if runtime_name is None:
+        return None
+    runtime = runtimes.RUNTIMES[runtime_name]
+    image_python = f"{match['python']}.{match['python_minor']}" if match["python"] else None
+    return Executor(
+        image=image,
+        family=match["family"],
+        framework=FAMILIES[match["family"]],
+        version=version,
+        runtime=runtime_name,
+        python=runtimes.default_python(runtime),
+        image_python=image_python,
+    )
+
+
+def refusal(image: str) -> str:
+    """Why an ``executorImageUri`` is refused, with the images that would be honoured."""
+    match = _PREBUILT.match(image or "")
+    if match and match["family"] in FAMILIES:
+        why = (
+            f"{image} asks for {FAMILIES[match['family']]} {int(match['major'])}.{int(match['minor'])}, which "
+            "no runtime version here has"
+        )
+    elif match:
+        why = f"{image} is a pre-built image of a family ({match['family']}) no runtime version here provides"
+    else:
+        why = (
+            f"{image} is not one of Vertex AI's pre-built training images (a custom image runs as a "
+            "containerSpec.imageUri instead)"
+        )
+    return (
+        f"executorImageUri {why}. This console runs Python packages on its runtime versions, for these "
+        f"pre-built images (under us-docker.pkg.dev/vertex-ai/training/, any .pyNNN suffix): {honoured_text()}."
+    )
