@@ -474,7 +474,7 @@ def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_ea
     job = cluster.wait_state("boxed_gang", TERMINAL, timeout=120)
     text = cluster.log_text("boxed_gang")
     assert job["state"] == "SUCCEEDED", text
-    assert "master-replica-0: hello from a worker container" in text
+    assert "master-replica-0: hello from a worker container" in text, text
     replicas = cluster.replicas("boxed_gang")
     assert {r["worker_pid"] for r in replicas} == {cluster.workers["asia-a"].pid, cluster.workers["asia-b"].pid}
     assert all(r["host"] == address for r in replicas)
