@@ -114,8 +114,11 @@ def authorize_submit(project: Project, *, actor) -> None:
     audit.authorize(actor, "ml.jobs.create", project, method=CREATE_JOB)
 
 
-def submit_job(project: Project, body: dict, *, actor) -> Job:
-    """Create a job from a v1 Job body; it waits QUEUED until the executor takes it."""
+def submit_job(project: Project, body: dict, *, actor, cloned_from: str = "") -> Job:
+    """Create a job from a v1 Job body; it waits QUEUED until the executor takes it.
+
+    ``cloned_from``: the id of the project's job the console's form was filled from (a clone or a
+    resumed study), kept on the new job when the caller may read that job."""
     method = CREATE_JOB
     authorize_submit(project, actor=actor)
     job_body = _validate(body)
@@ -133,6 +136,7 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
                 labels=job_body.get("labels", {}),
                 priority=int(((training_input or {}).get("scheduling") or {}).get("priority", 0)),
                 created_by=actor,
+                cloned_from=_readable_source(project, cloned_from, actor),
             )
             iam.grant(actor, "roles/ml.jobOwner", job)
             audit.record(
@@ -151,6 +155,13 @@ def submit_job(project: Project, body: dict, *, actor) -> Job:
             [FieldViolation("job.job_id", DUPLICATE_JOB)],
         ) from None
     return job
+
+
+def _readable_source(project: Project, job_id: str, actor) -> str:
+    """``job_id`` when it names a job of ``project`` the actor may read, else nothing: a forged or
+    stale source is dropped, never shown as a link to a job the reader cannot see."""
+    source = Job.objects.filter(project=project, job_id=job_id).first() if job_id else None
+    return job_id if source is not None and iam.can(actor, "ml.jobs.get", source) else ""
 
 
 def upload_package(project: Project, filename: str, stream, *, actor) -> dict:

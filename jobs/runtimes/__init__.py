@@ -125,6 +125,17 @@ def _order(name: str) -> tuple:
 RUNTIMES: dict[str, Runtime] = _load()
 
 
+def version_key(version: str) -> tuple:
+    """``"3.11"`` → ``(3, 11)``: Pythons sorted as versions (3.7 before 3.11), never as strings."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def offered_pythons(runtime: Runtime) -> list[str]:
+    """The Pythons a form offers for ``runtime``: those it has a package stack for, as versions
+    (never 2.7, which nothing current installs packages for, and which submit refuses)."""
+    return sorted(runtime.pythons, key=version_key)
+
+
 def default_python(runtime: Runtime) -> str:
     """pythonVersion when a job leaves it out: 3.7 for the original's, the console's for current."""
     if runtime.is_extension:

@@ -26,7 +26,7 @@ from jobs.models import ACTIVE_STATES, JobState, Severity
 from jobs.spec import roles
 from jobs.tuning import study
 from jobs.web import equivalent, listing, trials
-from jobs.web.forms import CONTAINER, JobSubmitForm, initial_from_job, not_carried
+from jobs.web.forms import CONTAINER, JobSubmitForm, initial_from_job, not_carried, runtime_pythons
 from jobs.web.listing import SORTS, JobListQuery
 
 JOBS_PER_PAGE = 100
@@ -421,6 +421,7 @@ def job_submit(request, project_id):
         "tiers": catalogue.SCALE_TIERS,
         "machines": equivalent.machine_descriptions(),
         "images": container_choices.offered_images(project),
+        "runtime_pythons": runtime_pythons(),
         **_source_context(request, project, form, source),
         **_form_preview(project, form),
     }
@@ -428,11 +429,19 @@ def job_submit(request, project_id):
 
 
 def _source_context(request, project, form, source) -> dict:
-    """What the page says about the job it was cloned (or resumed) from."""
-    if source is None or form.is_bound:
+    """What the page says about the job it was cloned (or resumed) from; shown again over a form
+    that came back with errors (by id: what was not carried was said the first time)."""
+    if form.is_bound:
+        source_id = form.data.get("cloned_from", "")
+        return {"cloned_from_id": source_id} if naming.is_job_id(source_id) else {}
+    if source is None:
         return {}
     left = _uploads_left_behind(project, source, getattr(form, "kept", None)) if request.GET.get("clone") else []
-    return {"cloned_from": source, "not_carried": not_carried(source.training_input or {}), "uploads_left": left}
+    return {
+        "cloned_from_id": source.job_id,
+        "not_carried": not_carried(source.training_input or {}),
+        "uploads_left": left,
+    }
 
 
 @login_required
@@ -565,7 +574,9 @@ def _submit(request, project, form):
     else:
         uploaded_uri = _kept_uri(request, project)
     try:
-        return services.submit_job(project, form.job_body(uploaded_uri), actor=request.user)
+        return services.submit_job(
+            project, form.job_body(uploaded_uri), actor=request.user, cloned_from=form.cleaned_data["cloned_from"]
+        )
     except InvalidArgument as error:
         form.add_violations(error.violations)
     except ServiceError as error:

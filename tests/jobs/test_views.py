@@ -524,8 +524,9 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     page = Page(response.content.decode())
     form = response.context["form"]
     for name in form.fields:
-        if name in ("scale_tier", "code", "kept_package", "remove_kept_package"):
-            continue  # radios are checked below; the kept upload's controls show only after a form error kept one
+        if name in ("scale_tier", "code", "kept_package", "remove_kept_package", "cloned_from"):
+            continue  # radios are checked below; the kept upload's controls show only after a form error kept
+            # one; the clone's source is a hidden field
         assert f"id_{name}" in page.controls, name
         assert f"id_{name}" in page.label_for, f"{name} has no label"
     for group in ("scale_tier", "code"):
