@@ -81,7 +81,26 @@ function toggleCustomMachines() {
   });
 }
 
+// A form that came back with errors opens on their summary (at the top of the form), which links
+// each error to its field: following a link puts the cursor in that field, its label in view.
+function showErrorSummary(root) {
+  const summary = root.querySelector("[data-error-summary]");
+  if (summary) summary.focus();
+  return summary;
+}
+document.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest("a[data-error-for]");
+  const field = link && document.getElementById(link.dataset.errorFor);
+  if (!field) return;
+  event.preventDefault();
+  const holder = field.closest(".field, fieldset") || field;
+  holder.hidden = false;
+  holder.scrollIntoView({ block: "center" });
+  field.focus({ preventScroll: true });
+});
+
 document.addEventListener("DOMContentLoaded", () => {
+  showErrorSummary(document);
   localizeTimes(document);
   labelLogZone();
   toggleCustomMachines();
@@ -210,8 +229,10 @@ document.addEventListener("submit", (event) => {
     document.title = answer.title;
     localizeTimes(main);
     toggleCustomMachines();
-    const firstError = main.querySelector(".has-error input, .has-error select, .has-error textarea, .errors");
-    if (firstError) firstError.focus();
+    if (!showErrorSummary(main)) {
+      const firstError = main.querySelector(".has-error input, .has-error select, .has-error textarea, .errors");
+      if (firstError) firstError.focus();
+    }
   });
   request.addEventListener("error", () => {
     text.textContent = "The upload failed: the console could not be reached. Try again.";

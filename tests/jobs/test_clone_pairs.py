@@ -167,3 +167,20 @@ def test_a_forged_source_is_not_recorded(project, developer):
     }
     assert signed_in(developer).post(SUBMIT, data).status_code == 302
     assert Job.objects.get(job_id="forged_1").cloned_from == ""
+
+
+def test_a_refused_submit_lists_its_errors_at_the_top_linked_to_the_fields(project, developer):
+    data = {
+        "job_id": "9bad",
+        "python_module": "trainer.task",
+        "package_uris": PACKAGE,
+        "region": "us-central1",
+        "runtime_version": "current",
+        "python_version": "3.7",
+        "scale_tier": "BASIC",
+    }
+    html = signed_in(developer).post(SUBMIT, data).content.decode()
+    summary = html[html.index("data-error-summary") : html.index("</div>", html.index("data-error-summary"))]
+    assert html.index("data-error-summary") < html.index('id="id_job_id"')  # above the first field
+    assert 'href="#id_python_version"' in summary and "Python version: Runtime version current runs on" in summary
+    assert 'value="9bad"' in html  # what the user typed is kept
