@@ -475,23 +475,9 @@ def _runtime_of(job) -> str:
 
 @login_required
 def batch_job(request, project_id, job_id):
-    """A batch prediction job's input, output and result files (its log is on the job page)."""
+    """The address of a batch prediction job's input and output in earlier releases: the job page's
+    Prediction tab now (models_registry/page.py), where its files open in the outputs browser."""
     project = _project(request, project_id)
-    job = job_services.get_job(project, job_id, actor=request.user, audited=False)
-    prediction_input = job.prediction_input or {}
-    output_path = prediction_input.get("outputPath", "")
-    outputs = []
-    if job.state == JobState.SUCCEEDED and output_path and not storage.is_gcs_uri(output_path):
-        try:
-            folder = storage.resolve_local_path(output_path, project=project)
-            outputs = [(p.name, p.stat().st_size) for p in sorted(folder.glob("prediction.*")) if p.is_file()]
-        except storage.StorageError:
-            outputs = []
-    context = {
-        "project": project,
-        "job": job,
-        "input_json": json.dumps(prediction_input, indent=2),
-        "output": job.training_output or {},
-        "outputs": outputs,
-    }
-    return render(request, "models_registry/batch_job.html", context)
+    job = job_services.find_job(project, job_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.get", job)
+    return redirect(reverse("jobs:detail", args=(project.project_id, job.job_id)) + "#prediction")

@@ -112,10 +112,11 @@ document.addEventListener("DOMContentLoaded", () => {
   }), 30000);
 });
 
-// A study's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
+// A job's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
 // become tab buttons, and the elements with a matching data-tab their panels. Left/Right move
 // between tabs, Home/End go to the first and last. A link to an element inside a panel (#logs,
-// #chart-contour) and a log query (?trial=3, ?severity=) open that panel.
+// #chart-contour) and a log query (?trial=3, ?severity=) open that panel; otherwise the tab
+// data-open names (the log of a running job), else the first.
 function makeTabs(container) {
   const links = [...container.querySelectorAll("a[data-tab-for]")];
   const panelsOf = (name) => [...document.querySelectorAll(`[data-tab="${name}"]`)];
@@ -176,11 +177,36 @@ function makeTabs(container) {
   }
   const query = new URLSearchParams(location.search);
   const logQuery = ["task", "trial", "severity", "text", "first_error", "before", "after"].some((key) => query.get(key));
-  select(tabFor(location.hash) || (logQuery && tabs.find((tab) => tab.dataset.tabFor === "logs")) || tabs[0], false);
+  const named = (name) => tabs.find((tab) => tab.dataset.tabFor === name);
+  select(tabFor(location.hash) || (logQuery && named("logs")) || named(container.dataset.open) || tabs[0], false);
+  // A link elsewhere on the page to a section (data-tab-link="outputs") opens its tab.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest && event.target.closest("a[data-tab-link]");
+    const tab = link && named(link.dataset.tabLink);
+    if (!tab) return;
+    event.preventDefault();
+    select(tab, true);
+  });
   const target = location.hash.length > 1 && document.getElementById(decodeURIComponent(location.hash.slice(1)));
   if (target) target.scrollIntoView();
 }
-document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
+document.addEventListener("htmx:afterSwap", (event) => {
+  localizeTimes(event.target);
+  adoptPanels();
+});
+
+// A panel swapped in anew (the log, filtered in place) takes its tab's place: labelled by it,
+// and shown only while its tab is chosen.
+function adoptPanels() {
+  document.querySelectorAll("[data-tab]:not([role=tabpanel])").forEach((panel) => {
+    const tab = document.getElementById("tab-" + panel.dataset.tab);
+    if (!tab) return;
+    panel.setAttribute("role", "tabpanel");
+    panel.setAttribute("aria-labelledby", tab.id);
+    panel.tabIndex = 0;
+    panel.hidden = tab.getAttribute("aria-selected") !== "true";
+  });
+}
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
 
 // Charts are drawn by static/charts.js.

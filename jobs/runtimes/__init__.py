@@ -144,6 +144,24 @@ def default_python(runtime: Runtime) -> str:
     return runtime.pythons[0]
 
 
+# What a job's log says once its environment is ready (jobs.executor.environments.describe), the
+# record of the Python and build it ran on: ``Runtime version 2.11, Python 3.7.16 (CPU build): …``.
+BUILD_LINE = re.compile(r"^Runtime version (?P<runtime>\S+), Python (?P<python>[\d.]+) \((?P<variant>CPU|GPU) build\)")
+
+
+def describe_build(runtime_version: str, python: str, variant: str, frameworks: list[str]) -> str:
+    return (
+        f"Runtime version {runtime_version}, Python {python} ({variant.upper()} build): "
+        f"{', '.join(frameworks) or 'no frameworks'}."
+    )
+
+
+def parse_build(line: str) -> dict | None:
+    """``{"runtime": "2.11", "python": "3.7.16", "variant": "cpu"}`` from a build line, else None."""
+    match = BUILD_LINE.match(line or "")
+    return {**match.groupdict(), "variant": match["variant"].lower()} if match else None
+
+
 # --- interpreters ----------------------------------------------------------------------------
 
 

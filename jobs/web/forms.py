@@ -19,7 +19,7 @@ from django import forms
 from aiconsole import yamlsafe
 from jobs import catalogue, runtimes
 from jobs.spec import roles
-from jobs.web import equivalent
+from jobs.training import equivalent
 
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),

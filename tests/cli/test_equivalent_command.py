@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.web import equivalent
+from jobs.training import equivalent
 from tests.helpers.cli import TRAINER
 from tests.helpers.jobs import build_package
 

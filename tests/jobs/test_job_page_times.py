@@ -141,16 +141,31 @@ def test_the_replicas_table_says_which_trial_each_replica_ran(client, admin, stu
 def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, study):
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/study/").content.decode()
-    assert 'data-tabs aria-label="Study sections"' in html
-    for name, target in [
+    tabs = [
         ("trials", "trials"),
         ("charts", "study-charts-section"),
-        ("replicas", "replicas"),
         ("logs", "logs"),
+        ("replicas", "replicas"),
+        ("outputs", "outputs"),
         ("input", "training-input"),
-    ]:
-        assert f'<a href="#{target}" data-tab-for="{name}">' in html
+    ]
+    assert re.findall(r'<a href="#([\w-]+)" data-tab-for="(\w+)">', html) == [(t, n) for n, t in tabs]
+    for name, target in tabs:
         assert f'id="{target}" data-tab="{name}"' in html
+    assert 'data-tabs data-open="logs"' in html  # still QUEUED: it opens on its log
+
+
+def test_a_finished_study_opens_on_its_trials_and_a_plain_job_on_its_metrics(client, project, admin, study):
+    Job.objects.filter(pk=study.pk).update(state=JobState.SUCCEEDED)
+    services.submit_job(project, body("plain"), actor=admin)
+    Job.objects.filter(job_id="plain").update(state=JobState.SUCCEEDED)
+    client.force_login(admin)
+    assert 'data-open="trials"' in client.get("/projects/project-a/jobs/study/").content.decode()
+    html = client.get("/projects/project-a/jobs/plain/").content.decode()
+    assert 'data-open="metrics"' in html
+    assert re.findall(r'data-tab-for="(\w+)"', html) == ["metrics", "logs", "replicas", "outputs", "input"]
+    Job.objects.filter(job_id="plain").update(state=JobState.FAILED)
+    assert 'data-open="logs"' in client.get("/projects/project-a/jobs/plain/").content.decode()
 
 
 def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(client, project, admin):
@@ -198,8 +213,9 @@ def test_the_job_page_shows_durations_the_time_zone_and_small_ml_units(client, p
     assert "queued 5.0 s</span> · <span>running 42 s</span> · <span>total 47 s</span>" in html
     assert '<dd title="0.0042">0.0042</dd>' in html
     listing = client.get("/projects/project-a/jobs/").content.decode()
-    assert re.search(r'<th scope="col"[^>]*>(<a [^>]*>)?Duration<', listing)
-    assert re.search(r'<td data-duration title="queued 5.0 s, running 42 s">47 s</td>', listing)
+    assert re.search(r'<th scope="col"[^>]*>Queued<', listing)
+    assert re.search(r'<th scope="col"[^>]*>(<a [^>]*>)?Running<', listing)
+    assert "<td data-queued>5.0 s</td>" in listing and "<td data-duration>42 s</td>" in listing
 
 
 def test_log_rows_show_the_date_once_per_day(client, project, admin):

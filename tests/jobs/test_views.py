@@ -253,9 +253,9 @@ def test_job_detail_shows_state_replicas_error_and_logs(client, project, admin):
     page = Page(response.content.decode())
     assert "FAILED" in page.text["job-status"]
     assert "The replica master 0 exited with a non-zero status of 1." in page.text["job-status"]
-    assert "master-replica-0" in page.text["job-status"]
-    assert "n1-standard-4" in page.text["job-status"]
-    assert "127.0.0.1:2222" in page.text["job-status"]
+    assert "master-replica-0" in page.text["job-replicas"]  # the Replicas tab
+    assert "n1-standard-4" in page.text["job-replicas"]
+    assert "127.0.0.1:2222" in page.text["job-replicas"]
     assert "epoch 1 done" in page.text["log-lines"]
     assert "ValueError: bad input" in page.text["log-lines"]
     assert "no-logs" not in page.text

@@ -172,8 +172,10 @@ def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained
     assert job.prediction_input["modelName"] == "projects/project-a/models/census"
     assert job.prediction_input["batchSize"] == "8"
     detail = client.get("/projects/project-a/jobs/score_1/").content.decode()
-    assert "/projects/project-a/models/batch-prediction/score_1/" in detail
-    assert "predictionInput" in client.get("/projects/project-a/models/batch-prediction/score_1/").content.decode()
+    assert 'id="prediction"' in detail and "Full predictionInput" in detail  # its own input, on its page
+    assert "Training input" not in detail and "master-replica-0" not in detail
+    moved = client.get("/projects/project-a/models/batch-prediction/score_1/")
+    assert moved.status_code == 302 and moved["Location"] == "/projects/project-a/jobs/score_1/#prediction"
     invalid = client.post(
         "/projects/project-a/models/batch-prediction/",
         {
