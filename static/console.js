@@ -211,6 +211,21 @@ document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.ta
 
 // Charts are drawn by static/charts.js.
 
+// A value shown once (a set-password link, a new token): its Copy button puts it on the clipboard
+// and says so; where the browser refuses, the value is selected for the user to copy.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest && event.target.closest("button[data-copy-value]");
+  const field = button && document.getElementById(button.dataset.copyValue);
+  if (!field) return;
+  const status = button.parentElement.querySelector("[data-copy-status]");
+  const say = (ok) => {
+    if (status) status.textContent = ok ? "Copied." : "Copying was refused by the browser: the text is selected, copy it yourself.";
+  };
+  const fallback = () => { field.focus(); field.select(); say(document.execCommand && document.execCommand("copy")); };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(() => say(true), fallback);
+  else fallback();
+});
+
 // A model page opened while its first version was being created: show the prediction panel
 // once a version is READY (the versions table refreshes itself; the panel is server-rendered).
 document.addEventListener("htmx:afterSettle", () => {

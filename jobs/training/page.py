@@ -15,14 +15,8 @@ from jobs import catalogue, kinds, runtimes, services
 from jobs.builtin import algorithm as builtin
 from jobs.logs import stream as logstream
 from jobs.spec import roles
+from jobs.templatetags import job_format
 from jobs.training import equivalent
-
-DEFAULT_TIER = "BASIC"
-
-
-def scale_tier(training_input: dict | None) -> str:
-    """The job's scale tier as every page shows it: the one it names, else BASIC (the v1 default)."""
-    return (training_input or {}).get("scaleTier") or DEFAULT_TIER
 
 
 def plans(job) -> list:
@@ -70,7 +64,7 @@ def training_summary(job) -> dict:
         runtime, python, python_note = None, training_input.get("pythonVersion") or "", ""
     return {
         "input": training_input,
-        "scale_tier": scale_tier(training_input),
+        "scale_tier": job_format.scale_tier(training_input),
         "container": None if builtin.is_builtin_job(job) else container_summary(training_input, job_plans),
         "runtime": runtime.name if runtime else training_input.get("runtimeVersion") or "",
         "python": python,

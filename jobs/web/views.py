@@ -142,6 +142,7 @@ def _form_preview(project, form) -> dict:
     return {
         "preview": equivalent.build(project.project_id, body["jobId"] or "JOB_ID", ti, body.get("labels"), uploads),
         "units_per_hour": equivalent.units_per_hour(ti),
+        "estimate_problem": equivalent.estimate_problem(ti) or "choose machine types the catalogue knows",
         "tuning_parsed": {"spec": spec, "error": " ".join(form.errors.get("hyperparameters", []))},
     }
 

@@ -184,3 +184,19 @@ def test_a_refused_submit_lists_its_errors_at_the_top_linked_to_the_fields(proje
     assert html.index("data-error-summary") < html.index('id="id_job_id"')  # above the first field
     assert 'href="#id_python_version"' in summary and "Python version: Runtime version current runs on" in summary
     assert 'value="9bad"' in html  # what the user typed is kept
+
+
+def test_the_estimate_says_which_workers_lack_a_machine_type(project, developer):
+    data = {
+        "job_id": "est_1",
+        "python_module": "trainer.task",
+        "package_uris": PACKAGE,
+        "region": "us-central1",
+        "runtime_version": "2.11",
+        "scale_tier": "CUSTOM",
+        "master_type": "n1-standard-4",
+        "worker_count": "2",
+    }
+    html = signed_in(developer).post("/projects/project-a/jobs/new/preview/", data).content.decode()
+    assert "<strong data-units>—</strong>" in html
+    assert "Workers: choose a machine type for the 2, or set the count to 0" in html
