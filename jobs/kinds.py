@@ -32,11 +32,14 @@ class PageSection:
 @dataclass(frozen=True)
 class JobPage:
     """What a kind of job shows on the job page besides what every job shows (state, logs,
-    replicas, outputs): ``sections(request, job)`` gives its sections in tab order, the first
-    being the one a finished job opens on; ``fragment(request, job, part)`` answers the ``?part=``
-    refreshes those sections make (None: not one of this kind's parts)."""
+    replicas, outputs): ``sections(request, job)`` gives its sections in tab order, the last being
+    its input; ``fragment(request, job, part)`` answers the ``?part=`` refreshes those sections
+    make (None: not one of this kind's parts)."""
 
     sections: Callable[..., list[PageSection]]
+    # The section a job that ended opens on, ``finished_opens_on(job)`` (a study's trials, a training
+    # job's metrics when it reported any); None: its log, as a job that runs opens on.
+    finished_opens_on: Callable[[object], str | None] = lambda job: None
     fragment: Callable[..., object] = lambda request, job, part: None
     # The log's replica choices this kind's jobs can have beyond their replicas' rows (the
     # planned ones, before they start): ``log_tasks(job)``.

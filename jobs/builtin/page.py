@@ -40,4 +40,6 @@ def fragment(request, job, part: str):
 
 
 def page() -> kinds.JobPage:
-    return kinds.JobPage(sections=sections, fragment=fragment, log_tasks=training.log_tasks)
+    return kinds.JobPage(
+        finished_opens_on=lambda job: "results", sections=sections, fragment=fragment, log_tasks=training.log_tasks
+    )

@@ -120,5 +120,10 @@ def sections(request, job) -> list[kinds.PageSection]:
     return [metrics_section(), input_section(job)]
 
 
+def opens_on(job) -> str | None:
+    """A finished job that reported metrics opens on them; one that reported none, on its log."""
+    return "metrics" if job.metric_points.exists() else None
+
+
 def page() -> kinds.JobPage:
-    return kinds.JobPage(sections=sections, log_tasks=log_tasks)
+    return kinds.JobPage(sections=sections, log_tasks=log_tasks, finished_opens_on=opens_on)

@@ -29,8 +29,8 @@ from jobs.training import page as training_page
 
 LOG_LINES_PER_PAGE = 1000
 SEVERITY_ORDER = [s.value for s in Severity]
-# What a page opened without a hash or a log query shows first: a job that runs, or failed, its log.
-OPENS_ON_LOGS = ACTIVE_STATES | {JobState.FAILED}
+# What a page opened without a hash or a log query shows first: a job that runs, its log; one that
+# ended, its kind's results when it has some (JobPage.finished_opens_on), else its log too.
 # Every job's own sections, between its kind's results and its input (the kind's last section).
 LOGS = kinds.PageSection("logs", "Logs", "jobs/_logs.html", "logs")
 REPLICAS = kinds.PageSection("replicas", "Replicas", "jobs/_replicas.html", "replicas")
@@ -68,7 +68,7 @@ def job_detail(request, project_id, job_id):
     context = {**_status_context(request, job), **_log_window(request, job, page)}
     for section in own:
         context.update(section.context)
-    opens = "logs" if job.state in OPENS_ON_LOGS or not own else own[0].key
+    opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
 

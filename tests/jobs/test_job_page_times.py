@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import services
-from jobs.models import Job, JobState, LogLine, Replica, Trial
+from jobs.models import Job, JobState, LogLine, MetricPoint, Replica, Trial
 from jobs.templatetags.job_format import duration, ml_units, significant
 from tests.helpers.jobs import body
 
@@ -155,16 +155,19 @@ def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, s
     assert 'data-tabs data-open="logs"' in html  # still QUEUED: it opens on its log
 
 
-def test_a_finished_study_opens_on_its_trials_and_a_plain_job_on_its_metrics(client, project, admin, study):
+def test_a_finished_study_opens_on_its_trials_and_a_plain_job_on_its_metrics_or_log(client, project, admin, study):
     Job.objects.filter(pk=study.pk).update(state=JobState.SUCCEEDED)
     services.submit_job(project, body("plain"), actor=admin)
     Job.objects.filter(job_id="plain").update(state=JobState.SUCCEEDED)
     client.force_login(admin)
     assert 'data-open="trials"' in client.get("/projects/project-a/jobs/study/").content.decode()
     html = client.get("/projects/project-a/jobs/plain/").content.decode()
-    assert 'data-open="metrics"' in html
+    assert 'data-open="logs"' in html
     assert re.findall(r'data-tab-for="(\w+)"', html) == ["metrics", "logs", "replicas", "outputs", "input"]
-    Job.objects.filter(job_id="plain").update(state=JobState.FAILED)
+    plain = Job.objects.get(job_id="plain")
+    MetricPoint.objects.create(job=plain, source="hypertune", tag="loss", step=1, value=0.5, wall_time=0)
+    assert 'data-open="metrics"' in client.get("/projects/project-a/jobs/plain/").content.decode()
+    Job.objects.filter(job_id="plain").update(state=JobState.RUNNING)
     assert 'data-open="logs"' in client.get("/projects/project-a/jobs/plain/").content.decode()
 
 
