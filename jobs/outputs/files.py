@@ -253,28 +253,41 @@ def _gcs_prefix(root: str, path: str) -> tuple[str, str]:
 
 
 def _gcs_listing(root: str, path: str, after: str, limit: int) -> Listing:
+    """A page of a ``gs://`` folder in name order (the bucket's own order: a folder-first order
+    would need every name of a large folder read first), from the name after ``after``: the
+    bucket is asked for about one page of entries, however many the folder holds."""
     bucket, prefix = _gcs_prefix(root, path)
     below = f"{prefix}/" if prefix else ""
+    entries: list[Entry] = []
     try:
-        client = storage.gcs_client()
-        blobs = client.list_blobs(
-            bucket, prefix=below or None, delimiter="/", start_offset=f"{below}{after}" if after else None, timeout=30
+        pages = (
+            storage.gcs_client()
+            .list_blobs(
+                bucket,
+                prefix=below or None,
+                delimiter="/",
+                start_offset=f"{below}{after}" if after else None,
+                page_size=limit + 1,
+                timeout=30,
+            )
+            .pages
         )
-        files, folders = [], []
-        for page in blobs.pages:
+        for page in pages:
             for blob in page:
                 name = blob.name[len(below) :]
-                if name and name != after:
-                    files.append(Entry(name, f"{path}/{name}" if path else name, "file", blob.size, blob.updated))
-            folders += [p[len(below) :].rstrip("/") for p in page.prefixes]
-            if len(files) > SCAN_ENTRIES:
+                if name and name > after:  # past ``after``, also where a server ignores startOffset
+                    entries.append(Entry(name, f"{path}/{name}" if path else name, "file", blob.size, blob.updated))
+            for folder in page.prefixes:
+                name = folder[len(below) :].rstrip("/")
+                if name and name > after and all(e.name != name for e in entries):
+                    entries.append(Entry(name, f"{path}/{name}" if path else name, "folder"))
+            if len(entries) > limit:
                 break
     except storage.StorageError as error:
         raise FailedPrecondition(str(error)) from None
     except Exception as error:  # the client's transport and HTTP errors: say which folder
         raise FailedPrecondition(f"{root}: cannot list it ({error})") from None
-    folder_entries = [Entry(n, f"{path}/{n}" if path else n, "folder") for n in sorted(set(folders)) if n > after]
-    entries = (folder_entries + sorted(files, key=lambda e: e.name))[: limit + 1]
+    entries.sort(key=lambda entry: entry.name)
     more = entries[limit - 1].name if len(entries) > limit else ""
     return Listing(root, path, entries[:limit], more_after=more, missing=not entries and not after and not path)
 

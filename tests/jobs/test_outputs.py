@@ -184,8 +184,14 @@ def test_a_gcs_job_dir_is_listed_and_previewed(project, admin, viewer, gcs_emula
     gcs_emulator.upload("out-bucket", "runs/r10/other.txt", b"not this job's")
     job = services.submit_job(project, body("cloudy", jobDir="gs://out-bucket/runs/r1"), actor=admin)
     listing = files.list_folder(job, actor=viewer)
-    assert [(e.name, e.kind) for e in listing.entries] == [("model", "folder"), ("metrics.csv", "file")]
-    assert listing.entries[1].size == 16
+    assert [(e.name, e.kind) for e in listing.entries] == [("metrics.csv", "file"), ("model", "folder")]  # by name
+    assert listing.entries[0].size == 16
     preview = files.preview_file(job, "metrics.csv", actor=viewer)
     assert preview.kind == "table" and preview.rows == [["1", "0.5"]]
     assert b"".join(files.download(job, "model/saved_model.pb", actor=viewer).chunks) == b"\x00pb"
+    for n in range(4):
+        gcs_emulator.upload("out-bucket", f"runs/r1/ckpt-{n}", b"x")
+    first = files.list_folder(job, actor=viewer, limit=3)
+    assert [e.name for e in first.entries] == ["ckpt-0", "ckpt-1", "ckpt-2"] and first.more_after == "ckpt-2"
+    rest = files.list_folder(job, actor=viewer, after=first.more_after, limit=3)
+    assert [e.name for e in rest.entries] == ["ckpt-3", "metrics.csv", "model"] and rest.more_after == ""
