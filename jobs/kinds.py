@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 logger = logging.getLogger("aiconsole.jobs")
 
@@ -62,7 +63,7 @@ class JobKind:
     input_field: str = "trainingInput"
     # The folder its outputs are under (``outputs(job)``: a training job's jobDir), for the console's
     # outputs browser; None when it has none.
-    outputs: Callable[[object], str | None] = lambda job: (job.training_input or {}).get("jobDir")
+    outputs: Callable[[Any], str | None] = lambda job: (job.training_input or {}).get("jobDir")
     # Its own sections of the job page; imported the first time a page is drawn (the pages' code
     # is not wanted in the processes that only run jobs).
     page: Callable[[], JobPage] | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import cast
 
 import yaml
 from django import forms
@@ -289,8 +290,9 @@ class JobSubmitForm(forms.Form):
             else self.get_initial_for_field(self.fields["runtime_version"], "runtime_version")
         )
         runtime = runtimes.RUNTIMES.get(chosen or catalogue.DEFAULT_RUNTIME_VERSION)
+        field = cast(forms.ChoiceField, self.fields["python_version"])
         if runtime is None:  # a runtime the runtime field refuses: its error is the one to read
-            self.fields["python_version"].choices = [("", "The runtime's default")] + _choices(
+            field.choices = [("", "The runtime's default")] + _choices(
                 sorted(
                     {p for r in runtimes.RUNTIMES.values() for p in runtimes.offered_pythons(r)},
                     key=runtimes.version_key,
@@ -299,8 +301,8 @@ class JobSubmitForm(forms.Form):
             return
         offered = runtimes.offered_pythons(runtime)
         default = runtimes.default_python(runtime)
-        self.fields["python_version"].choices = [("", f"{default} (the runtime's default)")] + _choices(offered)
-        self.fields["python_version"].error_messages["invalid_choice"] = (
+        field.choices = [("", f"{default} (the runtime's default)")] + _choices(offered)
+        field.error_messages["invalid_choice"] = (
             f"Runtime version {runtime.name} runs on Python {', '.join(offered)}: Python %(value)s is not one "
             "of them. Choose one of those, or the runtime's default."
         )
