@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import services
+from jobs import runtimes, services
 from jobs.models import Job, JobState, LogLine, MetricPoint, Replica, Trial
 from jobs.templatetags.job_format import duration, ml_units, significant
 from tests.helpers.jobs import body
@@ -239,3 +239,30 @@ def test_log_rows_show_the_date_once_per_day(client, project, admin):
     times = re.findall(r'<time datetime="2024-03-0[12]T[^"]+">([^<]+)</time>', html)
     assert times == ["2024-03-01 23:59:58", "23:59:59", "2024-03-02 00:00:00", "00:00:01"]
     assert "Time (UTC)" in html
+
+
+def test_the_page_says_which_python_ran_and_that_the_gpus_asked_for_were_not_there(client, project, admin):
+    gpu = {
+        "scaleTier": "CUSTOM",
+        "masterType": "n1-standard-8",
+        "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+    }
+    job = services.submit_job(project, body("gpu_less", **gpu), actor=admin)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    Replica.objects.create(
+        job=job, task_type="master", task_index=0, label="master-replica-0", machine_type="n1-standard-8",
+        accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1, host="127.0.0.1",
+    )  # fmt: skip
+    client.force_login(admin)
+    before = client.get("/projects/project-a/jobs/gpu_less/").content.decode()
+    assert "data-gpu-missing" not in before and "Python 3.7 <small>(the exact version" in before
+    line = runtimes.describe_build("2.11", "3.7.16", "cpu", ["TensorFlow 2.11.0"])
+    assert runtimes.parse_build(line) == {"runtime": "2.11", "python": "3.7.16", "variant": "cpu"}
+    LogLine.objects.create(
+        job=job, task_name="service", seq=1, stream="service", severity="INFO", message=line, time=timezone.now()
+    )
+    html = client.get("/projects/project-a/jobs/gpu_less/").content.decode()
+    assert "<dd data-python>Ran on Python 3.7.16 (CPU build)" in html
+    status = html[html.index('id="job-status"') : html.index("</section>", html.index('id="job-status"'))]
+    assert "Asked for 1 × NVIDIA_TESLA_T4, but ran without a GPU" in status
+    assert "(asked; none on this host)" in html  # the replica's machine says so too
