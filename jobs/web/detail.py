@@ -29,8 +29,6 @@ from jobs.training import page as training_page
 
 LOG_LINES_PER_PAGE = 1000
 SEVERITY_ORDER = [s.value for s in Severity]
-# What a page opened without a hash or a log query shows first: a job that runs, its log; one that
-# ended, its kind's results when it has some (JobPage.finished_opens_on), else its log too.
 # Every job's own sections, between its kind's results and its input (the kind's last section).
 LOGS = kinds.PageSection("logs", "Logs", "jobs/_logs.html", "logs")
 REPLICAS = kinds.PageSection("replicas", "Replicas", "jobs/_replicas.html", "replicas")
@@ -55,7 +53,7 @@ def job_detail(request, project_id, job_id):
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if part == "replicas":
-        return render(request, "jobs/_replicas.html#job-replicas", _status_context(request, job))
+        return render(request, "jobs/_replicas.html#job-replicas", _replica_context(job))
     if part == "logs":  # the log filters, applied in place
         context = {**_status_context(request, job), **_log_window(request, job, page)}
         return render(request, "jobs/_logs.html#log-panel", context)
@@ -68,6 +66,8 @@ def job_detail(request, project_id, job_id):
     context = {**_status_context(request, job), **_log_window(request, job, page)}
     for section in own:
         context.update(section.context)
+    # What the page shows first (without a hash or a log query): a job that runs, its log; one that
+    # ended, its kind's results when it has some (JobPage.finished_opens_on), else its log too.
     opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
@@ -81,18 +81,24 @@ def _tabs(sections: list[kinds.PageSection]) -> list[kinds.PageSection]:
     return list(seen.values())
 
 
-def _status_context(request, job) -> dict:
+def _replica_context(job) -> dict:
     return {
         "project": job.project,
         "job": job,
         "replicas": list(job.replicas.select_related("worker").order_by("pk")),
         "active": job.state in ACTIVE_STATES,
-        "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
-        "position": job.job_position(),
-        "waiting": queue.explain(job, actor=request.user),
         # Which Python and build it ran on, and whether the GPUs it asks for were there: said in the
         # header and on the replicas, not only in a log line.
         "ran_on": training_page.ran_on(job) if job.training_input else None,
+    }
+
+
+def _status_context(request, job) -> dict:
+    return {
+        **_replica_context(job),
+        "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
+        "position": job.job_position(),
+        "waiting": queue.explain(job, actor=request.user),
         "deploy_problem": _deploy_problem(job),
         "can_clone": bool(job.training_input) and iam.can(request.user, "ml.jobs.create", job.project),
         "builtin_clone": bool(job.training_input) and builtin.is_builtin_job(job),
