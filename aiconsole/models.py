@@ -9,6 +9,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.crypto import salted_hmac
 
+from aiconsole import audit_words
+
 PROJECT_ID_VALIDATOR = RegexValidator(
     r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$",
     "Project id must be 6 to 30 characters: lowercase letters, digits and hyphens, "
@@ -202,6 +204,19 @@ class AuditEntry(models.Model):
         if not name and self.response.get("jobId"):
             name = f"{self.resource_name}/jobs/{self.response['jobId']}"
         return name if isinstance(name, str) and name.startswith(f"{self.resource_name}/") else ""
+
+    @property
+    def sentence(self) -> str:
+        """What happened, in words ("cancelled job to_cancel_1"), for the audit pages."""
+        return audit_words.sentence(
+            self.method_name, self.resource_name, granted=self.granted, created=self.created_resource
+        )
+
+    @property
+    def method_parts(self) -> list[str]:
+        """The method name cut after each dot, so a narrow column breaks it there, never mid-word."""
+        parts = self.method_name.split(".")
+        return [part + "." for part in parts[:-1]] + parts[-1:]
 
     @property
     def is_data_access(self) -> bool:

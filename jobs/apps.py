@@ -4,9 +4,9 @@ from django.conf import settings
 
 def _training_plans(job) -> list:
     """A training job's replicas; a tuning job holds a set per parallel trial, capped at what fits."""
-    # deferred: tuning loads Optuna, wanted only where jobs run
+    # deferred: the catalogue reads settings, and this module loads before they are ready
     from jobs import catalogue
-    from jobs.tuning import search as tuning
+    from jobs.tuning import limits as tuning
 
     per_trial = catalogue.replica_plan(job.training_input)
     spec = job.training_input.get("hyperparameters")
@@ -22,6 +22,27 @@ def _job_runner() -> type:
     return JobRunner
 
 
+def _training_page():
+    # deferred: the pages' code is wanted only where pages are drawn
+    from jobs.training import page
+
+    return page.page()
+
+
+def _tuning_page():
+    # deferred: as above
+    from jobs.tuning import page
+
+    return page.page()
+
+
+def _builtin_page():
+    # deferred: as above
+    from jobs.builtin import page
+
+    return page.page()
+
+
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Training jobs"
@@ -32,15 +53,22 @@ class JobsConfig(AppConfig):
         from jobs import kinds, services
         from jobs.builtin import algorithm as builtin
 
-        def training(name: str, matches) -> kinds.JobKind:
+        def training(name: str, matches, page) -> kinds.JobKind:
             return kinds.JobKind(
                 name=name,
                 matches=matches,
                 check=services.check_training_input,
                 plans=_training_plans,
                 runner=_job_runner,
+                page=page,
             )
 
-        kinds.register(training("built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti)))
-        kinds.register(training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters"))))
-        kinds.register(training("training", lambda ti, pi: ti is not None))
+        kinds.register(
+            training(
+                "built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti), _builtin_page
+            )
+        )
+        kinds.register(
+            training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters")), _tuning_page)
+        )
+        kinds.register(training("training", lambda ti, pi: ti is not None, _training_page))

@@ -3,7 +3,8 @@
 A job is training (plain, tuned, or a built-in algorithm) or batch prediction. ``jobs`` runs the
 training kinds; ``models_registry`` registers batch prediction and the model-serving work the
 executor's process hosts. So ``jobs`` never imports the apps built on it: the executor, the
-submit service and the scaled-mode coordinator ask this registry what a job needs.
+submit service and the scaled-mode coordinator ask this registry what a job needs, and the job
+page asks it for the kind's own sections (``JobPage``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,39 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 logger = logging.getLogger("aiconsole.jobs")
+
+
+@dataclass(frozen=True)
+class PageSection:
+    """One tab of a job's page, drawn by the feature that knows it (the trial table by tuning, the
+    prediction input by batch prediction): ``template`` is included in the page with the page's
+    context plus ``context``; its panel carries ``data-tab="<key>"`` and the id ``anchor``."""
+
+    key: str  # "trials": the tab and its panel
+    title: str  # "Trials", the tab's label
+    template: str
+    anchor: str  # the id of the panel's element, what "#trials" in a link opens
+    context: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """What a kind of job shows on the job page besides what every job shows (state, logs,
+    replicas, outputs): ``sections(request, job)`` gives its sections in tab order, the last being
+    its input; ``fragment(request, job, part)`` answers the ``?part=`` refreshes those sections
+    make (None: not one of this kind's parts)."""
+
+    sections: Callable[..., list[PageSection]]
+    # The section a job that ended opens on, ``finished_opens_on(job)`` (a study's trials, a training
+    # job's metrics when it reported any); None: its log, as a job that runs opens on.
+    finished_opens_on: Callable[[object], str | None] = lambda job: None
+    fragment: Callable[..., object] = lambda request, job, part: None
+    # The log's replica choices this kind's jobs can have beyond their replicas' rows (the
+    # planned ones, before they start): ``log_tasks(job)``.
+    log_tasks: Callable[[object], list[str]] = lambda job: []
 
 
 @dataclass(frozen=True)
@@ -29,6 +61,12 @@ class JobKind:
     runner: Callable[[], type]
     # The input the kind reads: "trainingInput" or "predictionInput".
     input_field: str = "trainingInput"
+    # The folder its outputs are under (``outputs(job)``: a training job's jobDir), for the console's
+    # outputs browser; None when it has none.
+    outputs: Callable[[Any], str | None] = lambda job: (job.training_input or {}).get("jobDir")
+    # Its own sections of the job page; imported the first time a page is drawn (the pages' code
+    # is not wanted in the processes that only run jobs).
+    page: Callable[[], JobPage] | None = None
 
 
 @dataclass

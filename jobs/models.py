@@ -90,6 +90,9 @@ class Job(models.Model):
     lease_expires = models.DateTimeField(null=True, blank=True)
     # The console's free-text note on the job (not a v1 field): what this run tried, what came of it.
     note = models.CharField(max_length=500, blank=True, default="")
+    # The console's record (not a v1 field) of the job this one was cloned or resumed from, by id: a
+    # job page links back to it, and it stays readable after that job is deleted.
+    cloned_from = models.CharField(max_length=128, blank=True, default="")
 
     objects = JobQuerySet.as_manager()
 

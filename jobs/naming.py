@@ -22,3 +22,11 @@ def suggest_job_id(taken, python_module: str = "trainer.task", now: datetime | N
         n += 1
         candidate = f"{base}_{n}"
     return candidate
+
+
+JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether ``text`` is a well-formed job id (letters, digits, underscores; a letter first)."""
+    return bool(JOB_ID.fullmatch(text or ""))

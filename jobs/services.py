@@ -119,6 +119,7 @@ def submit_job(
     body: dict,
     *,
     actor,
+    cloned_from: str = "",
     method: str = CREATE_JOB,
     service_name: str | None = None,
     audit_request: dict | None = None,
@@ -126,9 +127,11 @@ def submit_job(
 ) -> Job:
     """Create a job from a v1 Job body; it waits QUEUED until the executor takes it.
 
-    Another API that creates the engine's jobs (``jobs.vertex``) names its own audit ``method``,
-    ``service_name`` and ``audit_request``, and ``on_create(job)``, called inside the transaction,
-    adds its own rows and returns the response the audit entry records.
+    ``cloned_from``: the id of the project's job the console's form was filled from (a clone or a
+    resumed study), kept on the new job when the caller may read that job. Another API that creates
+    the engine's jobs (``jobs.vertex``) names its own audit ``method``, ``service_name`` and
+    ``audit_request``, and ``on_create(job)``, called inside the transaction, adds its own rows and
+    returns the response the audit entry records.
     """
     authorize_submit(project, actor=actor, method=method, service_name=service_name)
     job_body = _validate(body)
@@ -146,6 +149,7 @@ def submit_job(
                 labels=job_body.get("labels", {}),
                 priority=int(((training_input or {}).get("scheduling") or {}).get("priority", 0)),
                 created_by=actor,
+                cloned_from=_readable_source(project, cloned_from, actor),
             )
             iam.grant(actor, "roles/ml.jobOwner", job)
             response = on_create(job) if on_create is not None else job_resource(job)
@@ -167,6 +171,13 @@ def submit_job(
             [FieldViolation("job.job_id", DUPLICATE_JOB)],
         ) from None
     return job
+
+
+def _readable_source(project: Project, job_id: str, actor) -> str:
+    """``job_id`` when it names a job of ``project`` the actor may read, else nothing: a forged or
+    stale source is dropped, never shown as a link to a job the reader cannot see."""
+    source = Job.objects.filter(project=project, job_id=job_id).first() if job_id else None
+    return job_id if source is not None and iam.can(actor, "ml.jobs.get", source) else ""
 
 
 def upload_package(project: Project, filename: str, stream, *, actor) -> dict:

@@ -5,9 +5,10 @@ from jobs.containers import views as image_views
 from jobs.metrics import compare_views
 from jobs.metrics import views as metrics_views
 from jobs.metrics.tensorboard import views as tensorboard_views
+from jobs.outputs import views as output_views
 from jobs.web import annotations as annotation_views
+from jobs.web import detail, views
 from jobs.web import sharing as sharing_views
-from jobs.web import views
 
 app_name = "jobs"
 
@@ -20,10 +21,10 @@ urlpatterns = [
     path("projects/<str:project_id>/images/", image_views.image_list, name="images"),
     path("projects/<str:project_id>/images/delete/", image_views.image_delete, name="image_delete"),
     path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/", views.job_detail, name="detail"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/logs/", views.job_logs, name="logs"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", views.job_logs_download, name="logs_download"),
-    path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", views.job_cancel, name="cancel"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/", detail.job_detail, name="detail"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/logs/", detail.job_logs, name="logs"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", detail.job_logs_download, name="logs_download"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", detail.job_cancel, name="cancel"),
     path("projects/<str:project_id>/jobs/<str:job_id>/labels/", annotation_views.job_labels, name="labels"),
     path("projects/<str:project_id>/jobs/<str:job_id>/note/", annotation_views.job_note, name="note"),
     path("projects/<str:project_id>/jobs/<str:job_id>/sharing/", sharing_views.job_sharing, name="sharing"),
@@ -32,6 +33,13 @@ urlpatterns = [
         "projects/<str:project_id>/jobs/<str:job_id>/sharing/<int:user_id>/remove/",
         sharing_views.job_sharing_remove,
         name="sharing_remove",
+    ),
+    path("projects/<str:project_id>/jobs/<str:job_id>/outputs/", output_views.job_outputs, name="outputs"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/outputs/file/", output_views.job_output_file, name="output_file"),
+    path(
+        "projects/<str:project_id>/jobs/<str:job_id>/outputs/download/",
+        output_views.job_output_download,
+        name="output_download",
     ),
     path("projects/<str:project_id>/jobs/<str:job_id>/metrics/", metrics_views.job_metrics, name="metrics"),
     path(

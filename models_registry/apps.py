@@ -21,6 +21,13 @@ def _batch_runner() -> type:
     return batch.BatchPredictionRunner
 
 
+def _batch_page():
+    # deferred: the pages' code is wanted only where pages are drawn
+    from models_registry import page
+
+    return page.page()
+
+
 def _serving_start() -> None:
     """Resume version deployments a stopped console left unfinished; warm minNodes processes."""
     # deferred: serving runs only in the process that runs jobs
@@ -57,6 +64,8 @@ class ModelsRegistryConfig(AppConfig):
                 check=services.check_prediction_input,
                 plans=_batch_plans,
                 runner=_batch_runner,
+                outputs=lambda job: (job.prediction_input or {}).get("outputPath"),
+                page=_batch_page,
             )
         )
         kinds.register_service(kinds.BackgroundService("model serving", start=_serving_start, stop=_serving_stop))

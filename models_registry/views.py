@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -14,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam, storage, team_views
 from aiconsole.errors import ServiceError
-from jobs import catalogue
+from jobs import catalogue, naming
 from jobs import services as job_services
 from jobs.builtin import algorithm as builtin
 from jobs.models import JobState
@@ -346,37 +347,70 @@ def batch_new(request, project_id):
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     models = list(services.list_models(project, actor=request.user).order_by("name"))
+    job_id = request.POST.get("job_id") or naming.suggest_job_id(
+        lambda job_id: project.jobs.filter(job_id=job_id).exists(), "batch"
+    )
     context = {
         "project": project,
         "models": models,
         "post": request.POST,
         "regions": sorted(catalogue.REGIONS),
         "formats": ("JSON", "TEXT"),
-        "default_output": str(storage_dir(project)),
+        "job_id": job_id,
+        "output_base": str(storage_dir(project)),
+        "default_output": str(storage_dir(project) / job_id) if naming.is_job_id(job_id) else "",
     }
     if request.method == "POST":
         try:
             job = job_services.submit_job(project, _batch_body(request.POST, project), actor=request.user)
         except ServiceError as error:
-            context["error"] = _message(error)
+            context["errors"] = _batch_errors(error)
         else:
             messages.success(request, f"Batch prediction job {job.job_id} submitted.")
             return redirect("jobs:detail", project_id=project.project_id, job_id=job.job_id)
     return render(request, "models_registry/batch_new.html", context)
 
 
-def storage_dir(project) -> Path:
-    from django.conf import settings
+# Where a violation of the predictionInput shows on the batch form: (field path prefix, input id, label).
+BATCH_FIELDS = (
+    ("job.job_id", "batch-job", "Job ID"),
+    ("job.prediction_input.uri", "batch-uri", "Model folder"),
+    ("job.prediction_input.model_name", "batch-source", "Model"),
+    ("job.prediction_input.version_name", "batch-source", "Model"),
+    ("job.prediction_input.input_paths", "batch-inputs", "Input paths"),
+    ("job.prediction_input.data_format", "batch-format", "Input format"),
+    ("job.prediction_input.output_data_format", "batch-output-format", "Output format"),
+    ("job.prediction_input.output_path", "batch-output", "Output path"),
+    ("job.prediction_input.region", "batch-region", "Region"),
+    ("job.prediction_input.batch_size", "batch-size", "Batch size"),
+    ("job.prediction_input.max_worker_count", "batch-workers", "Max workers"),
+)
 
+
+def _batch_errors(error: ServiceError) -> list[tuple[str, str, str]]:
+    """The refusal as the form's error summary lists it: each violation linked to its input."""
+    entries = []
+    for violation in error.violations or []:
+        found = next((row for row in BATCH_FIELDS if violation.field.startswith(row[0])), None)
+        entries.append((found[1], found[2], violation.description) if found else ("", "", violation.description))
+    return entries or [("", "", error.message)]
+
+
+def storage_dir(project) -> Path:
+    """Where batch prediction jobs of ``project`` write unless told otherwise: a folder per job below it."""
     return settings.STORAGE_DIR / "predictions" / project.project_id
 
 
 def _batch_body(post, project) -> dict:
     source = post.get("source", "")
+    job_id = post.get("job_id", "").strip()
+    output_path = post.get("output_path", "").strip()
+    if not output_path and naming.is_job_id(job_id):
+        output_path = str(storage_dir(project) / job_id)  # each job its own folder, as the form suggests
     prediction_input = {
         "dataFormat": post.get("data_format", "JSON"),
         "inputPaths": [p.strip() for p in post.get("input_paths", "").splitlines() if p.strip()],
-        "outputPath": post.get("output_path", "").strip(),
+        "outputPath": output_path,
         "region": post.get("region", ""),
     }
     if source == "__uri__":
@@ -391,7 +425,7 @@ def _batch_body(post, project) -> dict:
             prediction_input[key] = post[field].strip()
     if post.get("output_format") == "CSV":
         prediction_input["outputDataFormat"] = "CSV"
-    return {"jobId": post.get("job_id", "").strip(), "predictionInput": prediction_input}
+    return {"jobId": job_id, "predictionInput": prediction_input}
 
 
 # --- sharing (the generic page from aiconsole.team_views) -----------------------------------------------------
@@ -441,23 +475,9 @@ def _runtime_of(job) -> str:
 
 @login_required
 def batch_job(request, project_id, job_id):
-    """A batch prediction job's input, output and result files (its log is on the job page)."""
+    """The address of a batch prediction job's input and output in earlier releases: the job page's
+    Prediction tab now (models_registry/page.py), where its files open in the outputs browser."""
     project = _project(request, project_id)
-    job = job_services.get_job(project, job_id, actor=request.user, audited=False)
-    prediction_input = job.prediction_input or {}
-    output_path = prediction_input.get("outputPath", "")
-    outputs = []
-    if job.state == JobState.SUCCEEDED and output_path and not storage.is_gcs_uri(output_path):
-        try:
-            folder = storage.resolve_local_path(output_path, project=project)
-            outputs = [(p.name, p.stat().st_size) for p in sorted(folder.glob("prediction.*")) if p.is_file()]
-        except storage.StorageError:
-            outputs = []
-    context = {
-        "project": project,
-        "job": job,
-        "input_json": json.dumps(prediction_input, indent=2),
-        "output": job.training_output or {},
-        "outputs": outputs,
-    }
-    return render(request, "models_registry/batch_job.html", context)
+    job = job_services.find_job(project, job_id, actor=request.user)
+    iam.require(request.user, "ml.jobs.get", job)
+    return redirect(reverse("jobs:detail", args=(project.project_id, job.job_id)) + "#prediction")

@@ -81,7 +81,26 @@ function toggleCustomMachines() {
   });
 }
 
+// A form that came back with errors opens on their summary (at the top of the form), which links
+// each error to its field: following a link puts the cursor in that field, its label in view.
+function showErrorSummary(root) {
+  const summary = root.querySelector("[data-error-summary]");
+  if (summary) summary.focus();
+  return summary;
+}
+document.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest("a[data-error-for]");
+  const field = link && document.getElementById(link.dataset.errorFor);
+  if (!field) return;
+  event.preventDefault();
+  const holder = field.closest(".field, fieldset") || field;
+  holder.hidden = false;
+  holder.scrollIntoView({ block: "center" });
+  field.focus({ preventScroll: true });
+});
+
 document.addEventListener("DOMContentLoaded", () => {
+  showErrorSummary(document);
   localizeTimes(document);
   labelLogZone();
   toggleCustomMachines();
@@ -93,10 +112,11 @@ document.addEventListener("DOMContentLoaded", () => {
   }), 30000);
 });
 
-// A study's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
+// A job's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
 // become tab buttons, and the elements with a matching data-tab their panels. Left/Right move
 // between tabs, Home/End go to the first and last. A link to an element inside a panel (#logs,
-// #chart-contour) and a log query (?trial=3, ?severity=) open that panel.
+// #chart-contour) and a log query (?trial=3, ?severity=) open that panel; otherwise the tab
+// data-open names (the log of a running job), else the first.
 function makeTabs(container) {
   const links = [...container.querySelectorAll("a[data-tab-for]")];
   const panelsOf = (name) => [...document.querySelectorAll(`[data-tab="${name}"]`)];
@@ -157,14 +177,54 @@ function makeTabs(container) {
   }
   const query = new URLSearchParams(location.search);
   const logQuery = ["task", "trial", "severity", "text", "first_error", "before", "after"].some((key) => query.get(key));
-  select(tabFor(location.hash) || (logQuery && tabs.find((tab) => tab.dataset.tabFor === "logs")) || tabs[0], false);
+  const named = (name) => tabs.find((tab) => tab.dataset.tabFor === name);
+  select(tabFor(location.hash) || (logQuery && named("logs")) || named(container.dataset.open) || tabs[0], false);
+  // A link elsewhere on the page to a section (data-tab-link="outputs") opens its tab.
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest && event.target.closest("a[data-tab-link]");
+    const tab = link && named(link.dataset.tabLink);
+    if (!tab) return;
+    event.preventDefault();
+    select(tab, true);
+  });
   const target = location.hash.length > 1 && document.getElementById(decodeURIComponent(location.hash.slice(1)));
   if (target) target.scrollIntoView();
 }
-document.addEventListener("htmx:afterSwap", (event) => localizeTimes(event.target));
+document.addEventListener("htmx:afterSwap", (event) => {
+  localizeTimes(event.target);
+  adoptPanels();
+});
+
+// A panel swapped in anew (the log, filtered in place) takes its tab's place: labelled by it,
+// and shown only while its tab is chosen.
+function adoptPanels() {
+  document.querySelectorAll("[data-tab]:not([role=tabpanel])").forEach((panel) => {
+    const tab = document.getElementById("tab-" + panel.dataset.tab);
+    if (!tab) return;
+    panel.setAttribute("role", "tabpanel");
+    panel.setAttribute("aria-labelledby", tab.id);
+    panel.tabIndex = 0;
+    panel.hidden = tab.getAttribute("aria-selected") !== "true";
+  });
+}
 document.addEventListener("htmx:oobAfterSwap", (event) => localizeTimes(event.target));
 
 // Charts are drawn by static/charts.js.
+
+// A value shown once (a set-password link, a new token): its Copy button puts it on the clipboard
+// and says so; where the browser refuses, the value is selected for the user to copy.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest && event.target.closest("button[data-copy-value]");
+  const field = button && document.getElementById(button.dataset.copyValue);
+  if (!field) return;
+  const status = button.parentElement.querySelector("[data-copy-status]");
+  const say = (ok) => {
+    if (status) status.textContent = ok ? "Copied." : "Copying was refused by the browser: the text is selected, copy it yourself.";
+  };
+  const fallback = () => { field.focus(); field.select(); say(document.execCommand && document.execCommand("copy")); };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(field.value).then(() => say(true), fallback);
+  else fallback();
+});
 
 // A model page opened while its first version was being created: show the prediction panel
 // once a version is READY (the versions table refreshes itself; the panel is server-rendered).
@@ -210,8 +270,10 @@ document.addEventListener("submit", (event) => {
     document.title = answer.title;
     localizeTimes(main);
     toggleCustomMachines();
-    const firstError = main.querySelector(".has-error input, .has-error select, .has-error textarea, .errors");
-    if (firstError) firstError.focus();
+    if (!showErrorSummary(main)) {
+      const firstError = main.querySelector(".has-error input, .has-error select, .has-error textarea, .errors");
+      if (firstError) firstError.focus();
+    }
   });
   request.addEventListener("error", () => {
     text.textContent = "The upload failed: the console could not be reached. Try again.";

@@ -63,6 +63,21 @@
     });
   }
 
+  // --- The Python choices follow the runtime version: only pairs submit accepts are offered. ---
+  // A Python the new runtime also has stays chosen; otherwise the runtime's default is.
+  const runtimePythons = JSON.parse((document.getElementById("runtime-pythons") || {}).textContent || "{}");
+  function offerPythons() {
+    const current = form();
+    const runtime = current && current.querySelector('select[name="runtime_version"]');
+    const python = current && current.querySelector('select[name="python_version"]');
+    const offered = runtime && runtimePythons[runtime.value];
+    if (!python || !offered) return;
+    const kept = offered.pythons.includes(python.value) ? python.value : "";
+    python.replaceChildren(new Option(offered.default + " (the runtime's default)", ""),
+      ...offered.pythons.map(function (version) { return new Option(version, version); }));
+    python.value = kept;
+  }
+
   // --- The live preview: estimate, command, REST body, and the server's reading of the YAML. --
   let timer = null, sequence = 0, lastSource = "form";
   function schedulePreview(source) {
@@ -111,6 +126,7 @@
       return;
     }
     if (target.name === "code") showCode();
+    if (target.name === "runtime_version" && event.type === "change") offerPythons();
     if (target.tagName === "SELECT" && /_type$/.test(target.name) && !/accelerator/.test(target.name)) {
       describeMachine(target);
     }

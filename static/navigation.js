@@ -35,3 +35,9 @@ document.addEventListener("input", (event) => {
 window.addEventListener("pageshow", () => {
   document.querySelectorAll("form[data-url-state]").forEach((form) => form.reset());
 });
+
+// Folded filters open by themselves where there is room (they fold on a phone so jobs come first).
+document.addEventListener("DOMContentLoaded", () => {
+  if (!window.matchMedia("(min-width: 641px)").matches) return;
+  document.querySelectorAll("details[data-open-wide]").forEach((details) => { details.open = true; });
+});

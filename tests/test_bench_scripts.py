@@ -91,6 +91,7 @@ SHORT_RUNS = {
         "trial table fragment",
     ),
     "tensorboard.py": (["--rounds", "1", "--steps", "10"], "a small data request"),
+    "outputs.py": (["--files", "300", "--csv-mb", "1", "--repeats", "1"], "csv preview, 1 MB / 1 KB"),
     "containers.py": (["--latency-runs", "1", "--cancel-runs", "1", "--no-study"], "container / package p50"),
     "vertex.py": (["--rounds", "1"], "ratio SDK at 50 ms / v1"),
     "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
@@ -140,7 +141,7 @@ SHORT_RUNS = {
 }
 # Where the environment is already built: the suite's own cache (aiconsole/testing.py), given as
 # --env-dir; what takes minutes on a new machine is the same build the suite makes first.
-NO_ENV_DIR = {"fronts_cpu.py", "runtimes.py", "tuning.py", "api_list.py", "metrics.py", "pages.py"}
+NO_ENV_DIR = {"fronts_cpu.py", "runtimes.py", "tuning.py", "api_list.py", "metrics.py", "pages.py", "outputs.py"}
 NEEDS_CHROMIUM = {"pages.py", "screenshots.py"}
 
 

@@ -85,6 +85,8 @@ class BuiltinJobForm(forms.Form):
     master_type = forms.ChoiceField(
         label="Machine type", required=False, help_text="Empty: BASIC (a single n1-standard-4)."
     )
+    # The job a clone was filled from: the new job records it (services.submit_job).
+    cloned_from = forms.CharField(required=False, max_length=128, widget=forms.HiddenInput)
     extra_args = forms.CharField(
         label="Other arguments",
         required=False,
@@ -188,6 +190,7 @@ def initial_from_builtin_job(job, *, job_id: str, default_job_dir: str) -> dict:
     known = set(COMMON_ARGS) | set(ALGORITHM_ARGS.get(algorithm.name if algorithm else "", ()))
     initial: dict = {
         "job_id": job_id,
+        "cloned_from": job.job_id,
         "algorithm": algorithm.name if algorithm else "boosted_trees",
         "region": ti.get("region", "us-central1"),
         "master_type": ti.get("masterType", ""),

@@ -59,7 +59,10 @@ def _submit(request, project, form):
     default_job_dir = _default_job_dir(project, form.cleaned_data["job_id"])
     try:
         return services.submit_job(
-            project, form.job_body(training_data_path=data_path, default_job_dir=default_job_dir), actor=request.user
+            project,
+            form.job_body(training_data_path=data_path, default_job_dir=default_job_dir),
+            actor=request.user,
+            cloned_from=form.cleaned_data["cloned_from"],
         )
     except ServiceError as error:
         form.add_violations(error.violations) if error.violations else form.add_error(None, error.message)

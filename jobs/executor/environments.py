@@ -261,10 +261,7 @@ def describe(runtime: Environment, packages: dict[str, str]) -> str:
     """``Runtime version 2.11, Python 3.7.16 (CPU build): TensorFlow 2.11.0, scikit-learn 1.0.2, …``"""
     info = runtime.info()
     frameworks = [f"{label} {version}" for label, version in runtimes.framework_versions(packages).items()]
-    return (
-        f"Runtime version {info['runtimeVersion']}, Python {info['python']} ({info['variant'].upper()} "
-        f"build): {', '.join(frameworks) or 'no frameworks'}."
-    )
+    return runtimes.describe_build(info["runtimeVersion"], info["python"], info["variant"], frameworks)
 
 
 # --- the job's layer -------------------------------------------------------------------------

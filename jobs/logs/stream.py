@@ -161,6 +161,13 @@ def first_error_id(job_pk: int, log_filter: LogFilter) -> int | None:
     return _lines(job_pk, wanted).order_by("id").values_list("id", flat=True).first()
 
 
+def build_line(job_pk: int) -> str | None:
+    """The service line saying which runtime, Python and build the job's environment is
+    (``Runtime version 2.11, Python 3.7.16 (CPU build): …``), the first one written; None before."""
+    lines = LogLine.objects.filter(job_id=job_pk, task_name="service", message__startswith="Runtime version ")
+    return lines.order_by("id").values_list("message", flat=True).first()
+
+
 _counted: dict[int, tuple[int, int]] = {}  # job → (an id, how many of its lines are at or below it)
 _counted_lock = threading.Lock()
 

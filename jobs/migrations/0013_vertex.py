@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("aiconsole", "0004_trainer_accounts"),
-        ("jobs", "0011_trial_report_range"),
+        ("jobs", "0012_job_cloned_from"),
     ]
 
     operations = [

@@ -126,12 +126,41 @@ def _order(name: str) -> tuple:
 RUNTIMES: dict[str, Runtime] = _load()
 
 
+def version_key(version: str) -> tuple:
+    """``"3.11"`` → ``(3, 11)``: Pythons sorted as versions (3.7 before 3.11), never as strings."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def offered_pythons(runtime: Runtime) -> list[str]:
+    """The Pythons a form offers for ``runtime``: those it has a package stack for, as versions
+    (never 2.7, which nothing current installs packages for, and which submit refuses)."""
+    return sorted(runtime.pythons, key=version_key)
+
+
 def default_python(runtime: Runtime) -> str:
     """pythonVersion when a job leaves it out: 3.7 for the original's, the console's for current."""
     if runtime.is_extension:
         own = f"{sys.version_info[0]}.{sys.version_info[1]}"
         return own if own in runtime.pythons else runtime.pythons[0]
     return runtime.pythons[0]
+
+
+# What a job's log says once its environment is ready (jobs.executor.environments.describe), the
+# record of the Python and build it ran on: ``Runtime version 2.11, Python 3.7.16 (CPU build): …``.
+BUILD_LINE = re.compile(r"^Runtime version (?P<runtime>\S+), Python (?P<python>[\d.]+) \((?P<variant>CPU|GPU) build\)")
+
+
+def describe_build(runtime_version: str, python: str, variant: str, frameworks: list[str]) -> str:
+    return (
+        f"Runtime version {runtime_version}, Python {python} ({variant.upper()} build): "
+        f"{', '.join(frameworks) or 'no frameworks'}."
+    )
+
+
+def parse_build(line: str) -> dict | None:
+    """``{"runtime": "2.11", "python": "3.7.16", "variant": "cpu"}`` from a build line, else None."""
+    match = BUILD_LINE.match(line or "")
+    return {**match.groupdict(), "variant": match["variant"].lower()} if match else None
 
 
 # --- interpreters ----------------------------------------------------------------------------

@@ -75,3 +75,12 @@ def words(value) -> str:
     """An identifier as words for a label: ``missing_features`` → ``Missing features``."""
     text = str(value or "").replace("_", " ").strip()
     return text[:1].upper() + text[1:]
+
+
+@register.filter
+def scale_tier(training_input) -> str:
+    """A job's scale tier as every page writes it: the one it names, BASIC when it names none (the
+    v1 default), and — for a job with no training input (batch prediction)."""
+    if not training_input:
+        return "—"
+    return training_input.get("scaleTier") or "BASIC"

@@ -36,6 +36,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from jobs.tuning.gp_sampler import NumpyGPSampler
+from jobs.tuning.limits import max_trials, parallel_trials  # noqa: F401 (the executor reads them here)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -73,10 +74,6 @@ def direction(spec: dict) -> str:
     return "minimize" if spec.get("goal") == "MINIMIZE" else "maximize"
 
 
-def max_trials(spec: dict) -> int:
-    return max(1, int(spec.get("maxTrials") or 1))
-
-
 def is_conditional(spec: dict) -> bool:
     return any(param.get("condition") for param in spec["params"])
 
@@ -101,14 +98,6 @@ def final_report(spec: dict, reports: list[dict]) -> dict | None:
 def early_stopping(spec: dict) -> bool:
     value = spec.get("enableTrialEarlyStopping")
     return value is True or str(value).upper() == "TRUE"
-
-
-def parallel_trials(spec: dict, replicas_per_trial: int, max_replicas: int) -> int:
-    """Trials run at once: maxParallelTrials, no more than maxTrials, and no more than fit on
-    this machine (at least one: a trial larger than the machine runs alone)."""
-    wanted = min(max(1, int(spec.get("maxParallelTrials") or 1)), max_trials(spec))
-    fit = max(1, max_replicas // max(1, replicas_per_trial))
-    return max(1, min(wanted, fit))
 
 
 def failure_limit(spec: dict) -> int | None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import cast
 
 import yaml
 from django import forms
 
 from aiconsole import yamlsafe
-from jobs import catalogue
+from jobs import catalogue, runtimes
 from jobs.spec import roles
-from jobs.web import equivalent
+from jobs.training import equivalent
 
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),
@@ -177,6 +178,8 @@ class JobSubmitForm(forms.Form):
         label="Upload a trainer package", required=False, help_text="An sdist (.tar.gz) or a wheel (.whl)."
     )
     kept_package = forms.CharField(required=False, widget=forms.HiddenInput)  # upload_ref of an earlier try
+    # The job a clone or a resumed study was filled from: the new job records it (services.submit_job).
+    cloned_from = forms.CharField(required=False, max_length=128, widget=forms.HiddenInput)
     remove_kept_package = forms.BooleanField(label="Remove it", required=False)
     package_uris = forms.CharField(
         label="Package URIs",
@@ -217,7 +220,12 @@ class JobSubmitForm(forms.Form):
     )
     region = forms.ChoiceField(label="Region", initial="us-central1")
     runtime_version = forms.ChoiceField(label="Runtime version")
-    python_version = forms.ChoiceField(label="Python version", initial="3.7")
+    python_version = forms.ChoiceField(
+        label="Python version",
+        required=False,
+        help_text="The Pythons the chosen runtime version runs on; the default is the one a job "
+        "without pythonVersion gets.",
+    )
     scale_tier = forms.ChoiceField(label="Scale tier", initial="BASIC", widget=forms.RadioSelect)
     job_dir = forms.CharField(
         label="Job directory",
@@ -246,8 +254,7 @@ class JobSubmitForm(forms.Form):
         self.fields["region"].choices = _choices(catalogue.REGIONS)
         self.fields["runtime_version"].choices = _choices(catalogue.RUNTIME_VERSIONS)
         self.fields["runtime_version"].initial = catalogue.DEFAULT_RUNTIME_VERSION
-        pythons = sorted({p for r in catalogue.RUNTIME_VERSIONS.values() for p in r.python_versions})
-        self.fields["python_version"].choices = _choices(pythons)
+        self._offer_pythons()
         self.fields["scale_tier"].choices = [
             (tier, f"{tier}: {catalogue.tier_description(tier)}") for tier in catalogue.SCALE_TIERS
         ]
@@ -272,6 +279,33 @@ class JobSubmitForm(forms.Form):
             )
             chosen = self.data.get(f"{role}_type") if self.is_bound else self.initial.get(f"{role}_type")
             self.fields[f"{role}_type"].help_text = machine_help(chosen)
+
+    def _offer_pythons(self) -> None:
+        """The Python choices follow the runtime version (the one posted, else the initial one): a
+        pair the form offers is one submit accepts, and a Python of another runtime is refused here
+        with the runtime's own list."""
+        chosen = (
+            self.data.get("runtime_version")
+            if self.is_bound
+            else self.get_initial_for_field(self.fields["runtime_version"], "runtime_version")
+        )
+        runtime = runtimes.RUNTIMES.get(chosen or catalogue.DEFAULT_RUNTIME_VERSION)
+        field = cast(forms.ChoiceField, self.fields["python_version"])
+        if runtime is None:  # a runtime the runtime field refuses: its error is the one to read
+            field.choices = [("", "The runtime's default")] + _choices(
+                sorted(
+                    {p for r in runtimes.RUNTIMES.values() for p in runtimes.offered_pythons(r)},
+                    key=runtimes.version_key,
+                )
+            )
+            return
+        offered = runtimes.offered_pythons(runtime)
+        default = runtimes.default_python(runtime)
+        field.choices = [("", f"{default} (the runtime's default)")] + _choices(offered)
+        field.error_messages["invalid_choice"] = (
+            f"Runtime version {runtime.name} runs on Python {', '.join(offered)}: Python %(value)s is not one "
+            "of them. Choose one of those, or the runtime's default."
+        )
 
     def role_fields(self):
         """Bound fields grouped per role, for the CUSTOM section of the template."""
@@ -385,7 +419,8 @@ class JobSubmitForm(forms.Form):
         training_input["region"] = data["region"]
         if not container:
             training_input["runtimeVersion"] = data["runtime_version"]
-            training_input["pythonVersion"] = data["python_version"]
+            if data["python_version"]:  # empty: the runtime's default, as a job without pythonVersion
+                training_input["pythonVersion"] = data["python_version"]
         if data["args"]:
             training_input["args"] = data["args"]
         if data["job_dir"].strip():
@@ -414,6 +449,15 @@ class JobSubmitForm(forms.Form):
         for violation in violations:
             name = field_for_violation(violation.field)
             self.add_error(name if name in self.fields else None, violation.description)
+
+
+def runtime_pythons() -> dict[str, dict]:
+    """Each runtime version's offered Pythons and its default, for the form's script to follow the
+    runtime the user picks (``{"current": {"pythons": ["3.11", …], "default": "3.11"}}``)."""
+    return {
+        name: {"pythons": runtimes.offered_pythons(runtime), "default": runtimes.default_python(runtime)}
+        for name, runtime in runtimes.RUNTIMES.items()
+    }
 
 
 def role_config(role: str) -> str:
@@ -479,6 +523,7 @@ def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, ke
     scheduling = ti.get("scheduling") or {}
     initial = {
         "job_id": job_id or (f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy"),
+        "cloned_from": job.job_id,
         "labels": "\n".join(f"{k}={v}" for k, v in (job.labels or {}).items()),
         "package_uris": "\n".join(u for u in ti.get("packageUris") or [] if u not in kept_uris),
         "python_module": ti.get("pythonModule", ""),

@@ -262,14 +262,14 @@ class JobListQuery:
             jobs = jobs.alias(**{alias: _final(column)})
             key = F(alias).desc(nulls_last=True) if descending else F(alias).asc(nulls_last=True)
             jobs = jobs.order_by(key, "-pk" if descending else "pk")
+        elif column == "duration":
+            # The running time (from RUNNING to its end, or to now), as the column shows it: a job
+            # that never ran has none and sorts last either way; its time in the queue is apart.
+            now = Value(timezone.now(), output_field=DateTimeField())
+            running = ExpressionWrapper(Coalesce(F("end_time"), now) - F("start_time"), output_field=DurationField())
+            key = F("duration").desc(nulls_last=True) if descending else F("duration").asc(nulls_last=True)
+            jobs = jobs.alias(duration=running).order_by(key, "-pk" if descending else "pk")
         elif column in SORTS:
-            if column == "duration":
-                now = Value(timezone.now(), output_field=DateTimeField())
-                jobs = jobs.alias(
-                    duration=ExpressionWrapper(
-                        Coalesce(F("end_time"), now) - F("create_time"), output_field=DurationField()
-                    )
-                )
             order = SORTS[column]
             if descending:
                 order = tuple(key[1:] if key.startswith("-") else f"-{key}" for key in order)

@@ -99,7 +99,7 @@ class Watch:
 
     def expect_status(self, path: str, status: int) -> None:
         """A page the test means to fail (the browser logs an error for any 4xx document)."""
-        reason = {403: "Forbidden", 404: "Not Found"}[status]
+        reason = {400: "Bad Request", 403: "Forbidden", 404: "Not Found"}[status]
         self.expected.add(f"status of {status} ({reason}) ({self.origin}{path})")
 
     def on_console(self, message) -> None:

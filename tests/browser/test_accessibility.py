@@ -73,7 +73,7 @@ def focused_outline(page) -> str:
     return page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
 
 
-def tab_to(page, target, most: int = 40) -> None:
+def tab_to(page, target, most: int = 60) -> None:
     for _ in range(most):
         if target.evaluate("(el) => el === document.activeElement"):
             return

@@ -151,6 +151,7 @@ def test_the_copy_buttons_copy_the_command_and_the_body(page, console):
     for path, prefix in ((f"{JOBS}new/", "form"), (f"{JOBS}train_model/", "job")):
         page.goto(path)
         if prefix == "job":
+            page.get_by_role("tab", name="Training input").click()
             page.get_by_text("Submit it again from the command line or the API").click()
         for button, target in (("Copy command", f"#{prefix}-cli"), ("Copy REST body", f"#{prefix}-rest")):
             page.get_by_role("button", name=button).click()

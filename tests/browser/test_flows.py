@@ -45,7 +45,7 @@ def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, consol
 
     page.wait_for_url(f"**{JOBS}custom_1/", timeout=60_000)
     mark_page(page)
-    expect(page.locator("#job-status")).to_contain_text("1×NVIDIA_TESLA_T4")
+    expect(page.locator("#job-replicas")).to_contain_text("1×NVIDIA_TESLA_T4")  # the Replicas tab
     expect(state(page)).to_have_attribute("data-state", "RUNNING", timeout=180_000)
     # Lines from the master and both workers stream in over the socket.
     logs = page.locator("#log-lines")
@@ -128,7 +128,7 @@ def test_an_admin_adds_a_member_who_then_sees_a_read_only_console(page, console)
     expect(nav.get_by_role("link", name="Audit log")).to_have_count(0)
     expect(page.get_by_role("link", name="New training job")).to_have_count(0)
     page.get_by_role("link", name="custom_1").click()
-    expect(page.locator("#logs")).to_be_visible()
+    expect(page.get_by_role("tab", name="Logs")).to_be_visible()
     expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
     page.watch.expect_status(f"{JOBS}new/", 403)
     response = page.goto(f"{JOBS}new/")
@@ -168,7 +168,8 @@ def test_filter_the_audit_log(page, console):
     page.get_by_role("button", name="Filter").click()
     expect(page).to_have_url(re.compile(r"method=CancelJob"))
     expect(rows.first).to_contain_text("google.cloud.ml.v1.JobService.CancelJob")
-    methods = rows.locator("td:nth-child(4)").all_inner_texts()
+    expect(rows.first.locator("[data-sentence]")).to_contain_text("cancelled job")
+    methods = rows.locator("td:nth-child(5)").all_inner_texts()
     assert methods and all("CancelJob" in m for m in methods)
     page.get_by_label(re.compile(r"^Method")).fill("NoSuchMethod")
     page.get_by_role("button", name="Filter").click()
@@ -202,6 +203,7 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
     live = assert_matches_a_fresh_load(page, page.context.browser, console)
     assert_not_reloaded(page)
     assert "appears here once" not in live["builtin"]
+    page.get_by_role("tab", name="Results").click()  # it opened on its log, while it ran
     results = page.locator("section", has=page.locator("#builtin-heading"))
     expect(results).to_contain_text("Built-in algorithm")
     expect(results).to_contain_text("Classification metrics on each split")

@@ -99,9 +99,9 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
     assert console.wait(console.background["tuning"], timeout=240)["state"] == "SUCCEEDED"
     login(page)
     page.goto(f"{JOBS}study_1/")
-    tablist = page.get_by_role("tablist", name="Study sections")
+    tablist = page.get_by_role("tablist", name="Job sections")
     tabs = tablist.get_by_role("tab")
-    expect(tabs).to_have_text(["Trials", "Charts", "Replicas", "Logs", "Training input"])
+    expect(tabs).to_have_text(["Trials", "Charts", "Logs", "Replicas", "Outputs", "Training input"])
     expect(tabs.first).to_have_attribute("aria-selected", "true")
     expect(page.locator("#trials")).to_be_visible()
     expect(page.locator("#logs")).to_be_hidden()

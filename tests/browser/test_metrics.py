@@ -53,6 +53,7 @@ def test_job_page_charts_metrics_live_with_tables_csv_and_theme(page, console):
     page.goto(f"{JOBS}metrics_live/")
     mark_page(page)
     expect(state(page)).to_have_attribute("data-state", "RUNNING", timeout=180_000)
+    page.get_by_role("tab", name="Metrics").click()  # a running job opens on its log
     charts = page.locator("#metrics figure.metric-chart")
     expect(charts).to_have_count(2, timeout=30_000)  # accuracy and epoch_loss, while the job runs
     loss = page.locator("#metrics figure.metric-chart[data-tag='epoch_loss']")

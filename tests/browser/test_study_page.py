@@ -45,11 +45,11 @@ def test_the_trial_table_comes_first_with_a_column_per_parameter_and_metric(page
     login(page)
     page.goto(study)
     expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
-    expect(page.get_by_role("tablist", name="Study sections").get_by_role("tab")).to_have_text(
-        ["Trials", "Charts", "Replicas", "Logs", "Training input"]
+    expect(page.get_by_role("tablist", name="Job sections").get_by_role("tab")).to_have_text(
+        ["Trials", "Charts", "Logs", "Replicas", "Outputs", "Training input"]
     )
     # The trials open the study's sections, not 1,400 px down behind one replica row per trial.
-    tabs = page.get_by_role("tablist", name="Study sections").bounding_box()
+    tabs = page.get_by_role("tablist", name="Job sections").bounding_box()
     top = page.locator("#trial-table").bounding_box()["y"]
     assert top - (tabs["y"] + tabs["height"]) < 250 and top < 1000, top
     expect(page.locator("#job-status table")).to_have_count(0)  # the replicas are behind their own tab

@@ -1,4 +1,4 @@
-"""The command line and REST body the console shows for a job (``jobs.web.equivalent``) really submit
+"""The command line and REST body the console shows for a job (``jobs.training.equivalent``) really submit
 that job: run through the real CLI, or posted as is, against a running console."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.web import equivalent
+from jobs.training import equivalent
 from tests.helpers.cli import TRAINER
 from tests.helpers.jobs import build_package
 

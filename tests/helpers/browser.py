@@ -19,7 +19,7 @@ SNAPSHOT = """() => {
   return {
     state: document.querySelector("#job-status [data-state]").dataset.state,
     facts: text("#job-times"),
-    replicas: rows("#job-status tbody tr, #study-replicas tbody tr"),
+    replicas: rows("#job-replicas tbody tr"),
     trialSummary: text("#trial-summary"),
     trials: rows("#trial-table tbody tr"),
     counts: table ? [table.dataset.trials, table.dataset.completed, table.dataset.best] : null,
@@ -30,7 +30,7 @@ SNAPSHOT = """() => {
   };
 }"""
 
-SETTLED = """() => ["#job-status", "#trial-table", "#study-charts", "#metrics", "#builtin-results"]
+SETTLED = """() => ["#job-status", "#job-replicas", "#trial-table", "#study-charts", "#metrics", "#builtin-results"]
   .every((sel) => { const el = document.querySelector(sel); return !el || !el.hasAttribute("hx-get"); })"""
 
 

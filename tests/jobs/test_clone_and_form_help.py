@@ -16,7 +16,7 @@ from django.test import Client
 
 from jobs import catalogue, services
 from jobs.models import Job
-from jobs.web import equivalent
+from jobs.training import equivalent
 from jobs.web.forms import JobSubmitForm, machine_help
 from tests.helpers.jobs import PACKAGE, build_package
 

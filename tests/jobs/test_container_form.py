@@ -15,7 +15,7 @@ from django.test import Client
 from jobs import services
 from jobs.containers import choices
 from jobs.models import ContainerImage, Job
-from jobs.web import equivalent
+from jobs.training import equivalent
 from jobs.web.forms import JobSubmitForm
 from tests.helpers.images import make_image, require_engine
 from tests.helpers.jobs import submit
@@ -275,11 +275,11 @@ def test_the_job_page_shows_the_image_per_role_and_no_runtime(project, developer
     assert f"Master: <code>{image}</code>" in images and f"Worker: <code>{image}</code>" in images
     assert "Master: <code>/trainer.sh</code>" in html and "Worker: <code>--epochs 2</code>" in html
     assert "chief <small>(useChiefInTfConfig: true)</small>" in html
-    assert "Runtime / Python" not in html and "<dt>Module</dt>" not in html
+    assert "data-runtime" not in html and "<dt>Module</dt>" not in html
     assert f"--master-image-uri {image} --worker-image-uri {image}" in html  # submit it again
 
 
 def test_a_package_jobs_page_still_shows_its_runtime(project, developer):
     submit(project, "plain_page", developer)
     html = page_text(signed_in(developer).get("/projects/project-a/jobs/plain_page/"))
-    assert "Runtime / Python" in html and "data-container-images" not in html
+    assert "data-runtime" in html and "data-python" in html and "data-container-images" not in html

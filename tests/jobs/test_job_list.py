@@ -88,13 +88,31 @@ def test_the_list_shows_creator_runtime_and_duration(client, admin, jobs):
     assert admin.username in row and "2.11" in row and "1 h 30 min" in row
 
 
+def test_the_list_shows_the_time_queued_apart_from_the_time_running(client, project, admin):
+    created = DAY - timedelta(minutes=10)
+    Job.objects.create(
+        project=project,
+        job_id="waited",
+        state=JobState.SUCCEEDED,
+        training_input={"scaleTier": "BASIC"},
+        create_time=created,
+        start_time=created + timedelta(minutes=2),
+        end_time=created + timedelta(minutes=2, seconds=3),
+    )
+    client.force_login(admin)
+    html = client.get(LIST).content.decode()
+    row = html[html.index('data-job="waited"') : html.index("</tr>", html.index('data-job="waited"'))]
+    assert "<td data-queued>2 min 00 s</td>" in row
+    assert "<td data-duration>3.0 s</td>" in row  # a 3-second job, whatever it waited
+
+
 def test_headings_link_to_the_other_order_and_keep_the_filters(client, admin, jobs):
     client.force_login(admin)
 
     html = client.get(LIST, {"q": "census", "sort": "id"}).content.decode()
 
     assert 'aria-sort="ascending"><a href="?q=census&amp;sort=-id"' in html
-    assert '<a href="?q=census&amp;sort=-duration" data-sort="duration">' in html
+    assert '<a href="?q=census&amp;sort=-duration" data-sort="duration" title="From RUNNING to its end">' in html
     assert 'aria-sort="descending"' not in html
 
 

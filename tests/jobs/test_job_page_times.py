@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import services
-from jobs.models import Job, JobState, LogLine, Replica, Trial
+from jobs import runtimes, services
+from jobs.models import Job, JobState, LogLine, MetricPoint, Replica, Trial
 from jobs.templatetags.job_format import duration, ml_units, significant
 from tests.helpers.jobs import body
 
@@ -141,16 +141,34 @@ def test_the_replicas_table_says_which_trial_each_replica_ran(client, admin, stu
 def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, study):
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/study/").content.decode()
-    assert 'data-tabs aria-label="Study sections"' in html
-    for name, target in [
+    tabs = [
         ("trials", "trials"),
         ("charts", "study-charts-section"),
-        ("replicas", "replicas"),
         ("logs", "logs"),
+        ("replicas", "replicas"),
+        ("outputs", "outputs"),
         ("input", "training-input"),
-    ]:
-        assert f'<a href="#{target}" data-tab-for="{name}">' in html
+    ]
+    assert re.findall(r'<a href="#([\w-]+)" data-tab-for="(\w+)">', html) == [(t, n) for n, t in tabs]
+    for name, target in tabs:
         assert f'id="{target}" data-tab="{name}"' in html
+    assert 'data-tabs data-open="logs"' in html  # still QUEUED: it opens on its log
+
+
+def test_a_finished_study_opens_on_its_trials_and_a_plain_job_on_its_metrics_or_log(client, project, admin, study):
+    Job.objects.filter(pk=study.pk).update(state=JobState.SUCCEEDED)
+    services.submit_job(project, body("plain"), actor=admin)
+    Job.objects.filter(job_id="plain").update(state=JobState.SUCCEEDED)
+    client.force_login(admin)
+    assert 'data-open="trials"' in client.get("/projects/project-a/jobs/study/").content.decode()
+    html = client.get("/projects/project-a/jobs/plain/").content.decode()
+    assert 'data-open="logs"' in html
+    assert re.findall(r'data-tab-for="(\w+)"', html) == ["metrics", "logs", "replicas", "outputs", "input"]
+    plain = Job.objects.get(job_id="plain")
+    MetricPoint.objects.create(job=plain, source="hypertune", tag="loss", step=1, value=0.5, wall_time=0)
+    assert 'data-open="metrics"' in client.get("/projects/project-a/jobs/plain/").content.decode()
+    Job.objects.filter(job_id="plain").update(state=JobState.RUNNING)
+    assert 'data-open="logs"' in client.get("/projects/project-a/jobs/plain/").content.decode()
 
 
 def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(client, project, admin):
@@ -198,8 +216,9 @@ def test_the_job_page_shows_durations_the_time_zone_and_small_ml_units(client, p
     assert "queued 5.0 s</span> · <span>running 42 s</span> · <span>total 47 s</span>" in html
     assert '<dd title="0.0042">0.0042</dd>' in html
     listing = client.get("/projects/project-a/jobs/").content.decode()
-    assert re.search(r'<th scope="col"[^>]*>(<a [^>]*>)?Duration<', listing)
-    assert re.search(r'<td data-duration title="queued 5.0 s, running 42 s">47 s</td>', listing)
+    assert re.search(r'<th scope="col"[^>]*>Queued<', listing)
+    assert re.search(r'<th scope="col"[^>]*>(<a [^>]*>)?Running<', listing)
+    assert "<td data-queued>5.0 s</td>" in listing and "<td data-duration>42 s</td>" in listing
 
 
 def test_log_rows_show_the_date_once_per_day(client, project, admin):
@@ -220,3 +239,30 @@ def test_log_rows_show_the_date_once_per_day(client, project, admin):
     times = re.findall(r'<time datetime="2024-03-0[12]T[^"]+">([^<]+)</time>', html)
     assert times == ["2024-03-01 23:59:58", "23:59:59", "2024-03-02 00:00:00", "00:00:01"]
     assert "Time (UTC)" in html
+
+
+def test_the_page_says_which_python_ran_and_that_the_gpus_asked_for_were_not_there(client, project, admin):
+    gpu = {
+        "scaleTier": "CUSTOM",
+        "masterType": "n1-standard-8",
+        "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4", "count": "1"}},
+    }
+    job = services.submit_job(project, body("gpu_less", **gpu), actor=admin)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    Replica.objects.create(
+        job=job, task_type="master", task_index=0, label="master-replica-0", machine_type="n1-standard-8",
+        accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1, host="127.0.0.1",
+    )  # fmt: skip
+    client.force_login(admin)
+    before = client.get("/projects/project-a/jobs/gpu_less/").content.decode()
+    assert "data-gpu-missing" not in before and "Python 3.7 <small>(the exact version" in before
+    line = runtimes.describe_build("2.11", "3.7.16", "cpu", ["TensorFlow 2.11.0"])
+    assert runtimes.parse_build(line) == {"runtime": "2.11", "python": "3.7.16", "variant": "cpu"}
+    LogLine.objects.create(
+        job=job, task_name="service", seq=1, stream="service", severity="INFO", message=line, time=timezone.now()
+    )
+    html = client.get("/projects/project-a/jobs/gpu_less/").content.decode()
+    assert "<dd data-python>Ran on Python 3.7.16 (CPU build)" in html
+    status = html[html.index('id="job-status"') : html.index("</section>", html.index('id="job-status"'))]
+    assert "Asked for 1 × NVIDIA_TESLA_T4, but ran without a GPU" in status
+    assert "(asked; none on this host)" in html  # the replica's machine says so too

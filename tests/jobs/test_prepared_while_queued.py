@@ -100,5 +100,5 @@ def test_the_job_page_shows_the_python_a_job_runs_on_and_why(client, project, ad
 
     page = client.get(reverse("jobs:detail", args=[project.project_id, job.job_id])).content.decode()
 
-    assert "1.15 / 3.7" in page
+    assert "<dd data-runtime>1.15</dd>" in page and "<dd data-python>Python 3.7 <small>" in page
     assert "runtime version 1.15 then ran Python 2.7, which this console cannot provide" in page

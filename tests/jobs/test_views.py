@@ -253,9 +253,9 @@ def test_job_detail_shows_state_replicas_error_and_logs(client, project, admin):
     page = Page(response.content.decode())
     assert "FAILED" in page.text["job-status"]
     assert "The replica master 0 exited with a non-zero status of 1." in page.text["job-status"]
-    assert "master-replica-0" in page.text["job-status"]
-    assert "n1-standard-4" in page.text["job-status"]
-    assert "127.0.0.1:2222" in page.text["job-status"]
+    assert "master-replica-0" in page.text["job-replicas"]  # the Replicas tab
+    assert "n1-standard-4" in page.text["job-replicas"]
+    assert "127.0.0.1:2222" in page.text["job-replicas"]
     assert "epoch 1 done" in page.text["log-lines"]
     assert "ValueError: bad input" in page.text["log-lines"]
     assert "no-logs" not in page.text
@@ -524,8 +524,9 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     page = Page(response.content.decode())
     form = response.context["form"]
     for name in form.fields:
-        if name in ("scale_tier", "code", "kept_package", "remove_kept_package"):
-            continue  # radios are checked below; the kept upload's controls show only after a form error kept one
+        if name in ("scale_tier", "code", "kept_package", "remove_kept_package", "cloned_from"):
+            continue  # radios are checked below; the kept upload's controls show only after a form error kept
+            # one; the clone's source is a hidden field
         assert f"id_{name}" in page.controls, name
         assert f"id_{name}" in page.label_for, f"{name} has no label"
     for group in ("scale_tier", "code"):

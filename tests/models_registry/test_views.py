@@ -4,6 +4,7 @@ job, batch prediction and sharing."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -171,8 +172,10 @@ def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained
     assert job.prediction_input["modelName"] == "projects/project-a/models/census"
     assert job.prediction_input["batchSize"] == "8"
     detail = client.get("/projects/project-a/jobs/score_1/").content.decode()
-    assert "/projects/project-a/models/batch-prediction/score_1/" in detail
-    assert "predictionInput" in client.get("/projects/project-a/models/batch-prediction/score_1/").content.decode()
+    assert 'id="prediction"' in detail and "Full predictionInput" in detail  # its own input, on its page
+    assert "Training input" not in detail and "master-replica-0" not in detail
+    moved = client.get("/projects/project-a/models/batch-prediction/score_1/")
+    assert moved.status_code == 302 and moved["Location"] == "/projects/project-a/jobs/score_1/#prediction"
     invalid = client.post(
         "/projects/project-a/models/batch-prediction/",
         {
@@ -195,3 +198,46 @@ def test_sharing_a_model_with_a_model_user(project, admin, census):
     client.post("/projects/project-a/models/census/sharing/add/", {"member": "uma", "role": "roles/ml.modelUser"})
     uma = get_user_model().objects.get(username="uma")
     assert "roles/ml.modelUser" in iam.roles_of(uma, Model.objects.get(name="census"))
+
+
+def test_the_batch_form_suggests_an_id_and_a_folder_of_its_own(project, admin, census):
+    client = signed_in(admin)
+    page = client.get("/projects/project-a/models/batch-prediction/")
+    job_id = page.context["job_id"]
+    assert re.fullmatch(r"batch_\d{8}_\d{6}", job_id)
+    base = settings.STORAGE_DIR / "predictions" / "project-a"
+    assert f'value="{base / job_id}"' in page.content.decode()
+    folder = settings.STORAGE_DIR / "batch-form" / "project-a"
+    folder.mkdir(parents=True, exist_ok=True)
+    for new_id in ("own_1", "own_2"):  # no output path given: each job its own folder
+        answer = client.post(
+            "/projects/project-a/models/batch-prediction/",
+            {
+                "job_id": new_id,
+                "source": "census",
+                "input_paths": str(folder / "*.json"),
+                "data_format": "JSON",
+                "output_path": "",
+                "region": "us-central1",
+            },
+        )
+        assert answer.status_code == 302
+        assert Job.objects.get(job_id=new_id).prediction_input["outputPath"] == str(base / new_id)
+
+
+def test_a_refused_batch_job_lists_its_errors_linked_to_the_inputs(project, admin, census):
+    answer = signed_in(admin).post(
+        "/projects/project-a/models/batch-prediction/",
+        {
+            "job_id": "bad_1",
+            "source": "census",
+            "input_paths": "/etc/*.conf",
+            "data_format": "JSON",
+            "output_path": "",
+            "region": "us-central1",
+        },
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 200 and "data-error-summary" in html
+    assert 'href="#batch-inputs"' in html and "not inside a storage root" in html
+    assert 'value="bad_1"' in html

@@ -117,9 +117,34 @@ def _command(job_id: str, training_input: dict, labels: dict, uploaded: dict[str
     return line, config
 
 
+# A CUSTOM cluster's roles beyond the master: (count field, type field, as the form names them).
+COUNTED_ROLES = (
+    ("workerCount", "workerType", "Workers"),
+    ("parameterServerCount", "parameterServerType", "Parameter servers"),
+    ("evaluatorCount", "evaluatorType", "Evaluators"),
+)
+
+
+def estimate_problem(training_input: dict) -> str | None:
+    """Why the cluster has no estimate yet, in the form's words (None: it has one). A count without
+    a machine type is said, never left out of the sum as if the replicas cost nothing."""
+    if (training_input.get("scaleTier") or "BASIC") != "CUSTOM":
+        return None
+    if not training_input.get("masterType"):
+        return "choose a master machine type"
+    for count_key, type_key, title in COUNTED_ROLES:
+        count = str(training_input.get(count_key) or "0")
+        if count.isdigit() and int(count) > 0 and not training_input.get(type_key):
+            return f"{title}: choose a machine type for the {count}, or set the count to 0"
+    return None
+
+
 def units_per_hour(training_input: dict) -> float | None:
     """ML units per hour of the cluster ``training_input`` describes (None if it names unknown
-    machines): the rates ``consumedMLUnits`` is computed from, per trial for a tuning job."""
+    machines, or a count of replicas without their machine type): the rates ``consumedMLUnits`` is
+    computed from, per trial for a tuning job."""
+    if estimate_problem(training_input):
+        return None
     try:
         plans = catalogue.replica_plan(training_input)
         return round(sum(catalogue.ml_units_per_hour(plan) for plan in plans), 4)

@@ -60,7 +60,7 @@ def _cell(column: Column, row: TrialRow) -> str:
 
 def body(rows: list[TrialRow], shown: list[Column], *, job_id: str, best: str, goal: str, failures: bool) -> SafeString:
     """The table's ``<tbody>`` rows: a compare box, the trial, the shown columns, the failure and
-    a link to the trial's logs."""
+    links to the trial's logs and to its files (its job dir, ``<jobDir>/<trialId>``)."""
     width = len(shown) + 3 + failures
     if not rows:
         return mark_safe(f'<tr><td colspan="{width}">No trial matches these filters.</td></tr>')
@@ -88,7 +88,11 @@ def body(rows: list[TrialRow], shown: list[Column], *, job_id: str, best: str, g
                 + (f'<pre class="error-lines">{lines}</pre>' if lines else "")
                 + "</td>"
             )
-        cells.append(f'<td><a href="?trial={trial_id}#logs" aria-label="Logs of trial {trial_id}">Logs</a></td>')
+        cells.append(
+            '<td class="trial-links">'
+            f'<a href="?trial={trial_id}#logs" aria-label="Logs of trial {trial_id}">Logs</a> · '
+            f'<a href="outputs/?trial={trial_id}" aria-label="Files of trial {trial_id}">Files</a></td>'
+        )
         # Only the best row has an id (the summary links to it): htmx matches every id of a swapped
         # fragment against the page, which cost a 200-row re-sort half a second.
         marks = f' id="trial-{trial_id}" class="best-trial" aria-current="true"' if is_best else ""

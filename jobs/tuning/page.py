@@ -1,0 +1,87 @@
+"""The job page's sections of a tuning job (``jobs.kinds.JobPage``): the trial table and the study's
+charts, then a training job's own (the metric curves under Charts), and the fragments they refresh
+themselves with (``?part=trials``, ``?part=charts``)."""
+
+from __future__ import annotations
+
+from django.shortcuts import render
+
+from aiconsole import iam
+from jobs import kinds
+from jobs.metrics import charts
+from jobs.training import page as training
+from jobs.tuning import study
+from jobs.tuning import table as trial_table
+
+
+def trials_context(request, job) -> dict:
+    """The study's trial table as the query string asks, its rows already drawn."""
+    table = study.trial_table(job, request.GET)
+    table["trial_body"] = trial_table.body(
+        table["trial_rows"],
+        table["trial_shown"],
+        job_id=job.job_id,
+        best=table["best_trial_id"],
+        goal=table["trial_goal"],
+        failures=table["trial_failures"],
+    )
+    table["can_resume"] = job.is_terminal and iam.can(request.user, "ml.jobs.create", job.project)
+    return table
+
+
+def contour_choice(params) -> dict:
+    """The pair of parameters the user picked for the contour plot, if any."""
+    pair = (params.get("contour_x", ""), params.get("contour_y", ""))
+    return {"contour_x": pair[0] if all(pair) else "", "contour_y": pair[1] if all(pair) else ""}
+
+
+def study_charts(job, params) -> dict:
+    """The study's charts (the contour for the chosen pair of parameters, if any)."""
+    spec = (job.training_input or {}).get("hyperparameters", {})
+    choice = contour_choice(params)
+    pair = (choice["contour_x"], choice["contour_y"])
+    return {
+        "tuning_charts": charts.tuning_charts(
+            job.training_output, spec.get("goal"), spec, contour=pair if all(pair) else None
+        ),
+        **choice,
+    }
+
+
+def sections(request, job) -> list[kinds.PageSection]:
+    # The charts follow the page (``part=charts``): built while the browser shows the rest.
+    # ``?charts=inline`` puts them in the page, for a browser without JavaScript.
+    inline = request.GET.get("charts") == "inline"
+    chart_context = study_charts(job, request.GET) if inline else contour_choice(request.GET)
+    return [
+        kinds.PageSection("trials", "Trials", "jobs/_trials.html", "trials", trials_context(request, job)),
+        kinds.PageSection(
+            "charts",
+            "Charts",
+            "jobs/_study_charts.html",
+            "study-charts-section",
+            {**chart_context, "charts_inline": inline},
+        ),
+        training.metrics_section("charts"),
+        training.input_section(job),
+    ]
+
+
+def fragment(request, job, part: str):
+    if part == "trials":
+        context = {"project": job.project, "job": job, **trials_context(request, job)}
+        # The address bar follows the table (sort, filters, columns), so a copied link shows it:
+        # static/trials.js puts this address there (htmx's own HX-Replace-Url first snapshots the
+        # whole page for its history cache, which cost a large study's re-sort half a second).
+        context["trial_page_url"] = trial_table.page_url(request.path, request.GET, context["trial_query"])
+        return render(request, "jobs/_trials.html#trial-table", context)
+    if part == "charts":
+        context = {"project": job.project, "job": job, **study_charts(job, request.GET)}
+        return render(request, "jobs/_study_charts.html#study-charts", context)
+    return None
+
+
+def page() -> kinds.JobPage:
+    return kinds.JobPage(
+        finished_opens_on=lambda job: "trials", sections=sections, fragment=fragment, log_tasks=training.log_tasks
+    )
