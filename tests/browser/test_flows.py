@@ -45,8 +45,8 @@ def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, consol
 
     page.wait_for_url(f"**{JOBS}custom_1/", timeout=60_000)
     mark_page(page)
-    expect(page.locator("#job-replicas")).to_contain_text("1×NVIDIA_TESLA_T4")  # the Replicas tab
     expect(state(page)).to_have_attribute("data-state", "RUNNING", timeout=180_000)
+    expect(page.locator("#job-replicas")).to_contain_text("1×NVIDIA_TESLA_T4")  # the Replicas tab, once they run
     # Lines from the master and both workers stream in over the socket.
     logs = page.locator("#log-lines")
     expect(logs).to_contain_text("chief step", timeout=30_000)  # the master is "chief" in TF_CONFIG
