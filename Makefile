@@ -11,7 +11,7 @@ CHECK_ENV := AICONSOLE_DATA_DIR=$$(mktemp -d) AICONSOLE_SECRET_KEY=make-check-on
 
 $(PYTHON):
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --require-hashes -r requirements.lock
+	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install --no-deps -e .
 
 setup: $(PYTHON)
