@@ -28,6 +28,8 @@ from django.db.models import F, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact, StartsWith
 
+from aiconsole.errors import FieldViolation, InvalidArgument
+
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<lparen>\() | (?P<rparen>\)) |
@@ -57,6 +59,14 @@ def parse(text: str, term: Term) -> Q:
     if len(text) > MAX_FILTER_LENGTH:
         raise FilterError(f"Invalid filter: longer than {MAX_FILTER_LENGTH} characters.")
     return _Parser(text, term).parse()
+
+
+def narrow(queryset, text: str, term: Term):
+    """``queryset`` narrowed by the filter expression, or the API's INVALID_ARGUMENT on ``filter``."""
+    try:
+        return queryset.filter(parse(text, term))
+    except FilterError as error:
+        raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
 
 
 def text_match(column: str | KeyTextTransform, operator: str, value: str) -> Q:

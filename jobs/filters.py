@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 
+from aiconsole import filters as grammar
 from aiconsole.filters import (
     MAX_FILTER_DEPTH,
     MAX_FILTER_LENGTH,
@@ -22,7 +23,7 @@ from aiconsole.filters import (
 )
 from jobs.models import JobState
 
-__all__ = ["MAX_FILTER_DEPTH", "MAX_FILTER_LENGTH", "FilterError", "comparison", "parse_filter"]
+__all__ = ["MAX_FILTER_DEPTH", "MAX_FILTER_LENGTH", "FilterError", "comparison", "narrow", "parse_filter"]
 
 _TIME_FIELDS = {"createTime": "create_time", "startTime": "start_time", "endTime": "end_time"}
 _STRING_FIELDS = {"jobId": "job_id", "errorMessage": "error_message"}
@@ -59,6 +60,11 @@ def comparison(field: str, operator: str, value: str) -> Q:
         f"Invalid filter: unknown field {field!r}. Filterable fields: jobId, state, errorMessage, createTime, "
         "startTime, endTime, labels.<key>, trainingInput.{" + ", ".join(sorted(_TRAINING_INPUT_FIELDS)) + "}."
     )
+
+
+def narrow(queryset, text: str):
+    """The jobs the filter expression matches, or INVALID_ARGUMENT naming ``filter``."""
+    return grammar.narrow(queryset, text, comparison)
 
 
 def parse_filter(text: str) -> Q:

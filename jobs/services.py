@@ -411,12 +411,7 @@ def list_jobs(project: Project, *, actor, filter_text: str = ""):
         data_access=True,
     )
     jobs = Job.objects.filter(project=project).visible_to(actor, "ml.jobs.get").defer("runner", "restarts")
-    if filter_text:
-        try:
-            jobs = jobs.filter(filters.parse_filter(filter_text))
-        except filters.FilterError as error:
-            raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
-    return jobs
+    return filters.narrow(jobs, filter_text)
 
 
 def find_job(project: Project, job_id: str, *, actor) -> Job:

@@ -187,10 +187,7 @@ def _term(fields: dict[str, str]):
 
 def _filtered(queryset, filter_text: str, fields: dict[str, str]):
     """``name:census*``, ``labels.team=ml``, ``state=READY`` and friends, on models or versions."""
-    try:
-        return queryset.filter(filters.parse(filter_text, _term(fields)))
-    except filters.FilterError as error:
-        raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
+    return filters.narrow(queryset, filter_text, _term(fields))
 
 
 def list_models(project: Project, *, actor, filter_text: str = ""):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from aiconsole import filters as grammar
 from aiconsole.filters import FilterError, label_match, parse, text_match, time_match
 from jobs.vertex import schema
 from jobs.vertex.resources import STATES
 
-__all__ = ["FilterError", "parse_filter"]
+__all__ = ["FilterError", "narrow", "parse_filter"]
 
 # update_time is annotated by the list service: the latest of the other three.
 _TIME_FIELDS = ("create_time", "start_time", "end_time", "update_time")
@@ -47,6 +48,11 @@ def comparison(field: str, operator: str, value: str) -> Q:
         f"Invalid filter: unknown field {field!r}. Filterable fields: display_name, state, create_time, "
         "start_time, end_time, update_time, labels.<key>."
     )
+
+
+def narrow(queryset, text: str):
+    """The Vertex jobs the filter expression matches, or INVALID_ARGUMENT naming ``filter``."""
+    return grammar.narrow(queryset, text, comparison)
 
 
 def parse_filter(text: str) -> Q:

@@ -180,12 +180,7 @@ def list_jobs(project: Project, location: str, collection: str, *, actor, filter
             )
         )
     )
-    if filter_text:
-        try:
-            jobs = jobs.filter(filters.parse_filter(filter_text))
-        except filters.FilterError as error:
-            raise InvalidArgument(str(error), [FieldViolation("filter", str(error))]) from None
-    return jobs
+    return filters.narrow(jobs, filter_text)
 
 
 def cancel_job(project: Project, location: str, collection: str, vertex_id: str, *, actor) -> VertexJob:
