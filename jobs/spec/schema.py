@@ -132,9 +132,9 @@ def _parse_single(value: object, spec: Field, path: str, errors: Violations) -> 
     if kind == "bool":
         parsed = _as_bool(value)
     elif kind == "double":
-        parsed = _as_double(value)
+        parsed = as_double(value)
     else:
-        parsed = _as_int(value)
+        parsed = as_int(value)
         low, high = _INT_RANGES[kind]
         if parsed is not None and not low <= parsed <= high:
             parsed = None
@@ -164,7 +164,8 @@ def _as_bool(value: object) -> bool | None:
     return None
 
 
-def _as_int(value: object) -> int | None:
+def as_int(value: object) -> int | None:
+    """A proto3 JSON integer (a number, or its decimal text, as int64s travel), None when it is not one."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -176,7 +177,8 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def _as_double(value: object) -> int | float | None:
+def as_double(value: object) -> int | float | None:
+    """A finite proto3 JSON double (a number or its text), None when it is not one."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:

@@ -18,11 +18,11 @@ dropped. ``encode`` writes a resource back with enums as numbers when the caller
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 
 from aiconsole.errors import Violations
+from jobs.spec.schema import as_double, as_int
 
 TYPES = ("string", "bool", "int32", "int64", "double", "duration", "timestamp", "enum", "message", "map", "object")
 _SHOWN_CHARS = 200
@@ -306,7 +306,7 @@ def enum_name(enum: str, value: object) -> str | None:
     values = ENUMS[enum]
     if isinstance(value, str) and value in values:
         return value
-    number = _as_int(value)
+    number = as_int(value)
     if number is None:
         return None
     return next((name for name, n in values.items() if n == number), None)
@@ -417,39 +417,13 @@ def _parse_single(value: object, spec: Field, path: str, errors: Violations) -> 
             return value
         return _invalid(errors, path, spec, value)
     if kind == "double":
-        number = _as_double(value)
+        number = as_double(value)
         return _invalid(errors, path, spec, value) if number is None else number
-    number = _as_int(value)
+    number = as_int(value)
     low, high = _INT_RANGES[kind]
     if number is None or not low <= number <= high:
         return _invalid(errors, path, spec, value)
     return str(number) if kind == "int64" else number
-
-
-def _as_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-        return int(value)
-    return None
-
-
-def _as_double(value: object) -> int | float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
-        return None  # proto3 JSON allows them; no range or value of ours can use one
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    if not math.isfinite(number):
-        return None
-    return int(number) if number.is_integer() and abs(number) < 2**53 else number
 
 
 def encode(resource: object, message: str, *, enum_ints: bool) -> object:
