@@ -265,3 +265,16 @@ def test_a_finished_studys_page_and_table_leave_its_output_unread(client, admin,
     job = Job.objects.without_output().get(pk=large_study.pk)
     assert job.consumed_ml_units == output["consumedMLUnits"]
     assert len(job.training_output["trials"]) == 2000
+
+
+def test_a_rounded_value_keeps_its_whole_value_in_its_cells_title(client, admin, large_study):
+    client.force_login(admin)
+    html = client.get(
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.learning_rate", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    shown = cells(html, "p.learning_rate")
+    titled = re.findall(r'<td class="number" title="([^"]+)">([^<]+)</td>', html)
+    assert len(titled) >= len(shown)  # every learning rate is rounded, with dropout and accuracy
+    whole = {text: float(title) for title, text in titled}
+    assert all(f"{whole[text]:.4g}" == text for text in shown)
+    assert float(shown[0]) <= 0.1 and len(shown[0]) <= 7
