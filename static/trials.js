@@ -176,7 +176,7 @@
     if (event.target.checked) ticks.add(event.target.value); else ticks.delete(event.target.value);
   });
   // A swap of the table first has htmx clean up every element of the old one (two events each, and
-  // a walk up the page for extensions): some 1,700 elements for 100 rows, two thirds of the swap.
+  // a walk up the page for extensions): some 1,800 elements for 100 rows, two thirds of the swap.
   // The rows have no htmx behaviour to clean up, so they go at once when the old table's own
   // cleanup starts (the new table is in the page by then: nothing is drawn in between).
   document.addEventListener("htmx:beforeCleanupElement", (event) => {
