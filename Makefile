@@ -10,7 +10,7 @@ CHECK_ENV := AICONSOLE_DATA_DIR=$$(mktemp -d) AICONSOLE_SECRET_KEY=make-check-on
 .PHONY: setup check lint format types migrations deploy-check fast test
 
 $(PYTHON):
-	python3 -m venv $(VENV)
+	python3 -m venv --upgrade-deps $(VENV)
 	$(VENV)/bin/pip install --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install --no-deps -e .
 
