@@ -14,6 +14,11 @@ with nothing to draw), checked on every animation frame from the start of naviga
 longest main-thread task up to then (the page does not answer input while a task runs). Medians
 are printed.
 
+With ``--baseline DIR`` (another checkout, say ``git worktree add /tmp/base main``) the study page is
+measured on a second console running that checkout's code, with the same trials copied into its
+database, each round loading both consoles' pages in turn: a change's before and after, side by side
+on one run's machine (a shared machine's load moves the numbers more than most changes do).
+
 Run: ``.venv/bin/python bench/pages.py`` (several minutes; ``--help`` for sizes).
 """
 
@@ -150,6 +155,31 @@ def fill_study(console, job_id: str, count: int) -> float:
         state=JobState.SUCCEEDED, error_message="", training_output=training_output(job, spec)
     )
     return time.perf_counter() - started
+
+
+def copy_study(source: Path, target: Path, job_id: str) -> None:
+    """The study ``job_id``'s trials and output copied from one console's database into another's
+    (``--baseline``: the same job submitted there), so both consoles measure the same study."""
+    with sqlite3.connect(target, timeout=60) as conn:
+        conn.execute("ATTACH DATABASE ? AS source", (str(source),))
+        pk = conn.execute("SELECT id FROM jobs_job WHERE job_id = ?", (job_id,)).fetchone()[0]
+        from_pk = conn.execute("SELECT id FROM source.jobs_job WHERE job_id = ?", (job_id,)).fetchone()[0]
+        # The target's columns: a baseline older than this checkout may have fewer.
+        names = ", ".join(
+            row[1] for row in conn.execute("PRAGMA main.table_info(jobs_trial)") if row[1] not in ("id", "job_id")
+        )
+        conn.execute("DELETE FROM jobs_trial WHERE job_id = ?", (pk,))
+        conn.execute(
+            f"INSERT INTO jobs_trial (job_id, {names}) SELECT ?, {names} FROM source.jobs_trial WHERE job_id = ?",
+            (pk, from_pk),
+        )
+        conn.execute(
+            "UPDATE jobs_job SET state = 'SUCCEEDED', error_message = '', "
+            "training_output = (SELECT training_output FROM source.jobs_job WHERE id = ?) WHERE id = ?",
+            (from_pk, pk),
+        )
+        conn.commit()
+        conn.execute("DETACH DATABASE source")
 
 
 def fill_compare(db: Path, template_id: int, jobs: int, points: int) -> tuple[float, list[str]]:
@@ -420,6 +450,55 @@ def measure_study(page, path: str, repeats: int, charts: int) -> dict:
     }
 
 
+def measure_study_rounds(targets: dict, path: str, repeats: int, charts: int) -> dict[str, dict]:
+    """``measure_study`` and ``measure_trial_table`` on each target (name → (page, console)), one load of
+    each target a round, the order turned round by round; medians over the rounds."""
+    rounds: dict[str, list[dict]] = {name: [] for name in targets}
+    for n in range(repeats):
+        for name, (page, live) in list(targets.items())[:: 1 if n % 2 == 0 else -1]:
+            rounds[name].append(measure_study(page, path, 1, charts) | measure_trial_table(page, live, path, 1))
+    last = ("rows", "figures", "tables", "filtered_rows")
+    return {
+        name: {
+            key: samples[-1][key]
+            if key in last
+            else max(s[key] for s in samples)
+            if key == "max_charts"
+            else statistics.median(s[key] for s in samples)
+            for key in samples[0]
+        }
+        for name, samples in rounds.items()
+    }
+
+
+def signed_in_page(browser, console):
+    page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 900})
+    page.goto("/login/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(harness.ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/jobs/")
+    return page
+
+
+def print_study(label: str, r: dict, loads: int) -> None:
+    print(
+        f"  {label} ({loads} loads): first byte "
+        f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
+        f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})"
+    )
+    print(
+        f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
+        f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
+        f"   rows {r['rows']:,}   data tables {r['tables']}"
+    )
+    print(
+        f"  {'':34} trial table sorted by a parameter: server {1000 * r['fragment']:.0f} ms (whole page "
+        f"{1000 * r['page']:.0f} ms, ratio {r['fragment'] / r['page']:.2f});  in the browser, input to painted: "
+        f"re-sort {r['resort']:.0f} ms, range filter {r['filter']:.0f} ms ({r['filtered_rows']:,} rows left)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -439,6 +518,12 @@ def main() -> None:
     parser.add_argument("--curve-runs", type=int, default=20, help="runs in the chart whose controls are timed")
     parser.add_argument("--curve-points", type=int, default=10_000, help="points of each of those runs")
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of the console: its study page is measured beside this one's, "
+        "the loads interleaved (before and after a change in one run)",
+    )
+    parser.add_argument(
         "--skip",
         choices=["jobs", "log", "study", "compare", "controls"],
         action="append",
@@ -453,6 +538,7 @@ def main() -> None:
     with scratch("aiconsole-bench-pages-") as folder:  # as root, trainers run as another user
         say("starting a console and filling its database")
         console = harness.LiveConsole(folder / "data")
+        baseline = None
         try:
             db = console.database
             # One job through the API, cancelled at once (nothing runs); its row is the template.
@@ -470,6 +556,16 @@ def main() -> None:
                 )
                 stop_at_once(console, "study")
                 study_s = fill_study(console, "study", args.study_trials)
+                if args.baseline:
+                    say(f"starting the baseline console from {args.baseline}")
+                    baseline = harness.LiveConsole(folder / "baseline", code=args.baseline)
+                    baseline.submit(
+                        "study",
+                        "gs://bench-bucket/trainer-0.1.tar.gz",
+                        hyperparameters={**STUDY_SPEC, "maxTrials": args.study_trials},
+                    )
+                    stop_at_once(baseline, "study")
+                    copy_study(db, baseline.database, "study")
             compare_s, compare_ids = 0.0, []
             if "compare" not in args.skip:
                 compare_s, compare_ids = fill_compare(db, job_pk(db, "big_log"), args.compare_jobs, args.compare_points)
@@ -480,12 +576,7 @@ def main() -> None:
             say(f"loading the pages in Chromium, {args.repeats} times each")
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
-                page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 900})
-                page.goto("/login/")
-                page.get_by_label("Username").fill("admin")
-                page.get_by_label("Password").fill(harness.ADMIN_PASSWORD)
-                page.get_by_role("button", name="Sign in").click()
-                page.wait_for_url("**/jobs/")
+                page = signed_in_page(browser, console)
                 base = f"/projects/{harness.PROJECT}/jobs/"
                 results = {}
                 if "jobs" not in args.skip:
@@ -507,11 +598,16 @@ def main() -> None:
                 if "log" not in args.skip:
                     results["job page, newest lines"] = measure(page, base + "big_log/", args.repeats)
                     results["job page, oldest lines"] = measure(page, base + "big_log/?after=0", args.repeats)
-                study = None
+                studies = {}
                 if "study" not in args.skip:
-                    page.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
-                    study = measure_study(page, base + "study/", args.study_repeats or args.repeats, args.study_charts)
-                    study |= measure_trial_table(page, console, base + "study/", args.study_repeats or args.repeats)
+                    targets = {"this checkout": (page, console)}
+                    if baseline is not None:
+                        targets["baseline"] = (signed_in_page(browser, baseline), baseline)
+                    for target, _ in targets.values():
+                        target.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
+                    studies = measure_study_rounds(
+                        targets, base + "study/", args.study_repeats or args.repeats, args.study_charts
+                    )
                 compared = {}
                 if compare_ids:
                     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
@@ -528,6 +624,8 @@ def main() -> None:
                 browser.close()
         finally:
             console.stop()
+            if baseline is not None:
+                baseline.stop()
     print(
         f"{args.jobs:,} jobs inserted in {jobs_s:.1f} s; {args.log_lines:,} log lines in {log_s:.1f} s; "
         f"{args.study_trials:,} study trials in {study_s:.1f} s"
@@ -564,22 +662,18 @@ def main() -> None:
                 f"  ratio {max(compared)} jobs / 2 jobs: server {large['server'] / small['server']:.2f}   load "
                 f"{large['load'] / small['load']:.2f}   charts drawn {large['charts'] / small['charts']:.2f}"
             )
-    if study is not None:
-        r = study
+    loads = args.study_repeats or args.repeats
+    if len(studies) == 1:
+        print_study(f"study page, {args.study_trials:,} trials", studies["this checkout"], loads)
+    elif studies:
+        for name, r in studies.items():
+            print_study(f"study page, {args.study_trials:,} trials, {name}", r, loads)
+        new, old = studies["this checkout"], studies["baseline"]
         print(
-            f"  study page, {args.study_trials:,} trials ({args.study_repeats or args.repeats} loads): first byte "
-            f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
-            f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})"
-        )
-        print(
-            f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
-            f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
-            f"   rows {r['rows']:,}   data tables {r['tables']}"
-        )
-        print(
-            f"  {'':34} trial table sorted by a parameter: server {1000 * r['fragment']:.0f} ms (whole page "
-            f"{1000 * r['page']:.0f} ms, ratio {r['fragment'] / r['page']:.2f});  in the browser, input to painted: "
-            f"re-sort {r['resort']:.0f} ms, range filter {r['filter']:.0f} ms ({r['filtered_rows']:,} rows left)"
+            f"  {'':34} ratio this checkout / baseline (medians, the loads interleaved): first paint "
+            f"{new['fcp'] / old['fcp']:.2f}   trial table on the server {new['fragment'] / old['fragment']:.2f}   "
+            f"re-sort {new['resort'] / old['resort']:.2f}   range filter {new['filter'] / old['filter']:.2f}   "
+            f"all charts drawn {new['charts'] / old['charts']:.2f}"
         )
 
     if controls is not None:

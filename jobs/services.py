@@ -353,14 +353,15 @@ def update_job_note(job: Job, note: str, *, actor) -> Job:
     return job
 
 
-def get_job(project: Project, job_id: str, *, actor, audited: bool = True) -> Job:
+def get_job(project: Project, job_id: str, *, actor, audited: bool = True, without_output: bool = False) -> Job:
     """One job, for someone holding ml.jobs.get on it (audited as Data Access).
 
     ``audited=False`` is for a page refreshing what it already showed (status, new log lines):
     the permission is still checked, but a tab left open does not write an entry every second.
+    ``without_output=True`` leaves its trainingOutput to be read when used (``Job.objects.without_output``).
     """
     method = f"{JOB_SERVICE}.GetJob"
-    job = find_job(project, job_id, actor=actor)
+    job = find_job(project, job_id, actor=actor, without_output=without_output)
     audit.authorize(actor, "ml.jobs.get", job, method=method, data_access=True)
     if not audited:
         return job
@@ -414,9 +415,10 @@ def list_jobs(project: Project, *, actor, filter_text: str = ""):
     return filters.narrow(jobs, filter_text)
 
 
-def find_job(project: Project, job_id: str, *, actor) -> Job:
+def find_job(project: Project, job_id: str, *, actor, without_output: bool = False) -> Job:
     """Look a job up; missing and invisible look the same to outsiders (404)."""
-    job = Job.objects.select_related("project").filter(project=project, job_id=job_id).first()
+    jobs = Job.objects.without_output() if without_output else Job.objects.all()
+    job = jobs.select_related("project").filter(project=project, job_id=job_id).first()
     if job is None:
         if not iam.can_see_project(actor, project):
             raise iam.NotFound(project.resource_name)

@@ -111,8 +111,10 @@ SHORT_RUNS = {
             "2",
             "--compare-points",
             "20",
+            "--baseline",  # this checkout as its own baseline: the second console and its copied study
+            "{root}",
         ],
-        "study page, 12 trials",
+        "ratio this checkout / baseline",
     ),
     "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
     "abuse.py": (
@@ -182,7 +184,7 @@ def test_a_short_run_of_each_benchmark_ends_with_its_report(name, tmp_path_facto
     _services_for(name)
     scratch = tmp_path_factory.mktemp(f"bench-{name.removesuffix('.py')}")
     argv, last_words = SHORT_RUNS[name]
-    argv = [arg.replace("{scratch}", str(scratch)) for arg in argv]
+    argv = [arg.replace("{scratch}", str(scratch)).replace("{root}", str(ROOT)) for arg in argv]
     if name not in NO_ENV_DIR:
         argv += ["--env-dir", os.environ["AICONSOLE_ENV_DIR"]]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}

@@ -32,16 +32,16 @@ def page_url(path: str, params, query: TrialQuery) -> str:
     return path + ("?" + urlencode(pairs) if pairs else "")
 
 
-def _number(value) -> str:
-    """A number to four significant digits, the whole value in its title when that rounded it."""
+def _number(value) -> tuple[str, str]:
+    """A number to four significant digits, and the whole value when that rounded it (for the cell's
+    title: a span of its own in each such cell was a fifth of the rows' elements, each one styled,
+    laid out and painted on every re-sort)."""
     if value is None:
-        return "—"
+        return "—", ""
     if isinstance(value, int) or (value == int(value) and abs(value) < 1e15):
-        return str(int(value))
+        return str(int(value)), ""
     shown = f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"  # as job_format.significant writes it
-    if float(shown) == value:
-        return escape(shown)
-    return f'<span title="{value!r}">{escape(shown)}</span>'
+    return escape(shown), "" if float(shown) == value else repr(value)
 
 
 def _cell(column: Column, row: TrialRow) -> str:
@@ -54,7 +54,8 @@ def _cell(column: Column, row: TrialRow) -> str:
     if column.key == "objective" and value is None and row.trial.reported_no_metric:
         return "<td><em>no metric reported</em></td>"
     if column.numeric:
-        return f'<td class="number">{_number(value)}</td>'
+        shown, whole = _number(value)
+        return f'<td class="number" title="{whole}">{shown}</td>' if whole else f'<td class="number">{shown}</td>'
     return f"<td>{escape(str(value)) if value not in (None, '') else '—'}</td>"
 
 

@@ -48,7 +48,9 @@ def page_of(job) -> kinds.JobPage:
 def job_detail(request, project_id, job_id):
     project = accounts.find_project(project_id, actor=request.user)
     part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
-    job = services.get_job(project, job_id, actor=request.user, audited=part is None)
+    # Its trainingOutput is read only where a section uses it (a study's charts): a large study's
+    # is megabytes of JSON that the page, its trial table and its refreshes never show.
+    job = services.get_job(project, job_id, actor=request.user, audited=part is None, without_output=True)
     page = page_of(job)
     if part == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))

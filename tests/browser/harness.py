@@ -67,7 +67,9 @@ def launch_chromium(playwright, user_data_dir: Path, **context_options):
 class LiveConsole:
     """``aiconsole up`` on a free port; ``stop()`` ends it (SIGINT, as Ctrl+C would)."""
 
-    def __init__(self, data_dir: Path, env_dir: Path | None = None):
+    def __init__(self, data_dir: Path, env_dir: Path | None = None, code: Path | None = None):
+        """``code``: another checkout to run instead of this one (its packages ahead of the installed
+        ones), as bench/pages.py's ``--baseline`` does."""
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -81,6 +83,8 @@ class LiveConsole:
         )
         if env_dir is not None:
             self.env["AICONSOLE_ENV_DIR"] = str(env_dir)
+        if code is not None:
+            self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), self.env.get("PYTHONPATH")]))
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = data_dir / "console.log"
         self._log = self.log_path.open("wb")
@@ -89,7 +93,7 @@ class LiveConsole:
             env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
+            cwd=code or ROOT,
         )
         deadline = time.monotonic() + 120
         while not self._up():

@@ -164,8 +164,14 @@ def test_brushing_a_parallel_coordinates_axis_narrows_the_table(page, study):
     query = parse_qs(urlsplit(page.url).query)
     brushed = (float(query["min.p.layers"][0]), float(query["max.p.layers"][0]))
     assert brushed[0] == pytest.approx(3, abs=0.6) and brushed[1] == pytest.approx(6, abs=0.6)
-    page.get_by_role("tab", name="Trials").click()
+    # The table is in the Trials tab: the chart says what the brush left there, and links to it.
+    note = page.locator("#study-charts [data-brush-result]")
+    expect(note).to_have_text(re.compile(rf"now shows the \d+ of {TRIALS} trials that match its filters"))
+    shown = int(re.search(r"the (\d+) of", note.inner_text()).group(1))
+    note.get_by_role("link", name="Open the trial table").click()
+    expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
     values = numbers(column(page, "p.layers"))
+    assert len(values) == shown
     assert values and all(brushed[0] <= v <= brushed[1] for v in values)
     assert len(values) < TRIALS
 

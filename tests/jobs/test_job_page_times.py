@@ -120,8 +120,8 @@ def study(project, admin):
 def test_trial_values_are_rounded_with_the_exact_value_on_hover_and_the_best_is_marked(client, admin, study):
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/study/?trial_sort=number").content.decode()
-    assert '<span title="0.00990744869641468">0.009907</span>' in html
-    assert '<td class="number"><span title="0.0033024828988048936">0.003302</span></td>' in html  # the lr column
+    assert '<td class="number" title="0.00990744869641468">0.009907</td>' in html
+    assert '<td class="number" title="0.0033024828988048936">0.003302</td>' in html  # the lr column
     best = re.search(r'<tr data-trial="(\d+)" id="trial-\d+" class="best-trial" aria-current="true">', html)
     assert best and best.group(1) == "3"  # MINIMIZE: the lowest loss
     assert html.count("★ Best") == 1 and 'Best: <a href="#trial-3">trial 3</a>.' in html

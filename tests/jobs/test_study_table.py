@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.tuning import STUDY_SPEC, study_trials
 from jobs import services
-from jobs.models import JobState, Trial
+from jobs.executor.trials import training_output
+from jobs.models import Job, JobState, Trial
 from jobs.tuning import study
 from tests.helpers.jobs import body
 
@@ -238,3 +241,40 @@ def test_a_finished_study_keeps_its_table_and_a_late_trial_change_is_seen(
     trial.save()
     again = study.study_table(large_study)
     assert again is not first and next(r for r in again.rows if r.trial.trial_id == "7").values["objective"] == 0.99
+
+
+def test_a_finished_studys_page_and_table_leave_its_output_unread(client, admin, large_study):
+    """A 2,000-trial study's trainingOutput holds every trial with its reports (megabytes of JSON):
+    its page and a re-sort of its table read none of it, and the page still says its ML units."""
+    output = training_output(large_study, large_study.training_input["hyperparameters"])
+    Job.objects.filter(pk=large_study.pk).update(
+        state=JobState.SUCCEEDED, end_time=timezone.now(), training_output=output
+    )
+    client.force_login(admin)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/projects/project-a/jobs/large/").content.decode()
+        resorted = client.get(
+            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.layers", HTTP_HX_REQUEST="true"
+        ).content.decode()
+    # The column read whole, not inside the expression that takes its ML units out of it.
+    whole = [q["sql"] for q in queries if re.search(r'(?<!\()"jobs_job"\."training_output"', q["sql"])]
+    assert whole == []
+    assert f'<dt>ML units consumed</dt><dd title="{output["consumedMLUnits"]}">' in page
+    assert [int(v) for v in cells(resorted, "p.layers")][:3] == [8, 8, 8]
+    # Read that way, the job still has its whole output where something asks for it.
+    job = Job.objects.without_output().get(pk=large_study.pk)
+    assert job.consumed_ml_units == output["consumedMLUnits"]
+    assert len(job.training_output["trials"]) == 2000
+
+
+def test_a_rounded_value_keeps_its_whole_value_in_its_cells_title(client, admin, large_study):
+    client.force_login(admin)
+    html = client.get(
+        "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.learning_rate", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    shown = cells(html, "p.learning_rate")
+    titled = re.findall(r'<td class="number" title="([^"]+)">([^<]+)</td>', html)
+    assert len(titled) >= len(shown)  # every learning rate is rounded, with dropout and accuracy
+    whole = {text: float(title) for title, text in titled}
+    assert all(f"{whole[text]:.4g}" == text for text in shown)
+    assert float(shown[0]) <= 0.1 and len(shown[0]) <= 7
