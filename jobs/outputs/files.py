@@ -126,10 +126,14 @@ def clean_path(path: str) -> str:
     return "/".join(parts)
 
 
-def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: bool = True) -> None:
+def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: bool = True) -> str:
+    """Check ``ml.jobs.get`` on the job, then the path (someone who may not read the job learns
+    nothing of it from a bad path: 404, and the refusal is audited), then record the read. Answers
+    the path cleaned."""
     audit.authorize(actor, "ml.jobs.get", job, method=f"{OUTPUT_SERVICE}.{method}", data_access=True)
+    path = clean_path(path)
     if not audited:
-        return
+        return path
     audit.record(
         actor=actor,
         project=job.project,
@@ -139,6 +143,7 @@ def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: b
         data_access=True,
         request={"path": path, **({"trial": trial_id} if trial_id else {})},
     )
+    return path
 
 
 # --- local folders ----------------------------------------------------------------------------------
@@ -313,8 +318,7 @@ def list_folder(
     """One page of a folder of the job's outputs, folders first then files, each by name.
     ``audited=False``: a page that already audited its read of the job lists its files (the
     permission is still checked)."""
-    path = clean_path(path)
-    _audit(job, actor, "ListOutputs", path, trial_id, audited=audited)
+    path = _audit(job, actor, "ListOutputs", path, trial_id, audited=audited)
     root = job_dir(job, trial_id)
     limit = limit or PAGE_ENTRIES
     if storage.is_gcs_uri(root):
@@ -335,10 +339,9 @@ def _read_start(job: Job, root: str, path: str, limit: int) -> tuple[bytes, Entr
 def preview_file(job: Job, path: str, *, actor, trial_id: str = "") -> Preview:
     """The start of a file, as the page shows it: text, a table of a CSV's or JSON lines' first
     rows, JSON pretty-printed, an image (its bytes come from ``download``), or "binary"."""
-    path = clean_path(path)
+    path = _audit(job, actor, "GetOutput", path, trial_id)
     if not path:
         raise InvalidArgument("Name a file of the job's folder to preview.")
-    _audit(job, actor, "GetOutput", path, trial_id)
     root = job_dir(job, trial_id)
     suffix = PurePosixPath(path).suffix.lower()
     if suffix in IMAGE_TYPES:
@@ -448,10 +451,9 @@ def _cell(value) -> str:
 
 def download(job: Job, path: str, *, actor, trial_id: str = "") -> Download:
     """The whole file, in chunks, for the browser to save (or show, for an image)."""
-    path = clean_path(path)
+    path = _audit(job, actor, "DownloadOutput", path, trial_id)
     if not path:
         raise InvalidArgument("Name a file of the job's folder to download.")
-    _audit(job, actor, "DownloadOutput", path, trial_id)
     root = job_dir(job, trial_id)
     content_type = IMAGE_TYPES.get(PurePosixPath(path).suffix.lower(), "application/octet-stream")
     if storage.is_gcs_uri(root):

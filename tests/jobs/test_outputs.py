@@ -10,8 +10,10 @@ from html import unescape
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.test import Client
 
+from aiconsole import iam
 from aiconsole.models import AuditEntry
 from jobs import services
 from jobs.models import Job, JobState, Trial
@@ -195,3 +197,28 @@ def test_a_gcs_job_dir_is_listed_and_previewed(project, admin, viewer, gcs_emula
     assert [e.name for e in first.entries] == ["ckpt-0", "ckpt-1", "ckpt-2"] and first.more_after == "ckpt-2"
     rest = files.list_folder(job, actor=viewer, after=first.more_after, limit=3)
     assert [e.name for e in rest.entries] == ["ckpt-3", "metrics.csv", "model"] and rest.more_after == ""
+
+
+@pytest.fixture
+def owner_of_another_job(project, admin):
+    """A member of the project only through ``roles/ml.jobOwner`` on one job, not ``trained``."""
+    theirs = services.submit_job(project, body("theirs"), actor=admin)
+    user = get_user_model().objects.create_user(username="jo_owner", email="jo@example.com", password="pw-jo")
+    iam.grant(user, "roles/ml.jobOwner", theirs)
+    return user
+
+
+@pytest.mark.parametrize("path", ["", "../secret", "a//b"])
+def test_someone_who_cannot_read_the_job_gets_404_whatever_path_they_name(trained, owner_of_another_job, path):
+    project = trained.project
+    project.data_access_logs = True
+    project.save(update_fields=["data_access_logs"])
+    Trial.objects.create(job=trained, trial_id="7", number=7)
+    client = signed_in(owner_of_another_job)
+    for view in ("", "file/", "download/"):
+        answer = client.get(f"{OUTPUTS}{view}", {"path": path})
+        assert answer.status_code == 404, (view, path)
+        if not answer.streaming:
+            assert "trial=7" not in answer.content.decode()  # nothing of the job's page is drawn
+    refused = AuditEntry.objects.filter(method_name__startswith=files.OUTPUT_SERVICE, granted=False)
+    assert refused.count() == 3 and all(e.principal == "jo@example.com" for e in refused)
