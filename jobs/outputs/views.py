@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 
 from aiconsole import accounts
 from aiconsole.errors import InvalidArgument, ServiceError
@@ -129,12 +130,14 @@ def job_output_download(request, project_id, job_id):
     response = StreamingHttpResponse(found.chunks, content_type=found.content_type)
     if found.size is not None:
         response["Content-Length"] = str(found.size)
-    disposition = "inline" if inline else "attachment"
-    response["Content-Disposition"] = f'{disposition}; filename="{_header_name(found.name)}"'
+    # RFC 6266: a name beyond ASCII goes as filename*, which browsers save under (Django would
+    # MIME-encode it in filename="…", and the file would be saved as "=?utf-8?b?…").
+    response["Content-Disposition"] = content_disposition_header(not inline, _header_name(found.name))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"  # a trainer's file runs nothing here
     return response
 
 
 def _header_name(name: str) -> str:
-    return "".join(c if c.isprintable() and c not in '"\\' else "_" for c in name)
+    """The name without control characters (a newline cannot be in a header)."""
+    return "".join(c if c.isprintable() else "_" for c in name)

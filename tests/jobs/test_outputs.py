@@ -222,3 +222,11 @@ def test_someone_who_cannot_read_the_job_gets_404_whatever_path_they_name(traine
             assert "trial=7" not in answer.content.decode()  # nothing of the job's page is drawn
     refused = AuditEntry.objects.filter(method_name__startswith=files.OUTPUT_SERVICE, granted=False)
     assert refused.count() == 3 and all(e.principal == "jo@example.com" for e in refused)
+
+
+def test_a_file_with_a_name_in_any_script_downloads_under_that_name(trained, job_dir, viewer):
+    (job_dir / "résumé 漢字.txt").write_text("x")
+    download = signed_in(viewer).get(f"{OUTPUTS}download/", {"path": "résumé 漢字.txt"})
+    assert download.status_code == 200
+    # RFC 6266's filename*: what browsers save under (a MIME-encoded header is saved as "=?utf-8?b?…").
+    assert download["Content-Disposition"] == "attachment; filename*=utf-8''r%C3%A9sum%C3%A9%20%E6%BC%A2%E5%AD%97.txt"
