@@ -114,8 +114,9 @@ def job_dir(job: Job, trial_id: str = "") -> str:
 
 
 def clean_path(path: str) -> str:
-    """A path below the job dir, "/"-separated; InvalidArgument for one that could leave it."""
-    path = (path or "").strip().rstrip("/")
+    """A path below the job dir, "/"-separated; InvalidArgument for one that could leave it. Names
+    are taken as they are: a name may begin or end with a space (trimmed, it names another file)."""
+    path = (path or "").rstrip("/")
     if not path:
         return ""
     parts = path.split("/")

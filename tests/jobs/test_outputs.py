@@ -230,3 +230,14 @@ def test_a_file_with_a_name_in_any_script_downloads_under_that_name(trained, job
     assert download.status_code == 200
     # RFC 6266's filename*: what browsers save under (a MIME-encoded header is saved as "=?utf-8?b?…").
     assert download["Content-Disposition"] == "attachment; filename*=utf-8''r%C3%A9sum%C3%A9%20%E6%BC%A2%E5%AD%97.txt"
+
+
+def test_a_name_with_spaces_at_its_ends_opens_that_file_not_its_trimmed_namesake(trained, job_dir, viewer):
+    (job_dir / "notes.txt ").write_text("the spaced one")
+    client = signed_in(viewer)
+    html = unescape(client.get(OUTPUTS).content.decode())
+    assert "notes.txt " in names(html)
+    preview = unescape(client.get(f"{OUTPUTS}file/", {"path": "notes.txt "}).content.decode())
+    assert "the spaced one" in preview and "hello outputs" not in preview
+    download = client.get(f"{OUTPUTS}download/", {"path": "notes.txt "})
+    assert b"".join(download.streaming_content) == b"the spaced one"
