@@ -220,9 +220,11 @@ def _refused(path: str, error: Exception) -> Exception:
         return InvalidArgument(f"{shown} is a folder: open it in the list instead.")
     if isinstance(error, beneath.Refused) and "regular file" not in str(error):
         return OutsideJobDir(f"{shown}: {error}")
+    # ENXIO: a socket (opening one is refused by the kernel before it can be checked).
     if isinstance(error, NotADirectoryError | beneath.Refused) or getattr(error, "errno", None) in (
         errno.ELOOP,
         errno.ENOTDIR,
+        errno.ENXIO,
     ):
         return OutsideJobDir(
             f"{shown} is a link, or lies behind one, or is not a plain file: the console opens only the job's own "

@@ -241,3 +241,15 @@ def test_a_name_with_spaces_at_its_ends_opens_that_file_not_its_trimmed_namesake
     assert "the spaced one" in preview and "hello outputs" not in preview
     download = client.get(f"{OUTPUTS}download/", {"path": "notes.txt "})
     assert b"".join(download.streaming_content) == b"the spaced one"
+
+
+def test_a_socket_a_trainer_left_is_said_to_be_no_plain_file(trained, job_dir, viewer):
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(job_dir / "trainer.sock"))
+        client = signed_in(viewer)
+        page = unescape(client.get(f"{OUTPUTS}file/", {"path": "trainer.sock"}).content.decode())
+        assert "not a plain file" in page and "No such device" not in page
+        download = client.get(f"{OUTPUTS}download/", {"path": "trainer.sock"})
+        assert download.status_code == 400 and b"not a plain file" in download.content
