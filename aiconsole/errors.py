@@ -32,6 +32,12 @@ def bounded(violations) -> list[FieldViolation]:
     ]
 
 
+def clipped(text: object, limit: int = 200) -> str:
+    """A value a message repeats (an unknown name, a refused value), at most ``limit`` characters."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def describe(violation: FieldViolation) -> str:
     """One line of an error's message: the field and what is wrong with it."""
     return f"Field: {violation.field} Error: {violation.description}" if violation.field else violation.description

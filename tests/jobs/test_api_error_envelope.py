@@ -61,3 +61,15 @@ def test_a_vertex_body_with_thousands_of_problems_answers_the_first_hundred(api,
     violations = answer["error"]["details"][0]["fieldViolations"]
     assert status == 400 and len(violations) == 100
     assert violations[0]["field"] == "custom_job" and violations[-1]["description"].startswith("… and 19901 more")
+
+
+def test_an_unknown_name_of_a_megabyte_is_not_repeated_whole(api, project):
+    name = "n" * 1_000_000
+    for path, body in [
+        ("/v1/projects/project-a/jobs", {"jobId": "long", name: 1}),
+        ("/v1/projects/project-a/locations/us-central1/customJobs", {"displayName": "long", name: 1}),
+        ("/v1/projects/project-a/models", {"name": "long", name: 1}),
+    ]:
+        status, answer = api("POST", path, body)
+        assert status == 400 and len(json.dumps(answer)) < 10_000, path
+        assert f'Unknown name "{"n" * 200}…"' in answer["error"]["message"], path
