@@ -63,7 +63,7 @@ class OutsideJobDir(InvalidArgument):
 class Entry:
     name: str
     path: str  # below the job dir, "/"-separated
-    kind: str  # "folder", "file" or "link"
+    kind: str  # "folder", "file", "link" or "other" (a FIFO, a socket, a device: nothing to open)
     size: int | None = None
     modified: datetime | None = None
 
@@ -175,7 +175,7 @@ def _local_listing(job: Job, root: str, path: str, after: str, limit: int) -> Li
                     if count >= SCAN_ENTRIES:
                         scanned_all = False
                         break
-                    kind = "link" if item.is_symlink() else "folder" if item.is_dir(follow_symlinks=False) else "file"
+                    kind = _kind(item)
                     names.append((kind != "folder", item.name, kind))
             names.sort()
             start = _start_after(names, after)
@@ -189,6 +189,14 @@ def _local_listing(job: Job, root: str, path: str, after: str, limit: int) -> Li
         raise _refused(path, error) from None
     more = entries[-1].name if len(shown) > limit else ""
     return Listing(root, path, entries, more_after=more, scanned_all=scanned_all)
+
+
+def _kind(item: os.DirEntry) -> str:
+    if item.is_symlink():
+        return "link"
+    if item.is_dir(follow_symlinks=False):
+        return "folder"
+    return "file" if item.is_file(follow_symlinks=False) else "other"
 
 
 def _start_after(names: list[tuple[bool, str, str]], after: str) -> int:

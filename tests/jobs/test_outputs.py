@@ -253,3 +253,11 @@ def test_a_socket_a_trainer_left_is_said_to_be_no_plain_file(trained, job_dir, v
         assert "not a plain file" in page and "No such device" not in page
         download = client.get(f"{OUTPUTS}download/", {"path": "trainer.sock"})
         assert download.status_code == 400 and b"not a plain file" in download.content
+
+
+def test_a_fifo_is_listed_as_no_plain_file_with_nothing_to_open(trained, job_dir, viewer):
+    os.mkfifo(job_dir / "pipe")
+    html = signed_in(viewer).get(OUTPUTS).content.decode()
+    row = re.search(r'<tr data-entry="pipe".*?</tr>', html, re.S).group(0)
+    assert 'data-kind="other"' in row and "not a plain file" in row
+    assert "href" not in row  # neither a preview nor a download that could only fail
