@@ -86,6 +86,7 @@ class Preview:
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     truncated: bool = False  # only the start of the file is shown
+    more_rows: bool = False  # a table: the file holds rows past those shown
     bytes_read: int = 0
 
 
@@ -410,8 +411,10 @@ def _as_table(preview: Preview, text: str, delimiter: str) -> None:
     # A first row of names (not numbers) is the header; otherwise the columns are numbered.
     if all(cell and not _number(cell) for cell in header):
         preview.columns, preview.rows = header, rows[1:]
+        preview.more_rows = len(lines) > PREVIEW_ROWS + 1
     else:
         preview.columns, preview.rows = [str(n) for n in range(1, width + 1)], rows[:PREVIEW_ROWS]
+        preview.more_rows = len(lines) > PREVIEW_ROWS
 
 
 def _number(text: str) -> bool:
@@ -434,12 +437,14 @@ def _as_json(preview: Preview, text: str) -> None:
             preview.kind, preview.text = "json", json.dumps(value, indent=2, ensure_ascii=False)
             return
     records = []
-    for line in _complete_lines(text, preview.truncated)[:PREVIEW_ROWS]:
+    lines = _complete_lines(text, preview.truncated)
+    for line in lines[:PREVIEW_ROWS]:
         try:
             records.append(json.loads(line))
         except ValueError:
             return  # neither JSON nor JSON lines: shown as text
-    _table_of(preview, records)
+    if _table_of(preview, records):
+        preview.more_rows = len(lines) > PREVIEW_ROWS
 
 
 def _table_of(preview: Preview, records: list | None) -> bool:
@@ -451,6 +456,7 @@ def _table_of(preview: Preview, records: list | None) -> bool:
         columns += [key for key in record if key not in columns]
     preview.kind, preview.columns = "table", columns
     preview.rows = [[_cell(record.get(key)) for key in columns] for record in records[:PREVIEW_ROWS]]
+    preview.more_rows = len(records) > PREVIEW_ROWS
     return True
 
 

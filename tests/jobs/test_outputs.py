@@ -261,3 +261,12 @@ def test_a_fifo_is_listed_as_no_plain_file_with_nothing_to_open(trained, job_dir
     row = re.search(r'<tr data-entry="pipe".*?</tr>', html, re.S).group(0)
     assert 'data-kind="other"' in row and "not a plain file" in row
     assert "href" not in row  # neither a preview nor a download that could only fail
+
+
+def test_a_table_preview_says_whether_it_shows_every_row_or_the_first(trained, job_dir, viewer):
+    client = signed_in(viewer)
+    whole = unescape(client.get(f"{OUTPUTS}file/", {"path": "metrics.csv"}).content.decode())
+    assert "All 3 rows of the file." in whole and "The first" not in whole
+    (job_dir / "long.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(files.PREVIEW_ROWS + 1)))
+    first = unescape(client.get(f"{OUTPUTS}file/", {"path": "long.jsonl"}).content.decode())
+    assert f"The first {files.PREVIEW_ROWS} rows." in first and "All " not in first
