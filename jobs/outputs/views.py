@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 
-from aiconsole import accounts
+from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import services
 from jobs.outputs import files
@@ -77,10 +77,20 @@ def job_outputs(request, project_id, job_id):
         context["up_url"] = _url(job, "outputs", trial=trial_id, path=listing.path.rpartition("/")[0])
         context["more_url"] = _url(job, "outputs", trial=trial_id, path=listing.path, after=listing.more_after)
     except ServiceError as error:
-        context["problem"] = error.message
-        context["status"] = _status(error)
+        _refused(context, job, trial_id, error)
     template = "jobs/outputs.html#outputs-browser" if request.htmx else "jobs/outputs.html"
     return render(request, template, context, status=context.get("status", 200))
+
+
+def _refused(context: dict, job, trial_id: str, error: ServiceError) -> None:
+    """Why the page shows no entries, and still which folder it is in (the read was allowed: the
+    service checks the permission before anything else)."""
+    context["problem"] = error.message
+    context["status"] = _status(error)
+    try:
+        context["root"] = files.job_dir(job, trial_id)
+    except (ServiceError, iam.IamError):
+        pass  # no folder to name: the problem says why
 
 
 def _status(error: ServiceError) -> int:
@@ -106,8 +116,7 @@ def job_output_file(request, project_id, job_id):
         context["preview"] = files.preview_file(job, path, actor=request.user, trial_id=trial_id)
         context["root"] = files.job_dir(job, trial_id)
     except ServiceError as error:
-        context["problem"] = error.message
-        context["status"] = _status(error)
+        _refused(context, job, trial_id, error)
     template = "jobs/output_file.html#output-preview" if request.htmx else "jobs/output_file.html"
     return render(request, template, context, status=context.get("status", 200))
 

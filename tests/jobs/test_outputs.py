@@ -270,3 +270,12 @@ def test_a_table_preview_says_whether_it_shows_every_row_or_the_first(trained, j
     (job_dir / "long.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(files.PREVIEW_ROWS + 1)))
     first = unescape(client.get(f"{OUTPUTS}file/", {"path": "long.jsonl"}).content.decode())
     assert f"The first {files.PREVIEW_ROWS} rows." in first and "All " not in first
+
+
+def test_a_refused_entry_still_says_which_folder_it_was_refused_in(trained, job_dir, viewer):
+    os.symlink("/etc/passwd", job_dir / "escape")
+    client = signed_in(viewer)
+    for view, path in [("file/", "escape"), ("", "escape")]:
+        answer = client.get(f"{OUTPUTS}{view}", {"path": path})
+        assert answer.status_code == 400
+        assert f"Folder: <code>{job_dir}</code>" in answer.content.decode(), view
