@@ -161,7 +161,7 @@ def test_a_batch_job_page_shows_its_input_and_opens_its_error_file(page, console
     login(page)
     page.goto(f"{JOBS}daily_scores/")
     tabs = page.get_by_role("tablist", name="Job sections").get_by_role("tab")
-    expect(tabs).to_have_text(["Logs", "Replicas", "Outputs", "Prediction"])
+    expect(tabs).to_have_text(["Prediction", "Logs", "Replicas", "Outputs"])
     expect(page.get_by_role("tab", name="Prediction")).to_have_attribute("aria-selected", "true")
     section = page.locator("#prediction")
     expect(section.locator("[data-input-paths]")).to_have_text(str(inputs / "part-*.json"))
