@@ -174,3 +174,16 @@ def test_n_opens_the_new_job_form_with_its_suggested_id_focused(page, console):
     job_id.fill("my_own_id")
     page.get_by_label("Python module").fill("other.task")  # until the user writes an id
     expect(job_id).to_have_value("my_own_id")
+
+
+def test_on_a_phone_each_role_on_the_members_page_stays_one_line(page, console):
+    # "AI Platform Developer" wrapped inside its chip into a tall oval of three lines.
+    login(page)
+    page.set_viewport_size(PHONE)
+    page.goto(f"{P}/members/")
+    chips = page.locator("table.members .role-chip")
+    expect(chips.first).to_be_visible()
+    for chip in chips.all():
+        assert chip.evaluate("el => el.getClientRects().length") == 1
+        box = chip.bounding_box()
+        assert box["width"] > 2 * box["height"], (chip.text_content(), box)
