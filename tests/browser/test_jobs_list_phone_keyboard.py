@@ -16,14 +16,16 @@ pytestmark = pytest.mark.browser
 P = "/projects/default-project"
 PHONE = {"width": 390, "height": 844}
 
-# What sticks out past the viewport, outside a scroll container that says it scrolls.
+# What sticks out past the viewport, outside a scroll container that says it scrolls (named by a
+# label or by its heading).
 OVERFLOW = """() => {
   const width = document.documentElement.clientWidth;
   const loose = [...document.querySelectorAll("body *")].filter((el) => {
     const box = el.getBoundingClientRect();
     if (box.right <= width + 1 || box.width === 0) return false;
     const scroller = el.closest(".table-scroll, .log-scroll");
-    return !(scroller && scroller !== el && scroller.getAttribute("aria-label"));
+    const named = scroller && (scroller.getAttribute("aria-label") || scroller.getAttribute("aria-labelledby"));
+    return !(scroller && scroller !== el && named);
   }).map((el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : ""));
   return {document: document.documentElement.scrollWidth, viewport: width, loose: loose.slice(0, 8)};
 }"""
@@ -71,6 +73,9 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
         f"{P}/models/",
         f"{P}/audit/",
         f"{P}/members/",
+        f"{P}/images/",
+        f"{P}/jobs/train_model/outputs/",
+        f"{P}/jobs/train_model/outputs/file/?path=model/model.joblib",
         f"{P}/jobs/new/builtin/",
         f"{P}/data/analysis/",
         f"{P}/compare/?jobs=train_model,study_1/1,study_1/2",
