@@ -266,10 +266,10 @@ def test_a_fifo_is_listed_as_no_plain_file_with_nothing_to_open(trained, job_dir
 def test_a_table_preview_says_whether_it_shows_every_row_or_the_first(trained, job_dir, viewer):
     client = signed_in(viewer)
     whole = unescape(client.get(f"{OUTPUTS}file/", {"path": "metrics.csv"}).content.decode())
-    assert "All 3 rows of the file." in whole and "The first" not in whole
+    assert "The whole file: 3 rows." in whole and "The first" not in whole
     (job_dir / "long.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(files.PREVIEW_ROWS + 1)))
     first = unescape(client.get(f"{OUTPUTS}file/", {"path": "long.jsonl"}).content.decode())
-    assert f"The first {files.PREVIEW_ROWS} rows." in first and "All " not in first
+    assert f"The first {files.PREVIEW_ROWS} rows." in first and "The whole file" not in first
 
 
 def test_a_refused_entry_still_says_which_folder_it_was_refused_in(trained, job_dir, viewer):
