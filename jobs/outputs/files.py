@@ -59,6 +59,10 @@ class OutsideJobDir(InvalidArgument):
     """The path would leave the job's folder: ``..``, an absolute path, or a link on its way."""
 
 
+class NoJobDir(FailedPrecondition):
+    """The job names no folder for its outputs (a training job without ``jobDir``)."""
+
+
 @dataclass
 class Entry:
     name: str
@@ -104,7 +108,7 @@ def job_dir(job: Job, trial_id: str = "") -> str:
     outputPath."""
     root = kinds.of_job(job).outputs(job)
     if not root:
-        raise FailedPrecondition(
+        raise NoJobDir(
             f"Job {job.job_id} names no job directory (trainingInput.jobDir), so it has no outputs to browse."
         )
     if trial_id:

@@ -85,6 +85,9 @@ def job_outputs(request, project_id, job_id):
 def _refused(context: dict, job, trial_id: str, error: ServiceError) -> None:
     """Why the page shows no entries, and still which folder it is in (the read was allowed: the
     service checks the permission before anything else)."""
+    if isinstance(error, files.NoJobDir):  # a fact about the job, not a failure
+        context["no_folder"] = error.message
+        return
     context["problem"] = error.message
     context["status"] = _status(error)
     try:

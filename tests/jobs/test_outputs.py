@@ -178,6 +178,8 @@ def test_a_job_without_a_job_dir_says_so(project, admin, viewer):
     services.submit_job(project, body("nodir"), actor=admin)
     html = signed_in(viewer).get("/projects/project-a/jobs/nodir/outputs/").content.decode()
     assert "names no job directory (trainingInput.jobDir)" in html
+    # A fact about the job, not an error: said plainly, without a folder heading that has no folder.
+    assert 'role="alert"' not in html and "Folder:" not in html and "data-outputs-none" in html
 
 
 def test_a_gcs_job_dir_is_listed_and_previewed(project, admin, viewer, gcs_emulator):
