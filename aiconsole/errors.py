@@ -74,7 +74,7 @@ class ServiceError(Exception):
     def __init__(self, message: str, violations: list | None = None):
         super().__init__(message)
         self.message = message
-        self.violations = bounded(violations or [])
+        self.violations: list = bounded(violations or [])
 
     def details(self) -> list[dict]:
         if not self.violations:
