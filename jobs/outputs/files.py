@@ -481,12 +481,15 @@ def download(job: Job, path: str, *, actor, trial_id: str = "") -> Download:
         blob, entry = _gcs_blob(job, root, path)
         return Download(entry.name, entry.size, _gcs_chunks(blob), content_type)
     handle, entry = _open_local(job, root, path)
-    return Download(entry.name, entry.size, _file_chunks(handle), content_type)
+    return Download(entry.name, entry.size, _file_chunks(handle, entry.size or 0), content_type)
 
 
-def _file_chunks(handle) -> Iterator[bytes]:
+def _file_chunks(handle, size: int) -> Iterator[bytes]:
+    """The file's first ``size`` bytes, its length when opened (Content-Length): a file a running
+    trainer still writes may grow meanwhile, and more bytes than promised break the answer."""
     with handle:
-        while chunk := handle.read(CHUNK_BYTES):
+        while size > 0 and (chunk := handle.read(min(CHUNK_BYTES, size))):
+            size -= len(chunk)
             yield chunk
 
 

@@ -281,3 +281,15 @@ def test_a_refused_entry_still_says_which_folder_it_was_refused_in(trained, job_
         answer = client.get(f"{OUTPUTS}{view}", {"path": path})
         assert answer.status_code == 400
         assert f"Folder: <code>{job_dir}</code>" in answer.content.decode(), view
+
+
+def test_a_file_that_grows_while_it_downloads_sends_what_its_length_promised(trained, job_dir, viewer):
+    # A trainer still writing its log or checkpoint: more bytes than Content-Length said broke the
+    # answer (the server cuts the connection), and a browser kept a broken file.
+    growing = job_dir / "train.log"
+    growing.write_bytes(b"a" * 300_000)
+    download = signed_in(viewer).get(f"{OUTPUTS}download/", {"path": "train.log"})
+    with growing.open("ab") as handle:
+        handle.write(b"b" * 300_000)
+    body = b"".join(download.streaming_content)
+    assert int(download["Content-Length"]) == len(body) == 300_000 and set(body) == {ord("a")}
