@@ -69,7 +69,11 @@ KINDS = {
     "users": "user",
     "tokens": "token",
     "images": "image",
+    "customJobs": "custom job",
+    "hyperparameterTuningJobs": "hyperparameter tuning job",
 }
+# Path segments that say where a resource is, not what: Vertex AI's projects/p/locations/l/customJobs/1.
+PLACES = ("locations",)
 
 
 def _words(camel: str) -> list[str]:
@@ -87,6 +91,9 @@ def _resource(resource_name: str) -> tuple[str, str, dict]:
         if key in KINDS:
             kind, name = KINDS[key], value
             found[KINDS[key]] = value
+            index += 2
+            continue
+        if key in PLACES:
             index += 2
             continue
         if key in ("outputs", "logs"):

@@ -13,10 +13,46 @@ class FieldViolation:
     description: str
 
 
+# Field violations one error lists; a body with more problems (a 10 MB body of unknown names has a
+# million) lists the first ones and counts the rest, so its answer stays small.
+MAX_VIOLATIONS = 100
+
+
+def bounded(violations) -> list[FieldViolation]:
+    """At most ``MAX_VIOLATIONS`` violations, the last of them saying how many more were found
+    (a ``Violations`` counts those it did not keep)."""
+    found = list(violations)
+    total = len(found) + getattr(violations, "omitted", 0)
+    if total <= MAX_VIOLATIONS:
+        return found
+    shown = MAX_VIOLATIONS - 1
+    return [
+        *found[:shown],
+        FieldViolation("", f"… and {total - shown} more problems, not listed: the first {shown} are."),
+    ]
+
+
+def clipped(text: object, limit: int = 200) -> str:
+    """A value a message repeats (an unknown name, a refused value), at most ``limit`` characters."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def describe(violation: FieldViolation) -> str:
+    """One line of an error's message: the field and what is wrong with it."""
+    return f"Field: {violation.field} Error: {violation.description}" if violation.field else violation.description
+
+
 class Violations(list):
-    """The field violations found while checking a body: every rule adds, then one raise."""
+    """The field violations found while checking a body: every rule adds, then one raise. Past
+    ``MAX_VIOLATIONS`` it only counts them (``omitted``)."""
+
+    omitted = 0
 
     def add(self, field: str, description: str) -> None:
+        if len(self) >= MAX_VIOLATIONS:
+            self.omitted += 1
+            return
         self.append(FieldViolation(field, description))
 
     @property
@@ -38,7 +74,7 @@ class ServiceError(Exception):
     def __init__(self, message: str, violations: list | None = None):
         super().__init__(message)
         self.message = message
-        self.violations = list(violations or [])
+        self.violations: list = bounded(violations or [])
 
     def details(self) -> list[dict]:
         if not self.violations:
@@ -57,8 +93,8 @@ class InvalidArgument(ServiceError):
 
     @classmethod
     def from_violations(cls, violations) -> InvalidArgument:
-        message = "\n".join(f"Field: {v.field} Error: {v.description}" for v in violations)
-        return cls(message, violations)
+        shown = bounded(violations)
+        return cls("\n".join(describe(v) for v in shown), shown)
 
 
 class AlreadyExists(ServiceError):

@@ -1,5 +1,6 @@
-"""Request context for the audit log: a request id, the caller's IP and user agent; and what
-Django's middleware does to a request, for the ASGI front of online prediction, which answers before Django."""
+"""Request context for the audit log: a request id, the caller's IP and user agent; the refusal of a
+NUL character in a request's address; and what Django's middleware does to a request, for the ASGI
+front of online prediction, which answers before Django."""
 
 import contextvars
 import threading
@@ -7,6 +8,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from django.http import HttpResponseBadRequest, JsonResponse
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,28 @@ class RequestIdMiddleware:
             response = self.get_response(request)
         response["X-Request-Id"] = context.request_id
         return response
+
+
+NUL_IN_ADDRESS = (
+    "The request's address holds a NUL character (%00), which no project, name, id, filter or search may hold."
+)
+
+
+class NulRefusalMiddleware:
+    """A NUL character in a request's path or query is refused (400) before any view reads it:
+    PostgreSQL stores and compares no NUL in text, so one that reached a query was a 500 there. The
+    REST API answers in Google's error envelope, pages in plain text."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" not in request.path_info and "%00" not in request.META.get("QUERY_STRING", ""):
+            return self.get_response(request)
+        if request.path_info.startswith(("/v1/", "/upload/v1/")):
+            error = {"code": 400, "message": NUL_IN_ADDRESS, "status": "INVALID_ARGUMENT", "details": []}
+            return JsonResponse({"error": error}, status=400)
+        return HttpResponseBadRequest(NUL_IN_ADDRESS, content_type="text/plain; charset=utf-8")
 
 
 class IamErrorMiddleware:

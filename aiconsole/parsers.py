@@ -1,4 +1,5 @@
-"""The REST API's one JSON body parser: DRF's, with a bound on how deeply a body may nest.
+"""The REST API's one JSON body parser: DRF's, with a bound on how deeply a body may nest, and
+no NUL character in any string.
 
 Python's decoder raises RecursionError (not ValueError) on a body nested a few hundred levels
 deep, and a body that still decodes can make later recursive code (validation, audit redaction,
@@ -35,6 +36,29 @@ def nesting_depth(value) -> int:
     return deepest
 
 
+NUL_IN_BODY = (
+    "JSON parse error - a string in the body holds a NUL character (\\u0000), which no name, id or text "
+    "the console stores may hold."
+)
+
+
+def holds_nul(value) -> bool:
+    """Whether a string anywhere in ``value`` (a key included) holds a NUL character, without
+    recursion. PostgreSQL stores no NUL in text or JSON: one that reached a row failed there."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 class JSONParser(parsers.JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         try:
@@ -43,4 +67,6 @@ class JSONParser(parsers.JSONParser):
             raise ParseError(TOO_DEEP) from None
         if nesting_depth(data) > MAX_DEPTH:
             raise ParseError(TOO_DEEP)
+        if holds_nul(data):
+            raise ParseError(NUL_IN_BODY)
         return data

@@ -34,8 +34,9 @@ class PageSection:
 class JobPage:
     """What a kind of job shows on the job page besides what every job shows (state, logs,
     replicas, outputs): ``sections(request, job)`` gives its sections in tab order, the last being
-    its input; ``fragment(request, job, part)`` answers the ``?part=`` refreshes those sections
-    make (None: not one of this kind's parts)."""
+    its input (shown after every job's own) unless ``input_last`` is False (a batch prediction's one
+    section is its input and its results: first); ``fragment(request, job, part)`` answers the
+    ``?part=`` refreshes those sections make (None: not one of this kind's parts)."""
 
     sections: Callable[..., list[PageSection]]
     # The section a job that ended opens on, ``finished_opens_on(job)`` (a study's trials, a training
@@ -45,6 +46,7 @@ class JobPage:
     # The log's replica choices this kind's jobs can have beyond their replicas' rows (the
     # planned ones, before they start): ``log_tasks(job)``.
     log_tasks: Callable[[object], list[str]] = lambda job: []
+    input_last: bool = True
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from aiconsole.middleware import FrontPool, front_call, front_headers, scope_con
 from aiconsole.tokens import authenticate_bearer
 from models_registry import api, conf
 
-PREDICT_PATH = re.compile(r"^/v1/projects/([^/:]+)/models/([^/:]+)(?:/versions/([^/:]+))?:predict$")
+# No NUL in a name: such a path goes on to Django, which refuses it (aiconsole.middleware).
+PREDICT_PATH = re.compile(r"^/v1/projects/([^/:\x00]+)/models/([^/:\x00]+)(?:/versions/([^/:\x00]+))?:predict$")
 POOL = FrontPool("predict", threads=8)  # mostly waiting on a serving process
 
 

@@ -69,4 +69,4 @@ def sections(request, job) -> list[kinds.PageSection]:
 
 
 def page() -> kinds.JobPage:
-    return kinds.JobPage(finished_opens_on=lambda job: "prediction", sections=sections)
+    return kinds.JobPage(finished_opens_on=lambda job: "prediction", sections=sections, input_last=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from aiconsole import v1schema
-from aiconsole.errors import FieldViolation, InvalidArgument, Violations
+from aiconsole.errors import FieldViolation, InvalidArgument, Violations, clipped
 from aiconsole.v1schema import Field
 from jobs import catalogue, runtimes
 from jobs import spec as job_spec
@@ -76,7 +76,8 @@ def check_types(body, fields: dict[str, Field], prefix: str) -> Problems:
     for key, value in body.items():
         if key not in fields:
             problems.add(
-                prefix, f"Invalid JSON payload received. Unknown name \"{key}\" at '{prefix}': Cannot find field."
+                prefix,
+                f"Invalid JSON payload received. Unknown name \"{clipped(key)}\" at '{prefix}': Cannot find field.",
             )
             continue
         kind = _json_kind(fields[key])

@@ -59,11 +59,15 @@ class OutsideJobDir(InvalidArgument):
     """The path would leave the job's folder: ``..``, an absolute path, or a link on its way."""
 
 
+class NoJobDir(FailedPrecondition):
+    """The job names no folder for its outputs (a training job without ``jobDir``)."""
+
+
 @dataclass
 class Entry:
     name: str
     path: str  # below the job dir, "/"-separated
-    kind: str  # "folder", "file" or "link"
+    kind: str  # "folder", "file", "link" or "other" (a FIFO, a socket, a device: nothing to open)
     size: int | None = None
     modified: datetime | None = None
 
@@ -86,6 +90,7 @@ class Preview:
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     truncated: bool = False  # only the start of the file is shown
+    more_rows: bool = False  # a table: the file holds rows past those shown
     bytes_read: int = 0
 
 
@@ -103,7 +108,7 @@ def job_dir(job: Job, trial_id: str = "") -> str:
     outputPath."""
     root = kinds.of_job(job).outputs(job)
     if not root:
-        raise FailedPrecondition(
+        raise NoJobDir(
             f"Job {job.job_id} names no job directory (trainingInput.jobDir), so it has no outputs to browse."
         )
     if trial_id:
@@ -114,8 +119,9 @@ def job_dir(job: Job, trial_id: str = "") -> str:
 
 
 def clean_path(path: str) -> str:
-    """A path below the job dir, "/"-separated; InvalidArgument for one that could leave it."""
-    path = (path or "").strip().rstrip("/")
+    """A path below the job dir, "/"-separated; InvalidArgument for one that could leave it. Names
+    are taken as they are: a name may begin or end with a space (trimmed, it names another file)."""
+    path = (path or "").rstrip("/")
     if not path:
         return ""
     parts = path.split("/")
@@ -126,10 +132,14 @@ def clean_path(path: str) -> str:
     return "/".join(parts)
 
 
-def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: bool = True) -> None:
+def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: bool = True) -> str:
+    """Check ``ml.jobs.get`` on the job, then the path (someone who may not read the job learns
+    nothing of it from a bad path: 404, and the refusal is audited), then record the read. Answers
+    the path cleaned."""
     audit.authorize(actor, "ml.jobs.get", job, method=f"{OUTPUT_SERVICE}.{method}", data_access=True)
+    path = clean_path(path)
     if not audited:
-        return
+        return path
     audit.record(
         actor=actor,
         project=job.project,
@@ -139,6 +149,7 @@ def _audit(job: Job, actor, method: str, path: str, trial_id: str, *, audited: b
         data_access=True,
         request={"path": path, **({"trial": trial_id} if trial_id else {})},
     )
+    return path
 
 
 # --- local folders ----------------------------------------------------------------------------------
@@ -169,7 +180,7 @@ def _local_listing(job: Job, root: str, path: str, after: str, limit: int) -> Li
                     if count >= SCAN_ENTRIES:
                         scanned_all = False
                         break
-                    kind = "link" if item.is_symlink() else "folder" if item.is_dir(follow_symlinks=False) else "file"
+                    kind = _kind(item)
                     names.append((kind != "folder", item.name, kind))
             names.sort()
             start = _start_after(names, after)
@@ -183,6 +194,14 @@ def _local_listing(job: Job, root: str, path: str, after: str, limit: int) -> Li
         raise _refused(path, error) from None
     more = entries[-1].name if len(shown) > limit else ""
     return Listing(root, path, entries, more_after=more, scanned_all=scanned_all)
+
+
+def _kind(item: os.DirEntry) -> str:
+    if item.is_symlink():
+        return "link"
+    if item.is_dir(follow_symlinks=False):
+        return "folder"
+    return "file" if item.is_file(follow_symlinks=False) else "other"
 
 
 def _start_after(names: list[tuple[bool, str, str]], after: str) -> int:
@@ -214,9 +233,11 @@ def _refused(path: str, error: Exception) -> Exception:
         return InvalidArgument(f"{shown} is a folder: open it in the list instead.")
     if isinstance(error, beneath.Refused) and "regular file" not in str(error):
         return OutsideJobDir(f"{shown}: {error}")
+    # ENXIO: a socket (opening one is refused by the kernel before it can be checked).
     if isinstance(error, NotADirectoryError | beneath.Refused) or getattr(error, "errno", None) in (
         errno.ELOOP,
         errno.ENOTDIR,
+        errno.ENXIO,
     ):
         return OutsideJobDir(
             f"{shown} is a link, or lies behind one, or is not a plain file: the console opens only the job's own "
@@ -313,8 +334,7 @@ def list_folder(
     """One page of a folder of the job's outputs, folders first then files, each by name.
     ``audited=False``: a page that already audited its read of the job lists its files (the
     permission is still checked)."""
-    path = clean_path(path)
-    _audit(job, actor, "ListOutputs", path, trial_id, audited=audited)
+    path = _audit(job, actor, "ListOutputs", path, trial_id, audited=audited)
     root = job_dir(job, trial_id)
     limit = limit or PAGE_ENTRIES
     if storage.is_gcs_uri(root):
@@ -335,10 +355,9 @@ def _read_start(job: Job, root: str, path: str, limit: int) -> tuple[bytes, Entr
 def preview_file(job: Job, path: str, *, actor, trial_id: str = "") -> Preview:
     """The start of a file, as the page shows it: text, a table of a CSV's or JSON lines' first
     rows, JSON pretty-printed, an image (its bytes come from ``download``), or "binary"."""
-    path = clean_path(path)
+    path = _audit(job, actor, "GetOutput", path, trial_id)
     if not path:
         raise InvalidArgument("Name a file of the job's folder to preview.")
-    _audit(job, actor, "GetOutput", path, trial_id)
     root = job_dir(job, trial_id)
     suffix = PurePosixPath(path).suffix.lower()
     if suffix in IMAGE_TYPES:
@@ -396,8 +415,10 @@ def _as_table(preview: Preview, text: str, delimiter: str) -> None:
     # A first row of names (not numbers) is the header; otherwise the columns are numbered.
     if all(cell and not _number(cell) for cell in header):
         preview.columns, preview.rows = header, rows[1:]
+        preview.more_rows = len(lines) > PREVIEW_ROWS + 1
     else:
         preview.columns, preview.rows = [str(n) for n in range(1, width + 1)], rows[:PREVIEW_ROWS]
+        preview.more_rows = len(lines) > PREVIEW_ROWS
 
 
 def _number(text: str) -> bool:
@@ -420,12 +441,14 @@ def _as_json(preview: Preview, text: str) -> None:
             preview.kind, preview.text = "json", json.dumps(value, indent=2, ensure_ascii=False)
             return
     records = []
-    for line in _complete_lines(text, preview.truncated)[:PREVIEW_ROWS]:
+    lines = _complete_lines(text, preview.truncated)
+    for line in lines[:PREVIEW_ROWS]:
         try:
             records.append(json.loads(line))
         except ValueError:
             return  # neither JSON nor JSON lines: shown as text
-    _table_of(preview, records)
+    if _table_of(preview, records):
+        preview.more_rows = len(lines) > PREVIEW_ROWS
 
 
 def _table_of(preview: Preview, records: list | None) -> bool:
@@ -437,6 +460,7 @@ def _table_of(preview: Preview, records: list | None) -> bool:
         columns += [key for key in record if key not in columns]
     preview.kind, preview.columns = "table", columns
     preview.rows = [[_cell(record.get(key)) for key in columns] for record in records[:PREVIEW_ROWS]]
+    preview.more_rows = len(records) > PREVIEW_ROWS
     return True
 
 
@@ -448,22 +472,24 @@ def _cell(value) -> str:
 
 def download(job: Job, path: str, *, actor, trial_id: str = "") -> Download:
     """The whole file, in chunks, for the browser to save (or show, for an image)."""
-    path = clean_path(path)
+    path = _audit(job, actor, "DownloadOutput", path, trial_id)
     if not path:
         raise InvalidArgument("Name a file of the job's folder to download.")
-    _audit(job, actor, "DownloadOutput", path, trial_id)
     root = job_dir(job, trial_id)
     content_type = IMAGE_TYPES.get(PurePosixPath(path).suffix.lower(), "application/octet-stream")
     if storage.is_gcs_uri(root):
         blob, entry = _gcs_blob(job, root, path)
         return Download(entry.name, entry.size, _gcs_chunks(blob), content_type)
     handle, entry = _open_local(job, root, path)
-    return Download(entry.name, entry.size, _file_chunks(handle), content_type)
+    return Download(entry.name, entry.size, _file_chunks(handle, entry.size or 0), content_type)
 
 
-def _file_chunks(handle) -> Iterator[bytes]:
+def _file_chunks(handle, size: int) -> Iterator[bytes]:
+    """The file's first ``size`` bytes, its length when opened (Content-Length): a file a running
+    trainer still writes may grow meanwhile, and more bytes than promised break the answer."""
     with handle:
-        while chunk := handle.read(CHUNK_BYTES):
+        while size > 0 and (chunk := handle.read(min(CHUNK_BYTES, size))):
+            size -= len(chunk)
             yield chunk
 
 

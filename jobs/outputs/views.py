@@ -10,8 +10,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 
-from aiconsole import accounts
+from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
 from jobs import services
 from jobs.outputs import files
@@ -76,10 +77,23 @@ def job_outputs(request, project_id, job_id):
         context["up_url"] = _url(job, "outputs", trial=trial_id, path=listing.path.rpartition("/")[0])
         context["more_url"] = _url(job, "outputs", trial=trial_id, path=listing.path, after=listing.more_after)
     except ServiceError as error:
-        context["problem"] = error.message
-        context["status"] = _status(error)
+        _refused(context, job, trial_id, error)
     template = "jobs/outputs.html#outputs-browser" if request.htmx else "jobs/outputs.html"
     return render(request, template, context, status=context.get("status", 200))
+
+
+def _refused(context: dict, job, trial_id: str, error: ServiceError) -> None:
+    """Why the page shows no entries, and still which folder it is in (the read was allowed: the
+    service checks the permission before anything else)."""
+    if isinstance(error, files.NoJobDir):  # a fact about the job, not a failure
+        context["no_folder"] = error.message
+        return
+    context["problem"] = error.message
+    context["status"] = _status(error)
+    try:
+        context["root"] = files.job_dir(job, trial_id)
+    except (ServiceError, iam.IamError):
+        pass  # no folder to name: the problem says why
 
 
 def _status(error: ServiceError) -> int:
@@ -105,8 +119,7 @@ def job_output_file(request, project_id, job_id):
         context["preview"] = files.preview_file(job, path, actor=request.user, trial_id=trial_id)
         context["root"] = files.job_dir(job, trial_id)
     except ServiceError as error:
-        context["problem"] = error.message
-        context["status"] = _status(error)
+        _refused(context, job, trial_id, error)
     template = "jobs/output_file.html#output-preview" if request.htmx else "jobs/output_file.html"
     return render(request, template, context, status=context.get("status", 200))
 
@@ -129,12 +142,14 @@ def job_output_download(request, project_id, job_id):
     response = StreamingHttpResponse(found.chunks, content_type=found.content_type)
     if found.size is not None:
         response["Content-Length"] = str(found.size)
-    disposition = "inline" if inline else "attachment"
-    response["Content-Disposition"] = f'{disposition}; filename="{_header_name(found.name)}"'
+    # RFC 6266: a name beyond ASCII goes as filename*, which browsers save under (Django would
+    # MIME-encode it in filename="…", and the file would be saved as "=?utf-8?b?…").
+    response["Content-Disposition"] = content_disposition_header(not inline, _header_name(found.name))
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"  # a trainer's file runs nothing here
     return response
 
 
 def _header_name(name: str) -> str:
-    return "".join(c if c.isprintable() and c not in '"\\' else "_" for c in name)
+    """The name without control characters (a newline cannot be in a header)."""
+    return "".join(c if c.isprintable() else "_" for c in name)

@@ -24,7 +24,7 @@ exported here.
 
 from __future__ import annotations
 
-from aiconsole.errors import FieldViolation, Violations
+from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs.spec.hyperparameters import check_hyperparameters
 from jobs.spec.names import validate_job_id, validate_labels
 from jobs.spec.prediction import check_prediction_input
@@ -51,7 +51,7 @@ class SpecError(Exception):
     """A Job body was rejected; `violations` lists every problem found."""
 
     def __init__(self, violations: list[FieldViolation]):
-        self.violations = list(violations)
+        self.violations = bounded(violations)
         super().__init__(self.message)
 
     @property
@@ -63,7 +63,7 @@ class SpecError(Exception):
 def _render(violation: FieldViolation) -> str:
     if violation.description.startswith(_VERBATIM_PREFIXES):
         return violation.description
-    return f"Field: {violation.field} Error: {violation.description}"
+    return describe(violation)
 
 
 # ---------------------------------------------------------------------------------------------

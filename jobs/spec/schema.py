@@ -15,7 +15,7 @@ import math
 import re
 
 from aiconsole import v1schema
-from aiconsole.errors import Violations
+from aiconsole.errors import Violations, clipped
 from aiconsole.v1schema import Field
 
 _S = v1schema.S
@@ -87,7 +87,9 @@ def parse_message(value: object, message: str, path: str, errors: Violations) ->
     for key, raw in value.items():
         name = key if key in fields else by_proto_name.get(str(key))
         if name is None:
-            errors.add(path, f"Invalid JSON payload received. Unknown name \"{key}\" at '{path}': Cannot find field.")
+            errors.add(
+                path, f"Invalid JSON payload received. Unknown name \"{clipped(key)}\" at '{path}': Cannot find field."
+            )
             continue
         if name in seen:  # given both as jsonName and as proto_name
             errors.add(path, f"Invalid JSON payload received. Duplicate field \"{key}\" at '{path}'.")

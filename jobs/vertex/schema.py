@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from aiconsole.errors import Violations
+from aiconsole.errors import Violations, clipped
 from jobs.spec.schema import as_double, as_int
 
 TYPES = ("string", "bool", "int32", "int64", "double", "duration", "timestamp", "enum", "message", "map", "object")
@@ -350,7 +350,9 @@ def parse(value: object, message: str, path: str, errors: Violations) -> dict:
     for key, raw in value.items():
         name = key if key in fields else by_proto_name.get(str(key))
         if name is None:
-            errors.add(path, f"Invalid JSON payload received. Unknown name \"{key}\" at '{path}': Cannot find field.")
+            errors.add(
+                path, f"Invalid JSON payload received. Unknown name \"{clipped(key)}\" at '{path}': Cannot find field."
+            )
             continue
         if name in out:
             errors.add(path, f"Invalid JSON payload received. Duplicate field \"{key}\" at '{path}'.")

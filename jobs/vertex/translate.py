@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from aiconsole.errors import FieldViolation, Violations
+from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs import catalogue
 from jobs.tuning import search
 from jobs.vertex import images, schema
@@ -87,8 +87,8 @@ class VertexError(Exception):
     """A Vertex body was refused; ``violations`` lists every problem, by Vertex field path."""
 
     def __init__(self, violations: list[FieldViolation]):
-        self.violations = list(violations)
-        super().__init__("\n".join(f"Field: {v.field} Error: {v.description}" for v in self.violations))
+        self.violations = bounded(violations)
+        super().__init__("\n".join(describe(v) for v in self.violations))
 
 
 @dataclass

@@ -64,7 +64,7 @@ def job_detail(request, project_id, job_id):
         if response is not None:
             return response
     own = page.sections(request, job)
-    sections = [*own[:-1], LOGS, REPLICAS, OUTPUTS, *own[-1:]]
+    sections = [*own[:-1], LOGS, REPLICAS, OUTPUTS, *own[-1:]] if page.input_last else [*own, LOGS, REPLICAS, OUTPUTS]
     context = {**_status_context(request, job), **_log_window(request, job, page)}
     for section in own:
         context.update(section.context)

@@ -62,6 +62,35 @@ from tests.helpers.jobs import submit
             "",
             "sent predictions to model m",
         ),
+        # Vertex AI's names carry a location: the sentence names the job, not its project.
+        (
+            "google.cloud.aiplatform.v1.JobService.CreateCustomJob",
+            "projects/p/locations/us-central1",
+            True,
+            "projects/p/locations/us-central1/customJobs/123",
+            "created custom job 123",
+        ),
+        (
+            "google.cloud.aiplatform.v1.JobService.CancelHyperparameterTuningJob",
+            "projects/p/locations/us-central1/hyperparameterTuningJobs/45",
+            False,
+            "",
+            "tried to cancel hyperparameter tuning job 45 (refused)",
+        ),
+        (
+            "google.cloud.aiplatform.v1.JobService.ListCustomJobs",
+            "projects/p/locations/us-central1",
+            True,
+            "",
+            "listed the custom jobs of project p",
+        ),
+        (
+            "google.longrunning.Operations.GetOperation",
+            "projects/p/locations/us-central1/operations/678",
+            True,
+            "",
+            "read operation 678",
+        ),
     ],
 )
 def test_an_entry_reads_as_a_sentence(method, resource, granted, created, expected):

@@ -67,6 +67,51 @@ def test_json_nested_within_the_limit_is_still_parsed(client, project, admin):
     assert "nests more than" not in _invalid_argument(response)["message"]  # a label is a string
 
 
+# --- NUL characters -------------------------------------------------------------------------------
+
+# PostgreSQL stores no NUL (0x00) in text or JSON: a NUL that reached a query or a row was an HTML
+# 500 there (and passed on SQLite). They are refused as the request comes in, on either database.
+NUL_BODIES = {
+    "a Vertex display name": (
+        "/v1/projects/project-a/locations/us-central1/customJobs",
+        {"displayName": "a\u0000b", "jobSpec": {"workerPoolSpecs": [{}]}},
+    ),
+    "a trainer's argument": (
+        "/v1/projects/project-a/jobs",
+        {"jobId": "nul", "trainingInput": {"region": "us-central1", "pythonModule": "t.m", "args": ["a\u0000b"]}},
+    ),
+    "a model's description": ("/v1/projects/project-a/models", {"name": "nul", "description": "a\u0000b"}),
+    "a label's key": ("/v1/projects/project-a/models", {"name": "nul", "labels": {"a\u0000": "b"}}),
+}
+
+
+@pytest.mark.parametrize("path, body", NUL_BODIES.values(), ids=NUL_BODIES.keys())
+def test_a_nul_in_a_json_body_gets_the_invalid_argument_envelope(client, project, admin, path, body):
+    response = client.post(path, json.dumps(body), content_type="application/json", **bearer(admin))
+    assert "NUL character" in _invalid_argument(response)["message"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/projects/project-a/jobs?filter=jobId%3D%22a%00b%22",
+        "/v1/projects/project-a/locations/us-central1/customJobs?filter=display_name%3D%22a%00b%22",
+        "/v1/projects/a%00b/jobs",
+        "/v1/projects/project-a/locations/a%00b/customJobs/1234567890123456789",
+        "/v1/projects/project-a/jobs/a%00b",
+    ],
+)
+def test_a_nul_in_an_api_path_or_query_gets_the_invalid_argument_envelope(client, project, admin, path):
+    assert "NUL character" in _invalid_argument(client.get(path, **bearer(admin)))["message"]
+
+
+def test_a_nul_in_a_pages_address_is_a_bad_request(client, project, admin):
+    client.force_login(admin)
+    for path in ("/projects/project-a/jobs/?q=a%00b", "/projects/project-a/jobs/a%00b/"):
+        answer = client.get(path)
+        assert answer.status_code == 400 and b"NUL character" in answer.content, path
+
+
 @pytest.mark.asyncio
 async def test_deeply_nested_predictions_get_the_invalid_argument_envelope_on_both_paths(
     serving, project, admin, trained
@@ -352,6 +397,16 @@ def test_the_predict_front_redirects_plain_http_as_django_does_under_ssl_redirec
         status, headers, _ = asyncio.run(asgi_call(app, method, path, b"{}", auth))
         assert status == 301 and headers["location"] == f"https://testserver{path}"
     assert recorder.calls == 2  # both handed to Django, which redirects
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_predict_front_hands_a_nul_in_the_path_to_django_which_refuses_it(fronts, project, admin):
+    app, recorder, _ = fronts
+    auth = {"authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    for path in ("/v1/projects/a\x00b/models/census:predict", "/v1/projects/project-a/models/a\x00b:predict"):
+        status, _, body = asyncio.run(asgi_call(app, "POST", path, b"{}", auth))
+        assert status == 400 and b"NUL character" in body, body[:200]
+    assert recorder.calls == 2
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ MAIN_PAGES = [
     f"{P}/audit/",
     f"{P}/models/",
     f"{P}/images/",
+    f"{P}/jobs/train_model/outputs/",
+    f"{P}/jobs/train_model/outputs/file/?path=model/model.joblib",
     "/profile/",
     f"{P}/jobs/new/builtin/",
     f"{P}/data/analysis/",

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from tests.browser import trainers
 from tests.browser.test_jobs_list_phone_keyboard import PHONE
-from tests.helpers.browser import JOBS, assert_not_reloaded, login, mark_page, state, wait_until
+from tests.helpers.browser import JOBS, assert_not_reloaded, axe_violations, login, mark_page, state, wait_until
 
 pytestmark = pytest.mark.browser
 PROJECT = "/v1/projects/default-project"
@@ -161,7 +161,7 @@ def test_a_batch_job_page_shows_its_input_and_opens_its_error_file(page, console
     login(page)
     page.goto(f"{JOBS}daily_scores/")
     tabs = page.get_by_role("tablist", name="Job sections").get_by_role("tab")
-    expect(tabs).to_have_text(["Logs", "Replicas", "Outputs", "Prediction"])
+    expect(tabs).to_have_text(["Prediction", "Logs", "Replicas", "Outputs"])
     expect(page.get_by_role("tab", name="Prediction")).to_have_attribute("aria-selected", "true")
     section = page.locator("#prediction")
     expect(section.locator("[data-input-paths]")).to_have_text(str(inputs / "part-*.json"))
@@ -225,3 +225,18 @@ def test_on_a_phone_the_jobs_list_shows_jobs_first_and_badges_stay_whole(page, c
         assert box["height"] < 30 and box["width"] > box["height"], box
     page.get_by_text("Filters", exact=True).click()
     expect(page.locator("#state-filter")).to_be_visible()
+
+
+def test_on_a_phone_the_outputs_browser_keeps_each_name_whole(page, console):
+    # Names were cut anywhere ("metric / s.csv", "escap / e") to give the dates their one line.
+    console.wait(console.background["model"], timeout=240)
+    job_dir = console.storage / "out" / "default-project" / "train_model"
+    (job_dir / "predictions.jsonl").write_text('{"a": 1}\n')
+    login(page)
+    page.set_viewport_size(PHONE)
+    page.goto(f"{JOBS}train_model/outputs/")
+    for name in ("model/", "predictions.jsonl"):
+        link = page.locator("#outputs-browser table").get_by_role("link", name=name, exact=True)
+        lines = link.evaluate("a => a.getClientRects().length")
+        assert lines == 1, (name, lines)
+    assert axe_violations(page) == []

@@ -16,14 +16,16 @@ pytestmark = pytest.mark.browser
 P = "/projects/default-project"
 PHONE = {"width": 390, "height": 844}
 
-# What sticks out past the viewport, outside a scroll container that says it scrolls.
+# What sticks out past the viewport, outside a scroll container that says it scrolls (named by a
+# label or by its heading).
 OVERFLOW = """() => {
   const width = document.documentElement.clientWidth;
   const loose = [...document.querySelectorAll("body *")].filter((el) => {
     const box = el.getBoundingClientRect();
     if (box.right <= width + 1 || box.width === 0) return false;
     const scroller = el.closest(".table-scroll, .log-scroll");
-    return !(scroller && scroller !== el && scroller.getAttribute("aria-label"));
+    const named = scroller && (scroller.getAttribute("aria-label") || scroller.getAttribute("aria-labelledby"));
+    return !(scroller && scroller !== el && named);
   }).map((el) => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + el.className : ""));
   return {document: document.documentElement.scrollWidth, viewport: width, loose: loose.slice(0, 8)};
 }"""
@@ -71,6 +73,9 @@ def test_main_pages_have_no_sideways_scroll_at_phone_width(page, console):
         f"{P}/models/",
         f"{P}/audit/",
         f"{P}/members/",
+        f"{P}/images/",
+        f"{P}/jobs/train_model/outputs/",
+        f"{P}/jobs/train_model/outputs/file/?path=model/model.joblib",
         f"{P}/jobs/new/builtin/",
         f"{P}/data/analysis/",
         f"{P}/compare/?jobs=train_model,study_1/1,study_1/2",
@@ -174,3 +179,16 @@ def test_n_opens_the_new_job_form_with_its_suggested_id_focused(page, console):
     job_id.fill("my_own_id")
     page.get_by_label("Python module").fill("other.task")  # until the user writes an id
     expect(job_id).to_have_value("my_own_id")
+
+
+def test_on_a_phone_each_role_on_the_members_page_stays_one_line(page, console):
+    # "AI Platform Developer" wrapped inside its chip into a tall oval of three lines.
+    login(page)
+    page.set_viewport_size(PHONE)
+    page.goto(f"{P}/members/")
+    chips = page.locator("table.members .role-chip")
+    expect(chips.first).to_be_visible()
+    for chip in chips.all():
+        assert chip.evaluate("el => el.getClientRects().length") == 1
+        box = chip.bounding_box()
+        assert box["width"] > 2 * box["height"], (chip.text_content(), box)

@@ -125,3 +125,25 @@ def test_a_note_saved_on_the_job_page_shows_in_the_list(page, console, runs):
     expect(cell.locator("summary")).to_contain_text("Best so far: lr 0.3.")
     cell.locator("summary").click()
     expect(cell.locator("details p")).to_have_text(note.strip())
+
+
+def test_every_job_is_one_line_high_in_the_list_whatever_its_state_or_type(page, console, runs):
+    # A queued or running job's "1 min 29 s so far" and a study's "Hyperparameter tuning" wrapped
+    # onto three lines and two, so the list's rows were uneven, at any width.
+    forever = trainers.package(console.storage / "browser-packages" / "default-project" / "rows", trainers.FOREVER_TASK)
+    console.submit("rows_running", forever)
+    console.wait("rows_running", states={"RUNNING"})
+    try:
+        login(page)
+        page.set_viewport_size({"width": 1440, "height": 900})
+        heights = {}
+        for job_id in ("rows_running", "runs_low", console.background["tuning"]):
+            page.goto(f"{JOBS}?q={job_id}")
+            row = page.locator(f"#job-rows tr[data-job='{job_id}']")
+            expect(row.locator("td[data-duration], td[data-queued]").first).to_be_visible()
+            heights[job_id] = row.evaluate("row => Math.round(row.getBoundingClientRect().height)")
+            if job_id == "rows_running":
+                expect(row.locator("td[data-duration]")).to_contain_text("so far")
+        assert len(set(heights.values())) == 1, heights
+    finally:
+        console.call("POST", "/v1/projects/default-project/jobs/rows_running:cancel", {})

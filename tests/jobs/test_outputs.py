@@ -10,8 +10,10 @@ from html import unescape
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.test import Client
 
+from aiconsole import iam
 from aiconsole.models import AuditEntry
 from jobs import services
 from jobs.models import Job, JobState, Trial
@@ -176,6 +178,8 @@ def test_a_job_without_a_job_dir_says_so(project, admin, viewer):
     services.submit_job(project, body("nodir"), actor=admin)
     html = signed_in(viewer).get("/projects/project-a/jobs/nodir/outputs/").content.decode()
     assert "names no job directory (trainingInput.jobDir)" in html
+    # A fact about the job, not an error: said plainly, without a folder heading that has no folder.
+    assert 'role="alert"' not in html and "Folder:" not in html and "data-outputs-none" in html
 
 
 def test_a_gcs_job_dir_is_listed_and_previewed(project, admin, viewer, gcs_emulator):
@@ -195,3 +199,97 @@ def test_a_gcs_job_dir_is_listed_and_previewed(project, admin, viewer, gcs_emula
     assert [e.name for e in first.entries] == ["ckpt-0", "ckpt-1", "ckpt-2"] and first.more_after == "ckpt-2"
     rest = files.list_folder(job, actor=viewer, after=first.more_after, limit=3)
     assert [e.name for e in rest.entries] == ["ckpt-3", "metrics.csv", "model"] and rest.more_after == ""
+
+
+@pytest.fixture
+def owner_of_another_job(project, admin):
+    """A member of the project only through ``roles/ml.jobOwner`` on one job, not ``trained``."""
+    theirs = services.submit_job(project, body("theirs"), actor=admin)
+    user = get_user_model().objects.create_user(username="jo_owner", email="jo@example.com", password="pw-jo")
+    iam.grant(user, "roles/ml.jobOwner", theirs)
+    return user
+
+
+@pytest.mark.parametrize("path", ["", "../secret", "a//b"])
+def test_someone_who_cannot_read_the_job_gets_404_whatever_path_they_name(trained, owner_of_another_job, path):
+    project = trained.project
+    project.data_access_logs = True
+    project.save(update_fields=["data_access_logs"])
+    Trial.objects.create(job=trained, trial_id="7", number=7)
+    client = signed_in(owner_of_another_job)
+    for view in ("", "file/", "download/"):
+        answer = client.get(f"{OUTPUTS}{view}", {"path": path})
+        assert answer.status_code == 404, (view, path)
+        if not answer.streaming:
+            assert "trial=7" not in answer.content.decode()  # nothing of the job's page is drawn
+    refused = AuditEntry.objects.filter(method_name__startswith=files.OUTPUT_SERVICE, granted=False)
+    assert refused.count() == 3 and all(e.principal == "jo@example.com" for e in refused)
+
+
+def test_a_file_with_a_name_in_any_script_downloads_under_that_name(trained, job_dir, viewer):
+    (job_dir / "résumé 漢字.txt").write_text("x")
+    download = signed_in(viewer).get(f"{OUTPUTS}download/", {"path": "résumé 漢字.txt"})
+    assert download.status_code == 200
+    # RFC 6266's filename*: what browsers save under (a MIME-encoded header is saved as "=?utf-8?b?…").
+    assert download["Content-Disposition"] == "attachment; filename*=utf-8''r%C3%A9sum%C3%A9%20%E6%BC%A2%E5%AD%97.txt"
+
+
+def test_a_name_with_spaces_at_its_ends_opens_that_file_not_its_trimmed_namesake(trained, job_dir, viewer):
+    (job_dir / "notes.txt ").write_text("the spaced one")
+    client = signed_in(viewer)
+    html = unescape(client.get(OUTPUTS).content.decode())
+    assert "notes.txt " in names(html)
+    preview = unescape(client.get(f"{OUTPUTS}file/", {"path": "notes.txt "}).content.decode())
+    assert "the spaced one" in preview and "hello outputs" not in preview
+    download = client.get(f"{OUTPUTS}download/", {"path": "notes.txt "})
+    assert b"".join(download.streaming_content) == b"the spaced one"
+
+
+def test_a_socket_a_trainer_left_is_said_to_be_no_plain_file(trained, job_dir, viewer):
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(job_dir / "trainer.sock"))
+        client = signed_in(viewer)
+        page = unescape(client.get(f"{OUTPUTS}file/", {"path": "trainer.sock"}).content.decode())
+        assert "not a plain file" in page and "No such device" not in page
+        download = client.get(f"{OUTPUTS}download/", {"path": "trainer.sock"})
+        assert download.status_code == 400 and b"not a plain file" in download.content
+
+
+def test_a_fifo_is_listed_as_no_plain_file_with_nothing_to_open(trained, job_dir, viewer):
+    os.mkfifo(job_dir / "pipe")
+    html = signed_in(viewer).get(OUTPUTS).content.decode()
+    row = re.search(r'<tr data-entry="pipe".*?</tr>', html, re.S).group(0)
+    assert 'data-kind="other"' in row and "not a plain file" in row
+    assert "href" not in row  # neither a preview nor a download that could only fail
+
+
+def test_a_table_preview_says_whether_it_shows_every_row_or_the_first(trained, job_dir, viewer):
+    client = signed_in(viewer)
+    whole = unescape(client.get(f"{OUTPUTS}file/", {"path": "metrics.csv"}).content.decode())
+    assert "The whole file: 3 rows." in whole and "The first" not in whole
+    (job_dir / "long.jsonl").write_text("".join(f'{{"n": {n}}}\n' for n in range(files.PREVIEW_ROWS + 1)))
+    first = unescape(client.get(f"{OUTPUTS}file/", {"path": "long.jsonl"}).content.decode())
+    assert f"The first {files.PREVIEW_ROWS} rows." in first and "The whole file" not in first
+
+
+def test_a_refused_entry_still_says_which_folder_it_was_refused_in(trained, job_dir, viewer):
+    os.symlink("/etc/passwd", job_dir / "escape")
+    client = signed_in(viewer)
+    for view, path in [("file/", "escape"), ("", "escape")]:
+        answer = client.get(f"{OUTPUTS}{view}", {"path": path})
+        assert answer.status_code == 400
+        assert f"Folder: <code>{job_dir}</code>" in answer.content.decode(), view
+
+
+def test_a_file_that_grows_while_it_downloads_sends_what_its_length_promised(trained, job_dir, viewer):
+    # A trainer still writing its log or checkpoint: more bytes than Content-Length said broke the
+    # answer (the server cuts the connection), and a browser kept a broken file.
+    growing = job_dir / "train.log"
+    growing.write_bytes(b"a" * 300_000)
+    download = signed_in(viewer).get(f"{OUTPUTS}download/", {"path": "train.log"})
+    with growing.open("ab") as handle:
+        handle.write(b"b" * 300_000)
+    body = b"".join(download.streaming_content)
+    assert int(download["Content-Length"]) == len(body) == 300_000 and set(body) == {ord("a")}

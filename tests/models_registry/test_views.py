@@ -174,6 +174,8 @@ def test_the_batch_prediction_form_submits_a_job(project, admin, census, trained
     detail = client.get("/projects/project-a/jobs/score_1/").content.decode()
     assert 'id="prediction"' in detail and "Full predictionInput" in detail  # its own input, on its page
     assert "Training input" not in detail and "master-replica-0" not in detail
+    # Its own section first, as every kind's results are (a study's trials, a training job's metrics).
+    assert re.findall(r'data-tab-for="([a-z-]+)"', detail) == ["prediction", "logs", "replicas", "outputs"]
     moved = client.get("/projects/project-a/models/batch-prediction/score_1/")
     assert moved.status_code == 302 and moved["Location"] == "/projects/project-a/jobs/score_1/#prediction"
     invalid = client.post(
