@@ -117,6 +117,10 @@ document.addEventListener("DOMContentLoaded", () => {
 // between tabs, Home/End go to the first and last. A link to an element inside a panel (#logs,
 // #chart-contour) and a log query (?trial=3, ?severity=) open that panel; otherwise the tab
 // data-open names (the log of a running job), else the first.
+//
+// Each time a panel is shown it gets a "tab:shown" event: what it fetches or draws only once seen
+// waits for that (hx-trigger="tab:shown once from:closest [data-tab]"; static/charts.js's charts).
+// htmx.min.js comes before this file in base.html, so htmx listens before the first tab is shown.
 function makeTabs(container) {
   const links = [...container.querySelectorAll("a[data-tab-for]")];
   const panelsOf = (name) => [...document.querySelectorAll(`[data-tab="${name}"]`)];
@@ -149,11 +153,7 @@ function makeTabs(container) {
       panelsOf(other.dataset.tabFor).forEach((panel) => { panel.hidden = !chosen; });
     });
     if (focus) tab.focus();
-    panelsOf(tab.dataset.tabFor).forEach((panel) => {
-      // Charts drawn while hidden have no size: fit them now.
-      if (window.Plotly) panel.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.Plots.resize(chart));
-      panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true }));
-    });
+    panelsOf(tab.dataset.tabFor).forEach((panel) => panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true })));
   }
 
   container.addEventListener("click", (event) => {
