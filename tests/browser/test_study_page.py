@@ -319,3 +319,36 @@ def test_the_charts_are_fetched_and_drawn_only_once_their_tab_is_opened(page, st
     assert page.evaluate(DRAWS_SO_FAR) == {"newPlot": 0, "react": 0, "resize": 0}
     expect(charts.first.locator(".main-svg").first).to_be_visible()
     assert len(asked) == fetched
+
+
+def test_a_link_to_a_chart_opens_the_charts_tab_and_scrolls_to_it(page, study, console):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=console.url)
+    login(page)
+    page.goto(study)
+    page.get_by_role("tab", name="Charts").click()
+    figure = page.locator("#chart-intermediate")
+    expect(figure.locator(".main-svg").first).to_be_visible()
+    figure.locator(".js-plotly-plot").hover()
+    figure.get_by_role("button", name="Copy link to this chart").click()
+    expect(figure.get_by_role("status")).to_have_text("Link to this chart copied.")
+    link = page.evaluate("() => navigator.clipboard.readText()")
+    assert link == f"{console.url}{study}#chart-intermediate"
+
+    # Opened afresh, the link shows the chart: its tab, fetched and drawn, scrolled to once it came in.
+    page.goto("about:blank")
+    page.goto(link)
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(figure.locator(".main-svg").first).to_be_visible()
+    expect(figure).to_be_in_viewport()
+    assert page.evaluate("() => window.scrollY") > 1000  # the seventh chart, well below the tabs
+    # A metric curve's link too: its panel comes after the study's charts.
+    page.goto("about:blank")
+    page.goto(f"{study}#chart-metric-loss")
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#study-charts figure.chart")).to_have_count(9)
+    expect(page.locator("#chart-metric-loss .main-svg").first).to_be_visible()
+    expect(page.locator("#chart-metric-loss")).to_be_in_viewport()
+    # ?tab= names a tab to open on.
+    page.goto(f"{study}?tab=charts")
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#chart-1 .main-svg").first).to_be_visible()

@@ -180,6 +180,8 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
         'id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
         'hx-trigger="tab:shown once from:closest [data-tab]"'
     ) in page
+    # A link to a chart opens the Charts tab before its charts are in the page (static/console.js).
+    assert 'id="study-charts-section" data-tab="charts" data-holds="chart-"' in page
     assert 'href="?charts=inline&amp;contour_x=y&amp;contour_y=x#study-charts"' in page  # without JavaScript
 
     fragment = client.get(
