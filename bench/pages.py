@@ -70,15 +70,25 @@ CHARTS_PROBE = """(() => {
     const figures = [...document.querySelectorAll("#study-charts figure.chart")];
     return figures.length >= (window.__chartsExpected || 1) && figures.every(drawn);
   };
+  // The charts wait, unseen, for their tab to be shown (not fetched yet, nor being fetched).
+  const unseen = () => document.querySelector("[hidden] #study-charts[aria-busy]:not(.htmx-request)") !== null;
+  // Checked no longer while the charts wait, unseen, for their tab (a frame callback on every frame
+  // would cost that page's table what the other's does not), and again once a tab is shown.
+  let waiting = false;
   const check = () => {
     if (window.__allChartsDrawn()) window.__chartsDrawn = performance.now();
+    else if (unseen()) waiting = true;
     else requestAnimationFrame(check);
   };
   requestAnimationFrame(check);
+  document.addEventListener("tab:shown", () => {
+    if (waiting) requestAnimationFrame(check);
+    waiting = false;
+  });
   // At rest: loaded, no request of the page's in flight, and its charts drawn or waiting, unseen, for
   // their tab (a page that fetches them when their tab is first shown).
   window.__atRest = () => document.readyState === "complete" && !document.querySelector(".htmx-request")
-    && (window.__chartsDrawn !== null || document.querySelector("[hidden] #study-charts[aria-busy]") !== null);
+    && (window.__chartsDrawn !== null || unseen());
 })()"""
 
 # The first seconds of a load: the main thread's time in long tasks and the longest, up to the load
