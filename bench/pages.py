@@ -519,9 +519,10 @@ def signed_in_page(browser, console):
 
 def print_study(label: str, r: dict, loads: int) -> None:
     drawn = f"{r['charts_at_load']:.0f}" if r["charts_at_load"] is not None else "not drawn (their tab is not shown)"
+    fcp = f"{r['fcp']:.0f}" if r["fcp"] is not None else "—"  # Chromium reports none for some loads
     print(
         f"  {label} ({loads} rounds): first byte "
-        f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
+        f"{r['ttfb']:.0f}   first paint {fcp}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
         f"   all {r['figures']} charts drawn with the page: {drawn}"
     )
     print(
