@@ -8,11 +8,14 @@ fills the database directly with bulk inserts (one job through the API, then cop
 the log lines with ``executemany``; the study's Trial rows through the ORM, on the same SQLite
 file), signs in with Debian's Chromium (Playwright) and opens each page several times. For each
 load it reads the browser's Navigation Timing: time to the first byte, DOMContentLoaded, the load
-event and the first contentful paint, all from the start of navigation. On the study page it also
-times when every chart is drawn (each chart's Plotly figure has its SVG, or the chart is a note
-with nothing to draw), checked on every animation frame from the start of navigation, and the
-longest main-thread task up to then (the page does not answer input while a task runs). Medians
-are printed.
+event and the first contentful paint, all from the start of navigation. On the study page (which
+opens on its trial table, its charts in a Charts tab) it also measures what the user lives through
+while the page settles: the main thread's time in long tasks (over 50 ms: the page answers no input
+while one runs) up to the load event and in the 5 s after it, and the longest; a re-sort of the
+trial table clicked 500 ms after the load event, click to painted; once the page is at rest, a
+re-sort and a range filter, and a click on the Charts tab until every chart is drawn (each chart's
+Plotly figure has its SVG, or the chart is a note with nothing to draw, checked on every animation
+frame). Medians are printed.
 
 With ``--baseline DIR`` (another checkout, say ``git worktree add /tmp/base main``) the study page is
 measured on a second console running that checkout's code, with the same trials copied into its
@@ -48,41 +51,82 @@ TIMING = """() => {
 }"""
 
 
-# Installed before every page load: on each animation frame (so only once the main thread is free to
-# paint), checks whether the study's charts are all drawn; records long tasks from the start.
+# Installed before every page load: records the main thread's long tasks from the start of navigation
+# (when and how long), and checks on each animation frame (so only once the main thread is free to
+# paint) whether the study's charts are all drawn, wherever the page draws them.
 CHARTS_PROBE = """(() => {
   window.__chartsDrawn = null;
   window.__longTasks = [];
   try {
     new PerformanceObserver((list) => {
-      for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
+      for (const entry of list.getEntries()) window.__longTasks.push({start: entry.startTime, ms: entry.duration});
     }).observe({type: "longtask", buffered: true});
   } catch (error) {}
   // A chart with a plot (.plotly-graph-div) is drawn once Plotly drew its traces; one without
   // (a note: too few trials for importance) has nothing to draw.
   const drawn = (figure) => figure.querySelector(".plotly-graph-div") === null
     || figure.querySelector(".js-plotly-plot .trace, .js-plotly-plot .parcoords") !== null;
-  const check = () => {
+  window.__allChartsDrawn = () => {
     const figures = [...document.querySelectorAll("#study-charts figure.chart")];
-    if (figures.length >= (window.__chartsExpected || 1) && figures.every(drawn)) {
-      window.__chartsDrawn = performance.now();
-      window.__chartsTasks = window.__longTasks.slice();
-    } else {
-      requestAnimationFrame(check);
-    }
+    return figures.length >= (window.__chartsExpected || 1) && figures.every(drawn);
+  };
+  // The charts wait, unseen, for their tab to be shown (not fetched yet, nor being fetched).
+  const unseen = () => document.querySelector("[hidden] #study-charts[aria-busy]:not(.htmx-request)") !== null;
+  // Checked no longer while the charts wait, unseen, for their tab (a frame callback on every frame
+  // would cost that page's table what the other's does not), and again once a tab is shown.
+  let waiting = false;
+  const check = () => {
+    if (window.__allChartsDrawn()) window.__chartsDrawn = performance.now();
+    else if (unseen()) waiting = true;
+    else requestAnimationFrame(check);
   };
   requestAnimationFrame(check);
+  document.addEventListener("tab:shown", () => {
+    if (waiting) requestAnimationFrame(check);
+    waiting = false;
+  });
+  // At rest: loaded, no request of the page's in flight, and its charts drawn or waiting, unseen, for
+  // their tab (a page that fetches them when their tab is first shown).
+  window.__atRest = () => document.readyState === "complete" && !document.querySelector(".htmx-request")
+    && (window.__chartsDrawn !== null || unseen());
 })()"""
 
-STUDY_TIMING = """() => {
-  const tasks = window.__chartsTasks || [];
-  return {charts: window.__chartsDrawn, longest: tasks.length ? Math.max(...tasks) : 0,
-          blocking: tasks.reduce((sum, d) => sum + Math.max(0, d - 50), 0),
-          figures: document.querySelectorAll("#study-charts figure.chart").length,
-          tables: document.querySelectorAll("#study-charts figure.chart details table").length,
-          html_kb: performance.getEntriesByType("navigation")[0].decodedBodySize / 1024,
-          fragments_kb: performance.getEntriesByType("resource").filter((r) => r.name.includes("part="))
-            .reduce((sum, r) => sum + r.decodedBodySize / 1024, 0)};
+# The first seconds of a load: the main thread's time in long tasks and the longest, up to the load
+# event and in the ``after`` ms after it (a task running at its end counted up to it).
+FIRST_SECONDS = """async (after) => {
+  const load = performance.getEntriesByType("navigation")[0].loadEventEnd;
+  const end = load + after;
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, end - performance.now())));
+  await new Promise((resolve) => setTimeout(resolve, 0));  // the observer's last entries
+  const within = (from, to) => window.__longTasks.filter((t) => t.start < to && t.start + t.ms > from)
+    .map((t) => Math.min(t.start + t.ms, to) - Math.max(t.start, from));
+  const sum = (values) => values.reduce((total, v) => total + v, 0);
+  const before = within(0, load), after_ = within(load, end);
+  return {busy_to_load: sum(before), busy_after: sum(after_), longest_after: Math.max(0, ...after_),
+          longest: Math.max(0, ...before, ...after_)};
+}"""
+
+STUDY_TIMING = """() => ({
+  figures: document.querySelectorAll("#study-charts figure.chart").length,
+  tables: document.querySelectorAll("#study-charts figure.chart details table").length,
+  html_kb: performance.getEntriesByType("navigation")[0].decodedBodySize / 1024,
+  fragments_kb: performance.getEntriesByType("resource").filter((r) => r.name.includes("part="))
+    .reduce((sum, r) => sum + r.decodedBodySize / 1024, 0),
+})"""
+
+# The page at rest: a click on the Charts tab until every chart in it is drawn (at once where they
+# were drawn with the page), and the longest task meanwhile.
+CHARTS_TAB = """async () => {
+  const start = performance.now();
+  document.getElementById("tab-charts").click();
+  await new Promise((resolve) => {
+    const check = () => (window.__allChartsDrawn() ? resolve() : requestAnimationFrame(check));
+    check();
+  });
+  const ms = performance.now() - start;
+  await new Promise((resolve) => setTimeout(resolve, 0));  // the observer's last entries
+  const tasks = window.__longTasks.filter((t) => t.start + t.ms > start).map((t) => t.ms);
+  return {tab_ms: ms, tab_longest: Math.max(0, ...tasks)};
 }"""
 
 
@@ -387,12 +431,22 @@ def measure(page, path: str, repeats: int) -> dict:
     }
 
 
-# On the study page at rest (its charts drawn): a click on a column heading (a re-sort) and a range typed
-# into the filters, each timed from the input to the swapped table painted (htmx:afterSettle, then the
-# next frame).
+# On the study page: a click on a column heading (a re-sort) or a range typed into the filters, each
+# timed from the input to the new table painted (the htmx:afterSettle that brings it, then the next
+# frame). ``at`` (ms after the load event): the moment the user clicks; the time runs from then, also
+# when the main thread was busy and the click had to wait for it.
 TABLE_TIMING = """async (action) => {
-  const settled = new Promise((resolve) => document.addEventListener("htmx:afterSettle", resolve, {once: true}));
-  const start = performance.now();
+  const old = document.getElementById("trial-table");
+  const load = performance.getEntriesByType("navigation")[0].loadEventEnd;
+  if (action.at !== undefined) {
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, load + action.at - performance.now())));
+  }
+  const start = action.at !== undefined ? Math.min(performance.now(), load + action.at) : performance.now();
+  const settled = new Promise((resolve) => document.addEventListener("htmx:afterSettle", function done() {
+    if (document.getElementById("trial-table") === old) return;  // another part's swap (the charts)
+    document.removeEventListener("htmx:afterSettle", done);
+    resolve();
+  }));
   if (action.sort) document.querySelector(`#trial-table [data-sort-key="${action.sort}"]`).click();
   else {
     const input = document.querySelector(`#trial-filters input[name="${action.name}"]`);
@@ -404,71 +458,53 @@ TABLE_TIMING = """async (action) => {
   return {ms: performance.now() - start, rows: document.querySelectorAll("#trial-table tbody tr").length};
 }"""
 
+EARLY_CLICK_MS = 500  # a re-sort clicked this long after the load event
+FIRST_SECONDS_MS = 5000  # the window after the load event whose long tasks are counted
 
-def measure_trial_table(page, console, path: str, repeats: int) -> dict:
-    """The trial table's fragment on the server (sorted by a parameter) beside the whole page's, loads
-    interleaved; and a re-sort and a range filter in Chromium, input to painted."""
+
+def measure_study(page, console, path: str) -> dict:
+    """One round on the study page: the trial table's fragment and the whole page on the server
+    (outside the browser); a load, its first seconds, then at rest a re-sort, a range filter and the
+    Charts tab opened; another load, and a re-sort clicked ``EARLY_CLICK_MS`` after its load event."""
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
-    fragment, whole = [], []
-    for _ in range(repeats):
-        fragment.append(
-            server_time(console, path + "?part=trials&trial_sort=-p.learning_rate", cookies, 1, {"HX-Request": "true"})
-        )
-        whole.append(server_time(console, path, cookies, 1))
-    resort, filtered, rows = [], [], 0
-    for _ in range(repeats):
-        page.goto(path, wait_until="load")
-        page.wait_for_function("window.__chartsDrawn !== null", timeout=180_000)  # the page at rest
-        resort.append(page.evaluate(TABLE_TIMING, {"sort": "p.layers"})["ms"])
-        result = page.evaluate(TABLE_TIMING, {"name": "min.p.layers", "value": "5"})
-        filtered.append(result["ms"])
-        rows = result["rows"]
-    median = statistics.median
-    return {
-        "fragment": median(fragment),
-        "page": median(whole),
-        "resort": median(resort),
-        "filter": median(filtered),
-        "filtered_rows": rows,
-    }
+    fragment = server_time(
+        console, path + "?part=trials&trial_sort=-p.learning_rate", cookies, 1, {"HX-Request": "true"}
+    )
+    whole = server_time(console, path, cookies, 1)
+    page.goto(path, wait_until="load")
+    result = page.evaluate(TIMING) | page.evaluate(FIRST_SECONDS, FIRST_SECONDS_MS)
+    page.wait_for_function("window.__atRest()", timeout=180_000)
+    result["charts_at_load"] = page.evaluate("window.__chartsDrawn")  # None: they wait for their tab
+    result["resort"] = page.evaluate(TABLE_TIMING, {"sort": "p.layers"})["ms"]
+    filtered = page.evaluate(TABLE_TIMING, {"name": "min.p.layers", "value": "5"})
+    result |= {"filter": filtered["ms"], "filtered_rows": filtered["rows"]}
+    result |= page.evaluate(CHARTS_TAB) | page.evaluate(STUDY_TIMING)
+    page.goto(path, wait_until="load")
+    result["early_resort"] = page.evaluate(TABLE_TIMING, {"sort": "p.layers", "at": EARLY_CLICK_MS})["ms"]
+    return result | {"fragment": fragment, "page": whole}
 
 
-def measure_study(page, path: str, repeats: int, charts: int) -> dict:
-    """``measure`` plus the time until all ``charts`` charts are drawn and the longest task until then."""
-    samples = []
-    for _ in range(repeats):
-        page.goto(path, wait_until="load")
-        page.wait_for_function("window.__chartsDrawn !== null", timeout=180_000)
-        samples.append(page.evaluate(TIMING) | page.evaluate(STUDY_TIMING))
-    keys = ("ttfb", "dcl", "load", "fcp", "charts", "longest", "blocking", "html_kb", "fragments_kb")
-    result = {key: statistics.median(s[key] for s in samples if s[key] is not None) for key in keys}
-    return result | {
-        "rows": samples[-1]["rows"],
-        "figures": samples[-1]["figures"],
-        "tables": samples[-1]["tables"],
-        "max_charts": max(s["charts"] for s in samples),
-    }
-
-
-def measure_study_rounds(targets: dict, path: str, repeats: int, charts: int) -> dict[str, dict]:
-    """``measure_study`` and ``measure_trial_table`` on each target (name → (page, console)), one load of
-    each target a round, the order turned round by round; medians over the rounds."""
+def measure_study_rounds(targets: dict, path: str, repeats: int) -> dict[str, dict]:
+    """``measure_study`` on each target (name → (page, console)), one round of each in turn, the order
+    turned round by round; medians over the rounds (of those that measured it: charts drawn with the
+    page, a first paint)."""
     rounds: dict[str, list[dict]] = {name: [] for name in targets}
     for n in range(repeats):
         for name, (page, live) in list(targets.items())[:: 1 if n % 2 == 0 else -1]:
-            rounds[name].append(measure_study(page, path, 1, charts) | measure_trial_table(page, live, path, 1))
-    last = ("rows", "figures", "tables", "filtered_rows")
-    return {
-        name: {
-            key: samples[-1][key]
-            if key in last
-            else max(s[key] for s in samples)
-            if key == "max_charts"
-            else statistics.median(s[key] for s in samples)
-            for key in samples[0]
+            rounds[name].append(measure_study(page, live, path))
+    last = ("figures", "tables", "filtered_rows")
+
+    def median(values) -> float | None:
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    summary = {}
+    for name, samples in rounds.items():
+        summary[name] = {
+            key: samples[-1][key] if key in last else median(s[key] for s in samples) for key in samples[0]
         }
-        for name, samples in rounds.items()
-    }
+        summary[name]["max_early_resort"] = max(s["early_resort"] for s in samples)
+    return summary
 
 
 def signed_in_page(browser, console):
@@ -482,20 +518,31 @@ def signed_in_page(browser, console):
 
 
 def print_study(label: str, r: dict, loads: int) -> None:
+    drawn = f"{r['charts_at_load']:.0f}" if r["charts_at_load"] is not None else "not drawn (their tab is not shown)"
+    fcp = f"{r['fcp']:.0f}" if r["fcp"] is not None else "—"  # Chromium reports none for some loads
     print(
-        f"  {label} ({loads} loads): first byte "
-        f"{r['ttfb']:.0f}   first paint {r['fcp']:.0f}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
-        f"   all {r['figures']} charts drawn {r['charts']:.0f} (max {r['max_charts']:.0f})"
+        f"  {label} ({loads} rounds): first byte "
+        f"{r['ttfb']:.0f}   first paint {fcp}   DOMContentLoaded {r['dcl']:.0f}   load {r['load']:.0f}"
+        f"   all {r['figures']} charts drawn with the page: {drawn}"
     )
     print(
-        f"  {'':34} longest task {r['longest']:.0f}   total blocking time {r['blocking']:.0f} (to charts drawn)"
-        f"   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
-        f"   rows {r['rows']:,}   data tables {r['tables']}"
+        f"  {'':34} main thread in long tasks: {r['busy_to_load']:.0f} to load, {r['busy_after']:.0f} in the "
+        f"{FIRST_SECONDS_MS / 1000:.0f} s after it (longest {r['longest_after']:.0f}; longest from navigation "
+        f"{r['longest']:.0f})"
+    )
+    print(
+        f"  {'':34} a re-sort clicked {EARLY_CLICK_MS} ms after load, click to painted: {r['early_resort']:.0f} "
+        f"(max {r['max_early_resort']:.0f})"
+    )
+    print(
+        f"  {'':34} at rest: Charts tab clicked to all charts drawn {r['tab_ms']:.0f} (longest task "
+        f"{r['tab_longest']:.0f});   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
+        f"   data tables {r['tables']}"
     )
     print(
         f"  {'':34} trial table sorted by a parameter: server {1000 * r['fragment']:.0f} ms (whole page "
-        f"{1000 * r['page']:.0f} ms, ratio {r['fragment'] / r['page']:.2f});  in the browser, input to painted: "
-        f"re-sort {r['resort']:.0f} ms, range filter {r['filter']:.0f} ms ({r['filtered_rows']:,} rows left)"
+        f"{1000 * r['page']:.0f} ms, ratio {r['fragment'] / r['page']:.2f});  at rest in the browser, input to "
+        f"painted: re-sort {r['resort']:.0f} ms, range filter {r['filter']:.0f} ms ({r['filtered_rows']:,} rows left)"
     )
 
 
@@ -605,9 +652,7 @@ def main() -> None:
                         targets["baseline"] = (signed_in_page(browser, baseline), baseline)
                     for target, _ in targets.values():
                         target.add_init_script(f"window.__chartsExpected = {args.study_charts};" + CHARTS_PROBE)
-                    studies = measure_study_rounds(
-                        targets, base + "study/", args.study_repeats or args.repeats, args.study_charts
-                    )
+                    studies = measure_study_rounds(targets, base + "study/", args.study_repeats or args.repeats)
                 compared = {}
                 if compare_ids:
                     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
@@ -669,11 +714,16 @@ def main() -> None:
         for name, r in studies.items():
             print_study(f"study page, {args.study_trials:,} trials, {name}", r, loads)
         new, old = studies["this checkout"], studies["baseline"]
+
+        def ratio(key: str) -> str:
+            return f"{new[key] / old[key]:.2f}" if new[key] is not None and old[key] else "—"
+
         print(
-            f"  {'':34} ratio this checkout / baseline (medians, the loads interleaved): first paint "
-            f"{new['fcp'] / old['fcp']:.2f}   trial table on the server {new['fragment'] / old['fragment']:.2f}   "
-            f"re-sort {new['resort'] / old['resort']:.2f}   range filter {new['filter'] / old['filter']:.2f}   "
-            f"all charts drawn {new['charts'] / old['charts']:.2f}"
+            f"  {'':34} ratio this checkout / baseline (medians, the rounds interleaved): first paint "
+            f"{ratio('fcp')}   long tasks in the {FIRST_SECONDS_MS / 1000:.0f} s after load {ratio('busy_after')}   "
+            f"longest task after load {ratio('longest_after')}   re-sort {EARLY_CLICK_MS} ms after load "
+            f"{ratio('early_resort')}   re-sort at rest {ratio('resort')}   range filter {ratio('filter')}   "
+            f"trial table on the server {ratio('fragment')}   Charts tab to drawn {ratio('tab_ms')}"
         )
 
     if controls is not None:

@@ -9,23 +9,59 @@
 
 // Charts come as JSON (script.chart-figure, each before the element it is drawn in) and are drawn
 // one per task: a 2,000-trial study's ~9 charts take seconds to draw, and the page keeps answering
-// input between them. Charts swapped in by htmx too.
+// input between them. Charts swapped in by htmx too. A chart in a hidden tab (console.js's tabs) is
+// drawn when its tab is shown, not before: a study's page opens on its trials, and drawing charts
+// nobody sees would keep a sort clicked meanwhile waiting. Once drawn, showing the tab again only
+// fits a chart whose width changed while it was hidden.
 const chartQueue = [];
 let chartTimer = null;
 
 function queueCharts() {
   document.querySelectorAll("script.chart-figure:not([data-queued])").forEach((data) => {
+    if (data.closest("[hidden]")) return;
     data.dataset.queued = "true";
     chartQueue.push(data);
   });
+  if (chartQueue.length && !window.Plotly) loadPlotly();
   if (chartQueue.length && chartTimer === null && window.Plotly) chartTimer = setTimeout(drawNextChart, 0);
 }
 
 function drawNextChart() {
   const data = chartQueue.shift();
   chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
-  if (data.isConnected) drawChart(data.nextElementSibling, JSON.parse(data.textContent));
+  if (!data.isConnected) return;
+  if (data.closest("[hidden]")) {
+    delete data.dataset.queued;  // its tab was left before its turn: drawn when shown again
+    return;
+  }
+  drawChart(data.nextElementSibling, JSON.parse(data.textContent));
 }
+
+// plotly.min.js (3.5 MB, a long task to compile and run) is loaded by the first chart shown: a job
+// page says where it is (data-plotly-src) and loads it only once a tab with charts is shown; a page
+// whose charts show at once loads it itself (script[data-plotly], async).
+function loadPlotly() {
+  const holder = document.querySelector("[data-plotly-src]");
+  if (window.Plotly || !holder || document.querySelector("script[data-plotly]")) return;
+  const script = document.createElement("script");
+  script.src = holder.dataset.plotlySrc;
+  script.async = true;
+  script.dataset.plotly = "";
+  document.head.append(script);
+}
+
+document.addEventListener("tab:shown", (event) => {
+  const panel = event.target;
+  // Plotly loads while the tab's charts are fetched, not after.
+  if (panel.matches("[data-plotly-src]") || panel.querySelector("[data-plotly-src]")) loadPlotly();
+  queueCharts();
+  // A chart drawn before the window changed size while its tab was hidden (Plotly's own resize
+  // skips hidden charts).
+  panel.querySelectorAll(".js-plotly-plot").forEach((graph) => {
+    const layout = graph._fullLayout;
+    if (window.Plotly && layout && Math.abs(layout.width - graph.clientWidth) > 1) Plotly.Plots.resize(graph);
+  });
+});
 
 // A metric chart's figure as the server sent it (arrays decoded), redrawn from it on each change.
 const chartSources = new WeakMap();

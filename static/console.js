@@ -114,9 +114,14 @@ document.addEventListener("DOMContentLoaded", () => {
 
 // A job's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]
 // become tab buttons, and the elements with a matching data-tab their panels. Left/Right move
-// between tabs, Home/End go to the first and last. A link to an element inside a panel (#logs,
-// #chart-contour) and a log query (?trial=3, ?severity=) open that panel; otherwise the tab
-// data-open names (the log of a running job), else the first.
+// between tabs, Home/End go to the first and last. The page opens on the panel a link names: an
+// element inside it (#logs), or one it fetches once shown (#chart-contour: a panel's data-holds
+// says which ids it fetches, "chart-"); else ?tab=charts; else the log for a log query (?trial=3,
+// ?severity=); else the tab data-open names (the log of a running job); else the first.
+//
+// Each time a panel is shown it gets a "tab:shown" event: what it fetches or draws only once seen
+// waits for that (hx-trigger="tab:shown once from:closest [data-tab]"; static/charts.js's charts).
+// htmx.min.js comes before this file in base.html, so htmx listens before the first tab is shown.
 function makeTabs(container) {
   const links = [...container.querySelectorAll("a[data-tab-for]")];
   const panelsOf = (name) => [...document.querySelectorAll(`[data-tab="${name}"]`)];
@@ -149,11 +154,7 @@ function makeTabs(container) {
       panelsOf(other.dataset.tabFor).forEach((panel) => { panel.hidden = !chosen; });
     });
     if (focus) tab.focus();
-    panelsOf(tab.dataset.tabFor).forEach((panel) => {
-      // Charts drawn while hidden have no size: fit them now.
-      if (window.Plotly) panel.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.Plots.resize(chart));
-      panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true }));
-    });
+    panelsOf(tab.dataset.tabFor).forEach((panel) => panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true })));
   }
 
   container.addEventListener("click", (event) => {
@@ -168,17 +169,52 @@ function makeTabs(container) {
     event.preventDefault();
     select(tabs[(next + tabs.length) % tabs.length], true);
   });
-  window.addEventListener("hashchange", () => { const tab = tabFor(location.hash); if (tab) select(tab, false); });
+  window.addEventListener("hashchange", () => {
+    const tab = tabFor(location.hash);
+    if (!tab) return;
+    select(tab, false);
+    scrollToHash();  // the browser's own scroll found it hidden, or not there yet
+  });
 
+  function hashId(hash) {
+    try {
+      return hash && hash.length > 1 ? decodeURIComponent(hash.slice(1)) : null;
+    } catch (error) {
+      return null;  // not an id this page could have (a stray %)
+    }
+  }
   function tabFor(hash) {
-    const target = hash && hash.length > 1 && document.getElementById(decodeURIComponent(hash.slice(1)));
-    const panel = target && target.closest("[data-tab]");
+    const id = hashId(hash);
+    const target = id && document.getElementById(id);
+    const panel = target ? target.closest("[data-tab]")
+      : id && [...document.querySelectorAll("[data-tab][data-holds]")].find((p) => id.startsWith(p.dataset.holds));
     return panel ? tabs.find((tab) => tab.dataset.tabFor === panel.dataset.tab) : null;
   }
+
+  // A link to what a panel fetches once shown: the page scrolls to it when it arrives, and again as
+  // each part of its tab fetched above it comes in, until the last has (nothing of the tab is still
+  // aria-busy) or the user scrolls, types or clicks first.
+  let awaited = null;
+  function scrollToHash() {
+    const id = hashId(location.hash);
+    const target = id && document.getElementById(id);
+    const tab = tabFor(location.hash);
+    if (target) target.scrollIntoView();
+    const busy = tab && panelsOf(tab.dataset.tabFor).some((panel) => panel.querySelector("[aria-busy=true]"));
+    awaited = !target || busy ? id : null;
+  }
+  ["wheel", "touchmove", "keydown", "mousedown"].forEach((name) => window.addEventListener(name, () => {
+    awaited = null;
+  }, { passive: true }));
+  document.addEventListener("htmx:afterSettle", () => {
+    if (awaited && awaited === hashId(location.hash)) scrollToHash();
+  });
+
   const query = new URLSearchParams(location.search);
   const logQuery = ["task", "trial", "severity", "text", "first_error", "before", "after"].some((key) => query.get(key));
   const named = (name) => tabs.find((tab) => tab.dataset.tabFor === name);
-  select(tabFor(location.hash) || (logQuery && named("logs")) || named(container.dataset.open) || tabs[0], false);
+  select(tabFor(location.hash) || named(query.get("tab")) || (logQuery && named("logs")) || named(container.dataset.open)
+    || tabs[0], false);
   // A link elsewhere on the page to a section (data-tab-link="outputs") opens its tab.
   document.addEventListener("click", (event) => {
     const link = event.target.closest && event.target.closest("a[data-tab-link]");
@@ -187,8 +223,7 @@ function makeTabs(container) {
     event.preventDefault();
     select(tab, true);
   });
-  const target = location.hash.length > 1 && document.getElementById(decodeURIComponent(location.hash.slice(1)));
-  if (target) target.scrollIntoView();
+  if (hashId(location.hash)) scrollToHash();
 }
 document.addEventListener("htmx:afterSwap", (event) => {
   localizeTimes(event.target);

@@ -82,10 +82,11 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     page.goto(f"{JOBS}study_1/")
     trials = page.locator("#trials table.trials tbody tr")
     expect(trials).to_have_count(4)
+    page.get_by_role("tab", name="Charts").click()  # the charts are fetched and drawn once it opens
     charts = page.locator("#study-charts figure.chart")
     # history, parallel coordinates, one slice per parameter, contour, learning curves, and the
     # importance chart's note (it needs 10 trials with a result)
-    expect(charts).to_have_count(7)  # fetched once the page shows
+    expect(charts).to_have_count(7)
     expect(page.locator("#study-charts")).not_to_have_attribute("aria-busy", "true")
     for index in range(6):
         expect(charts.nth(index).locator(".js-plotly-plot .main-svg").first).to_be_attached()
@@ -99,6 +100,7 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     expect(table.locator("tbody tr")).to_have_count(4)
     expect(table.locator("thead")).to_contain_text("Best so far")
     # The trial table: best first, filtered in place by state, each trial linked to its logs.
+    page.get_by_role("tab", name="Trials").click()
     state = page.locator("#trial-filters").get_by_role("combobox", name="State")
     state.select_option("FAILED")
     expect(trials).to_have_count(1)

@@ -260,3 +260,95 @@ def test_on_a_phone_the_trial_table_scrolls_inside_its_own_region(browser, conso
         assert not axe_violations(page)
     finally:
         context.close()
+
+
+# Counts what would redraw a chart: a first draw or a redraw from its figure, or a fit to a new size.
+COUNT_DRAWS = """() => {
+  window.__draws = {newPlot: 0, react: 0, resize: 0};
+  for (const [owner, name] of [[Plotly, "newPlot"], [Plotly, "react"], [Plotly.Plots, "resize"]]) {
+    const original = owner[name];
+    owner[name] = function (...args) { window.__draws[name] += 1; return original.apply(this, args); };
+  }
+}"""
+# What was drawn once the tasks a tab's switch queued have run (a macrotask, then a frame).
+DRAWS_SO_FAR = """async () => {
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  return window.__draws;
+}"""
+
+
+def chart_requests(page) -> list[str]:
+    """The URLs of the requests for the Charts tab's parts (the study's charts, its metric curves)."""
+    asked: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            asked.append(request.url) if "part=charts" in request.url or ("/metrics/" in request.url) else None
+        ),
+    )
+    return asked
+
+
+def test_the_charts_are_fetched_and_drawn_only_once_their_tab_is_opened(page, study):
+    login(page)
+    asked = chart_requests(page)
+    page.goto(study)
+    expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
+    # A sort takes the table's round trip; the charts' request, were it made with the page, came first.
+    page.locator('#trial-table [data-sort-key="p.layers"]').click()
+    expect(page.locator("#trial-table th[aria-sort=ascending]")).to_contain_text("layers")
+    assert asked == []
+    expect(page.locator("#study-charts")).to_have_attribute("aria-busy", "true")
+    expect(page.locator(".js-plotly-plot")).to_have_count(0)
+    assert page.evaluate("() => typeof window.Plotly") == "undefined"  # not even loaded
+
+    page.get_by_role("tab", name="Charts").click()
+    charts = page.locator("#study-charts figure.chart")
+    expect(charts).to_have_count(9)
+    for index in range(9):
+        expect(charts.nth(index).locator(".main-svg").first).to_be_visible()
+    expect(page.locator("#metrics figure.metric-chart .main-svg").first).to_be_visible()  # its curves too
+    assert any("part=charts" in url for url in asked) and any("/metrics/" in url for url in asked)
+
+    # Switching away and back fetches and draws nothing again.
+    fetched = len(asked)
+    page.evaluate(COUNT_DRAWS)
+    page.get_by_role("tab", name="Trials").click()
+    page.get_by_role("tab", name="Charts").click()
+    assert page.evaluate(DRAWS_SO_FAR) == {"newPlot": 0, "react": 0, "resize": 0}
+    expect(charts.first.locator(".main-svg").first).to_be_visible()
+    assert len(asked) == fetched
+
+
+def test_a_link_to_a_chart_opens_the_charts_tab_and_scrolls_to_it(page, study, console):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=console.url)
+    login(page)
+    page.goto(study)
+    page.get_by_role("tab", name="Charts").click()
+    figure = page.locator("#chart-intermediate")
+    expect(figure.locator(".main-svg").first).to_be_visible()
+    figure.locator(".js-plotly-plot").hover()
+    figure.get_by_role("button", name="Copy link to this chart").click()
+    expect(figure.get_by_role("status")).to_have_text("Link to this chart copied.")
+    link = page.evaluate("() => navigator.clipboard.readText()")
+    assert link == f"{console.url}{study}#chart-intermediate"
+
+    # Opened afresh, the link shows the chart: its tab, fetched and drawn, scrolled to once it came in.
+    page.goto("about:blank")
+    page.goto(link)
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(figure.locator(".main-svg").first).to_be_visible()
+    expect(figure).to_be_in_viewport()
+    assert page.evaluate("() => window.scrollY") > 1000  # the seventh chart, well below the tabs
+    # A metric curve's link too: its panel comes after the study's charts.
+    page.goto("about:blank")
+    page.goto(f"{study}#chart-metric-loss")
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#study-charts figure.chart")).to_have_count(9)
+    expect(page.locator("#chart-metric-loss .main-svg").first).to_be_visible()
+    expect(page.locator("#chart-metric-loss")).to_be_in_viewport()
+    # ?tab= names a tab to open on.
+    page.goto(f"{study}?tab=charts")
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#chart-1 .main-svg").first).to_be_visible()

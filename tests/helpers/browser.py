@@ -30,8 +30,14 @@ SNAPSHOT = """() => {
   };
 }"""
 
+# Every refreshing panel has had its last refresh (its hx-get is gone), or waits for its tab to be
+# shown (a tab's charts are fetched the first time it is).
 SETTLED = """() => ["#job-status", "#job-replicas", "#trial-table", "#study-charts", "#metrics", "#builtin-results"]
-  .every((sel) => { const el = document.querySelector(sel); return !el || !el.hasAttribute("hx-get"); })"""
+  .every((sel) => {
+    const el = document.querySelector(sel);
+    const waits = el && (el.getAttribute("hx-trigger") || "").startsWith("tab:shown") && el.closest("[hidden]");
+    return !el || !el.hasAttribute("hx-get") || waits;
+  })"""
 
 
 PASSWORDS = {"admin": harness.ADMIN_PASSWORD, "dana": "dana-password-1", "vic": "vic-password-1"}
@@ -85,7 +91,9 @@ def state(page):
     return page.locator("#job-status [data-state]").first
 
 
-def assert_matches_a_fresh_load(page, browser, console):
+def assert_matches_a_fresh_load(page, browser, console, tabs: tuple[str, ...] = ()):
+    """The live page, once settled, shows what a fresh load of its address does; ``tabs`` are opened
+    in the fresh page first (what they fetch when shown, the live page fetched when the test showed them)."""
     page.wait_for_function(SETTLED, timeout=30_000)
     live = page.evaluate(SNAPSHOT)
     fresh_context = browser.new_context(
@@ -95,6 +103,8 @@ def assert_matches_a_fresh_load(page, browser, console):
         fresh = fresh_context.new_page()
         login(fresh)
         fresh.goto(page.url.split("#")[0])
+        for name in tabs:
+            fresh.get_by_role("tab", name=name).click()
         fresh.wait_for_function(SETTLED)
         if live["charts"]:
             expect(fresh.locator("#study-charts figure.chart")).to_have_count(len(live["charts"]))

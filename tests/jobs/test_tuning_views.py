@@ -170,7 +170,7 @@ def finished_study(project, admin, trials: int = 12):
     return job
 
 
-def test_study_page_shows_at_once_and_fetches_its_charts_after(client, project, admin):
+def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown(client, project, admin):
     finished_study(project, admin)
     client.force_login(admin)
     page = client.get("/projects/project-a/jobs/done/?contour_x=y&contour_y=x").content.decode()
@@ -178,8 +178,10 @@ def test_study_page_shows_at_once_and_fetches_its_charts_after(client, project, 
     assert "Optimization history" not in page and "Loading the charts" in page
     assert (
         'id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
-        'hx-trigger="load"'
+        'hx-trigger="tab:shown once from:closest [data-tab]"'
     ) in page
+    # A link to a chart opens the Charts tab before its charts are in the page (static/console.js).
+    assert 'id="study-charts-section" data-tab="charts" data-holds="chart-"' in page
     assert 'href="?charts=inline&amp;contour_x=y&amp;contour_y=x#study-charts"' in page  # without JavaScript
 
     fragment = client.get(
