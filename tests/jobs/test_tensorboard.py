@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 import threading
 import urllib.error
 import urllib.parse
@@ -24,7 +25,7 @@ from aiconsole import trainer_user
 from aiconsole.models import TrainerAccount
 from jobs import services
 from jobs.metrics.tensorboard import proxy
-from jobs.metrics.tensorboard.boards import BOARDS
+from jobs.metrics.tensorboard.boards import BOARDS, Board
 from tests.helpers.jobs import body
 from tests.helpers.waiting import wait_for
 
@@ -202,6 +203,22 @@ def test_an_idle_tensorboard_is_stopped_and_starts_again_on_the_next_request(con
         message="the idle TensorBoard to be stopped",
     )
     assert "train" in loaded(browser, tensorboard_path(job, "data/runs"))
+
+
+def test_a_board_stopping_in_the_background_leaves_the_folder_of_the_next_board_for_its_job(project, settings):
+    # An idle or replaced board is stopped in another thread while a request starts its job's next
+    # board; the old one's cleanup removed the folder the new one was about to run in (seen: the
+    # next request after an idle stop answered 503, "No such file or directory").
+    old, new = (Board(key=f"{project.project_id}/job", logdir="/x", prefix="/p", project=project) for _ in "ab")
+    old.home.mkdir(parents=True)
+    new.home.mkdir(parents=True)
+    old.popen = subprocess.Popen(["true"])
+    old.popen.wait()
+
+    old.stop()
+
+    assert not old.home.exists()
+    assert new.home.is_dir()
 
 
 def test_at_most_the_configured_number_run_the_oldest_idle_one_stopped_first(console, project, admin, settings):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import itertools
 import logging
 import os
 import re
@@ -67,6 +68,9 @@ class Busy(BoardError):
     """As many boards as allowed run, and each is serving a request."""
 
 
+_SERIALS = itertools.count(1)
+
+
 @dataclass(eq=False)
 class Board:
     """One TensorBoard process and what the console knows of it."""
@@ -83,6 +87,7 @@ class Board:
     last_used: float = field(default_factory=time.monotonic)
     ready: threading.Event = field(default_factory=threading.Event)
     output: deque = field(default_factory=lambda: deque(maxlen=40))
+    serial: int = field(default_factory=lambda: next(_SERIALS))  # tells apart boards of one key
 
     @property
     def alive(self) -> bool:
@@ -90,7 +95,10 @@ class Board:
 
     @property
     def home(self) -> Path:
-        folder = re.sub(r"[^A-Za-z0-9_.-]", "_", self.key)
+        """Its HOME and working folder, removed when it stops: one per board, not per key, so that
+        a board stopping in the background (idle, or replaced) never removes the folder of the
+        board started for the same job meanwhile."""
+        folder = re.sub(r"[^A-Za-z0-9_.-]", "_", self.key) + f"-{self.serial}"
         if self.project is None:
             return settings.WORK_DIR / "tensorboard" / folder
         return settings.WORK_DIR / self.project.project_id / ".tensorboard" / folder  # no job id starts with "."
