@@ -38,7 +38,7 @@ deploy-check: $(PYTHON)
 	$(PYTHON) manage.py check --deploy --fail-level WARNING
 
 fast: $(PYTHON)
-	$(VENV)/bin/pytest -n auto -m "not executor and not browser"
+	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser"
 
 test: $(PYTHON)
 	$(VENV)/bin/pytest
