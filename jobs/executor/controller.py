@@ -23,7 +23,7 @@ from jobs.containers import replica as containers
 from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
-from jobs.executor.replicas import stop_orphan
+from jobs.executor.replicas import SPARES, stop_orphan
 from jobs.executor.runner import RunnerBase
 from jobs.models import Job, JobState, Replica, ReplicaState
 
@@ -51,6 +51,7 @@ class Controller:
         """``serving``: also online prediction (in 'aiconsole up' the web process runs it)."""
         self.serving = serving
         self.reconcile_orphans()
+        SPARES.prepare()  # the first replica's reaper, started ahead
         self.loop.start()
         if serving:
             kinds.start_services()

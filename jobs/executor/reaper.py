@@ -8,6 +8,11 @@ When the trainer exits, or the executor sends SIGTERM, every remaining descendan
 then SIGKILL after GRACE seconds; the reaper then ends the way the trainer ended (its exit status,
 or the same signal), so the executor sees the trainer's outcome. Where the system has no
 subreapers (not Linux), it only passes the trainer's outcome through.
+
+``python reaper.py --ready`` is the same reaper started ahead of its replica (``replicas.SPARES``),
+so that a replica's start does not wait for an interpreter: it starts with an empty environment,
+makes itself ready, and waits for one line of JSON on stdin (``grace``, ``user``, ``command``,
+``env``, ``cwd``); then it runs that trainer as above. End of input before the line: it exits 0.
 """
 
 # The C module behind ``signal``, and fork/exec rather than ``subprocess``: those two imports (and
@@ -110,10 +115,11 @@ def yield_as_asked():
         pass
 
 
-def start(command, user):
+def start(command, user, env=None):
     """Fork and exec the trainer: in a process group of its own (its children share it), as
     ``user`` (uid, gid) with that group only, dying with the reaper (set after the user switch,
-    which would clear it). An exec that fails says why on stderr and exits 127, as a shell does."""
+    which would clear it), with ``env`` (else the reaper's own). An exec that fails says why on
+    stderr and exits 127, as a shell does."""
     pid = os.fork()
     if pid:
         return pid
@@ -124,13 +130,18 @@ def start(command, user):
             os.setgid(user[1])
             os.setuid(user[0])
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        os.execvp(command[0], command)
+        if env is None:
+            os.execvp(command[0], command)
+        else:
+            os.execvpe(command[0], command, env)
     except OSError as error:
         os.write(2, f"{command[0]}: {error.strerror or error}\n".encode())
     os._exit(127)
 
 
 def main(argv):
+    if argv[1:] == ["--ready"]:
+        return run_when_told()
     user = None
     if len(argv) > 3 and argv[2] == "--user":
         # The trainer runs as this user and its group only; the reaper stays as it is, so it can
@@ -138,12 +149,39 @@ def main(argv):
         user = tuple(int(part) for part in argv[3].split(":"))
         argv = argv[:2] + argv[4:]
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: reaper.py GRACE [--user UID:GID] -- COMMAND...", file=sys.stderr)
+        print("usage: reaper.py GRACE [--user UID:GID] -- COMMAND... | reaper.py --ready", file=sys.stderr)
         return 2
-    grace = float(argv[1])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     yield_as_asked()
-    trainer = start(argv[3:], user)
+    return run(float(argv[1]), start(argv[3:], user))
+
+
+def run_when_told():
+    """``--ready``: everything but the trainer done ahead, then the trainer as one line on stdin
+    says, with stdin itself given up (the trainer's is /dev/null, as for a reaper started for it)."""
+    import json
+
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    yield_as_asked()
+    line = sys.stdin.buffer.readline()
+    if not line.strip():
+        return 0  # the executor went away, or closed its spare
+    told = json.loads(line)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        os.chdir(told["cwd"])
+    except OSError as error:
+        os.write(2, f"{told['cwd']}: {error.strerror or error}\n".encode())
+        return 127
+    user = tuple(told["user"]) if told.get("user") else None
+    return run(float(told["grace"]), start(told["command"], user, told["env"]))
+
+
+def run(grace, trainer):
+    """Wait for the trainer (reaping whatever is re-parented here meanwhile), sweep what it left,
+    and end as it ended."""
 
     def kill_all(signum, frame):
         _signal_all(signal.SIGKILL)

@@ -8,6 +8,7 @@ and two reader threads that feed its output into the job's log sink.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,16 +197,20 @@ class ReplicaProcess:
             self.user.hand_over(self.cwd)
             env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
-        self.popen = subprocess.Popen(
-            reaped(self.command, self.stop_grace, user_option),
-            cwd=self.cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # the reaper's own session: signals to it reach nothing else
-            preexec_fn=self.preexec,
-        )
+        spare = SPARES.take() if self.preexec is None else None  # scaled mode's die-with-the-worker is per start
+        if spare is not None and SPARES.tell(spare, self.command, env, self.cwd, self.stop_grace, self.user):
+            self.popen = spare
+        else:
+            self.popen = subprocess.Popen(
+                reaped(self.command, self.stop_grace, user_option),
+                cwd=self.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # the reaper's own session: signals to it reach nothing else
+                preexec_fn=self.preexec,
+            )
         self.started = time.monotonic()
         self._start_readers()
 
@@ -282,6 +288,88 @@ def reaped(command: list[str], grace: float, user_option: list[str] = ()) -> lis
     return [sys.executable, "-I", "-S", str(REAPER), repr(float(grace)), *user_option, "--", *command]
 
 
+class Spares:
+    """One reaper started ahead (``reaper.py --ready``), so that a replica's start does not wait
+    for an interpreter to start and import (about 8 ms of a package trainer's first line, measured
+    in bench/run.py). It has an empty environment, its own session and the executor's niceness, as
+    a reaper started for its replica has; the replica's command, environment, folder and account
+    reach it on its stdin. Taking it starts the next one on a thread of its own, which lives as
+    long as the process (so nothing started from it is tied to a thread that ends)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._spare: subprocess.Popen | None = None
+        self._starter: ThreadPoolExecutor | None = None
+
+    def prepare(self) -> None:
+        """Have a spare ready (in the background) for the next replica's start."""
+        with self._lock:
+            if self._starter is None:
+                self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reaper-spare")
+                atexit.register(self.close)
+            self._starter.submit(self._start_one)
+
+    def take(self) -> subprocess.Popen | None:
+        """The ready spare, if there is one (the next is started meanwhile); else None."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        self.prepare()
+        return spare if spare is not None and spare.poll() is None else None
+
+    def tell(self, spare: subprocess.Popen, command, env, cwd, grace: float, user) -> bool:
+        """Hand ``spare`` its trainer; False when it is gone (the caller starts a reaper anew)."""
+        told = {
+            "command": command,
+            "env": env,
+            "cwd": str(cwd),
+            "grace": float(grace),
+            "user": [user.uid, user.gid] if user is not None else None,
+        }
+        assert spare.stdin is not None
+        try:
+            spare.stdin.write(json.dumps(told).encode() + b"\n")
+            spare.stdin.close()
+            return True
+        except (BrokenPipeError, ValueError):
+            _kill_group(spare.pid, signal.SIGKILL)
+            spare.wait()
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            self._close_one(spare)
+
+    def _start_one(self) -> None:
+        with self._lock:
+            if self._spare is not None and self._spare.poll() is None:
+                return
+        spare = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(REAPER), "--ready"],
+            cwd="/",
+            env={},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        with self._lock:
+            old, self._spare = self._spare, spare
+        if old is not None:
+            self._close_one(old)
+
+    @staticmethod
+    def _close_one(spare: subprocess.Popen) -> None:
+        """Its input ends before any line: it exits."""
+        if spare.stdin is not None:
+            spare.stdin.close()
+        spare.wait()
+
+
+SPARES = Spares()
+
+
 def _kill_group(pgid: int | None, sig: int) -> None:
     if not pgid:
         return
@@ -298,13 +386,34 @@ def stop_orphan(pid: int, replica_id: int) -> bool:
     except OSError:
         return False
     marker = f"AICONSOLE_REPLICA={replica_id}".encode()
-    if marker not in environ.split(b"\0"):
+    marked = _marked(marker)  # the trainer and whatever it started and left behind
+    # A reaper started for its replica has the marker itself; one started ahead (Spares) has an
+    # empty environment and is known by its trainer, its child, that has it.
+    if marker not in environ.split(b"\0") and not any(_parent(other) == pid for other in marked):
         return False  # the pid was reused by something else: leave it alone
     _kill_group(pid, signal.SIGKILL)  # the reaper; the trainer dies with it (PR_SET_PDEATHSIG)
-    for other in Path("/proc").glob("[0-9]*"):  # and whatever the trainer started and left behind
+    for other in marked:
         try:
-            if marker in (other / "environ").read_bytes().split(b"\0"):
-                os.kill(int(other.name), signal.SIGKILL)
-        except (OSError, ValueError):
+            os.kill(other, signal.SIGKILL)
+        except OSError:
             pass
     return True
+
+
+def _marked(marker: bytes) -> list[int]:
+    found = []
+    for other in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (other / "environ").read_bytes().split(b"\0"):
+                found.append(int(other.name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(b")") + 2 :].split()[1])
