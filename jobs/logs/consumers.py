@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_BAD_REQUEST = 4400  # a NUL in the address, as HTTP's NulRefusalMiddleware answers 400
 DEFAULT_TAIL = 1000
 MAX_TAIL = 5000
 PAGE = 1000
@@ -171,6 +172,8 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             return CLOSE_UNAUTHENTICATED
         route = self.scope["url_route"]["kwargs"]
+        if any("\x00" in value for value in route.values()) or b"%00" in self.scope.get("query_string", b""):
+            return CLOSE_BAD_REQUEST  # no name or filter holds one (PostgreSQL stores none)
         try:
             self.job = await database_sync_to_async(_authorized_job)(user, route["project_id"], route["job_id"])
         except iam.NotFound:

@@ -15,7 +15,7 @@ from console.routing import same_origin
 from jobs.executor.logs import LogSink
 from jobs.logs import consumers
 from jobs.logs import stream as logstream
-from jobs.logs.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from jobs.logs.consumers import CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from jobs.models import LogLine
 from tests.helpers.jobs import submit
 from tests.helpers.logs import socket_path, store, until_true
@@ -287,6 +287,18 @@ async def test_outsider_gets_404(open_socket, job, outsider):
 async def test_unknown_job_gets_404(open_socket, project, admin, job):
     sock = await open_socket(admin, f"/ws/projects/{project.project_id}/jobs/no_such_job/logs/")
     assert await _closed_with(sock) == CLOSE_NOT_FOUND
+
+
+async def test_a_nul_in_the_address_closes_with_4400_before_any_query(open_socket, project, admin, job):
+    # PostgreSQL stores no NUL: a name or a filter holding one reached a query and the socket
+    # ended with a server error (1011) there; HTTP answers the same address 400.
+    for path in (
+        f"/ws/projects/{project.project_id}/jobs/live%00job/logs/",
+        f"/ws/projects/{project.project_id}%00/jobs/live_job/logs/",
+        f"/ws/projects/{project.project_id}/jobs/live_job/logs/?text=a%00b",
+    ):
+        sock = await open_socket(admin, path)
+        assert await _closed_with(sock) == CLOSE_BAD_REQUEST, path
 
 
 async def test_member_without_jobs_get_gets_403(open_socket, job, project, django_user_model):
