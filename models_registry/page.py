@@ -12,6 +12,7 @@ from django.urls import reverse
 from aiconsole.errors import ServiceError
 from jobs import kinds
 from jobs.outputs import files
+from models_registry import batch, conf
 
 FILES_SHOWN = 50  # output files listed in the section; the outputs browser has the rest
 
@@ -62,6 +63,8 @@ def sections(request, job) -> list[kinds.PageSection]:
         "output_files": output_files,
         "files_problem": files_problem,
         "prediction_json": json.dumps(prediction_input, indent=2, sort_keys=True),
+        "serving_processes": batch.replicas_needed(prediction_input),
+        "serving_cap": conf.batch_max_workers(),
     }
     return [
         kinds.PageSection("prediction", "Prediction", "models_registry/_prediction_section.html", "prediction", context)

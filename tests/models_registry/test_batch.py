@@ -224,3 +224,17 @@ def test_batch_prediction_reads_and_writes_cloud_storage(serving, executor, proj
     ]
     results = bucket.blob("out/gcs_batch/prediction.results-00000-of-00001").download_as_text().splitlines()
     assert len(results) == 6
+
+
+def test_the_job_page_says_how_many_serving_processes_run_not_only_what_was_asked(project, admin, trained, client):
+    # maxWorkerCount asks for up to 10; this console runs at most AICONSOLE_BATCH_MAX_WORKERS a job.
+    job = job_services.submit_job(
+        project,
+        body("capped", uri=trained["sklearn"], inputPaths=[inputs("capped", ["[1]"])], maxWorkerCount="10"),
+        actor=admin,
+    )
+    client.force_login(admin)
+    page = client.get(f"/projects/{project.project_id}/jobs/{job.job_id}/?tab=prediction").content.decode()
+    workers = page.split("<dt>Workers</dt>", 1)[1].split("</dd>", 1)[0]
+    assert f"{settings.BATCH_MAX_WORKERS} serving processes" in workers
+    assert "at most 10" in workers and "AICONSOLE_BATCH_MAX_WORKERS" in workers
