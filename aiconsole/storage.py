@@ -23,6 +23,7 @@ tests) that pass every parameter explicitly do not need Django configured.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import os
 import re
@@ -461,6 +462,12 @@ def fetch(
     except OSError as exc:
         raise StorageError(f"{uri}: cannot copy ({exc.strerror or exc})") from exc
     return dest
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a local file, in hex: how packages and lock files are recorded and compared."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _safe_filename(filename: str) -> str:

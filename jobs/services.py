@@ -25,7 +25,6 @@ from aiconsole.models import Project
 from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
 from jobs.builtin import algorithm as builtin
 from jobs.containers import images as container_images
-from jobs.executor.environments import file_digest
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -200,7 +199,7 @@ def upload_package(project: Project, filename: str, stream, *, actor) -> dict:
         "uri": str(path),
         "name": path.name,
         "sizeBytes": str(path.stat().st_size),
-        "sha256": file_digest(path),
+        "sha256": storage.file_digest(path),
         "kind": info.kind,
         "modules": sorted(info.modules)[:50],
     }
@@ -226,7 +225,12 @@ def upload_data_file(project: Project, filename: str, stream, *, actor) -> dict:
     method = "aiconsole.DataService.UploadDataFile"
     audit.authorize(actor, "ml.jobs.create", project, method=method)
     path = _save_upload(project, filename, stream)
-    uploaded = {"uri": str(path), "name": path.name, "sizeBytes": str(path.stat().st_size), "sha256": file_digest(path)}
+    uploaded = {
+        "uri": str(path),
+        "name": path.name,
+        "sizeBytes": str(path.stat().st_size),
+        "sha256": storage.file_digest(path),
+    }
     audit.record(
         actor=actor,
         project=project,

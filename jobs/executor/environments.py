@@ -31,6 +31,7 @@ from pathlib import Path
 from django.conf import settings
 
 from aiconsole import archives, trainer_user
+from aiconsole.storage import file_digest
 from jobs import runtimes
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
@@ -265,14 +266,6 @@ def describe(runtime: Environment, packages: dict[str, str]) -> str:
 
 
 # --- the job's layer -------------------------------------------------------------------------
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def job_environment(

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from django import template
 
-from jobs.tuning import study
-
 register = template.Library()
 
 
 @register.filter
 def trial_range(key: str, query) -> tuple[str, str]:
     """The (from, to) a numeric column is filtered to, as the URL writes them; empty where open."""
-    low, high = query.range_of(key)
-    return ("" if low is None else study.number_text(low), "" if high is None else study.number_text(high))
+    return query.range_text_of(key)
 
 
 @register.filter

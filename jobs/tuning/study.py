@@ -146,6 +146,11 @@ class TrialQuery:
     def range_of(self, key: str) -> tuple[float | None, float | None]:
         return next(((low, high) for k, low, high in self.ranges if k == key), (None, None))
 
+    def range_text_of(self, key: str) -> tuple[str, str]:
+        """The (from, to) a numeric column is filtered to, as the URL writes them; empty where open."""
+        low, high = self.range_of(key)
+        return ("" if low is None else number_text(low), "" if high is None else number_text(high))
+
     def kept_of(self, key: str) -> tuple[str, ...] | None:
         return next((values for k, values in self.kept if k == key), None)
 

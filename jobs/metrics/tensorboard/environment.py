@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from aiconsole import storage
 from jobs import runtimes
 from jobs.executor import environments
 from jobs.executor.environments import Environment
@@ -46,6 +47,6 @@ def tensorboard_environment(log=logger.info) -> Environment:
             ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(LOCK)],
             what="Installing TensorBoard",
         )
-        return {"kind": "tensorboard", "python": identity["python"], "lockSha256": environments.file_digest(LOCK)}
+        return {"kind": "tensorboard", "python": identity["python"], "lockSha256": storage.file_digest(LOCK)}
 
     return environments.shared(environments.build_once(path, key, build))
