@@ -36,7 +36,7 @@ PAGES = [
     ("jobs-phone", f"{P}/jobs/", "light", "phone"),
     ("tuning-study-phone-dark", f"{P}/jobs/study_1/", "dark", "phone"),
 ]
-VIEWPORTS = {"desktop": {"width": 1280, "height": 860}, "phone": {"width": 390, "height": 844}}
+VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
 def prepare(console: harness.LiveConsole) -> None:
@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
     from playwright.sync_api import sync_playwright
 
+    VIEWPORTS["desktop"]["width"] = args.desktop_width
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     chosen = args.env_dir or (Path(os.environ["AICONSOLE_ENV_DIR"]) if os.environ.get("AICONSOLE_ENV_DIR") else None)
@@ -83,7 +84,7 @@ def main(args: argparse.Namespace) -> None:
             say(f"photographing {len(PAGES) + 1} pages into {out}")
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
-                page = browser.new_page(base_url=console.url, viewport={"width": 1280, "height": 860})
+                page = browser.new_page(base_url=console.url, viewport=VIEWPORTS["desktop"])
                 page.goto("/login/")
                 page.screenshot(path=str(out / "sign-in.png"))
                 page.get_by_label("Username").fill("admin")
@@ -108,5 +109,8 @@ def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the pictures go (default: {OUT})")
+    parser.add_argument(
+        "--desktop-width", type=int, default=VIEWPORTS["desktop"]["width"], help="the desktop pictures' width in px"
+    )
     add_env_dir_flag(parser)
     main(parser.parse_args())

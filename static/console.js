@@ -24,8 +24,23 @@ function relativeTime(when) {
 }
 
 // Absolute times say their time zone ("14 Jan 2025, 13:05:09 CET"); the relative hint is taken
-// against one "now" per pass, so the times on a page agree with each other.
+// against one "now" per pass, so the times on a page agree with each other. In a table's cell a
+// time is short ("Jan 14, 1:05 PM", the year only when it is not this one), so a row of times
+// keeps to the page's width; its title has the rest: the relative hint, the zone, UTC.
 const absoluteFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "long" });
+const shortFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "numeric", minute: "2-digit" });
+const shortYearFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+function timeText(el, when) {
+  if (!el.closest("td")) return absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
+  return (when.getFullYear() === new Date().getFullYear() ? shortFormat : shortYearFormat).format(when);
+}
+
+function timeTitle(el, when) {
+  const utc = when.toISOString().replace(".000Z", "Z") + " (UTC)";
+  if (!el.closest("td")) return utc;
+  return absoluteFormat.format(when) + " (" + relativeTime(when) + ") · " + utc;
+}
 
 function localizeTimes(root) {
   const logTables = new Set();
@@ -34,8 +49,8 @@ function localizeTimes(root) {
     if (table) { logTables.add(table); return; }
     const when = new Date(el.getAttribute("datetime"));
     if (isNaN(when)) return;
-    el.title = when.toISOString().replace(".000Z", "Z") + " (UTC)";
-    el.textContent = absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
+    el.title = timeTitle(el, when);
+    el.textContent = timeText(el, when);
     el.dataset.localized = "true";
   });
   logTables.forEach((table) => table.querySelectorAll("tbody").forEach((body) => localizeLogRows([...body.rows])));
@@ -108,7 +123,9 @@ document.addEventListener("DOMContentLoaded", () => {
   // The relative hints move on; log rows keep what they show (and are many).
   setInterval(() => document.querySelectorAll("main time[datetime]").forEach((el) => {
     const when = new Date(el.getAttribute("datetime"));
-    if (!isNaN(when) && !el.closest(".logs")) el.textContent = absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
+    if (isNaN(when) || el.closest(".logs")) return;
+    el.textContent = timeText(el, when);
+    el.title = timeTitle(el, when);
   }), 30000);
 });
 

@@ -127,11 +127,18 @@ def test_times_are_shown_in_the_users_timezone_with_a_relative_hint(page, consol
     expect(created).to_have_attribute("data-localized", "true")
     utc = created.get_attribute("datetime")
     shown = created.inner_text()
-    expected = page.evaluate(
-        "(iso) => new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'long'}).format(new Date(iso))",
+    # In a table a time is short (month, day, hour and minute in the user's zone); its title has
+    # the whole time with the zone named, the relative hint and the UTC time.
+    short, whole = page.evaluate(
+        """(iso) => [
+            new Intl.DateTimeFormat(undefined, {month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit'}),
+            new Intl.DateTimeFormat(undefined, {dateStyle: 'medium', timeStyle: 'long'}),
+        ].map((format) => format.format(new Date(iso)))""",
         utc,
     )
-    assert shown.startswith(expected), (shown, expected)
-    assert re.search(r"CES?T|GMT\+\d", shown), shown  # the time zone is named
-    assert re.search(r"\((now|\d+ (second|minute|hour)s? ago|in \d+ seconds?)\)$", shown), shown
+    assert shown == short, (shown, short)
+    title = created.get_attribute("title")
+    assert title.startswith(whole) and re.search(r"CES?T|GMT\+\d", title), title  # the time zone is named
+    assert re.search(r"\((now|\d+ (second|minute|hour)s? ago|in \d+ seconds?)\) · ", title), title
+    assert title.endswith("(UTC)"), title
     assert page.evaluate("() => Intl.DateTimeFormat().resolvedOptions().timeZone") == "Europe/Berlin"
