@@ -553,9 +553,10 @@ def _made(command: list[str], name: str) -> bool:
     return True
 
 
-def remove_accounts(under: list[Path]) -> list[int]:
-    """Delete the accounts made by consoles whose data dir lies in one of ``under`` (a test run's
-    consoles, at its end); their ids."""
+def remove_accounts(under: list[Path], env_dirs: list[Path] = ()) -> list[int]:
+    """Delete the accounts made by consoles whose data dir lies in one of ``under`` (a test run's or
+    a benchmark's consoles, at its end), and the job environments built for them in ``env_dirs``
+    (shared environment caches); their ids."""
     removed = []
     for entry in pwd.getpwall():
         made = re.fullmatch(r"AI Console [0-9a-f]{10} projects/\S+ (.*)", entry.pw_gecos)
@@ -565,6 +566,9 @@ def remove_accounts(under: list[Path]) -> list[int]:
             if shutil.which(command[0]):
                 subprocess.run(command, capture_output=True)
         removed.append(entry.pw_uid)
+    for layer in (layer for folder in env_dirs for layer in Path(folder).glob("job-*")):
+        if removed and layer.is_dir() and layer.stat().st_gid in removed:
+            shutil.rmtree(layer, ignore_errors=True)
     return removed
 
 

@@ -48,7 +48,15 @@ def add_env_dir_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_CACHES_USED: set[Path] = set()  # where this run's consoles built environments (scratch's clean-up)
+
+
 def env_cache(chosen: Path | None = None) -> Path:
+    _CACHES_USED.add(cache := _env_cache(chosen))
+    return cache
+
+
+def _env_cache(chosen: Path | None) -> Path:
     if chosen is not None:
         return chosen.resolve()
     if os.geteuid() == 0:
@@ -68,7 +76,10 @@ def _closed_to_others(folder: Path) -> Path | None:
 
 @contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
-    """A temporary folder (removed afterwards) that others may traverse but not list."""
+    """A temporary folder (removed afterwards) that others may traverse but not list. As root, the
+    trainer accounts its consoles made go with it, and the job environments built for them in the
+    environment caches the run used (``env_cache``, and ``AICONSOLE_ENV_DIR`` where set): a
+    benchmark leaves no account behind on the host."""
     folder = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
     try:
         folder.chmod(0o711)
@@ -82,6 +93,14 @@ def scratch(prefix: str) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        if os.geteuid() == 0:
+            from aiconsole import trainer_user
+
+            caches = {
+                *_CACHES_USED,
+                *([Path(os.environ["AICONSOLE_ENV_DIR"])] if os.environ.get("AICONSOLE_ENV_DIR") else []),
+            }
+            trainer_user.remove_accounts([folder], sorted(caches))
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:

@@ -47,14 +47,9 @@ def _remove_trainer_accounts(tmp_path_factory):
     built for those accounts in the shared environment cache."""
     yield
     if os.geteuid() == 0:
-        import shutil
-
         from aiconsole import trainer_user
 
-        removed = set(trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()]))
-        for layer in settings.ENV_DIR.glob("job-*"):
-            if layer.is_dir() and layer.stat().st_gid in removed:
-                shutil.rmtree(layer, ignore_errors=True)
+        trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()], [settings.ENV_DIR])
 
 
 @pytest.fixture(autouse=True)

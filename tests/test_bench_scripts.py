@@ -4,6 +4,8 @@ report, so a helper that moved or a wait that never ends breaks the suite, not t
 who measures."""
 
 import os
+import pwd
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +207,15 @@ def test_a_short_run_of_each_benchmark_ends_with_its_report(name, tmp_path_facto
         pytest.fail(f"bench/{name} ran past 400 s; its output so far:\n{(error.stdout or b'')[-3000:]!r}")
     assert result.returncode == 0, f"bench/{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     assert last_words in result.stdout, result.stdout[-3000:]
+    # As root its consoles ran trainers as accounts made on this host: none is left behind for a
+    # data dir the benchmark has removed.
+    assert _accounts_of_removed_data_dirs() == []
+
+
+def _accounts_of_removed_data_dirs() -> list[str]:
+    left = []
+    for entry in pwd.getpwall():
+        made = re.fullmatch(r"AI Console [0-9a-f]{10} projects/\S+ (.*)", entry.pw_gecos)
+        if made and not Path(made[1]).exists():
+            left.append(f"{entry.pw_name} ({made[1]})")
+    return left
