@@ -39,6 +39,7 @@ import shutil
 import stat
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -553,7 +554,7 @@ def _made(command: list[str], name: str) -> bool:
     return True
 
 
-def remove_accounts(under: list[Path], env_dirs: list[Path] = ()) -> list[int]:
+def remove_accounts(under: list[Path], env_dirs: Sequence[Path] = ()) -> list[int]:
     """Delete the accounts made by consoles whose data dir lies in one of ``under`` (a test run's or
     a benchmark's consoles, at its end), and the job environments built for them in ``env_dirs``
     (shared environment caches); their ids."""
