@@ -72,7 +72,7 @@ def console(chromium):
             live.stop()
             ARTIFACTS.mkdir(exist_ok=True)
             shutil.copyfile(live.log_path, ARTIFACTS / "console.log")  # what the server said
-        harness.remove(scratch)
+        harness.remove(scratch, [env_dir])
 
 
 @pytest.fixture(scope="package")

@@ -184,5 +184,11 @@ class LiveConsole:
         self._log.close()
 
 
-def remove(path: Path) -> None:
+def remove(path: Path, env_dirs: list[Path] = ()) -> None:
+    """Remove a console's scratch folder and, as root, the trainer accounts its console made (and
+    their job environments in ``env_dirs``): they would outlive it on the host."""
     shutil.rmtree(path, ignore_errors=True)
+    if os.geteuid() == 0:
+        from aiconsole import trainer_user
+
+        trainer_user.remove_accounts([path], list(env_dirs))
