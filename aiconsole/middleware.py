@@ -84,6 +84,11 @@ NUL_IN_ADDRESS = (
 )
 
 
+def holds_nul(path: str, query_string: str) -> bool:
+    """A NUL in a request's (decoded) path or its (raw) query: refused by HTTP and WebSocket alike."""
+    return "\x00" in path or "%00" in query_string
+
+
 class NulRefusalMiddleware:
     """A NUL character in a request's path or query is refused (400) before any view reads it:
     PostgreSQL stores and compares no NUL in text, so one that reached a query was a 500 there. The
@@ -93,7 +98,7 @@ class NulRefusalMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if "\x00" not in request.path_info and "%00" not in request.META.get("QUERY_STRING", ""):
+        if not holds_nul(request.path_info, request.META.get("QUERY_STRING", "")):
             return self.get_response(request)
         if request.path_info.startswith(("/v1/", "/upload/v1/")):
             error = {"code": 400, "message": NUL_IN_ADDRESS, "status": "INVALID_ARGUMENT", "details": []}

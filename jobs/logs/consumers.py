@@ -46,6 +46,7 @@ from django.conf import settings
 from django.http import QueryDict
 
 from aiconsole import accounts, iam
+from aiconsole.middleware import holds_nul
 from jobs import services
 from jobs.logs import stream as logstream
 from jobs.models import TERMINAL_STATES, Job, LogLine
@@ -172,7 +173,7 @@ class JobLogConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             return CLOSE_UNAUTHENTICATED
         route = self.scope["url_route"]["kwargs"]
-        if any("\x00" in value for value in route.values()) or b"%00" in self.scope.get("query_string", b""):
+        if holds_nul(self.scope["path"], self.scope.get("query_string", b"").decode("latin-1")):
             return CLOSE_BAD_REQUEST  # no name or filter holds one (PostgreSQL stores none)
         try:
             self.job = await database_sync_to_async(_authorized_job)(user, route["project_id"], route["job_id"])
