@@ -5,6 +5,7 @@ on purpose that says why, never a dodge around an import cycle."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -24,6 +25,17 @@ def _source_files(package: str):
     for path in sorted((ROOT / package).rglob("*.py")):
         if "migrations" not in path.parts:
             yield path
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the tests here (each walks the whole tree)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _imports_of(path: Path) -> tuple[tuple[ast.AST, str, bool], ...]:
+    return tuple(_imports(_tree(path)))
 
 
 def _imports(tree: ast.AST):
@@ -63,7 +75,7 @@ def test_packages_import_only_what_sits_below_them():
     wrong = []
     for package, allowed in ALLOWED.items():
         for path in _source_files(package):
-            for node, module, _ in _imports(ast.parse(path.read_text())):
+            for node, module, _ in _imports_of(path):
                 target = module.split(".")[0]
                 if target != package and target not in allowed:
                     wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {module}")
@@ -90,7 +102,7 @@ def test_a_function_local_import_of_our_own_code_says_why_it_is_deferred():
     for package in ALLOWED:
         for path in _source_files(package):
             lines = path.read_text().splitlines()
-            for node, module, local in _imports(ast.parse("\n".join(lines))):
+            for node, module, local in _imports_of(path):
                 if not local:
                     continue
                 if not _said_why(lines, node):
@@ -124,7 +136,7 @@ def test_no_module_reaches_into_another_modules_private_names():
     reaches = []
     for package in ALLOWED:
         for path in _source_files(package):
-            tree = ast.parse(path.read_text())
+            tree = _tree(path)
             modules = _module_names(tree)
             for node in ast.walk(tree):
                 if (
@@ -171,7 +183,7 @@ def test_only_the_url_maps_reach_the_jobs_pages_and_rest_adapters():
             relative = path.relative_to(ROOT).as_posix()
             if relative.startswith(ADAPTER_USERS) or package == "console":
                 continue
-            for node, module, _ in _imports(ast.parse(path.read_text())):
+            for node, module, _ in _imports_of(path):
                 names = [module] + [
                     f"{module}.{alias.name}" for alias in getattr(node, "names", []) if isinstance(node, ast.ImportFrom)
                 ]
@@ -194,7 +206,7 @@ def test_no_string_names_a_module_of_a_package_above():
     found = []
     for package, allowed in ALLOWED.items():
         for path in _source_files(package):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in ast.walk(_tree(path)):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     match = _DOTTED.match(node.value)
                     if match and match[1] in ALLOWED and match[1] != package and match[1] not in allowed:
@@ -212,7 +224,7 @@ def test_no_module_opens_the_database_with_a_driver_of_its_own():
     found = []
     for package in ALLOWED:
         for path in _source_files(package):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in ast.walk(_tree(path)):
                 names = []
                 if isinstance(node, ast.Import):
                     names = [alias.name.split(".")[0] for alias in node.names]
