@@ -37,8 +37,10 @@ deploy-check: $(PYTHON)
 	AICONSOLE_SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))') \
 	$(PYTHON) manage.py check --deploy --fail-level WARNING
 
+# The API fuzz sends its random requests here and its 4,600 boundary cases in `make test` and CI
+# (the fast-lane profile in tests/conftest.py).
 fast: $(PYTHON)
-	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser"
+	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser" --hypothesis-profile=fast-lane
 
 test: $(PYTHON)
 	$(VENV)/bin/pytest

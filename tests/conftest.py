@@ -9,11 +9,21 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from hypothesis import Phase
+from hypothesis import settings as hypothesis_settings
 
 from tests.helpers.jobs import TASK_HEADER, build_package
 from tests.helpers.waiting import wait_for
 
 pytest_plugins = ["tests.gcs_emulator", "tests.fixtures.serving"]
+
+# The fast lane's depth for the API fuzz (tests/test_api_fuzz.py), the suite's only Hypothesis
+# test: its random requests, without the explicit phase, where schemathesis sends its boundary
+# cases (some 4,600 requests, four fifths of the fuzz's time) and the description's examples.
+# `make fast` loads it with --hypothesis-profile=fast-lane; the full suite and CI send them all.
+hypothesis_settings.register_profile(
+    "fast-lane", phases=[phase for phase in Phase if phase not in (Phase.explicit, Phase.explain)]
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
