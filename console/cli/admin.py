@@ -15,7 +15,6 @@ import secrets
 import sys
 import uuid
 
-from aiconsole.middleware import RequestContext, current_request
 from console.cli.server import migrate, setup_django
 
 USER_AGENT = "aiconsole-cli"
@@ -31,6 +30,10 @@ def _as_cli_call(func):
 
     @functools.wraps(func)
     def run(args) -> int:
+        # deferred: the request context is Django's middleware; 'aiconsole jobs ...' and the other
+        # client commands build this parser too and never load Django
+        from aiconsole.middleware import RequestContext, current_request
+
         token = current_request.set(RequestContext(request_id=uuid.uuid4().hex, user_agent=USER_AGENT))
         try:
             return func(args)
