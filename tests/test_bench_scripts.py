@@ -119,6 +119,7 @@ SHORT_RUNS = {
         "ratio this checkout / baseline",
     ),
     "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
+    "startup.py": (["--runs", "1", "--other", "{root}"], "aiconsole up to /login/"),
     "abuse.py": (
         [
             "--seconds",
