@@ -85,6 +85,10 @@ def main() -> int:
     parser.add_argument("--other", type=Path, help="another checkout to alternate with, run after this one")
     add_env_dir_flag(parser)
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.other and not (args.other / "console" / "cli" / "__init__.py").is_file():
+        parser.error(f"--other {args.other}: not a checkout of this project (it has no console/cli)")
     trees = {"this tree": ROOT, **({"other tree": args.other.resolve()} if args.other else {})}
     env_dir = env_cache(args.env_dir)
     results: dict[tuple[str, str], list[float]] = {}
