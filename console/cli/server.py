@@ -239,7 +239,7 @@ def _deadlined_protocol():
 # (aiconsole.events, jobs.executor.controller).
 
 _PR_SET_PDEATHSIG = 1
-CHILD_ENTRY = "import sys; from console.cli.server import run_child; sys.exit(run_child(sys.argv[1:]))"
+CHILD_ENTRY = "import sys; from console.cli import main; sys.exit(main(sys.argv[1:]))"
 RESTART_DELAYS = (0.5, 1, 2, 5, 10, 30)  # seconds before starting a process that died, again and again
 STEADY_SECONDS = 30.0  # a process that ran this long before dying starts over at the shortest delay
 STOP_SECONDS = 90.0  # a process not gone this long after SIGTERM is killed
@@ -439,17 +439,6 @@ def cmd_manage(args) -> int:
 
     execute_from_command_line(["aiconsole manage", *args.rest])
     return 0
-
-
-def run_child(argv: list[str]) -> int:
-    """A process 'aiconsole up' starts (``up ... --process web|worker``), parsed with this module's
-    commands only: the whole CLI's parser imports every command's module, half a second in each
-    child on every start that no child uses."""
-    parser = argparse.ArgumentParser(prog="aiconsole")
-    parser.add_argument("--data-dir")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
 
 
 def register(commands) -> None:
