@@ -2,8 +2,12 @@
 
 Every generated request, valid or not, must get an answer the description allows: never a 5xx,
 a documented status code, JSON of the documented shape. The requests go over HTTP to the ASGI
-application ``aiconsole up`` serves (uvicorn, in a thread of this process), fronts included: the
-jobs.list and :predict fast paths are fuzzed too, not only Django's views.
+application ``aiconsole up`` serves (uvicorn, in a thread of this process), its front included:
+online prediction's ``:predict`` data plane is fuzzed too, not only Django's views.
+
+Schemathesis first sends each operation its boundary cases (its coverage phase, a request per
+boundary and per wrong type of every field), then 25 random requests. The fast lane's Hypothesis
+profile (``fast-lane``, tests/conftest.py) sends only the random ones; the full suite sends both.
 """
 
 from __future__ import annotations
