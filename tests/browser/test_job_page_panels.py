@@ -116,7 +116,9 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
     expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#study-charts-section")).to_be_visible()
     expect(page.locator("#trials")).to_be_hidden()
-    expect(page.locator("#study-charts figure.chart").first.locator(".main-svg").first).to_be_visible()
+    # Shown for the first time, the tab fetches its charts and Plotly draws them: seconds on a busy
+    # 2-core machine, past the default five (the full suite failed here once, beside another console).
+    expect(page.locator("#study-charts figure.chart").first.locator(".main-svg").first).to_be_visible(timeout=30_000)
     page.keyboard.press("End")
     expect(page.get_by_role("tab", name="Training input")).to_have_attribute("aria-selected", "true")
     page.keyboard.press("ArrowRight")  # wraps around
