@@ -6,8 +6,17 @@ built Python environments (building a runtime stack is minutes cold, seconds war
 """
 
 import os
+import sys
 import tempfile
 from pathlib import Path
+
+# The suite starts a hundred-odd Python processes of the project's (consoles, CLI commands, Django
+# snippets), and each test worker rewrites and imports every test module: where the environment says
+# PYTHONDONTWRITEBYTECODE (some shells and CI images do), every one of them compiled the same
+# modules again. The suite keeps its bytecode caches (__pycache__, which git ignores) whatever the
+# caller's setting: BENCHMARKS.md has the fast lane's time with and without.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # As the console's entry points do (console.cli.server): what the suite's console writes is
 # private to it, so tests see the permissions a real console gives its files.
