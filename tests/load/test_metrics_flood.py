@@ -13,6 +13,7 @@ from django.conf import settings
 
 from jobs.metrics import points as metrics
 from jobs.models import LogLine, MetricPoint
+from tests.helpers.inputs import input_folder
 from tests.helpers.jobs import submit
 from tests.helpers.memory import PeakRss
 from tests.helpers.metrics import write_event_file
@@ -35,6 +36,14 @@ def append_reports(path, count: int, *, tag: str = "loss") -> None:
             )
 
 
+def hypertune_file(folder, count: int) -> None:
+    append_reports(folder / "output.metrics", count)
+
+
+def events_job_dir(folder, count: int) -> None:
+    write_event_file(folder / "train" / "events.out.tfevents.1700000000.host", count)
+
+
 def stored(job, source: str) -> int:
     return MetricPoint.objects.filter(job=job, source=source).count()
 
@@ -45,8 +54,8 @@ def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_
 ):
     settings.METRIC_POINTS_MAX = 100_000
     job = submit(project, "huge_hypertune", admin)
-    metric_file = settings.WORK_DIR / "project-a" / "huge_hypertune" / "output.metrics"
-    append_reports(metric_file, 1_500_000)
+    work_dir = input_folder(settings.WORK_DIR / "project-a" / "huge_hypertune", hypertune_file, 1_500_000)
+    metric_file = work_dir / "output.metrics"
     said = []
 
     with PeakRss() as peak:
@@ -65,8 +74,7 @@ def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_
 def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_limit_are_said(project, admin, settings):
     settings.METRIC_POINTS_MAX = 200_000
     job = submit(project, "huge_events", admin)
-    job_dir = settings.STORAGE_DIR / "job-dirs" / "project-a" / "huge_events"
-    write_event_file(job_dir / "train" / "events.out.tfevents.1700000000.host", 1_000_000)
+    job_dir = input_folder(settings.STORAGE_DIR / "job-dirs" / "project-a" / "huge_events", events_job_dir, 1_000_000)
     said = []
 
     with PeakRss() as peak:
