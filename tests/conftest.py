@@ -62,6 +62,20 @@ def _remove_trainer_accounts(tmp_path_factory):
         trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()], [settings.ENV_DIR])
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """After each test that commits (``transactional_db``, a live server), Django empties every
+    table and then recreates its content types and permissions, as after ``migrate``: some 17 ms
+    each time, and nothing of the console's reads those rows (IAM has roles of its own). The tables
+    are still emptied; the rows are not made again."""
+    from django.contrib.auth.management import create_permissions
+    from django.contrib.contenttypes.management import create_contenttypes
+    from django.db.models.signals import post_migrate
+
+    post_migrate.disconnect(create_permissions, dispatch_uid="django.contrib.auth.management.create_permissions")
+    post_migrate.disconnect(create_contenttypes)
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """The default hasher costs ~0.3 s per user: far too slow for persona-heavy tests."""
