@@ -404,6 +404,10 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Only the console's own assets: every page's are in static/. The apps' folders held DRF's
+# browsable-API and django-htmx's debug assets, which nothing links (the API renders JSON only),
+# and WhiteNoise indexed their 66 files in every process that loads the middleware.
+STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder"]
 STATIC_ROOT = DATA_DIR / datadir.STATIC_FOLDER
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
