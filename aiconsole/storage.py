@@ -33,17 +33,13 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import requests
-from google.api_core import exceptions as api_exceptions
-from google.auth import exceptions as auth_exceptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage as gcs
-from google.cloud.storage import exceptions as gcs_exceptions
-
 from aiconsole import beneath
+
+if TYPE_CHECKING:
+    from google.cloud import storage as gcs
 
 GCS_SCHEME = "gs://"
 CHUNK_BYTES = 1024 * 1024
@@ -291,6 +287,10 @@ def gcs_client() -> gcs.Client:
     Otherwise it uses Application Default Credentials. Raises StorageError when no
     credentials can be found. The client is rebuilt if either variable changes.
     """
+    # deferred: Google's client libraries (with requests, gRPC and cryptography) are a sixth of a
+    # Django process's imports, and only a gs:// URI needs them
+    from google.auth import exceptions as auth_exceptions
+
     try:
         return _cached_client()
     except auth_exceptions.GoogleAuthError as exc:
@@ -301,6 +301,8 @@ def _cached_client() -> gcs.Client:
     # Raises google-auth errors unchanged so that _gcs_errors can name the URI being used.
     global _client, _client_key
     from django.conf import settings  # late, as elsewhere in this module
+    from google.auth.credentials import AnonymousCredentials  # deferred: as in gcs_client
+    from google.cloud import storage as gcs  # deferred: as in gcs_client
 
     emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
     project = settings.GCS_PROJECT or None
@@ -331,20 +333,36 @@ def _gcs_errors(uri: str, not_found: str | None = None) -> Iterator[None]:
     """
     try:
         yield
-    except api_exceptions.NotFound as exc:
-        raise StorageError(not_found or f"{uri} does not exist") from exc
-    except api_exceptions.Unauthorized as exc:
-        raise StorageError(f"{uri}: {CREDENTIALS_HELP}") from exc
-    except api_exceptions.Forbidden as exc:
-        raise StorageError(f"{uri}: permission denied; the server's credentials cannot access it") from exc
-    except auth_exceptions.GoogleAuthError as exc:
-        raise StorageError(f"{uri}: {CREDENTIALS_HELP} ({exc})") from exc
-    except api_exceptions.GoogleAPIError as exc:
-        raise StorageError(f"{uri}: Google Cloud Storage error: {exc}") from exc
-    except gcs_exceptions.DataCorruption as exc:
-        raise StorageError(f"{uri}: download failed its checksum; try again") from exc
-    except requests.RequestException as exc:
-        raise StorageError(f"{uri}: cannot reach Google Cloud Storage ({exc})") from exc
+    except Exception as exc:
+        error = _gcs_error(uri, exc, not_found)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _gcs_error(uri: str, exc: Exception, not_found: str | None) -> StorageError | None:
+    """The StorageError for a client library's exception; None for any other exception."""
+    # deferred: as in gcs_client (a gs:// call has loaded them already)
+    import requests
+    from google.api_core import exceptions as api_exceptions
+    from google.auth import exceptions as auth_exceptions
+    from google.cloud.storage import exceptions as gcs_exceptions
+
+    if isinstance(exc, api_exceptions.NotFound):
+        return StorageError(not_found or f"{uri} does not exist")
+    if isinstance(exc, api_exceptions.Unauthorized):
+        return StorageError(f"{uri}: {CREDENTIALS_HELP}")
+    if isinstance(exc, api_exceptions.Forbidden):
+        return StorageError(f"{uri}: permission denied; the server's credentials cannot access it")
+    if isinstance(exc, auth_exceptions.GoogleAuthError):
+        return StorageError(f"{uri}: {CREDENTIALS_HELP} ({exc})")
+    if isinstance(exc, api_exceptions.GoogleAPIError):
+        return StorageError(f"{uri}: Google Cloud Storage error: {exc}")
+    if isinstance(exc, gcs_exceptions.DataCorruption):
+        return StorageError(f"{uri}: download failed its checksum; try again")
+    if isinstance(exc, requests.RequestException):
+        return StorageError(f"{uri}: cannot reach Google Cloud Storage ({exc})")
+    return None
 
 
 # --- Byte limits -----------------------------------------------------------------------------
