@@ -5,6 +5,9 @@ The only changes a user makes are the endpoint, the REST transport and a token c
 ``aiplatform.init(project=…, location="us-central1", api_endpoint=URL, api_transport="rest",
 credentials=Credentials(token=TOKEN))``. Packages and output directories are paths in the
 project's storage area (a user would name gs:// ones).
+
+The SDK is imported by the fixture, not here: importing it takes 1.7 s, which every test worker
+paid to collect this file even where its tests are not run (the fast lane runs no executor test).
 """
 
 from __future__ import annotations
@@ -13,11 +16,6 @@ import json
 
 import pytest
 from django.conf import settings
-from google.api_core import exceptions
-from google.cloud import aiplatform
-from google.cloud.aiplatform import hyperparameter_tuning as hpt
-from google.cloud.aiplatform.compat.types import job_state
-from google.oauth2.credentials import Credentials
 
 from aiconsole.tokens import create_token
 from jobs.models import Job, JobState, LogLine, VertexJob
@@ -26,7 +24,6 @@ from tests.helpers.vertex import TF_IMAGE
 from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.executor, pytest.mark.django_db(transaction=True)]
-States = job_state.JobState
 
 PRINTER = """
 print("ARGV=" + json.dumps(sys.argv[1:]))
@@ -67,6 +64,9 @@ time.sleep(120)
 @pytest.fixture
 def vertex_sdk(live_server, admin, project, executor):
     """The SDK pointed at the live console as a user points it: REST, the endpoint, a token."""
+    from google.cloud import aiplatform
+    from google.oauth2.credentials import Credentials
+
     _, raw = create_token(admin)
     aiplatform.init(
         project="project-a",
@@ -111,6 +111,20 @@ def engine_job(sdk_job) -> Job:
     return VertexJob.objects.get(vertex_id=sdk_job.resource_name.rsplit("/", 1)[1]).job
 
 
+def state(name: str):
+    """The SDK's job state of that name (``JOB_STATE_SUCCEEDED``)."""
+    from google.cloud.aiplatform.compat.types import job_state
+
+    return job_state.JobState[name]
+
+
+def api_error(name: str) -> type[Exception]:
+    """The exception the SDK raises for that HTTP error (``NotFound``, ``BadRequest``)."""
+    from google.api_core import exceptions
+
+    return getattr(exceptions, name)
+
+
 def test_a_custom_job_runs_to_succeeded_and_its_replica_sees_aip_model_dir(vertex_sdk, package_factory, output_dir):
     package = package_factory(PRINTER)
     job = vertex_sdk.CustomJob(
@@ -121,7 +135,7 @@ def test_a_custom_job_runs_to_succeeded_and_its_replica_sees_aip_model_dir(verte
     )
     job.run()
 
-    assert job.state == States.JOB_STATE_SUCCEEDED
+    assert job.state == state("JOB_STATE_SUCCEEDED")
     engine = engine_job(job)
     log = log_of(engine)
     assert value(log, "AIP_MODEL_DIR") == f"{output_dir}/model/"
@@ -142,6 +156,7 @@ def test_a_custom_job_runs_to_succeeded_and_its_replica_sees_aip_model_dir(verte
 
 
 def test_a_tuning_job_of_four_trials_returns_them_with_final_measurements(vertex_sdk, package_factory, output_dir):
+    hpt = vertex_sdk.hyperparameter_tuning
     package = package_factory(TUNED)
     trial_job = vertex_sdk.CustomJob(
         display_name="tuned-trial", worker_pool_specs=[pool(package)], base_output_dir=str(output_dir)
@@ -165,7 +180,7 @@ def test_a_tuning_job_of_four_trials_returns_them_with_final_measurements(vertex
     )
     study.run()
 
-    assert study.state == States.JOB_STATE_SUCCEEDED
+    assert study.state == state("JOB_STATE_SUCCEEDED")
     trials = study.trials
     assert sorted(t.id for t in trials) == ["1", "2", "3", "4"]
     for trial in trials:
@@ -204,12 +219,12 @@ def test_cancel_stops_a_running_job_and_delete_removes_it(vertex_sdk, package_fa
     job.cancel()
     with pytest.raises(RuntimeError, match="Job is cancelled by the user"):
         job.wait_for_completion()
-    assert job.state == States.JOB_STATE_CANCELLED
+    assert job.state == state("JOB_STATE_CANCELLED")
     assert Job.objects.get(pk=engine.pk).state == JobState.CANCELLED
 
     job.delete()
     assert not Job.objects.filter(pk=engine.pk).exists()
-    with pytest.raises(exceptions.NotFound):
+    with pytest.raises(api_error("NotFound")):
         vertex_sdk.CustomJob.get(job.resource_name)
 
 
@@ -219,7 +234,7 @@ def test_a_refused_executor_image_is_the_sdks_exception_with_the_consoles_messag
     job = vertex_sdk.CustomJob(
         display_name="torch", worker_pool_specs=[pool(package, image=torch)], base_output_dir="gs://bucket/out"
     )
-    with pytest.raises(exceptions.BadRequest) as refused:
+    with pytest.raises(api_error("BadRequest")) as refused:
         job.run()
     message = str(refused.value)
     assert "worker_pool_specs[0].python_package_spec.executor_image_uri" in message
@@ -256,7 +271,7 @@ def test_a_container_spec_job_runs_its_image(vertex_sdk, output_dir):
     )
     job.run()
 
-    assert job.state == States.JOB_STATE_SUCCEEDED
+    assert job.state == state("JOB_STATE_SUCCEEDED")
     log = log_of(engine_job(job))
     assert "args: --epochs 2" in log  # the container's args, no --job-dir
     assert value(log, "AIP_MODEL_DIR") == f"{output_dir}/model/" and value(log, "GREETING") == "hi"
