@@ -46,8 +46,13 @@ def require_engine():
     """The engine the console found; a test without one fails in CI and skips elsewhere."""
     from jobs.containers import engine as engines
 
-    engines.current.cache_clear()
     engine = engines.current()
+    # Found once per test worker, as once per console process: finding it runs podman version and
+    # podman info (a quarter of a second of CPU, podman's package queries included). Looked for
+    # again only where it was missing or its containers.conf has gone with another test's data dir.
+    if not isinstance(engine, engines.Engine) or (engine.conf is not None and not engine.conf.is_file()):
+        engines.current.cache_clear()
+        engine = engines.current()
     missing = None
     if not isinstance(engine, engines.Engine):
         missing = engine.reason
