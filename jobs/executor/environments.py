@@ -10,6 +10,11 @@ as preferences, not constraints, so the runtime satisfies what it can and a trai
 runtime itself stays untouched and shared. Both kinds are cached by a hash of their content,
 built under a file lock, and marked complete only once built, so a crash mid-build is rebuilt
 rather than reused.
+
+Their modules are compiled to bytecode when they are installed, as pip does: trainers run as their
+project's account (``aiconsole.trainer_user``), which cannot write the shared environment, so a
+module not compiled there was compiled from its source again by every replica, serving process
+and TensorBoard that imported it (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ class Environment:
     def frozen(self) -> dict[str, str]:
         """Every distribution the environment's Python sees, with its version."""
         return self.info()["packages"]
+
+
+# uv compiles nothing unless asked (pip compiles by default); every install here asks.
+COMPILE = "--compile-bytecode"
 
 
 def run_uv(args: list[str], *, what: str) -> str:
@@ -184,7 +193,8 @@ def runtime_environment(
 
     def build(target: Path) -> dict:
         run_uv(["venv", "--quiet", "--python", interpreter, str(target)], what="Creating the runtime environment")
-        sync = ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(lock)]
+        python = str(target / "bin" / "python")
+        sync = ["pip", "sync", "--quiet", "--require-hashes", COMPILE, "--python", python, str(lock)]
         what = f"Installing runtime version {runtime.name} from {lock.name}"
         try:
             run_uv(sync, what=what)
@@ -204,6 +214,7 @@ def runtime_environment(
             "lockSha256": file_digest(lock),
             "packages": _freeze(target / "bin" / "python"),
             "sizeBytes": size_on_disk(target),
+            BYTECODE: True,
         }  # measured once: listing runtimes never walks them
 
     environment = shared(build_once(path, key, build))
@@ -224,11 +235,36 @@ def shared(environment: Environment, account: trainer_user.TrainerUser | None = 
     alone (a job's layer, which holds that project's packages), when trainers run as such."""
     if trainer_user.switching():
         with _locked(environment.path):
+            compile_bytecode(environment)
             if account is None:
                 trainer_user.open_to_all(environment.path)
             else:
                 account.share(environment.path)
     return environment
+
+
+BYTECODE = "bytecode"  # in an environment's complete marker: its modules were compiled when it was built
+COMPILE_SECONDS = 900
+
+
+def compile_bytecode(environment: Environment) -> None:
+    """Compile an environment built before installs compiled (no ``bytecode`` in its marker), once.
+
+    The bytecode is written as the console (its umask keeps it private), so the environment is
+    opened to the trainers' accounts again afterwards: its sharing marker is removed. A module
+    that does not compile on the environment's Python (a Python 2 file some package ships) is left
+    as it is, as pip leaves it."""
+    info = environment.info()
+    if info.get(BYTECODE):
+        return
+    subprocess.run(
+        [str(environment.python), "-I", "-m", "compileall", "-q", "-j", "0", str(environment.site_packages())],
+        capture_output=True,
+        env=runtimes.tool_env(),
+        timeout=COMPILE_SECONDS,
+    )
+    (environment.path / COMPLETE_MARKER).write_text(json.dumps({**info, BYTECODE: True}, indent=1, sort_keys=True))
+    (environment.path / trainer_user.SHARED_MARKER).unlink(missing_ok=True)
 
 
 def built_runtime(runtime: runtimes.Runtime, python: str, variant: str = "cpu") -> Environment | None:
@@ -300,7 +336,18 @@ def job_environment(
             # file linked into two projects' layers could carry only one of them.
             link = ["--link-mode", "copy"] if account is not None else []
             run_uv(
-                ["pip", "install", "--quiet", "--no-deps", *link, "--python", str(python), "-r", str(to_install)],
+                [
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-deps",
+                    COMPILE,
+                    *link,
+                    "--python",
+                    str(python),
+                    "-r",
+                    str(to_install),
+                ],
                 what="Installing the trainer packages",
             )
         changes = _changes(install, frozen)
@@ -310,6 +357,7 @@ def job_environment(
             "installed": install,
             "changes": changes,
             "packages": _freeze(python),
+            BYTECODE: True,
         }
         _log_changes(info, log)
         return info

@@ -43,10 +43,16 @@ def tensorboard_environment(log=logger.info) -> Environment:
         environments.run_uv(
             ["venv", "--quiet", "--python", interpreter, str(target)], what="Creating TensorBoard's environment"
         )
+        python = str(target / "bin" / "python")
         environments.run_uv(
-            ["pip", "sync", "--quiet", "--require-hashes", "--python", str(target / "bin" / "python"), str(LOCK)],
+            ["pip", "sync", "--quiet", "--require-hashes", environments.COMPILE, "--python", python, str(LOCK)],
             what="Installing TensorBoard",
         )
-        return {"kind": "tensorboard", "python": identity["python"], "lockSha256": storage.file_digest(LOCK)}
+        return {
+            "kind": "tensorboard",
+            "python": identity["python"],
+            "lockSha256": storage.file_digest(LOCK),
+            environments.BYTECODE: True,
+        }
 
     return environments.shared(environments.build_once(path, key, build))
