@@ -72,6 +72,35 @@ def test_a_deployed_model_loads_as_its_projects_account_and_reaches_no_secret(se
     )
 
 
+# What the serving process imported from its environment (the preload: NumPy, SciPy, scikit-learn,
+# XGBoost), each module said with whether its compiled bytecode is there for this account to read.
+BYTECODE_MODEL = """
+import os, sys
+site = tuple(path for path in sys.path if path.endswith("site-packages"))
+modules = compiled = 0
+for module in list(sys.modules.values()):
+    source = getattr(module, "__file__", None) or ""
+    if source.startswith(site) and source.endswith(".py"):
+        modules += 1
+        compiled += os.access(getattr(module, "__cached__", None) or "", os.R_OK)
+raise RuntimeError("modules=%d compiled=%d" % (modules, compiled))
+"""
+
+
+def test_a_serving_process_reads_its_libraries_bytecode_instead_of_compiling_them(serving, census, admin):
+    """The project's account cannot write the shared environment: a module without bytecode built
+    there was compiled from its source by every serving process, replica and TensorBoard."""
+    folder = settings.STORAGE_DIR / "models" / "project-a" / "bytecode"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.pkl").write_bytes(pickle.dumps(_Hostile(BYTECODE_MODEL)))
+
+    version, _ = deploy(census, "bytecode", str(folder), admin, framework="SCIKIT_LEARN")
+
+    modules, compiled = map(int, re.search(r"modules=(\d+) compiled=(\d+)", version.error_message).groups())
+    assert modules > 500  # the preload's libraries, imported before the model loads
+    assert compiled == modules
+
+
 INTRUDER = """
 import ctypes, json, os, sys
 target = int(sys.argv[sys.argv.index("--pid") + 1])
