@@ -73,6 +73,7 @@ SHORT_RUNS = {
     ),
     "builtin.py": (["--rows", "400", "--repeats", "1"], "data analysis report"),
     "runtimes.py": (["--runtimes", "2.11", "--warm-only"], "TensorFlow 2.11"),
+    "imports.py": (["--runs", "1"], "compiled / without"),
     "tuning.py": (
         [
             "--seeds",
