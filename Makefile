@@ -37,8 +37,8 @@ deploy-check: $(PYTHON)
 	AICONSOLE_SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))') \
 	$(PYTHON) manage.py check --deploy --fail-level WARNING
 
-# The API fuzz sends its random requests here and its 4,600 boundary cases in `make test` and CI
-# (the fast-lane profile in tests/conftest.py).
+# The API fuzz sends 10 random requests per operation here, and 25 with its 4,600 boundary cases
+# in `make test` and CI (the fast-lane profile in tests/conftest.py).
 fast: $(PYTHON)
 	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser" --hypothesis-profile=fast-lane
 
