@@ -86,7 +86,7 @@ def _check_cancel(operation: Operation | None) -> None:
 
 
 def _deploy(version: Version, operation: Operation | None) -> None:
-    dest = version_dir(version)
+    name, dest = str(version), version_dir(version)  # read before it is seen READY (as in _fail)
     shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
     dest.parent.mkdir(parents=True, exist_ok=True)
     files.fetch_deployment(
@@ -108,11 +108,15 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     if not ready:
         supervisor.get().retire(version.pk)
         return
-    logger.info("%s is READY (%s, %s loaded in %.0f ms)", version, detected.framework, detected.model_file, load_ms)
+    logger.info("%s is READY (%s, %s loaded in %.0f ms)", name, detected.framework, detected.model_file, load_ms)
 
 
 def _fail(version: Version, operation: Operation | None, reason: str, code: int = CODE_INVALID_ARGUMENT) -> None:
+    # Everything that reads the version's model and project comes before the failure is seen: once
+    # it is, its caller may delete the model (and a test's database is emptied), and the rows are gone.
+    name, folder = str(version), version_dir(version)
     supervisor.get().retire(version.pk)
+    shutil.rmtree(folder, ignore_errors=True)
     message = (
         reason if code != CODE_INVALID_ARGUMENT else f"Create Version failed. Bad model detected with error: {reason}"
     )
@@ -120,8 +124,7 @@ def _fail(version: Version, operation: Operation | None, reason: str, code: int 
         version.mark_failed(message)
         if operation is not None:
             operation.finish(error={"code": code, "message": message})
-    shutil.rmtree(version_dir(version), ignore_errors=True)
-    logger.warning("%s FAILED: %s", version, message)
+    logger.warning("%s FAILED: %s", name, message)
 
 
 def finish_delete_version(version: Version, operation: Operation | None = None) -> None:
