@@ -348,21 +348,17 @@ def _gcs_error(uri: str, exc: Exception, not_found: str | None) -> StorageError 
     from google.auth import exceptions as auth_exceptions
     from google.cloud.storage import exceptions as gcs_exceptions
 
-    if isinstance(exc, api_exceptions.NotFound):
-        return StorageError(not_found or f"{uri} does not exist")
-    if isinstance(exc, api_exceptions.Unauthorized):
-        return StorageError(f"{uri}: {CREDENTIALS_HELP}")
-    if isinstance(exc, api_exceptions.Forbidden):
-        return StorageError(f"{uri}: permission denied; the server's credentials cannot access it")
-    if isinstance(exc, auth_exceptions.GoogleAuthError):
-        return StorageError(f"{uri}: {CREDENTIALS_HELP} ({exc})")
-    if isinstance(exc, api_exceptions.GoogleAPIError):
-        return StorageError(f"{uri}: Google Cloud Storage error: {exc}")
-    if isinstance(exc, gcs_exceptions.DataCorruption):
-        return StorageError(f"{uri}: download failed its checksum; try again")
-    if isinstance(exc, requests.RequestException):
-        return StorageError(f"{uri}: cannot reach Google Cloud Storage ({exc})")
-    return None
+    # The first kind the exception is decides (NotFound before the GoogleAPIError it derives from).
+    messages = (
+        (api_exceptions.NotFound, not_found or f"{uri} does not exist"),
+        (api_exceptions.Unauthorized, f"{uri}: {CREDENTIALS_HELP}"),
+        (api_exceptions.Forbidden, f"{uri}: permission denied; the server's credentials cannot access it"),
+        (auth_exceptions.GoogleAuthError, f"{uri}: {CREDENTIALS_HELP} ({exc})"),
+        (api_exceptions.GoogleAPIError, f"{uri}: Google Cloud Storage error: {exc}"),
+        (gcs_exceptions.DataCorruption, f"{uri}: download failed its checksum; try again"),
+        (requests.RequestException, f"{uri}: cannot reach Google Cloud Storage ({exc})"),
+    )
+    return next((StorageError(message) for kind, message in messages if isinstance(exc, kind)), None)
 
 
 # --- Byte limits -----------------------------------------------------------------------------
