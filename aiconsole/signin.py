@@ -17,6 +17,8 @@ sessions never call ``authenticate``, so a lockout leaves them alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 from axes.attempts import get_cool_off_threshold
 from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username
@@ -104,7 +106,7 @@ def audit_failed_sign_in(sender, credentials: dict, request=None, **kwargs) -> N
     if locked_out and getattr(request, "axes_failures_since_start", None) is None:
         return  # refused unchecked, already locked out
     username = str(credentials.get("username") or "")[:150]
-    entry = {
+    entry: dict[str, Any] = {
         "actor": getattr(request, "user", None) or AnonymousUser(),
         "project": None,
         "resource_name": f"users/{username}",

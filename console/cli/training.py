@@ -395,7 +395,8 @@ def _container_conflicts(training_input: dict, args) -> list[str]:
 
 def local_package_files(args) -> list[Path]:
     """The ``--packages`` entries that are local files; each must exist."""
-    found, missing = [], []
+    found: list[Path] = []
+    missing: list[Path] = []
     for item in args.packages or []:
         if item.startswith("gs://"):
             continue

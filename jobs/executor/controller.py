@@ -91,7 +91,7 @@ class Controller:
                 Job.objects.get(pk=pk).mark_cancelled()
 
     def _admit(self) -> None:
-        waiting = []
+        waiting: list[int] = []
         for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
             need = len(kinds.of_job(job).plans(job))
             busy = self.runners.busy_replicas()
