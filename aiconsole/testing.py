@@ -6,6 +6,7 @@ built Python environments (building a runtime stack is minutes cold, seconds war
 """
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,10 +23,12 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # private to it, so tests see the permissions a real console gives its files.
 os.umask(0o077)
 
+_MADE_DATA_DIR: str | None = None  # the data dir this process made, removed when its run ends
+
 if "AICONSOLE_TEST_KEEP_ENV" not in os.environ:
     for name in ("AICONSOLE_DATABASE_URL", "AICONSOLE_REDIS_URL", "AICONSOLE_EXECUTOR"):
         os.environ.pop(name, None)
-    os.environ["AICONSOLE_DATA_DIR"] = tempfile.mkdtemp(prefix="aiconsole-test-")
+    _MADE_DATA_DIR = os.environ["AICONSOLE_DATA_DIR"] = tempfile.mkdtemp(prefix="aiconsole-test-")
     if os.geteuid() == 0:
         # As root, trainers run as an unprivileged user (aiconsole.trainer_user), which must reach
         # the environments: not under root's home, which is private.
@@ -43,3 +46,11 @@ if "AICONSOLE_TEST_KEEP_ENV" not in os.environ:
 from aiconsole import datadir  # noqa: E402
 
 datadir.prepare()
+
+
+def pytest_unconfigure(config) -> None:
+    """The run's data dir goes with it, after the session's fixtures have stopped its consoles and
+    removed its trainer accounts (tests/conftest.py): a test worker's holds some 350 MB (the metric
+    flood inputs, trained models, job dirs), and every run left its own behind."""
+    if _MADE_DATA_DIR:
+        shutil.rmtree(_MADE_DATA_DIR, ignore_errors=True)
