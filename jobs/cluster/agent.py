@@ -45,6 +45,7 @@ from jobs.executor.replicas import (
 )
 from jobs.executor.runner import (
     PrepareError,
+    RunnerBase,
     build_environment,
     fetch_packages,
     give_to_trainers,
@@ -97,7 +98,7 @@ class Agent:
     def __init__(self, worker: Worker):
         self.worker = worker
         self.replicas: dict[int, LocalReplica] = {}
-        self.jobs: dict[int, object] = {}  # whole jobs: pk → runner
+        self.jobs: dict[int, RunnerBase] = {}  # whole jobs: pk → runner
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._spawns: queue.Queue = queue.Queue()
@@ -223,13 +224,15 @@ class Agent:
             if local.stopping:
                 raise PrepareError("stopped")
 
+        sink = local.sink
+        assert sink is not None  # start_replica opened it before preparing
         files = fetch_packages(training_input, replica_dir / "packages", check, project=job.project)
         lend_inputs(launch, project=job.project)
         if launch.get("jobDir"):
             give_to_trainers(launch["jobDir"], job.project)
 
         def log(message: str, **options) -> None:
-            local.sink.service(f"{replica.label}: {message}", **options)
+            sink.service(f"{replica.label}: {message}", **options)
 
         environment = build_environment(
             training_input,
@@ -266,7 +269,7 @@ class Agent:
                 extra=extra,
             ),
             cwd=replica_dir,
-            sink=local.sink,
+            sink=sink,
             max_line_bytes=settings.LOG_LINE_MAX_BYTES,
             preexec=_die_with_agent,
             user=trainer_account(job.project),
@@ -342,23 +345,25 @@ class Agent:
     def _supervise_loop(self) -> None:
         while not self._stopping.is_set():
             with self._lock:
-                running = [r for r in self.replicas.values() if r.process is not None and not r.done.is_set()]
-            for local in running:
-                code = local.process.poll()
+                running = [
+                    (r, r.process) for r in self.replicas.values() if r.process is not None and not r.done.is_set()
+                ]
+            for local, process in running:
+                code = process.poll()
                 if local.metrics is not None and not local.stopping:
                     local.metrics.poll(final=code is not None)  # at most once a second while it runs
                 if code is None or local.stopping:
                     continue
                 try:
-                    local.process.wait_output()
+                    process.wait_output()
                     state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
                     message = ""
-                    if code != 0 and local.process is not None:
+                    if code != 0:
                         message = replica_failure(
                             Job.objects.only("training_input").get(pk=local.job_pk).training_input or {},
                             f"The replica {local.task_type} {local.task_index} exited with a non-zero "
                             f"status of {exit_description(code)}.",
-                            local.process,
+                            process,
                         )
                     self._finish(local, state, code, message)
                 except Exception:
@@ -453,21 +458,21 @@ class Agent:
                     _in_thread(self._stop, local, fenced=False)
         if runners:
             Job.objects.filter(pk__in=runners, worker=self.worker, runner=self.runner_id).update(lease_expires=lease)
-            rows = {
-                row["pk"]: row
-                for row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id", "runner")
+            job_rows = {
+                job_row["pk"]: job_row
+                for job_row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id", "runner")
             }
             for pk, runner in runners.items():
-                row = rows.get(pk)
+                job_row = job_rows.get(pk)
                 if (
-                    row is None
-                    or row["worker_id"] != self.worker.pk
-                    or (row["runner"] and row["runner"] != self.runner_id)
+                    job_row is None
+                    or job_row["worker_id"] != self.worker.pk
+                    or (job_row["runner"] and job_row["runner"] != self.runner_id)
                 ):
                     logger.warning("Job %s was handed to another worker; stopping it here", pk)
                     runner.fenced = True
                     runner.cancel()
-                elif row["state"] == JobState.CANCELLING:
+                elif job_row["state"] == JobState.CANCELLING:
                     runner.cancel()
 
     # --- whole jobs (tuning, batch prediction) ----------------------------------------------

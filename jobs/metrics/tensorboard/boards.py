@@ -37,11 +37,15 @@ from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from django.conf import settings
 
 from aiconsole import trainer_user
 from jobs.executor.replicas import REAPER_MARGIN_SECONDS, reaped
+
+if TYPE_CHECKING:
+    from aiconsole.models import Project
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ class Board:
     key: str
     logdir: str
     prefix: str
-    project: object = None  # whose account it runs as (aiconsole.trainer_user); its job's project
+    project: Project | None = None  # whose account it runs as (aiconsole.trainer_user); its job's project
     port: int = 0
     popen: subprocess.Popen | None = None
     error: str = ""
@@ -140,7 +144,10 @@ class Board:
             preexec_fn=_die_with_console,
         ).result()
         threading.Thread(
-            target=self._read_output, args=(listening,), daemon=True, name=f"tensorboard-{self.key}"
+            target=self._read_output,
+            args=(self.popen.stdout, listening),
+            daemon=True,
+            name=f"tensorboard-{self.key}",
         ).start()
         deadline = time.monotonic() + settings.TENSORBOARD_START_SECONDS
         while not listening.wait(0.05):
@@ -170,15 +177,15 @@ class Board:
             env["FSSPEC_GS_TOKEN"] = "anon"  # gcsfs, as the console's client: no credentials for the emulator
         return env
 
-    def _read_output(self, listening: threading.Event) -> None:
-        for raw in self.popen.stdout:
+    def _read_output(self, stdout: IO[bytes], listening: threading.Event) -> None:
+        for raw in stdout:
             line = raw.decode(errors="replace").rstrip()
             self.output.append(line)
             match = LISTENING.search(line)
             if match and not listening.is_set():
                 self.port = int(match.group(1))
                 listening.set()
-        self.popen.stdout.close()
+        stdout.close()
 
     def stop(self) -> None:
         """SIGTERM TensorBoard (through its reaper), SIGKILL after the stop grace period."""
@@ -227,7 +234,7 @@ class Boards:
                 to_stop.append(self._boards.pop(key))
                 board = None
             starting = board is None
-            if starting:
+            if board is None:
                 to_stop += self._make_room(user)
                 board = self._boards[key] = Board(key=key, logdir=logdir, prefix=prefix, project=project)
             board.active += 1
