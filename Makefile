@@ -4,8 +4,9 @@
 
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
-# A throw-away data dir and key for the Django commands below: nothing of yours is read.
-CHECK_ENV := AICONSOLE_DATA_DIR=$$(mktemp -d) AICONSOLE_SECRET_KEY=make-check-only
+# A throw-away data dir and key for the Django commands below, removed when each ends: nothing of
+# yours is read.
+CHECK_ENV := dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && AICONSOLE_DATA_DIR=$$dir AICONSOLE_SECRET_KEY=make-check-only
 
 .PHONY: setup check lint format types migrations deploy-check fast test
 

@@ -12,6 +12,7 @@ runtime downloads gigabytes: allow an hour; ``--runtimes 2.11 --warm-only``, a m
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import statistics
@@ -22,7 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("AICONSOLE_DATA_DIR", tempfile.mkdtemp(prefix="aiconsole-bench-runtimes-"))
+if "AICONSOLE_DATA_DIR" not in os.environ:  # a throw-away one, removed when the run ends
+    os.environ["AICONSOLE_DATA_DIR"] = tempfile.mkdtemp(prefix="aiconsole-bench-runtimes-")
+    atexit.register(shutil.rmtree, os.environ["AICONSOLE_DATA_DIR"], ignore_errors=True)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 import django  # noqa: E402
