@@ -37,6 +37,7 @@ from optuna.trial import TrialState
 
 from jobs.tuning.gp_sampler import NumpyGPSampler
 from jobs.tuning.limits import max_trials, parallel_trials  # noqa: F401 (the executor reads them here)
+from jobs.tuning.values import format_value, parse_value
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -144,34 +145,6 @@ def distribution(param: dict):
     if kind == "CATEGORICAL":
         return CategoricalDistribution(list(param["categoricalValues"]))
     return CategoricalDistribution([float(v) for v in param["discreteValues"]])
-
-
-def format_value(param: dict, value) -> str:
-    """The string the trainer gets: integers without a fraction, doubles at full precision."""
-    kind = param["type"]
-    if kind == "CATEGORICAL":
-        return str(value)
-    if kind == "INTEGER" or (kind == "DISCRETE" and float(value).is_integer()):
-        return str(int(value))
-    return repr(float(value))
-
-
-def parse_value(param: dict, text: str):
-    """A stored string back to its typed value; ValueError when it is outside the spec."""
-    kind = param["type"]
-    if kind == "CATEGORICAL":
-        if text not in param["categoricalValues"]:
-            raise ValueError(text)
-        return text
-    number = float(text)
-    if kind == "DISCRETE":
-        for choice in param["discreteValues"]:
-            if math.isclose(float(choice), number, rel_tol=1e-9, abs_tol=1e-12):
-                return float(choice)
-        raise ValueError(text)
-    if not float(param["minValue"]) <= number <= float(param["maxValue"]):
-        raise ValueError(text)
-    return int(number) if kind == "INTEGER" else number
 
 
 def _to_internal(param: dict, value):

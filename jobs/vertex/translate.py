@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs import catalogue
-from jobs.tuning import search
+from jobs.tuning.values import format_value
 from jobs.vertex import images, schema
 
 CUSTOM_JOB = "custom_job"
@@ -577,7 +577,7 @@ def _condition(parent: dict, child: dict, path: str, errors: Violations) -> dict
     domain = _domain(parent)
     texts = []
     for i, value in enumerate(values):
-        text = search.format_value(parent, value if kind == "CATEGORICAL" else float(value))
+        text = format_value(parent, value if kind == "CATEGORICAL" else float(value))
         if domain is not None and text not in domain:
             errors.add(
                 f"{path}.{schema.snake(expected)}.values[{i}]",
@@ -593,7 +593,7 @@ def _domain(param: dict) -> set[str] | None:
     if kind == "CATEGORICAL":
         return {str(v) for v in param.get("categoricalValues", [])}
     if kind == "DISCRETE":
-        return {search.format_value(param, float(v)) for v in param.get("discreteValues", [])}
+        return {format_value(param, float(v)) for v in param.get("discreteValues", [])}
     low, high = int(param.get("minValue", 0)), int(param.get("maxValue", 0))
     if high - low > 100_000:
         return None
