@@ -597,7 +597,8 @@ def metrics_flood(bench: Bench, kept: dict):
     console.submit(
         job_id, console.package("metrics", METRICS_TASK), ["--reports", str(reports), "--scalars", str(scalars)]
     )
-    console.wait_state(job_id, {"RUNNING"})
+    # A small run's trainer can end between two looks (compiled, it starts fast): RUNNING unseen.
+    console.wait_state(job_id, {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"})
     pk = console.job_pk(job_id)
     wait_until(
         lambda: (
