@@ -74,8 +74,10 @@ class Environment:
         return self.info()["packages"]
 
 
-# uv compiles nothing unless asked (pip compiles by default); every install here asks.
+# uv compiles nothing unless asked (pip compiles by default); every install here asks, and says so
+# in the environment's complete marker.
 COMPILE = "--compile-bytecode"
+BYTECODE = "bytecode"
 
 
 def run_uv(args: list[str], *, what: str) -> str:
@@ -138,6 +140,14 @@ def _ready(path: Path) -> bool:
     return (path / COMPLETE_MARKER).is_file()
 
 
+def _mark_complete(path: Path, info: dict) -> None:
+    """Write the environment's complete marker, whole or not at all: a marker cut short by a crash
+    would say complete and then fail every read of it."""
+    partial = path / f"{COMPLETE_MARKER}.partial"
+    partial.write_text(json.dumps(info, indent=1, sort_keys=True))
+    partial.replace(path / COMPLETE_MARKER)
+
+
 def build_once(path: Path, key: str, build: Callable[[Path], dict]) -> Environment:
     """Build an environment at ``path`` under a lock unless a complete one is there already."""
     with _locked(path):
@@ -149,7 +159,7 @@ def build_once(path: Path, key: str, build: Callable[[Path], dict]) -> Environme
             except BaseException:
                 shutil.rmtree(path, ignore_errors=True)
                 raise
-            (path / COMPLETE_MARKER).write_text(json.dumps(info, indent=1, sort_keys=True))
+            _mark_complete(path, info)
     return Environment(path=path, key=key)
 
 
@@ -243,7 +253,6 @@ def shared(environment: Environment, account: trainer_user.TrainerUser | None = 
     return environment
 
 
-BYTECODE = "bytecode"  # in an environment's complete marker: its modules were compiled when it was built
 COMPILE_SECONDS = 900
 
 
@@ -263,7 +272,7 @@ def compile_bytecode(environment: Environment) -> None:
         env=runtimes.tool_env(),
         timeout=COMPILE_SECONDS,
     )
-    (environment.path / COMPLETE_MARKER).write_text(json.dumps({**info, BYTECODE: True}, indent=1, sort_keys=True))
+    _mark_complete(environment.path, {**info, BYTECODE: True})
     (environment.path / trainer_user.SHARED_MARKER).unlink(missing_ok=True)
 
 
