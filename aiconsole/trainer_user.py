@@ -287,9 +287,13 @@ def _legacy_uid() -> tuple[int, ...]:
 def can_run(python: str) -> bool:
     """Whether an unprivileged account can run ``python``: asked once per interpreter and process
     (it starts the interpreter, tens of milliseconds every job would otherwise pay)."""
+    return _probe_runs((python, "-I", "-S", "-c", "pass"))
+
+
+def _probe_runs(command: tuple[str, ...]) -> bool:
     try:
         result = subprocess.run(
-            [python, "-I", "-S", "-c", "pass"],
+            command,
             capture_output=True,
             timeout=60,
             cwd="/",
@@ -346,6 +350,29 @@ def _reachable_copy(python: str, log) -> str:
             "name it in AICONSOLE_PYTHONS."
         )
     return str(copied)
+
+
+TOOLS_FOLDER = "tools"
+
+
+@functools.lru_cache(maxsize=8)
+def reachable_tool(executable: str) -> str:
+    """``executable`` (a self-contained program: uv), or a copy every account can run, made once
+    in the environment cache, for a console installed where accounts cannot reach (under /root)."""
+    if not switching() or _probe_runs((executable, "--version")):
+        return executable
+    _folders_ready()
+    source = Path(executable).resolve()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    target = settings.ENV_DIR / TOOLS_FOLDER / f"{source.name}-{digest}" / source.name
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = target.with_name(f".{source.name}.{os.getpid()}.partial")
+        shutil.copyfile(source, scratch)
+        scratch.chmod(0o755)
+        scratch.replace(target)
+        open_to_all(target.parent)
+    return str(target)
 
 
 def _copy_installation(prefix: Path, target: Path) -> None:

@@ -248,6 +248,8 @@ ANALYSIS_WAIT_SECONDS = env_float("AICONSOLE_ANALYSIS_WAIT_SECONDS", 2.0)
 ANALYSIS_CACHE_ENTRIES = env_int("AICONSOLE_ANALYSIS_CACHE_ENTRIES", 32, minimum=1)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.
 STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
+# Each step of building a job's packages as its project's account (jobs/executor/builds.py).
+BUILD_MAX_SECONDS = env_float("AICONSOLE_BUILD_MAX_SECONDS", 1800.0)
 # TensorBoard for a job (jobs/tensorboard): started on first use, stopped after IDLE_SECONDS without
 # a request, at most MAX at once per console process; START_SECONDS for one to start listening.
 TENSORBOARD_IDLE_SECONDS = env_float("AICONSOLE_TENSORBOARD_IDLE_SECONDS", 600.0)

@@ -38,6 +38,7 @@ from django.conf import settings
 from aiconsole import archives, trainer_user
 from aiconsole.storage import file_digest
 from jobs import runtimes
+from jobs.executor import builds
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
 LAYER_PTH = "_aiconsole_runtime.pth"
@@ -103,37 +104,33 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-# Reads installed distributions' metadata without importlib.metadata (new in 3.8): runtimes run on
-# 3.7. The first distribution of a name on sys.path wins, as imports do.
-_FREEZE = """
-import json, os, sys
-seen = {}
-for entry in sys.path:
-    if not os.path.isdir(entry):
-        continue
-    for folder in sorted(os.listdir(entry)):
-        if not folder.endswith((".dist-info", ".egg-info")):
-            continue
-        meta = os.path.join(entry, folder, "METADATA" if folder.endswith(".dist-info") else "PKG-INFO")
-        if not os.path.isfile(meta):
-            continue
-        headers = {}
-        with open(meta, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                headers.setdefault(key.strip().lower(), value.strip())
-        if headers.get("name") and headers["name"] not in seen:
-            seen[headers["name"]] = headers.get("version", "")
-print(json.dumps(seen))
-"""
+def _installed(sites: list[Path]) -> dict[str, str]:
+    """Every distribution in ``sites`` (in the order an interpreter searches them) with its
+    version, read from their metadata files: the first of a name wins, as imports do. Read here,
+    not by the environment's interpreter, which would run the ``.pth`` files of a job's layer
+    (the user's code) as the console."""
+    seen: dict[str, str] = {}
+    for site in sites:
+        for folder in sorted(site.iterdir()) if site.is_dir() else []:
+            meta = folder / ("METADATA" if folder.name.endswith(".dist-info") else "PKG-INFO")
+            if not folder.name.endswith((".dist-info", ".egg-info")) or not meta.is_file() or meta.is_symlink():
+                continue
+            headers = _headers(meta)
+            name = runtimes.canonical_name(headers.get("name", ""))
+            if name and name not in seen:
+                seen[name] = headers.get("version", "")
+    return seen
 
 
-def _freeze(python: Path) -> dict[str, str]:
-    # -I: isolated, so the caller's working directory and PYTHONPATH do not leak into the list.
-    result = subprocess.run([str(python), "-I", "-c", _FREEZE], capture_output=True, text=True, check=True)
-    return {runtimes.canonical_name(name): version for name, version in json.loads(result.stdout).items()}
+def _headers(meta: Path) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    with open(meta, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            headers.setdefault(key.strip().lower(), value.strip())
+    return headers
 
 
 def _ready(path: Path) -> bool:
@@ -222,7 +219,7 @@ def runtime_environment(
             "variant": variant,
             "lock": lock.name,
             "lockSha256": file_digest(lock),
-            "packages": _freeze(target / "bin" / "python"),
+            "packages": _installed([Environment(path=target, key=key).site_packages()]),
             "sizeBytes": size_on_disk(target),
             BYTECODE: True,
         }  # measured once: listing runtimes never walks them
@@ -267,7 +264,8 @@ def compile_bytecode(environment: Environment) -> None:
     if info.get(BYTECODE):
         return
     subprocess.run(
-        [str(environment.python), "-I", "-m", "compileall", "-q", "-j", "0", str(environment.site_packages())],
+        # -S: a job's layer holds the user's .pth files, which the site module would run.
+        [str(environment.python), "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(environment.site_packages())],
         capture_output=True,
         env=runtimes.tool_env(),
         timeout=COMPILE_SECONDS,
@@ -317,7 +315,8 @@ def job_environment(
     runtime: Environment, packages: list[Path], log: Log, account: trainer_user.TrainerUser | None = None
 ) -> Environment:
     """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions.
-    With ``account`` (trainers run as their project's), the layer is that project's alone."""
+    With ``account`` (trainers run as their project's), the layer is that project's alone, and
+    everything of it that must be built is built as that account (``jobs.executor.builds``)."""
     identity = [runtime.key] + [f"{p.name}:{file_digest(p)}" for p in packages]
     if account is not None:
         identity.append(f"account:{account.uid}")
@@ -330,42 +329,19 @@ def job_environment(
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
 
     def build(target: Path) -> dict:
-        run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], what="Creating the job environment")
-        python = target / "bin" / "python"
-        site = Environment(path=target, key=key).site_packages()
-        # addsitedir, not a bare path: the runtime's own .pth files (namespace packages) apply too.
-        (site / LAYER_PTH).write_text(f"import site; site.addsitedir({str(runtime.site_packages())!r})\n")
         frozen = runtime.frozen()
-        pinned = _resolve(runtime, python, packages, frozen)
-        install = [line for line in pinned if not _provided(line, frozen)]
-        with tempfile.TemporaryDirectory() as scratch:
-            to_install = Path(scratch) / "install.txt"
-            to_install.write_text("".join(f"{line}\n" for line in install))
-            # Copies, not links into uv's cache: the layer's files get the project's group, and a
-            # file linked into two projects' layers could carry only one of them.
-            link = ["--link-mode", "copy"] if account is not None else []
-            run_uv(
-                [
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--no-deps",
-                    COMPILE,
-                    *link,
-                    "--python",
-                    str(python),
-                    "-r",
-                    str(to_install),
-                ],
-                what="Installing the trainer packages",
-            )
-        changes = _changes(install, frozen)
+        with builds.Sandbox(account, runtime.python, packages) as box, tempfile.TemporaryDirectory() as private:
+            plan = _plan(box, runtime, frozen)
+            pins = [pin for pin in plan.pins if not _provided(pin, frozen)]
+            wheels = [box.take_wheel(wheel, Path(private), name, version) for name, version, wheel in plan.built]
+            _install_layer(runtime, target, pins, wheels, Path(private), copies=account is not None)
+        from_index = [f"{name}=={version}" for name, version in pins + [entry[:2] for entry in plan.from_sdists]]
         info = {
             "kind": "job",
             "runtime": runtime.key,
-            "installed": install,
-            "changes": changes,
-            "packages": _freeze(python),
+            "installed": from_index + [f"{name}=={version}" for name, version, _ in plan.own],
+            "changes": _changes(from_index, frozen),
+            "packages": _installed([Environment(path=target, key=key).site_packages(), runtime.site_packages()]),
             BYTECODE: True,
         }
         _log_changes(info, log)
@@ -376,59 +352,81 @@ def job_environment(
     return environment
 
 
-def _resolve(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str]) -> list[str]:
-    """``name==version`` lines for the trainer packages and everything they need.
-
-    The runtime's versions are uv's preferences (an existing output file): kept wherever the
-    trainer's requirements allow them, replaced where they do not.
-    """
-    with tempfile.TemporaryDirectory() as scratch:
-        requirements = Path(scratch) / "requirements.in"
-        requirements.write_text("".join(f"{p.resolve()}\n" for p in packages))
-        output = Path(scratch) / "resolved.txt"
-        output.write_text("".join(f"{name}=={version}\n" for name, version in sorted(frozen.items())))
+def _plan(box: builds.Sandbox, runtime: Environment, frozen: dict[str, str]) -> builds.Plan:
+    """As the project's account: the job's sdists built, the whole resolved on the runtime with its
+    versions preferred, and what the index has only as sdists built too."""
+    try:
+        built = box.build_sdists()
         try:
-            run_uv(
-                [
-                    "pip",
-                    "compile",
-                    "--quiet",
-                    "--no-header",
-                    "--no-annotate",
-                    "--python",
-                    str(python),
-                    str(requirements),
-                    "-o",
-                    str(output),
-                ],
-                what="Resolving the trainer packages' requirements on the runtime",
-            )
-        except EnvironmentError_ as error:
-            raise EnvironmentError_(_diagnose(runtime, python, packages, frozen, str(error))) from None
-        return _requirement_lines(output.read_text())
+            lock = box.resolve([local.requirement for local in built], frozen)
+        except builds.ResolutionError as error:
+            raise EnvironmentError_(_diagnose(runtime, box, str(error))) from None
+        plan, sdists = box.plan(lock, built)
+        plan.from_sdists = box.build_from_index([sdist for sdist in sdists if not _provided(sdist[:2], frozen)])
+    except builds.BuildError as error:
+        raise EnvironmentError_(str(error)) from None
+    return plan
 
 
-def _diagnose(runtime: Environment, python: Path, packages: list[Path], frozen: dict[str, str], combined: str) -> str:
-    """Every requirement that cannot be installed on the runtime's Python, each with uv's reason."""
-    requirements = [req for path in packages for req in package_requirements(path)]
+def _install_layer(
+    runtime: Environment, target: Path, pins: list[tuple[str, str]], wheels: list[Path], scratch: Path, *, copies: bool
+) -> None:
+    """Install pins from the index and wheels into a new layer at ``target``, as the console, with
+    no build step (``--no-build``) and with the runtime's interpreter (``--prefix``): the layer's
+    own interpreter would run the ``.pth`` files the wheels just put there, the user's code."""
+    run_uv(["venv", "--quiet", "--python", str(runtime.python), str(target)], what="Creating the job environment")
+    site = Environment(path=target, key="").site_packages()
+    # addsitedir, not a bare path: the runtime's own .pth files (namespace packages) apply too.
+    (site / LAYER_PTH).write_text(f"import site; site.addsitedir({str(runtime.site_packages())!r})\n")
+    to_install = scratch / "install.txt"
+    to_install.write_text("".join(f"{name}=={version}\n" for name, version in pins))
+    # Copies, not links into uv's cache: the layer's files get the project's group, and a file
+    # linked into two projects' layers could carry only one of them.
+    link = ["--link-mode", "copy"] if copies else []
+    run_uv(
+        [
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build",
+            COMPILE,
+            *link,
+            "--python",
+            str(runtime.python),
+            "--prefix",
+            str(target),
+            "-r",
+            str(to_install),
+            *map(str, wheels),
+        ],
+        what="Installing the trainer packages",
+    )
+    _point_scripts_at(target, runtime)
+
+
+def _point_scripts_at(layer: Path, runtime: Environment) -> None:
+    """Scripts installed with the runtime's interpreter name it in their first line; the layer's
+    own scripts run on the layer's interpreter, which sees the layer's packages."""
+    wrong, right = f"#!{runtime.python}".encode(), f"#!{layer / 'bin' / 'python'}".encode()
+    for script in (layer / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with open(script, "rb") as handle:
+            first = handle.readline()
+        if first.rstrip(b"\r\n") == wrong:
+            script.write_bytes(right + b"\n" + script.read_bytes()[len(first) :])
+
+
+def _diagnose(runtime: Environment, box: builds.Sandbox, combined: str) -> str:
+    """Every requirement that cannot be installed on the runtime's Python, each with uv's reason
+    (each asked as the project's account, in its sandbox)."""
+    requirements = [req for path in box.packages for req in package_requirements(path)]
     info = runtime.info()
     where = f"runtime version {info['runtimeVersion']} (Python {info['python']})"
-
-    def check(requirement: str) -> str | None:
-        with tempfile.TemporaryDirectory() as scratch:
-            source = Path(scratch) / "one.in"
-            source.write_text(requirement + "\n")
-            try:
-                run_uv(
-                    ["pip", "compile", "--quiet", "--no-header", "--python", str(python), str(source)], what=requirement
-                )
-            except EnvironmentError_ as error:
-                return _reason(str(error))
-        return None
-
     with ThreadPoolExecutor(max_workers=4) as pool:
-        reasons = list(pool.map(check, requirements))
-    failing = [(req, why) for req, why in zip(requirements, reasons, strict=True) if why]
+        reasons = list(pool.map(box.check, requirements))
+    failing = [(req, _reason(why)) for req, why in zip(requirements, reasons, strict=True) if why]
     if not failing:
         return f"The trainer packages' requirements cannot be installed together on {where}:\n{_tail(combined, 30)}"
     lines = "\n".join(f"- {req}: {why}" for req, why in failing)
@@ -454,17 +452,12 @@ def package_requirements(path: Path) -> list[str]:
         return []
 
 
-def _requirement_lines(compiled: str) -> list[str]:
-    return [line.strip() for line in compiled.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-
-
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)")
 
 
-def _provided(line: str, frozen: dict[str, str]) -> bool:
-    """Whether a pinned ``name==version`` line is already satisfied by the runtime."""
-    match = _PIN.match(line)
-    return bool(match) and frozen.get(runtimes.canonical_name(match.group(1))) == match.group(2)
+def _provided(pin: tuple[str, str], frozen: dict[str, str]) -> bool:
+    """Whether the runtime has this (name, version) already."""
+    return frozen.get(runtimes.canonical_name(pin[0])) == pin[1]
 
 
 def _changes(installed: list[str], frozen: dict[str, str]) -> list[dict]:
