@@ -39,7 +39,8 @@ import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,6 +195,26 @@ class TrainerUser:
         beneath.tree(tree.parent, tree, readable, max_entries=2**31, what=str(tree))
         _open_to_others(tree.parent, tree.parent)
         marker.write_text(f"group {self.gid}\n")
+
+    @contextmanager
+    def opened(self, path: Path) -> Iterator[int]:
+        """An ``O_PATH`` descriptor of the folder or regular file ``path``, reached beneath the
+        folder no trainer can change that it lies under, through no link: what a bind mount of it
+        then mounts is what was opened, whatever the path says by then (jobs/containers/mounts.py)."""
+        path = Path(path)
+        base, _ = self._place(path)
+        if path == base:
+            descriptor = os.open(base, os.O_PATH | os.O_CLOEXEC)
+        else:
+            with beneath.folder(base, path.parent) as parent:
+                descriptor = os.open(path.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            info = os.fstat(descriptor)
+            if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)) or beneath.suspicious_link_count(info):
+                raise beneath.Refused(f"{path} is neither a folder nor a regular file of its own")
+            yield descriptor
+        finally:
+            os.close(descriptor)
 
     # --- where a path lies -------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from aiconsole import trainer_user
 from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
+from jobs.containers import mounts as staging
 from jobs.executor.replicas import ReplicaProcess
 
 logger = logging.getLogger(__name__)
@@ -179,29 +180,6 @@ def resource_options(engine: engines.Engine, machine_type: str) -> list[str]:
     return options
 
 
-def input_mounts(args: list[str], *, project, account: trainer_user.TrainerUser | None) -> list[Path]:
-    """What to bind read-only for the stored inputs a job's arguments name.
-
-    The engine follows the path it is given as root. Where a folder on the way belongs to the
-    project's account, the trainer could swap it for a link between this check and the mount, so
-    the topmost such folder is mounted instead: its parent is the console's, so it cannot be swapped.
-    """
-    mounts: list[Path] = []
-    for path in trainer_user.input_paths(args, project=project):
-        chosen = path
-        if account is not None:
-            for ancestor in [*reversed(path.parents), path]:
-                try:
-                    if os.lstat(ancestor).st_uid == account.uid:
-                        chosen = ancestor
-                        break
-                except OSError:
-                    break
-        if chosen not in mounts:
-            mounts.append(chosen)
-    return mounts
-
-
 def run_command(
     engine: engines.Engine,
     *,
@@ -213,14 +191,14 @@ def run_command(
     entrypoint: list[str] | None,
     args: list[str],
     env: dict[str, str],
-    writable: list[Path],
-    readable: list[Path],
+    volumes: list[str],
     account: trainer_user.TrainerUser | None,
     machine_type: str,
     devices: list[str],
     publish: int | None = None,
 ) -> list[str]:
-    """The engine's ``run`` command line for one replica."""
+    """The engine's ``run`` command line for one replica; ``volumes``: its ``--volume`` options
+    (``mounts.Mounts.volumes``)."""
     options = [
         "run",
         "--name",
@@ -246,10 +224,7 @@ def run_command(
         options += ["--user", f"{account.uid}:{account.gid}"]
     elif os.geteuid() != 0 and engine.is_podman:
         options += ["--userns=keep-id"]  # rootless: files the container writes are the console user's
-    for path in writable:
-        options += ["--volume", f"{path}:{path}:rw"]
-    for path in readable:
-        options += ["--volume", f"{path}:{path}:ro"]
+    options += volumes
     for device in devices:
         options += ["--device", device] if engine.is_podman else ["--gpus", f"device={device}"]
     for key, value in env.items():
@@ -319,6 +294,7 @@ class ContainerReplicaProcess(ReplicaProcess):
     container: str = ""
     removed: bool = False
     devices: list[str] = field(default_factory=list)
+    mounts: staging.Mounts | None = None  # its staged folders, released with it
 
     def start(self) -> None:
         assert self.engine is not None
@@ -355,7 +331,10 @@ class ContainerReplicaProcess(ReplicaProcess):
                 self.popen.wait()
 
     def remove(self) -> None:
-        if self.removed or self.popen is None or self.popen.poll() is None:
+        if self.popen is None:
+            self.release_mounts()  # it never started
+            return
+        if self.removed or self.popen.poll() is None:
             return
         assert self.engine is not None
         self.removed = True
@@ -364,6 +343,11 @@ class ContainerReplicaProcess(ReplicaProcess):
             self.engine.call("rm", "--force", "--ignore", self.container, timeout=60)
         except engines.EngineError as error:
             logger.warning("Could not remove container %s: %s", self.container, error)
+        self.release_mounts()
+
+    def release_mounts(self) -> None:
+        if self.mounts is not None:
+            self.mounts.release()
 
 
 def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
@@ -405,10 +389,14 @@ def sweep(live_owners: set[str] | None = None) -> int:
     removed = 0
     try:
         found = json.loads(engine.call("ps", "--all", "--format", "json", *console_filter) or "[]")
+        live = set()
         for container in found:
             if ours(container.get("Labels")):
                 engine.call("rm", "--force", "--ignore", container["Id"], timeout=60)
                 removed += 1
+            else:
+                live.update(container.get("Names") or [])
+        staging.sweep(live)
         if engine.is_podman:
             for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):
                 if ours(pod.get("Labels")):

@@ -19,6 +19,7 @@ from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.containers import images as container_images
 from jobs.containers import replica as containers
+from jobs.containers.mounts import Mounts
 from jobs.executor.environments import Environment
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -239,7 +240,7 @@ def container_process(
         writable.append(Path(job_dir))
     readable = [
         path
-        for path in containers.input_mounts(training_input.get("args", []), project=job.project, account=account)
+        for path in trainer_user.input_paths(training_input.get("args", []), project=job.project)
         if not any(path == w or path.is_relative_to(w) for w in writable)
     ]
     gpu = "TPU" not in (plan.accelerator_type or "")
@@ -253,6 +254,8 @@ def container_process(
             trial_id=trial_id,
         )
     name = containers.container_name(replica.pk)
+    mounts = Mounts(name, account)
+    volumes = mounts.volumes(writable, readable)  # staged through no link (jobs/containers/mounts.py)
     env = containers.container_environment(
         passthrough=passthrough,
         home=replica_dir,
@@ -276,8 +279,7 @@ def container_process(
             entrypoint=entrypoint,
             args=args,
             env=env,
-            writable=writable,
-            readable=readable,
+            volumes=volumes,
             account=account,
             machine_type=plan.machine_type,
             devices=devices,
@@ -291,6 +293,7 @@ def container_process(
         engine=engine,
         container=name,
         devices=devices,
+        mounts=mounts,
     )
 
 

@@ -23,6 +23,7 @@ from jobs import catalogue, runtimes
 from jobs.builtin import algorithm as builtin
 from jobs.containers import images as container_images
 from jobs.containers import replica as containers
+from jobs.containers.mounts import MountRefused
 from jobs.executor import environments, trials
 from jobs.executor.launch import ReplicaSet, replica_failure
 from jobs.executor.logs import LogSink
@@ -352,6 +353,9 @@ class RunnerBase:
             )
             self._finish_cancel(job, output)
             return
+        if outcome.get("failed_message"):
+            self._fail(job, outcome["failed_message"], output)
+            return
         failed = outcome.get("failed")
         if failed is not None:
             code = failed.poll()
@@ -467,7 +471,10 @@ class JobRunner(RunnerBase):
             metric_file=metrics.metric_file(work / catalogue.replica_label("master", 0)),
             say=self.sink.service,
         )
-        self.processes = self.replica_set.build(lambda replica_dir, task_type: metrics.trainer_env(replica_dir))
+        try:
+            self.processes = self.replica_set.build(lambda replica_dir, task_type: metrics.trainer_env(replica_dir))
+        except MountRefused as error:
+            return {"failed_message": str(error)}
         self.replica_count = len(self.processes)
         self.replica_set.start()
         try:

@@ -1,0 +1,138 @@
+"""The host folders a container sees, bound through no path a trainer can change.
+
+The engine resolves a bind mount's source path as root when the container starts. A job dir, a
+replica's folder and a stored input lie in folders the project's account may write: a trainer of
+the same project that owns a folder on the path can swap it for a link (``renameat2`` exchange)
+between the console's checks and the engine's mount, and have any host folder mounted, read-write.
+
+So each folder is opened first, beneath a folder no trainer can change, one component at a time,
+never through a link (``TrainerUser.opened``); the descriptor is bound (``MS_BIND``) onto a fresh
+mount point in the console's private ``DATA_DIR/mounts/<container>/``; and the engine is given that
+mount point, which no trainer can reach, let alone swap. What the engine mounts is the very folder
+that was opened. The mount points are unmounted when the container is removed, and a console that
+was killed has what it left unmounted at its next start (:func:`sweep`).
+
+A console that does not switch accounts (not root, or ``AICONSOLE_TRAINER_USER=root``) runs its
+containers as the user its trainers are anyway, and gives the engine the paths themselves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import stat
+from pathlib import Path
+
+from django.conf import settings
+
+from aiconsole import trainer_user
+
+logger = logging.getLogger(__name__)
+
+FOLDER = "mounts"
+MS_BIND = 4096
+MNT_DETACH = 2
+
+
+class MountRefused(Exception):
+    """A folder cannot be given to a container safely; the message says which, and why."""
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def root() -> Path:
+    return settings.DATA_DIR / FOLDER
+
+
+class Mounts:
+    """The staged mount points of one container, named after it."""
+
+    def __init__(self, container: str, account: trainer_user.TrainerUser | None):
+        self.container = container
+        self.account = account
+        self.folder = root() / container
+        self.staged: list[Path] = []
+
+    def volumes(self, writable: list[Path], readable: list[Path]) -> list[str]:
+        """The engine's ``--volume`` options: each folder at its own path in the container,
+        ``writable`` read-write and ``readable`` read-only, staged where accounts switch."""
+        wanted = [(path, "rw") for path in writable] + [(path, "ro") for path in readable]
+        if self.account is None:
+            return [option for path, mode in wanted for option in ("--volume", f"{path}:{path}:{mode}")]
+        self.release()  # a mount point an earlier start of this container left
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        options = []
+        try:
+            for index, (path, mode) in enumerate(wanted):
+                options += ["--volume", f"{self._stage(index, Path(path))}:{path}:{mode}"]
+        except (OSError, trainer_user.TrainerUserError) as error:
+            self.release()
+            raise MountRefused(
+                f"{path} cannot be mounted in the container: {getattr(error, 'strerror', None) or error}. "
+                "A folder on its path is a link, or changed while the console opened it."
+            ) from None
+        except BaseException:
+            self.release()
+            raise
+        return options
+
+    def _stage(self, index: int, path: Path) -> Path:
+        assert self.account is not None
+        with self.account.opened(path) as descriptor:
+            point = self.folder / str(index)
+            if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+                point.mkdir(mode=0o700)
+            else:
+                point.touch(mode=0o600, exist_ok=False)
+            self.staged.append(point)
+            if _libc().mount(f"/proc/self/fd/{descriptor}".encode(), str(point).encode(), None, MS_BIND, None) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"Could not mount {path} for the container: {os.strerror(code)}")
+        return point
+
+    def release(self) -> None:
+        """Unmount and remove the container's mount points (also those a killed console left)."""
+        release_folder(self.folder)
+        self.staged = []
+
+
+def release_folder(folder: Path) -> None:
+    """Unmount each mount point in ``folder`` and remove it; never a walk into what is mounted."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        point = folder / name
+        if _libc().umount2(str(point).encode(), MNT_DETACH) != 0:
+            code = ctypes.get_errno()
+            if code not in (errno.EINVAL, errno.ENOENT):  # EINVAL: not (or no longer) a mount point
+                logger.warning("Could not unmount %s: %s", point, os.strerror(code))
+                continue
+        try:
+            if point.is_dir() and not point.is_symlink():
+                point.rmdir()  # never a walk: a folder still mounted is left alone, never emptied
+            else:
+                point.unlink()
+        except OSError as error:
+            logger.warning("Could not remove the mount point %s: %s", point, error)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def sweep(live: set[str]) -> None:
+    """Release the mount points of containers that no longer exist (a console killed before it
+    removed them); ``live``: the names of this console's containers that still do."""
+    try:
+        names = os.listdir(root())
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name not in live:
+            release_folder(root() / name)
