@@ -344,6 +344,8 @@ if CONTAINER_GPU_MISSING not in {"warn", "refuse"}:
     raise ImproperlyConfigured(f"AICONSOLE_CONTAINER_GPU_MISSING must be warn or refuse, got {CONTAINER_GPU_MISSING!r}")
 # Largest image archive one upload may be (docker save / podman save output, gzipped or not).
 CONTAINER_IMAGE_MAX_BYTES = env_int("AICONSOLE_CONTAINER_IMAGE_MAX_BYTES", 20 * 1024**3, minimum=1024)
+# The most a gzipped one may unpack to (and never past 20 times its own size, above 256 MiB).
+CONTAINER_IMAGE_MAX_UNPACKED_BYTES = env_int("AICONSOLE_CONTAINER_IMAGE_MAX_UNPACKED_BYTES", 40 * 1024**3, minimum=1024)
 # Whether a missing interpreter may be downloaded with `uv python install` ("automatic"/"never").
 PYTHON_DOWNLOADS = env_str("AICONSOLE_PYTHON_DOWNLOADS", "automatic")
 if PYTHON_DOWNLOADS not in {"automatic", "never"}:

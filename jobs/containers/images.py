@@ -11,14 +11,14 @@ Loads and deletes go through IAM and the audit log, as every other write.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import io
+import json
 import re
-import shutil
+import tarfile
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +98,13 @@ def _full_name(name: str) -> str:
     return name if "/" in name and ("." in first or ":" in first or first == "localhost") else f"localhost/{name}"
 
 
+def _tagged(name: str) -> str:
+    """``trainer`` as ``trainer:latest``, as uploads are recorded (ids and digests as they are)."""
+    if name.startswith("sha256:") or "@" in name:
+        return name
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
 def _bare_id(image_id: str) -> str:
     return image_id.removeprefix("sha256:")
 
@@ -153,14 +160,21 @@ def runnable(image: str, project: Project) -> Resolved:
 
 
 def ownership_problem(resolved: Resolved, project: Project) -> str | None:
-    """Why ``project`` may not run this image (another project uploaded it), None when it may."""
+    """Why ``project`` may not run this image (another project uploaded it), None when it may.
+
+    An image no project uploaded is the host's, and runs for every project. One that a project
+    uploaded runs for that project, and for another only by a name the host's administrator gave it
+    (a name no project's upload holds, asked for by that very name): never because the image
+    happens to carry some name nobody recorded, nor by another project's name for it."""
     uploads = ContainerImage.objects.filter(image_id=resolved.image_id)
     owners = set(uploads.values_list("project_id", flat=True))
     if not owners or project.pk in owners:
         return None
-    uploaded_names = {_full_name(name) for name in uploads.values_list("name", flat=True)}
-    if any(_full_name(name) not in uploaded_names for name in resolved.names):
-        return None  # the host's own store names it too: a project's copy does not take it from the others
+    reference = _full_name(_tagged(resolved.reference))
+    spellings = {reference, reference.removeprefix("localhost/")}
+    uploaded_by_that_name = ContainerImage.objects.filter(name__in=spellings).exists()
+    if reference in {_full_name(name) for name in resolved.names} and not uploaded_by_that_name:
+        return None  # the host's own store names it so: a project's copy does not take it from the others
     return (
         f"The image {resolved.reference} was uploaded by another project and only its jobs may run it. "
         "Upload the image to this project to use it here."
@@ -226,16 +240,14 @@ def load_image(project: Project, name: str, stream, *, actor) -> ContainerImage:
     engine = engines.current()
     if not isinstance(engine, engines.Engine):
         raise FailedPrecondition(f"Images cannot be loaded on this server. {engine.reason}")
-    if engine.inspect_image(name) and not ContainerImage.objects.filter(project=project, name=name).exists():
-        # Tagging would re-point a name the host's image or another project's upload answers to.
-        message = (
-            f"An image named {name} is already on this server (loaded on the host, or uploaded by another "
-            "project). Choose another name."
-        )
-        raise AlreadyExists(message, [FieldViolation("name", message)])
+    _check_name_free(engine, name, project)  # at once, before the upload is stored; again when tagging
     archive = _store_archive(project, stream)
     try:
-        _load_as(engine, archive, [name])
+        _load_as(engine, archive, [name], project=project)
+    except AlreadyExists:
+        if not ContainerImage.objects.filter(archive=str(archive)).exists():
+            archive.unlink(missing_ok=True)
+        raise
     except engines.EngineError as error:
         if not ContainerImage.objects.filter(archive=str(archive)).exists():
             archive.unlink(missing_ok=True)
@@ -291,68 +303,125 @@ def _store_archive(project: Project, stream) -> Path:
     return path
 
 
-def _load_as(engine: engines.Engine, archive: Path, names: list[str]) -> None:
-    """Load ``archive`` and tag it with ``names`` only. The names written inside the archive are
-    the uploader's: a load that added one would offer the image to every project under it, and one
-    that re-pointed a name already here would swap the host's (or another project's) image for it,
-    so each is put back as it was before ``names`` are given (one of them may be the same name)."""
-    before = _names(engine)
-    loaded = _load(engine, archive)
-    image_id = _bare_id((engine.inspect_image(loaded[0]) or {}).get("Id", "")) or loaded[0]
-    hold = f"localhost/aiconsole-loading/{uuid.uuid4().hex}:hold"  # keeps the image while its names go
-    engine.call("tag", image_id, hold)
-    try:
-        for name in loaded:
-            if name.startswith("sha256:") or before.get(name) == image_id:
-                continue
-            try:
-                if name in before:
-                    engine.call("tag", before[name], name)
-                else:
-                    engine.call("rmi", name)  # only the name: ``hold`` keeps the image
-            except engines.EngineError:
-                pass  # the image loaded; a name left behind still answers to this image's owner
+_tagging = threading.Lock()  # one check-then-tag at a time: two uploads never take one name
+
+
+def _load_as(engine: engines.Engine, archive: Path, names: list[str], *, project: Project | None = None) -> None:
+    """Load ``archive`` with none of the names written inside it, then give it ``names``.
+
+    The names inside an archive are the uploader's words: a load that applied them would, for as
+    long as it took to put them back, point another project's (or the host's) name at the
+    uploader's image, and that project's jobs would run the uploader's code as their own account.
+    So the archive is loaded nameless (:func:`_load`) and only then named, by the console. With
+    ``project`` (an upload), a name the engine has that the project did not upload is refused
+    under the same lock the tagging holds."""
+    image_id = _load(engine, archive)
+    with _tagging:
         for name in names:
+            if project is not None:
+                _check_name_free(engine, name, project)
             engine.call("tag", image_id, name)
-    finally:
-        try:
-            engine.call("rmi", hold)
-        except engines.EngineError:
-            pass
+            forget(name)
 
 
-def _names(engine: engines.Engine) -> dict[str, str]:
-    """Every name in the engine's store and the id of the image it names."""
-    listing = engine.call("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}")
-    found = {}
-    for line in listing.splitlines():
-        name, _, image_id = line.strip().rpartition(" ")
-        if name and "<none>" not in name:
-            found[name] = _bare_id(image_id)
-    return found
+def _check_name_free(engine: engines.Engine, name: str, project: Project) -> None:
+    if engine.inspect_image(name) and not ContainerImage.objects.filter(project=project, name=name).exists():
+        # Tagging would re-point a name the host's image or another project's upload answers to.
+        message = (
+            f"An image named {name} is already on this server (loaded on the host, or uploaded by another "
+            "project). Choose another name."
+        )
+        raise AlreadyExists(message, [FieldViolation("name", message)])
 
 
-def _load(engine: engines.Engine, archive: Path) -> list[str]:
-    """Load ``archive`` (gzipped or not: podman 4.3 reads a gzipped one only from a stream) and
-    return what the engine calls the loaded image (its names, or its id)."""
-    with open(archive, "rb") as head:
-        gzipped = head.read(2) == b"\x1f\x8b"
+# An image archive's layers are mostly compressed already: its gzip seldom saves more than a few
+# times its size. Unpacking to more than this many times the upload (past a floor), or past the
+# setting, is a bomb, stopped there.
+UNPACK_RATIO = 20
+UNPACK_FLOOR_BYTES = 256 * 1024**2
+NAMES_FILES = {"manifest.json", "index.json", "repositories"}
+NAMES_FILE_MAX_BYTES = 16 * 1024**2
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Counted:
+    """A file that refuses to grow past ``limit`` bytes."""
+
+    def __init__(self, handle, limit: int):
+        self.handle, self.limit, self.written = handle, limit, 0
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.written > self.limit:
+            raise _TooLarge()
+        return self.handle.write(data)
+
+
+def unpack_limit(archive_bytes: int) -> int:
+    return min(settings.CONTAINER_IMAGE_MAX_UNPACKED_BYTES, max(UNPACK_FLOOR_BYTES, UNPACK_RATIO * archive_bytes))
+
+
+def _load(engine: engines.Engine, archive: Path) -> str:
+    """Load ``archive`` (docker-archive or oci-archive, gzipped or not) without its names; the id
+    of the image it holds. It is rewritten on the way, unpacked into a file that is never linked
+    into any folder (gone when closed, even by a crash) and bounded by :func:`unpack_limit`."""
+    limit = unpack_limit(archive.stat().st_size)
     with tempfile.TemporaryFile() as plain:
-        if gzipped:
-            try:
-                with gzip.open(archive, "rb") as unzipped:
-                    shutil.copyfileobj(unzipped, plain, _CHUNK)
-            except (OSError, EOFError) as error:
-                raise engines.EngineError(f"it is gzipped but cannot be unpacked ({error})") from None
-        else:
+        try:
             with open(archive, "rb") as source:
-                shutil.copyfileobj(source, plain, _CHUNK)
+                _without_names(source, _Counted(plain, limit))
+        except _TooLarge:
+            raise engines.EngineError(
+                f"it unpacks to more than {limit:,} bytes, the most an upload of its size may "
+                "(AICONSOLE_CONTAINER_IMAGE_MAX_UNPACKED_BYTES)"
+            ) from None
+        except (tarfile.TarError, OSError, EOFError, ValueError) as error:
+            raise engines.EngineError(f"it is not a tar archive, gzipped or not ({error})") from None
         plain.seek(0)
         output = engine.call("load", stdin=plain, timeout=1800)
-    names = [line.strip() for match in _LOADED_RE.finditer(output) for line in match.group(1).split(",")]
-    if not names:
-        raise engines.EngineError(f"it loaded nothing the engine named ({output.strip()[:200]})")
-    return names
+    loaded = [line.strip() for match in _LOADED_RE.finditer(output) for line in match.group(1).split(",")]
+    if len(loaded) != 1:
+        raise engines.EngineError(f"it holds {len(loaded)} images where one was expected ({output.strip()[:200]})")
+    return _bare_id((engine.inspect_image(loaded[0]) or {}).get("Id", "")) or _bare_id(loaded[0])
+
+
+def _without_names(source, out) -> None:
+    """Copy a tar stream, dropping the image names from its docker-archive (``manifest.json``'s
+    ``RepoTags``, ``repositories``) and oci-archive (``index.json``'s reference annotations) files."""
+    with (
+        tarfile.open(fileobj=source, mode="r|*") as archive,
+        tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as copy,
+    ):
+        for member in archive:
+            name = member.name.removeprefix("./")
+            if name == "repositories":
+                continue
+            if member.isfile() and name in NAMES_FILES:
+                data = _nameless(name, archive.extractfile(member).read(NAMES_FILE_MAX_BYTES + 1))
+                member.size = len(data)
+                copy.addfile(member, io.BytesIO(data))
+            else:
+                copy.addfile(member, archive.extractfile(member) if member.isfile() else None)
+
+
+def _nameless(name: str, data: bytes) -> bytes:
+    if len(data) > NAMES_FILE_MAX_BYTES:
+        raise ValueError(f"its {name} is larger than {NAMES_FILE_MAX_BYTES} bytes")
+    document = json.loads(data)
+    if name == "manifest.json":
+        for image in document if isinstance(document, list) else []:
+            if isinstance(image, dict):
+                image["RepoTags"] = None
+    else:
+        for manifest in document.get("manifests", []) if isinstance(document, dict) else []:
+            annotations = manifest.get("annotations") if isinstance(manifest, dict) else None
+            if isinstance(annotations, dict):
+                for key in ("org.opencontainers.image.ref.name", "io.containerd.image.name"):
+                    annotations.pop(key, None)
+    return json.dumps(document).encode()
 
 
 def delete_image(project: Project, name: str, *, actor) -> None:

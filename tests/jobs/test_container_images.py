@@ -356,3 +356,115 @@ def test_a_worker_whose_engine_lacks_an_uploaded_image_loads_it_from_the_stored_
     assert images.load_uploaded(project, name)
     assert engine.inspect_image(name) is not None
     assert not images.load_uploaded(project, "localhost/aic-test/never-uploaded:v1")
+
+
+# --- names written inside an archive, and archives that unpack without end -----------------------------
+
+
+def _renamed_archive(source: Path, target: Path, names: list[str]) -> Path:
+    """A docker-archive whose manifest names the image ``names`` (what an attacker writes in it)."""
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(source) as original, tarfile.open(target, "w") as copy:
+        for member in original:
+            data = original.extractfile(member).read() if member.isfile() else None
+            if member.name == "manifest.json":
+                manifest = json.loads(data)
+                manifest[0]["RepoTags"] = names
+                data = json.dumps(manifest).encode()
+                member.size = len(data)
+            copy.addfile(member, io.BytesIO(data) if data is not None else None)
+    return target
+
+
+def test_an_archive_naming_another_projects_image_never_moves_that_name(
+    engine, made, api, client, project, other_project, outsider, tmp_path
+):
+    """Project B's image is named in project A's archive, after 60 throw-away names that would
+    widen the window; while A's upload loads, B's name answers to B's image every time it is asked."""
+    import threading
+
+    theirs = fresh_image(engine, made)
+    their_name = f"localhost/aic-test/theirs-{uuid.uuid4().hex[:12]}:v1"
+    made.append(their_name)
+    with archive(engine, theirs, tmp_path, "docker-archive").open("rb") as upload:
+        images.load_image(other_project, their_name, upload, actor=outsider)
+    their_id = engine.inspect_image(their_name)["Id"]
+
+    ours = fresh_image(engine, made)
+    throwaway = [f"localhost/aic-test/throwaway-{uuid.uuid4().hex[:8]}:v{i}" for i in range(60)]
+    made.extend(throwaway)
+    saved = archive(engine, ours, tmp_path, "docker-archive")
+    hostile = _renamed_archive(saved, tmp_path / "hostile.tar", [*throwaway, their_name])
+    seen, done = set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            found = engine.inspect_image(their_name)
+            seen.add(found["Id"] if found else None)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        status, body = load(api, upload_name(made), hostile)
+    finally:
+        done.set()
+        watcher.join()
+
+    assert status == 200, body
+    assert seen == {their_id}
+    assert all(engine.inspect_image(name) is None for name in throwaway)
+    images.forget()
+    assert images.runnable(their_name, other_project).image_id == their_id.removeprefix("sha256:")
+
+
+def test_another_projects_upload_is_refused_whatever_other_name_it_carries(
+    engine, made, api, project, other_project, outsider, tmp_path
+):
+    """A name nobody recorded on an uploaded image is no permission to run it by another name."""
+    image = fresh_image(engine, made)
+    path = archive(engine, image, tmp_path, "docker-archive")
+    engine.call("rmi", image)
+    name = upload_name(made)
+    assert load(api, name, path)[0] == 200
+    stray = f"localhost/aic-test/stray-{uuid.uuid4().hex[:12]}:v1"
+    made.append(stray)
+    engine.call("tag", name, stray)  # a name the image carries that no upload recorded
+    images.forget()
+
+    with pytest.raises(InvalidArgument, match="was uploaded by another project"):
+        services.submit_job(other_project, container_body("theirs", name), actor=outsider)
+
+
+def test_an_archive_that_unpacks_past_its_limit_is_refused_and_leaves_nothing_behind(
+    engine, api, project, settings, tmp_path
+):
+    import io
+    import os
+    import tarfile
+    import tempfile
+
+    settings.CONTAINER_IMAGE_MAX_UNPACKED_BYTES = 50 * 1024**2
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("layer.tar")
+        info.size = 200 * 1024**2
+        tar.addfile(info, io.BytesIO(bytes(info.size)))
+    bomb = gzip.compress(raw.getvalue(), compresslevel=9)
+    assert len(bomb) < 1024**2
+    stored = settings.DATA_DIR / "containers" / "archives" / "project-a"
+    kept = set(stored.rglob("*")) if stored.exists() else set()
+    temporary = set(os.listdir(tempfile.gettempdir()))
+
+    status, body = api(
+        "POST", f"{IMAGES}:load?name=gcr.io/project-a/bomb:v1", bomb, content_type="application/octet-stream"
+    )
+
+    assert status == 400, body
+    violation = body["error"]["details"][0]["fieldViolations"][0]
+    assert violation["field"] == "file"
+    assert "AICONSOLE_CONTAINER_IMAGE_MAX_UNPACKED_BYTES" in violation["description"]
+    assert (set(stored.rglob("*")) if stored.exists() else set()) == kept
+    assert set(os.listdir(tempfile.gettempdir())) - temporary == set()
