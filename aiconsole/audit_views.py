@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 
 from aiconsole import accounts, audit, cloud_logging
 from aiconsole.models import AuditEntry
+from aiconsole.streaming import StreamedResponse
 
 PAGE_SIZE = 50
 EXPORT_CHUNK = 1000
@@ -157,6 +158,6 @@ def audit_export(request, project_id=None):
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"audit-{project.project_id if project else 'all'}-{stamp}.jsonl"
-    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
+    response = StreamedResponse(lines(), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
 from aiconsole import accounts
+from aiconsole.streaming import StreamedResponse
 from jobs import services
 from jobs.metrics import curves
 from jobs.metrics import points as metrics
@@ -60,7 +60,7 @@ def job_metrics_download(request, project_id, job_id):
     points = metrics.points_for(job, tag=tags[0] if len(tags) == 1 else "", trial_id=request.GET.get("trial", ""))
     if len(tags) > 1:
         points = points.filter(tag__in=tags)
-    response = StreamingHttpResponse(metrics.csv_lines(metrics.all_rows(points)), content_type="text/csv")
+    response = StreamedResponse(metrics.csv_lines(metrics.all_rows(points)), content_type="text/csv")
     name = "+".join(tags)
     suffix = "-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name) if name else ""
     response["Content-Disposition"] = f'attachment; filename="{job.job_id}-metrics{suffix}.csv"'

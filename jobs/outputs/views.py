@@ -7,13 +7,14 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 
 from aiconsole import accounts, iam
 from aiconsole.errors import InvalidArgument, ServiceError
+from aiconsole.streaming import StreamedResponse
 from jobs import services
 from jobs.outputs import files
 
@@ -139,7 +140,7 @@ def job_output_download(request, project_id, job_id):
             content_type="text/plain; charset=utf-8",
         )
     inline = request.GET.get("inline") and found.content_type.startswith("image/")
-    response = StreamingHttpResponse(found.chunks, content_type=found.content_type)
+    response = StreamedResponse(found.chunks, content_type=found.content_type)
     if found.size is not None:
         response["Content-Length"] = str(found.size)
     # RFC 6266: a name beyond ASCII goes as filename*, which browsers save under (Django would

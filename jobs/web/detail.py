@@ -13,12 +13,12 @@ from urllib.parse import urlencode
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam
 from aiconsole.errors import ServiceError
+from aiconsole.streaming import StreamedResponse
 from jobs import kinds, services
 from jobs.builtin import algorithm as builtin
 from jobs.executor import queue
@@ -246,7 +246,7 @@ def job_logs_download(request, project_id, job_id):
             text, last = await sync_to_async(page)(last)
 
     extension = "jsonl" if as_json else "log"
-    response = StreamingHttpResponse(rows(), content_type="application/x-ndjson" if as_json else "text/plain")
+    response = StreamedResponse(rows(), content_type="application/x-ndjson" if as_json else "text/plain")
     response["Content-Disposition"] = f'attachment; filename="{job.job_id}.{extension}"'
     return response
 
