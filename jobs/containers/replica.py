@@ -32,7 +32,7 @@ from aiconsole import trainer_user
 from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
-from jobs.containers import mounts as staging
+from jobs.containers import staged as staging
 from jobs.executor.replicas import ReplicaProcess
 
 logger = logging.getLogger(__name__)
@@ -190,15 +190,14 @@ def run_command(
     job_pk: int,
     entrypoint: list[str] | None,
     args: list[str],
-    env: dict[str, str],
-    volumes: list[str],
+    staged: list[str],
     account: trainer_user.TrainerUser | None,
     machine_type: str,
     devices: list[str],
     publish: int | None = None,
 ) -> list[str]:
-    """The engine's ``run`` command line for one replica; ``volumes``: its ``--volume`` options
-    (``mounts.Mounts.volumes``)."""
+    """The engine's ``run`` command line for one replica; ``staged``: its folders and environment,
+    as options that name only the console's private folder (``staged.Staged``)."""
     options = [
         "run",
         "--name",
@@ -224,11 +223,9 @@ def run_command(
         options += ["--user", f"{account.uid}:{account.gid}"]
     elif os.geteuid() != 0 and engine.is_podman:
         options += ["--userns=keep-id"]  # rootless: files the container writes are the console user's
-    options += volumes
+    options += staged
     for device in devices:
         options += ["--device", device] if engine.is_podman else ["--gpus", f"device={device}"]
-    for key, value in env.items():
-        options += ["--env", f"{key}={value}"]
     if entrypoint is not None:
         options += ["--entrypoint", json.dumps(entrypoint)]
     return engine.command(*options, image, *args)
@@ -294,7 +291,7 @@ class ContainerReplicaProcess(ReplicaProcess):
     container: str = ""
     removed: bool = False
     devices: list[str] = field(default_factory=list)
-    mounts: staging.Mounts | None = None  # its staged folders, released with it
+    staged: staging.Staged | None = None  # its folders and environment, released with it
 
     def start(self) -> None:
         assert self.engine is not None
@@ -332,7 +329,7 @@ class ContainerReplicaProcess(ReplicaProcess):
 
     def remove(self) -> None:
         if self.popen is None:
-            self.release_mounts()  # it never started
+            self.release_staged()  # it never started
             return
         if self.removed or self.popen.poll() is None:
             return
@@ -343,11 +340,11 @@ class ContainerReplicaProcess(ReplicaProcess):
             self.engine.call("rm", "--force", "--ignore", self.container, timeout=60)
         except engines.EngineError as error:
             logger.warning("Could not remove container %s: %s", self.container, error)
-        self.release_mounts()
+        self.release_staged()
 
-    def release_mounts(self) -> None:
-        if self.mounts is not None:
-            self.mounts.release()
+    def release_staged(self) -> None:
+        if self.staged is not None:
+            self.staged.release()
 
 
 def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
@@ -396,7 +393,7 @@ def sweep(live_owners: set[str] | None = None) -> int:
                 removed += 1
             else:
                 live.update(container.get("Names") or [])
-        staging.sweep(live)
+        staging.sweep(engine, live, prefix=container_name(0).removesuffix("r0"))
         if engine.is_podman:
             for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):
                 if ours(pod.get("Labels")):

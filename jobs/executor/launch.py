@@ -19,7 +19,7 @@ from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.containers import images as container_images
 from jobs.containers import replica as containers
-from jobs.containers.mounts import Mounts
+from jobs.containers.staged import Staged
 from jobs.executor.environments import Environment
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import (
@@ -254,8 +254,6 @@ def container_process(
             trial_id=trial_id,
         )
     name = containers.container_name(replica.pk)
-    mounts = Mounts(name, account)
-    volumes = mounts.volumes(writable, readable)  # staged through no link (jobs/containers/mounts.py)
     env = containers.container_environment(
         passthrough=passthrough,
         home=replica_dir,
@@ -264,6 +262,12 @@ def container_process(
         job_id=job.job_id,
         extra=extra_env,
     )
+    staged = Staged(name, account, engine)  # through no link and no command line (jobs/containers/staged.py)
+    try:
+        options = [*staged.volumes(writable, readable), *staged.environment(env)]
+    except BaseException:
+        staged.release()
+        raise
     return containers.ContainerReplicaProcess(
         replica_id=replica.pk,
         label=replica.label,
@@ -278,8 +282,7 @@ def container_process(
             job_pk=job.pk,
             entrypoint=entrypoint,
             args=args,
-            env=env,
-            volumes=volumes,
+            staged=options,
             account=account,
             machine_type=plan.machine_type,
             devices=devices,
@@ -293,7 +296,7 @@ def container_process(
         engine=engine,
         container=name,
         devices=devices,
-        mounts=mounts,
+        staged=staged,
     )
 
 

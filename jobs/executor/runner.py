@@ -23,7 +23,7 @@ from jobs import catalogue, runtimes
 from jobs.builtin import algorithm as builtin
 from jobs.containers import images as container_images
 from jobs.containers import replica as containers
-from jobs.containers.mounts import MountRefused
+from jobs.containers.staged import StagingRefused
 from jobs.executor import environments, trials
 from jobs.executor.launch import ReplicaSet, replica_failure
 from jobs.executor.logs import LogSink
@@ -473,7 +473,7 @@ class JobRunner(RunnerBase):
         )
         try:
             self.processes = self.replica_set.build(lambda replica_dir, task_type: metrics.trainer_env(replica_dir))
-        except MountRefused as error:
+        except StagingRefused as error:
             return {"failed_message": str(error)}
         self.replica_count = len(self.processes)
         self.replica_set.start()

@@ -1,4 +1,5 @@
-"""The host folders a container sees, bound through no path a trainer can change.
+"""What a container is given through the console's private folder: the host folders it sees,
+bound through no path a trainer can change, and its environment, read from no command line.
 
 The engine resolves a bind mount's source path as root when the container starts. A job dir, a
 replica's folder and a stored input lie in folders the project's account may write: a trainer of
@@ -14,6 +15,12 @@ was killed has what it left unmounted at its next start (:func:`sweep`).
 
 A console that does not switch accounts (not root, or ``AICONSOLE_TRAINER_USER=root``) runs its
 containers as the user its trainers are anyway, and gives the engine the paths themselves.
+
+A container's variables (``TF_CONFIG`` with the whole job, a Vertex job's ``containerSpec.env``)
+went to the engine as ``--env KEY=VALUE``, on a command line every account can read
+(``/proc/*/cmdline``). They go in a file in the same private folder (``--env-file``); a value with
+a line break, which such a file cannot hold, becomes a podman secret the container sees as that
+variable (docker has no such secrets, and refuses it).
 """
 
 from __future__ import annotations
@@ -28,16 +35,17 @@ from pathlib import Path
 from django.conf import settings
 
 from aiconsole import trainer_user
+from jobs.containers import engine as engines
 
 logger = logging.getLogger(__name__)
 
-FOLDER = "mounts"
+FOLDER = "staged"  # DATA_DIR/staged/<container>/: mount points and the env file
 MS_BIND = 4096
 MNT_DETACH = 2
 
 
-class MountRefused(Exception):
-    """A folder cannot be given to a container safely; the message says which, and why."""
+class StagingRefused(Exception):
+    """A folder or a variable cannot be given to a container safely; the message says which, and why."""
 
 
 def _libc():
@@ -48,14 +56,18 @@ def root() -> Path:
     return settings.DATA_DIR / FOLDER
 
 
-class Mounts:
-    """The staged mount points of one container, named after it."""
+ENV_FILE = "env"
 
-    def __init__(self, container: str, account: trainer_user.TrainerUser | None):
+
+class Staged:
+    """What one container is given, staged in a private folder named after it."""
+
+    def __init__(self, container: str, account: trainer_user.TrainerUser | None, engine: engines.Engine | None = None):
         self.container = container
         self.account = account
+        self.engine = engine
         self.folder = root() / container
-        self.staged: list[Path] = []
+        self.secrets: list[str] = []
 
     def volumes(self, writable: list[Path], readable: list[Path]) -> list[str]:
         """The engine's ``--volume`` options: each folder at its own path in the container,
@@ -63,7 +75,6 @@ class Mounts:
         wanted = [(path, "rw") for path in writable] + [(path, "ro") for path in readable]
         if self.account is None:
             return [option for path, mode in wanted for option in ("--volume", f"{path}:{path}:{mode}")]
-        self.release()  # a mount point an earlier start of this container left
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         options = []
         try:
@@ -71,7 +82,7 @@ class Mounts:
                 options += ["--volume", f"{self._stage(index, Path(path))}:{path}:{mode}"]
         except (OSError, trainer_user.TrainerUserError) as error:
             self.release()
-            raise MountRefused(
+            raise StagingRefused(
                 f"{path} cannot be mounted in the container: {getattr(error, 'strerror', None) or error}. "
                 "A folder on its path is a link, or changed while the console opened it."
             ) from None
@@ -83,21 +94,52 @@ class Mounts:
     def _stage(self, index: int, path: Path) -> Path:
         assert self.account is not None
         with self.account.opened(path) as descriptor:
-            point = self.folder / str(index)
+            point = self.folder / f"mount-{index}"
             if stat.S_ISDIR(os.fstat(descriptor).st_mode):
                 point.mkdir(mode=0o700)
             else:
                 point.touch(mode=0o600, exist_ok=False)
-            self.staged.append(point)
             if _libc().mount(f"/proc/self/fd/{descriptor}".encode(), str(point).encode(), None, MS_BIND, None) != 0:
                 code = ctypes.get_errno()
                 raise OSError(code, f"Could not mount {path} for the container: {os.strerror(code)}")
         return point
 
+    def environment(self, env: dict[str, str]) -> list[str]:
+        """The engine's options that give the container ``env``: a file only the console reads,
+        and a secret per value with a line break."""
+        assert self.engine is not None
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lines, options = [], []
+        for key, value in env.items():
+            if "\n" not in value and "\r" not in value and "\0" not in value:
+                lines.append(f"{key}={value}\n")
+                continue
+            if not self.engine.is_podman:
+                raise StagingRefused(f"The variable {key} has a line break in its value, which docker cannot be given.")
+            secret = f"{self.container}-env-{len(self.secrets)}"
+            try:
+                self.engine.call("secret", "rm", secret)  # one a killed console left under this name
+            except engines.EngineError:
+                pass
+            self.engine.call("secret", "create", secret, "-", input=value.encode())
+            self.secrets.append(secret)
+            options += ["--secret", f"{secret},type=env,target={key}"]
+        path = self.folder / ENV_FILE
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+        return ["--env-file", str(path), *options]
+
     def release(self) -> None:
-        """Unmount and remove the container's mount points (also those a killed console left)."""
+        """Unmount and remove the container's mount points, its env file and secrets (also those
+        a killed console left)."""
         release_folder(self.folder)
-        self.staged = []
+        for secret in self.secrets:
+            try:
+                self.engine.call("secret", "rm", secret)
+            except engines.EngineError as error:
+                logger.warning("Could not remove the secret %s: %s", secret, error)
+        self.secrets = []
 
 
 def release_folder(folder: Path) -> None:
@@ -126,13 +168,26 @@ def release_folder(folder: Path) -> None:
         pass
 
 
-def sweep(live: set[str]) -> None:
-    """Release the mount points of containers that no longer exist (a console killed before it
-    removed them); ``live``: the names of this console's containers that still do."""
+def sweep(engine: engines.Engine, live: set[str], prefix: str) -> None:
+    """Release what containers that no longer exist were given (a console killed before it removed
+    them): ``live``, the names of this console's containers that still do; ``prefix``, the start of
+    every name this console gives its containers."""
     try:
         names = os.listdir(root())
     except FileNotFoundError:
-        return
+        names = []
     for name in names:
         if name not in live:
             release_folder(root() / name)
+    if not engine.is_podman:
+        return
+    try:
+        secrets = engine.call("secret", "ls", "--format", "{{.Name}}").split()
+    except engines.EngineError:
+        return
+    for secret in secrets:
+        if secret.startswith(prefix) and secret.rsplit("-env-", 1)[0] not in live:
+            try:
+                engine.call("secret", "rm", secret)
+            except engines.EngineError:
+                pass

@@ -1,9 +1,12 @@
-"""A container's job dir, replica folder and inputs are mounted through no path a trainer can change.
+"""What a container is given (its job dir, replica folder, inputs and variables) reaches it through
+the console's private folder: never through a path a trainer can change, never on a command line.
 
 The engine resolves a bind mount's source as root when the container starts. A trainer of the same
 project that owns a folder on the job dir's path swaps it for a link (``renameat2`` exchange) over
 and over, while the project's container jobs start with their job dir through it: no container may
-ever see or write the link's target. CI runs as root, so this runs there.
+ever see or write the link's target. A container's variables (a Vertex job's ``containerSpec.env``)
+are in no process's command line, where every account could read them. CI runs as root, so these
+run there.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from django.conf import settings
 
 from aiconsole import trainer_user
 from jobs import services
-from jobs.containers import mounts
+from jobs.containers import staged as staging
 from jobs.models import TERMINAL_STATES, Job
 from tests.helpers.images import make_image, require_engine
 from tests.helpers.jobs import log_text
@@ -115,7 +118,7 @@ def test_a_trainer_swapping_its_job_dir_for_a_link_never_gets_another_folder_mou
     assert sorted(p.name for p in target.iterdir()) == ["not-yours.txt"]
     print("outcomes", outcomes)
     assert outcomes["ran"] >= 5 and time.monotonic() - started >= 60, outcomes
-    assert not any(mounts.root().iterdir()) if mounts.root().exists() else True  # every mount point released
+    assert not any(staging.root().iterdir()) if staging.root().exists() else True  # every mount point released
 
 
 def test_a_folder_reached_through_a_link_is_refused_not_mounted(db, project, target):
@@ -125,11 +128,11 @@ def test_a_folder_reached_through_a_link_is_refused_not_mounted(db, project, tar
     (area / "through-a-link").unlink(missing_ok=True)
     (area / "through-a-link").symlink_to(target)
 
-    staged = mounts.Mounts("aic-test-link", account)
-    with pytest.raises(mounts.MountRefused, match="through-a-link cannot be mounted in the container"):
+    staged = staging.Staged("aic-test-link", account)
+    with pytest.raises(staging.StagingRefused, match="through-a-link cannot be mounted in the container"):
         staged.volumes([area / "through-a-link"], [])
 
-    assert not (mounts.root() / "aic-test-link").exists()
+    assert not (staging.root() / "aic-test-link").exists()
 
 
 def test_a_staged_folder_is_the_one_opened_and_is_released_with_its_container(db, project):
@@ -139,14 +142,73 @@ def test_a_staged_folder_is_the_one_opened_and_is_released_with_its_container(db
     account.hand_over(job_dir)
     (job_dir / "mine.txt").write_text("the job's own")
 
-    staged = mounts.Mounts("aic-test-staged", account)
+    staged = staging.Staged("aic-test-staged", account)
     volumes = staged.volumes([job_dir], [])
     point = Path(volumes[1].split(":")[0])
     try:
         assert volumes[1].endswith(f":{job_dir}:rw")
-        assert point.is_relative_to(mounts.root()) and (point / "mine.txt").read_text() == "the job's own"
+        assert point.is_relative_to(staging.root()) and (point / "mine.txt").read_text() == "the job's own"
     finally:
         staged.release()
 
     assert not point.exists() and (job_dir / "mine.txt").exists()  # unmounted, never emptied
     assert job_dir.stat().st_uid == account.uid
+
+
+# --- a container's variables -----------------------------------------------------------------------
+
+ENV_PRINTER = """
+echo "KEY=$WANDB_API_KEY"
+printf '%s\\n' "$PEM_KEY" | while read -r line; do echo "PEM:$line"; done
+echo "READY"
+sleep 120
+"""
+
+
+def _command_lines_holding(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in argv:
+            found.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
+    return found
+
+
+def test_a_containers_variables_reach_it_and_no_command_line_on_the_host(executor, project, admin):
+    from jobs.vertex import services as vertex
+
+    engine = require_engine()
+    secret = f"wandb-{os.urandom(12).hex()}"
+    pem = f"-----BEGIN KEY-----\n{os.urandom(8).hex()}\n-----END KEY-----"
+    body = {
+        "displayName": "env-secrets",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": "1",
+                    "containerSpec": {
+                        "imageUri": make_image(engine, ENV_PRINTER),
+                        "env": [{"name": "WANDB_API_KEY", "value": secret}, {"name": "PEM_KEY", "value": pem}],
+                    },
+                }
+            ]
+        },
+    }
+    job, _ = vertex.create_job(project, "us-central1", "customJobs", body, actor=admin)
+    try:
+        wait_for(lambda: "READY" in log_text(job), 120, message="the container to print its variables")
+        leaked = _command_lines_holding(secret) + _command_lines_holding(pem.splitlines()[1])
+        text = log_text(job)
+    finally:
+        services.cancel_job(Job.objects.get(pk=job.pk), actor=admin)
+        wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, 60, message="the job to stop")
+
+    assert leaked == []
+    assert f"KEY={secret}" in text
+    assert [line.removeprefix("PEM:") for line in text.splitlines() if line.startswith("PEM:")] == pem.splitlines()
+    folder = staging.root() / f"aic-{trainer_user.console_tag()}-r{job.replicas.get().pk}"
+    wait_for(lambda: not folder.exists(), 30, message="its env file to go with its container")
