@@ -333,7 +333,8 @@ if GPU_BUILD not in {"auto", "always", "never"}:
 # "podman", "docker", a path to either, or "none" (container jobs are refused at submit).
 CONTAINER_ENGINE = env_str("AICONSOLE_CONTAINER_ENGINE", "auto") or "auto"
 # A container job's pod network: "bridge" (its own namespace with outbound access, as the original's
-# VMs had; never the host's loopback) or "none" (only the pod's own loopback).
+# VMs had, on a bridge of its project's own that other projects' containers cannot reach; never the
+# host's loopback) or "none" (only the pod's own loopback).
 CONTAINER_NETWORK = env_str("AICONSOLE_CONTAINER_NETWORK", "bridge") or "bridge"
 if CONTAINER_NETWORK not in {"bridge", "none"}:
     raise ImproperlyConfigured(f"AICONSOLE_CONTAINER_NETWORK must be bridge or none, got {CONTAINER_NETWORK!r}")

@@ -58,10 +58,24 @@ def _remove_trainer_accounts(tmp_path_factory):
     this run (on its data dir and on temporary ones) leave none behind, nor the job environments
     built for those accounts in the shared environment cache."""
     yield
+    _remove_containers_leftovers()
     if os.geteuid() == 0:
         from aiconsole import trainer_user
 
         trainer_user.remove_accounts([settings.DATA_DIR, tmp_path_factory.getbasetemp()], [settings.ENV_DIR])
+
+
+def _remove_containers_leftovers() -> None:
+    """What this run's consoles gave containers: mount points in the data dir (before it is removed,
+    which would walk into them) and the projects' networks no container uses, of this run's consoles
+    and of the scaled-mode workers it started (each holds one of the engine's subnets)."""
+    from jobs.containers import engine as engines
+    from jobs.containers import replica, staged
+
+    staged.release_all()
+    engine = engines.available()
+    if engine is not None:
+        replica.remove_networks(engine, every_console=True)
 
 
 @pytest.fixture(scope="session")

@@ -114,6 +114,7 @@ class Pod:
     engine: engines.Engine
     name: str
     job_pk: int
+    network: str = "none"  # its project's own network (project_network), or none
     created: bool = False
     first_container: str = ""
     shared: bool = True  # False for a single replica: its own namespace, no pod (a pod's start costs ~0.2 s)
@@ -131,18 +132,18 @@ class Pod:
             "--label",
             f"{LABEL_JOB}={self.job_pk}",
             "--network",
-            settings.CONTAINER_NETWORK,
+            self.network,
         )
         self.created = True
 
     def network_options(self, container: str) -> list[str]:
         if not self.shared:
-            return ["--network", settings.CONTAINER_NETWORK]
+            return ["--network", self.network]
         if self.engine.is_podman:
             return ["--pod", self.name]
         if not self.first_container:
             self.first_container = container
-            return ["--network", settings.CONTAINER_NETWORK]
+            return ["--network", self.network]
         return ["--network", f"container:{self.first_container}"]
 
     def remove(self) -> None:
@@ -160,7 +161,50 @@ def pod_for(job, trial_id: str = "") -> Pod | None:
     if engine is None:
         return None
     suffix = f"-t{trial_id}" if trial_id else ""
-    return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk)
+    return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk, project_network(engine, job.project))
+
+
+_networks: set[str] = set()
+_networks_lock = threading.Lock()
+
+
+def project_network(engine: engines.Engine, project) -> str:
+    """The network a project's containers join (``AICONSOLE_CONTAINER_NETWORK=bridge``): a bridge of
+    its own, made on first use, from which no other project's containers can be reached (podman's
+    ``isolate`` option; docker isolates its user-made bridges from each other already). Outbound
+    access is as the default bridge's; the host's loopback is never reachable from a container."""
+    if settings.CONTAINER_NETWORK == "none":
+        return "none"
+    name = f"aic-{console_label()}-{project.project_id}"
+    with _networks_lock:
+        if name in _networks:
+            return name
+        if engine.call("network", "ls", "--quiet", "--filter", f"name=^{name}$").strip() == "":
+            isolate = ["--opt", "isolate=true"] if engine.is_podman else []
+            try:
+                engine.call("network", "create", *isolate, *owner_labels(), name)
+            except engines.EngineError:
+                if name not in engine.call("network", "ls", "--format", "{{.Name}}").split():
+                    raise  # not made by another process at the same moment: a real failure
+        _networks.add(name)
+    return name
+
+
+def remove_networks(engine: engines.Engine, *, every_console: bool = False) -> None:
+    """Remove the projects' networks this process's owner made that no container uses (each is
+    made again on its project's next container): a network holds one of the engine's subnets.
+    ``every_console``: those of every console on this host (a test run's, whose consoles are gone)."""
+    if every_console:
+        label = ["--filter", f"label={LABEL_CONSOLE}"]
+    else:
+        label = ["--filter", f"label={LABEL_CONSOLE}={console_label()}", "--filter", f"label={LABEL_OWNER}={_owner[0]}"]
+    with _networks_lock:
+        for name in engine.call("network", "ls", *label, "--format", "{{.Name}}").split():
+            try:
+                engine.call("network", "rm", name)  # refused while a container uses it
+                _networks.discard(name)
+            except engines.EngineError:
+                pass
 
 
 # --- what a container is started with ------------------------------------------------------------------------
@@ -394,6 +438,7 @@ def sweep(live_owners: set[str] | None = None) -> int:
             else:
                 live.update(container.get("Names") or [])
         staging.sweep(engine, live, prefix=container_name(0).removesuffix("r0"))
+        remove_networks(engine)
         if engine.is_podman:
             for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):
                 if ours(pod.get("Labels")):

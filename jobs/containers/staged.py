@@ -191,3 +191,10 @@ def sweep(engine: engines.Engine, live: set[str], prefix: str) -> None:
                 engine.call("secret", "rm", secret)
             except engines.EngineError:
                 pass
+
+
+def release_all() -> None:
+    """Release every mount point and env file (a test run's data dir, before it is removed: a
+    removal that walked into a mount would empty the folder mounted there)."""
+    for name in os.listdir(root()) if root().is_dir() else []:
+        release_folder(root() / name)

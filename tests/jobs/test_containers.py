@@ -16,6 +16,7 @@ from django.conf import settings
 from aiconsole.errors import InvalidArgument
 from jobs import services
 from jobs.containers import images
+from jobs.containers import replica as containers
 from jobs.executor import controller
 from jobs.models import TERMINAL_STATES, Job, LogLine
 from tests.helpers.images import make_image, require_engine
@@ -227,6 +228,41 @@ def test_replicas_of_one_job_reach_each_other_on_the_pods_loopback(engine, execu
     job = submit_and_wait(project, admin, body)
     assert "got: hello worker" in lines(job, "worker-replica-0"), lines(job, "worker-replica-0")
     assert job.state == "SUCCEEDED", job.error_message
+
+
+LISTENER = """
+echo "LISTENING"
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do /bin/busybox nc -l -p 7777 -e /bin/echo hello; done
+"""
+
+KNOCKER = """
+if /bin/busybox nc -w 3 "$1" 7777 </dev/null | grep -q hello; then echo "knock: answered"
+else echo "knock: unanswered"; fi
+"""
+
+
+def _address_of(engine, job: Job) -> str:
+    name = containers.container_name(job.replicas.get().pk)
+    networks = json.loads(engine.call("inspect", "--format", "{{json .NetworkSettings.Networks}}", name))
+    return next(iter(networks.values()))["IPAddress"]
+
+
+def test_a_projects_containers_cannot_reach_another_projects(engine, executor, project, admin, other_project, outsider):
+    """Distributed training servers have no authentication: another project's container must not
+    even connect to them. A container of the same project still may."""
+    body = container_body("listener", make_image(engine, LISTENER))
+    listener = services.submit_job(other_project, body, actor=outsider)
+    try:
+        wait_for(lambda: "LISTENING" in lines(listener), 60, message="the other project's server to listen")
+        address = _address_of(engine, listener)
+        knocker = make_image(engine, KNOCKER)
+        theirs = submit_and_wait(project, admin, container_body("knock_across", knocker, args=[address]))
+        ours = submit_and_wait(other_project, outsider, container_body("knock_within", knocker, args=[address]))
+    finally:
+        services.cancel_job(Job.objects.get(pk=listener.pk), actor=outsider)
+
+    assert "knock: unanswered" in lines(theirs), lines(theirs)
+    assert "knock: answered" in lines(ours), lines(ours)
 
 
 TUNED = """
