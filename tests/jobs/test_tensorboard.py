@@ -180,6 +180,34 @@ def test_a_project_member_gets_the_jobs_scalars_through_the_console(console, pro
     assert status == 403
 
 
+def _command_lines() -> list[bytes]:
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(path.read_bytes())
+        except OSError:
+            pass  # ended while listed
+    return found
+
+
+def test_a_board_answers_only_the_consoles_proxy_not_a_process_that_finds_its_port(console, project, admin):
+    """Another project's trainer can find a board's port in /proc/net/tcp; asked directly, the board
+    refuses it, and its token is on no command line."""
+    job = job_with_events(project, "guarded_run", admin)
+    assert Browser(console, admin).request(tensorboard_path(job, "data/runs"))[0] == 200
+    board = BOARDS.running()[f"{project.project_id}/guarded_run"]
+    direct = f"http://127.0.0.1:{board.port}{tensorboard_path(job, 'data/plugin/scalars/tags')}"
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(direct, timeout=10)
+    forged = urllib.request.Request(direct, headers={"X-AIConsole-Board": "a-guess-" + "x" * 40})
+    with pytest.raises(urllib.error.HTTPError) as guessed:
+        urllib.request.urlopen(forged, timeout=10)
+
+    assert refused.value.code == 403 and guessed.value.code == 403
+    assert not any(board.token.encode() in line for line in _command_lines())
+
+
 def test_outsiders_get_404_and_anonymous_users_the_sign_in_page(console, project, admin, outsider):
     job = job_with_events(project, "private_run", admin)
     for path in (tensorboard_path(job), tensorboard_path(job, "data/plugin/scalars/tags")):
@@ -324,7 +352,9 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
                 ("Accept", "application/json"),
                 ("Connection", "X-Private"),
                 ("X-Private", "secret"),
+                ("X-AIConsole-Board", "forged-by-the-browser"),
             ],
+            token="the-boards-own-token",
         )
         return answer, b"".join([chunk async for chunk in answer.body])
 
@@ -334,6 +364,7 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
         server.shutdown()
     sent = {name.lower(): value for name, value in json.loads(payload).items()}
     assert sent["accept"] == "application/json" and "secret" not in json.dumps(sent)
+    assert sent["x-aiconsole-board"] == "the-boards-own-token"  # the proxy's, never the browser's
     returned = {name.lower() for name, _ in answer.headers}
     assert answer.status == 200 and "set-cookie" not in returned and "transfer-encoding" not in returned
 

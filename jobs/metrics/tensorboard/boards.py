@@ -28,6 +28,7 @@ import itertools
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -52,6 +53,7 @@ logger = logging.getLogger(__name__)
 LISTENING = re.compile(r"TensorBoard \S+ at http://127\.0\.0\.1:(\d+)/")
 LOST_REQUEST_SECONDS = 600.0
 MARKER = "AICONSOLE_TENSORBOARD"  # in the process's environment: which board it serves
+GUARDED = Path(__file__).with_name("guarded.py")
 _PR_SET_PDEATHSIG = 1
 # One thread forks every board's reaper, and never ends while the process runs: the death signal
 # is tied to the forking thread, and a request's thread may come and go.
@@ -91,6 +93,7 @@ class Board:
     last_used: float = field(default_factory=time.monotonic)
     ready: threading.Event = field(default_factory=threading.Event)
     output: deque = field(default_factory=lambda: deque(maxlen=40))
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))  # what the proxy shows it (guarded.py)
     serial: int = field(default_factory=lambda: next(_SERIALS))  # tells apart boards of one key
 
     @property
@@ -116,8 +119,8 @@ class Board:
             user.hand_over(self.home)
         command = [
             str(python),
-            "-m",
-            "tensorboard.main",
+            "-c",  # its source, not its path: the account may not reach the console's install
+            GUARDED.read_text(),  # answers the console's proxy only (the token it sends)
             "--logdir",
             self.logdir,
             "--host",
@@ -171,6 +174,7 @@ class Board:
                 "TMPDIR": str(self.home),
                 "PYTHONUNBUFFERED": "1",
                 MARKER: self.key,
+                "AICONSOLE_BOARD_TOKEN": self.token,
             }
         )
         if "STORAGE_EMULATOR_HOST" in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env:

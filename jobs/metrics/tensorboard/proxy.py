@@ -26,7 +26,9 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
+TOKEN_HEADER = "X-AIConsole-Board"  # the board's token (guarded.py): the proxy's alone to send
 NOT_FORWARDED = HOP_BY_HOP | {
+    TOKEN_HEADER.lower(),
     "host",
     "cookie",
     "authorization",
@@ -65,12 +67,20 @@ def _connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
 
 
 async def forward(
-    port: int, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes = b"", *, timeout: float = 60.0
+    port: int,
+    method: str,
+    target: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes = b"",
+    *,
+    token: str,
+    timeout: float = 60.0,
 ) -> Answer:
-    """Send one request to ``127.0.0.1:port`` and return its answer, the body still to be read."""
+    """Send one request to ``127.0.0.1:port`` with the board's ``token`` and return its answer,
+    the body still to be read."""
     headers = list(headers)
     dropped = NOT_FORWARDED | _connection_tokens(headers)
-    lines = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close"]
+    lines = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close", f"{TOKEN_HEADER}: {token}"]
     lines += [f"{name}: {value}" for name, value in headers if name.lower() not in dropped and "\n" not in value]
     if body or method not in ("GET", "HEAD"):
         lines.append(f"Content-Length: {len(body)}")

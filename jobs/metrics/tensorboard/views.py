@@ -63,6 +63,7 @@ async def job_tensorboard(request, project_id, job_id, path="", trial_id=""):
             request.get_full_path(),
             request.headers.items(),
             request.body,
+            token=board.token,
             timeout=settings.TENSORBOARD_START_SECONDS,
         )
     except (OSError, TimeoutError, proxy.ProxyError) as error:
