@@ -338,6 +338,12 @@ CONTAINER_ENGINE = env_str("AICONSOLE_CONTAINER_ENGINE", "auto") or "auto"
 CONTAINER_NETWORK = env_str("AICONSOLE_CONTAINER_NETWORK", "bridge") or "bridge"
 if CONTAINER_NETWORK not in {"bridge", "none"}:
     raise ImproperlyConfigured(f"AICONSOLE_CONTAINER_NETWORK must be bridge or none, got {CONTAINER_NETWORK!r}")
+# Whether containers may create user namespaces ("deny": refused by a seccomp profile; "allow").
+CONTAINER_USER_NAMESPACES = env_str("AICONSOLE_CONTAINER_USER_NAMESPACES", "deny") or "deny"
+if CONTAINER_USER_NAMESPACES not in {"deny", "allow"}:
+    raise ImproperlyConfigured(
+        f"AICONSOLE_CONTAINER_USER_NAMESPACES must be deny or allow, got {CONTAINER_USER_NAMESPACES!r}"
+    )
 # A container replica that asks for GPUs on a host that cannot give containers any: "warn" runs it
 # without one and says so on the job; "refuse" refuses the job at submit.
 CONTAINER_GPU_MISSING = env_str("AICONSOLE_CONTAINER_GPU_MISSING", "warn") or "warn"

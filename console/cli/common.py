@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 from collections.abc import Callable
 
+import yaml
+
+from aiconsole import yamlsafe
 from console.cli import config, output
 from console.cli.client import Client, CliError
 
@@ -138,3 +142,15 @@ def command(name: str) -> Callable:
         return run
 
     return decorate
+
+
+def read_yaml_file(path: str, flag: str):
+    """A YAML (or JSON) file a flag names, within the bounds every YAML the console reads has
+    (aiconsole.yamlsafe), with a message naming the flag and the file for every problem."""
+    try:
+        data = yamlsafe.read_file(path)
+        return json.loads(data) if data.lstrip().startswith(b"{") else yamlsafe.load(data)
+    except yamlsafe.YamlLimitError as error:
+        raise CliError(f"{flag} {path} is refused: {error}", exit_code=2) from None
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise CliError(f"{flag} {path}: not JSON or YAML ({error})", exit_code=2) from None

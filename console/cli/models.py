@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import requests
-import yaml
 
-from aiconsole import v1schema, yamlsafe
+from aiconsole import v1schema
 from console.cli import common, gcs, output, resources, training
 from console.cli.client import Client, CliError, error_from_response
 
@@ -139,12 +138,7 @@ def cmd_models_delete(args) -> int:
 def _version_body(args) -> dict:
     body: dict = {}
     if args.config:
-        try:
-            loaded = yamlsafe.load(yamlsafe.read_file(args.config))
-        except yamlsafe.YamlLimitError as error:
-            raise CliError(f"--config {args.config} is refused: {error}", exit_code=2) from None
-        except (OSError, yaml.YAMLError) as error:
-            raise CliError(f"--config {args.config}: {error}", exit_code=2) from None
+        loaded = common.read_yaml_file(args.config, "--config")
         if not isinstance(loaded, dict):
             raise CliError(f"--config {args.config} must hold a Version (a mapping)", exit_code=2)
         body.update(loaded)

@@ -9,11 +9,7 @@ Each command takes gcloud's flags, ``--region`` included (checked, then the one 
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
-
-import yaml
 
 from console.cli import common, output, training
 from console.cli.client import ApiError, Client, CliError
@@ -82,16 +78,18 @@ def cmd_models_update(args) -> int:
     return _finish_update(client, operation, f"model [{args.model}]", args.format)
 
 
-def _version_update_body(args, current: dict) -> tuple[dict, list[str]]:
-    body: dict = {}
-    if args.config:
-        try:
-            loaded = yaml.safe_load(Path(args.config).expanduser().read_text())
-        except (OSError, yaml.YAMLError) as error:
-            raise CliError(f"--config {args.config}: {error}", exit_code=2) from None
-        if not isinstance(loaded, dict):
-            raise CliError(f"--config {args.config} must hold a Version (a mapping)", exit_code=2)
-        body.update(loaded)
+def _version_config(args) -> dict | None:
+    """The Version in ``--config``, read (and refused) before anything is asked of the console."""
+    if not args.config:
+        return None
+    loaded = common.read_yaml_file(args.config, "--config")
+    if not isinstance(loaded, dict):
+        raise CliError(f"--config {args.config} must hold a Version (a mapping)", exit_code=2)
+    return loaded
+
+
+def _version_update_body(args, current: dict, config: dict | None) -> tuple[dict, list[str]]:
+    body: dict = dict(config or {})
     mask = [key for key in ("description", "requestLoggingConfig") if key in body]
     for group, keys in (("autoScaling", ("minNodes", "maxNodes")), ("manualScaling", ("nodes",))):
         mask += [f"{group}.{key}" for key in keys if key in (body.get(group) or {})]
@@ -112,8 +110,9 @@ def _version_update_body(args, current: dict) -> tuple[dict, list[str]]:
 @common.command("versions.update")
 def cmd_versions_update(args) -> int:
     client = common.client(args)
+    config = _version_config(args)
     path = client.project_path("models", args.model, "versions", args.version)
-    body, mask = _version_update_body(args, client.get(path))
+    body, mask = _version_update_body(args, client.get(path), config)
     if not mask:
         output.status("No update to perform.")
         return 0
@@ -152,11 +151,7 @@ def cmd_get_iam_policy(args) -> int:
 
 @common.command("models.set-iam-policy")
 def cmd_set_iam_policy(args) -> int:
-    try:
-        text = Path(args.policy_file).expanduser().read_text()
-        policy = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as error:
-        raise CliError(f"POLICY_FILE {args.policy_file}: not a JSON or YAML policy ({error})", exit_code=2) from None
+    policy = common.read_yaml_file(args.policy_file, "POLICY_FILE")  # JSON is YAML too
     if not isinstance(policy, dict):
         raise CliError(f"POLICY_FILE {args.policy_file} must hold a policy: a mapping with bindings", exit_code=2)
     client = common.client(args)

@@ -46,6 +46,7 @@ class Engine:
     limits: bool  # whether --cpus/--memory/--pids-limit are enforced on this host
     gpus: tuple[str, ...] = ()  # device names containers can be given (CDI names, or docker indices)
     notes: tuple[str, ...] = field(default=())
+    security: tuple[str, ...] = ()  # options every container runs with (seccomp_options)
 
     @property
     def is_podman(self) -> bool:
@@ -151,7 +152,8 @@ def _checked(name: str, path: str) -> Engine:
         rootless = bool(host.get("security", {}).get("rootless"))
         limits = not (rootless and host.get("cgroupVersion") == "v1")
         notes = () if limits else ("Rootless podman on cgroup v1 ignores resource limits on this host.",)
-        return Engine(name, path, version, conf, limits, _cdi_gpus(), notes)
+        security, said = seccomp_options()
+        return Engine(name, path, version, conf, limits, _cdi_gpus(), (*notes, *said), security)
     info = json.loads(probe.call("info", "--format", "{{json .}}", timeout=60))
     gpus = tuple(str(i) for i in range(_host_gpu_count())) if "nvidia" in (info.get("Runtimes") or {}) else ()
     return Engine(name, path, version, None, True, gpus)
@@ -177,6 +179,39 @@ def write_podman_conf() -> Path:
     conf = folder / "containers.conf"
     conf.write_text("\n".join(lines) + "\n")
     return conf
+
+
+SECCOMP_SOURCES = (Path("/usr/share/containers/seccomp.json"), Path("/etc/containers/seccomp.json"))
+CLONE_NEWUSER = 0x10000000
+EPERM, ENOSYS = 1, 38
+_NAMESPACE_CALLS = {"unshare", "clone", "clone3"}
+
+
+def seccomp_options() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The engine's options that keep containers from creating user namespaces (``unshare -U``,
+    ``clone(CLONE_NEWUSER)``), where a process that looks root inside one reaches kernel code no
+    unprivileged user should, and notes for the engine page. The engine's own seccomp profile, with
+    ``unshare`` and ``clone`` refused when they ask for a user namespace and ``clone3`` answered
+    ENOSYS (C libraries then use ``clone``), written beside containers.conf. An administrator allows
+    them with ``AICONSOLE_CONTAINER_USER_NAMESPACES=allow``."""
+    if settings.CONTAINER_USER_NAMESPACES == "allow":
+        return (), ("Containers may create user namespaces (AICONSOLE_CONTAINER_USER_NAMESPACES=allow).",)
+    source = next((path for path in SECCOMP_SOURCES if path.is_file()), None)
+    if source is None:
+        return (), ("The engine's seccomp profile was not found: containers may create user namespaces.",)
+    profile = json.loads(source.read_text())
+    for rule in profile.get("syscalls", []):
+        rule["names"] = [name for name in rule.get("names") or [] if name not in _NAMESPACE_CALLS]
+    no_new_user = {"index": 0, "value": CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+    new_user = {**no_new_user, "valueTwo": CLONE_NEWUSER}
+    profile["syscalls"] += [
+        {"names": ["unshare", "clone"], "action": "SCMP_ACT_ALLOW", "args": [no_new_user]},
+        {"names": ["unshare", "clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": EPERM, "args": [new_user]},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS},
+    ]
+    path = settings.DATA_DIR / "containers" / "seccomp.json"
+    path.write_text(json.dumps(profile))
+    return ("--security-opt", f"seccomp={path}"), ()
 
 
 def _ceiling(limit: int, most: int) -> int:

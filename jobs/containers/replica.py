@@ -251,6 +251,7 @@ def run_command(
         "--cap-drop=all",
         "--security-opt",
         "no-new-privileges",
+        *engine.security,
         *owner_labels(),
         "--label",
         f"{LABEL_REPLICA}={replica_id}",

@@ -87,3 +87,19 @@ def test_a_config_with_modest_anchors_still_loads(tmp_path):
     params = training.load_config(str(config))["trainingInput"]["hyperparameters"]["params"]
     assert [p["parameterName"] for p in params] == ["learning_rate", "decay", "layers", "units"]
     assert params[1]["maxValue"] == 0.1 and params[3]["discreteValues"] == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("versions", "update", "v1", "--model", "census", "--config"),
+        ("models", "set-iam-policy", "census"),
+    ],
+    ids=["versions update --config", "models set-iam-policy POLICY_FILE"],
+)
+def test_every_yaml_the_cli_reads_refuses_a_bomb_naming_the_file(tmp_path, argv):
+    config = tmp_path / "bomb.yaml"
+    config.write_text(_nested(BILLION_LAUGHS, "labels"))
+    result = aiconsole(tmp_path, *argv, str(config))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f" {config} is refused: the YAML expands to more than 20,000 values" in result.stderr

@@ -265,6 +265,18 @@ def test_a_projects_containers_cannot_reach_another_projects(engine, executor, p
     assert "knock: answered" in lines(ours), lines(ours)
 
 
+USERNS = """
+if /bin/busybox unshare -U -r /bin/busybox id >/dev/null 2>&1; then echo "user namespace: made"
+else echo "user namespace: refused"; fi
+( echo "a child process: started" )
+"""
+
+
+def test_a_container_cannot_create_a_user_namespace_unless_allowed(engine, executor, project, admin):
+    job = submit_and_wait(project, admin, container_body("no_userns", make_image(engine, USERNS)))
+    assert lines(job) == ["user namespace: refused", "a child process: started"], lines(job)
+
+
 TUNED = """
 for arg in "$@"; do case "$arg" in --x=*) x="${arg#--x=}" ;; esac; done
 line="{\\"global_step\\": \\"1\\", \\"$CLOUD_ML_HP_METRIC_TAG\\": \\"$x\\", \\"timestamp\\": 1700000000.0}"
