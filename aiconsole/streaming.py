@@ -35,6 +35,10 @@ class StreamedResponse(StreamingHttpResponse):
     """A streaming response over a synchronous iterator that ASGI sends as it is read."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.is_async:  # an async iterator is sent as it comes already
+            async for part in super().__aiter__():
+                yield part
+            return
         parts = iter(self.streaming_content)
         # thread_sensitive: the request's own thread, where the view ran and its connection lives.
         next_batch = sync_to_async(_next_batch, thread_sensitive=True)
