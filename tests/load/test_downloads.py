@@ -77,3 +77,14 @@ def test_a_streamed_response_reads_its_source_a_batch_at_a_time_under_asgi():
     assert len(pulled) == 2 * BATCH_BYTES // 1024  # the rest is read only as it is sent
     rest = 10_000 - len(pulled)
     assert b"".join(response) == b"x" * 1024 * rest  # and WSGI still iterates it
+
+
+def test_a_streamed_response_over_an_async_source_sends_it_as_it_comes():
+    async def source():
+        for number in range(3):
+            yield f"page {number}\n".encode()
+
+    async def everything():
+        return [part async for part in StreamedResponse(source())]
+
+    assert asyncio.run(everything()) == [b"page 0\n", b"page 1\n", b"page 2\n"]
