@@ -199,11 +199,23 @@ class Sandbox:
         return path
 
     def read(self, name: str, limit: int) -> str:
-        """A file the build wrote, at most ``limit`` bytes, reached through no link."""
-        data = beneath.read_file(settings.WORK_DIR, self.root / name, limit)
+        """A file the build wrote, at most ``limit`` bytes."""
+        with os.fdopen(self._open_own(self.root / name), "rb") as handle:
+            data = handle.read(limit + 1)
         if len(data) > limit:
             raise BuildError(f"The build's {name} is larger than {limit} bytes.")
         return data.decode("utf-8", errors="strict")
+
+    def _open_own(self, path: Path) -> int:
+        """A file of the sandbox, opened for reading through no link and without waiting (a FIFO in
+        its place would hold the console): a regular file the account owns, or BuildError."""
+        with beneath.folder(settings.WORK_DIR, path.parent) as parent:
+            descriptor = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != self.owner[0]:
+            os.close(descriptor)
+            raise BuildError(f"{path.name} is not a file the build wrote.")
+        return descriptor
 
     # --- the steps -----------------------------------------------------------------------------
 
@@ -280,13 +292,8 @@ class Sandbox:
         wheel_name, wheel_version = _wheel_identity(wheel.name)
         if canonical(wheel_name) != canonical(name) or _normal(wheel_version) != _normal(version):
             raise BuildError(f"The build of {name} {version} wrote {wheel.name}, another distribution.")
-        with beneath.folder(settings.WORK_DIR, wheel.parent) as parent:
-            descriptor = os.open(wheel.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
-        with os.fdopen(descriptor, "rb") as source:
-            info = os.fstat(source.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != self.owner[0]:
-                raise BuildError(f"{wheel.name} is not a file the build wrote.")
-            if info.st_size > settings.MAX_PACKAGE_BYTES:
+        with os.fdopen(self._open_own(wheel), "rb") as source:
+            if os.fstat(source.fileno()).st_size > settings.MAX_PACKAGE_BYTES:
                 raise BuildError(f"{wheel.name} is larger than AICONSOLE_MAX_PACKAGE_BYTES.")
             target = into / wheel.name
             with open(target, "xb") as out:
