@@ -112,7 +112,10 @@ def publish(group: str, payload: dict) -> None:
 RELAY_VARIABLE = "AICONSOLE_RELAY_DIR"  # set by 'aiconsole up' for its web and worker processes
 RELAY_SOCKET = "events.sock"
 RELAY_QUEUE = 10_000  # messages waiting for the web process, at most
-_FRAME_HEAD = struct.Struct("!HI")
+# A frame: the group's name, the message as JSON, and its "entries" (a batch of log lines, already
+# JSON) as raw text beside it: embedded in the message they would be escaped by the worker and
+# unescaped by the web process, megabytes a second of a flooding job (bench/abuse.py's long lines).
+_FRAME_HEAD = struct.Struct("!HII")
 _RECONNECT_SECONDS = 0.2
 
 _forwarder: _Forwarder | None = None
@@ -159,9 +162,13 @@ class _Forwarder:
             connection = self._connected()
             if connection is None:
                 continue  # the web process is not listening (yet, or again): nobody is watching there
+            raw = message.get("entries")
+            if isinstance(raw, str):
+                message = {key: value for key, value in message.items() if key != "entries"}
+            raw_bytes = raw.encode() if isinstance(raw, str) else b""
             name, body = group.encode(), json.dumps(message, separators=(",", ":")).encode()
             try:
-                connection.sendall(_FRAME_HEAD.pack(len(name), len(body)) + name + body)
+                connection.sendall(_FRAME_HEAD.pack(len(name), len(body), len(raw_bytes)) + name + body + raw_bytes)
             except OSError:
                 connection.close()
                 self._socket = None
@@ -184,13 +191,17 @@ def _receive_from(connection: socket.socket) -> None:
             head = stream.read(_FRAME_HEAD.size)
             if len(head) < _FRAME_HEAD.size:
                 return
-            name_length, body_length = _FRAME_HEAD.unpack(head)
+            name_length, body_length, raw_length = _FRAME_HEAD.unpack(head)
             group = stream.read(name_length).decode()
             body = stream.read(body_length)
-            if len(body) < body_length:
+            raw = stream.read(raw_length)
+            if len(body) < body_length or len(raw) < raw_length:
                 return
             if _has_listeners(group):  # nobody here watches: not even decoded
-                send_to_group(group, json.loads(body))
+                message = json.loads(body)
+                if raw_length:
+                    message["entries"] = raw.decode()
+                send_to_group(group, message)
 
 
 def receive_forwarded(path: str) -> None:
