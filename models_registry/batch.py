@@ -33,7 +33,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import catalogue
-from jobs.executor.runner import Cancelled, RunnerBase
+from jobs.executor.preparing import Cancelled
+from jobs.executor.runner import RunnerBase
 from jobs.models import Job, Replica, ReplicaState
 from models_registry import conf, files
 from models_registry.models import Model, Version, VersionState

@@ -7,8 +7,9 @@ of them it must stop (a cancel, the master finished, the time limit) and which i
 elsewhere): those it kills without writing anything more. A replica process dies with the agent
 (``PR_SET_PDEATHSIG``), so a killed worker leaves no trainer behind to race its replacement.
 
-Replicas are started with the same pieces as embedded mode: the package fetch and checks,
-the cached runtime environment and job layer, ``trainer_environment`` and ``ReplicaProcess``.
+Replicas are started with the same pieces as embedded mode: the job's launch strategy
+(``jobs.executor.strategies``) prepares a replica (the package fetch and checks, the cached runtime
+environment and job layer, or the container's image) and makes its process.
 """
 
 from __future__ import annotations
@@ -30,32 +31,27 @@ from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
 from jobs import catalogue, kinds
-from jobs.builtin.algorithm import runnable_input
 from jobs.cluster import capacity
 from jobs.containers import engine as engines
 from jobs.containers import images as container_images
 from jobs.containers import replica as containers
-from jobs.executor.launch import container_process, replica_failure
+from jobs.executor import strategies
 from jobs.executor.logs import LogSink
-from jobs.executor.replicas import (
-    ReplicaProcess,
-    exit_description,
-    trainer_command,
-    trainer_environment,
-)
-from jobs.executor.runner import (
+from jobs.executor.preparing import (
     PrepareError,
-    RunnerBase,
-    build_environment,
     fetch_packages,
     give_to_trainers,
     gpu_build,
-    internal_error_message,
     lend_inputs,
     passthrough_env,
     trainer_account,
     work_dir_for,
 )
+from jobs.executor.replicas import (
+    ReplicaProcess,
+    exit_description,
+)
+from jobs.executor.runner import RunnerBase, internal_error_message
 from jobs.metrics import points as metrics
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
@@ -84,6 +80,7 @@ class LocalReplica:
     sink: LogSink | None = None
     process: ReplicaProcess | None = None
     metrics: metrics.Collector | None = None  # the master's: the job's metric points (jobs.metrics.points)
+    launch: strategies.Launch | None = None  # how it runs, decided when it is prepared
     stopping: bool = False
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -212,97 +209,51 @@ class Agent:
             announce_state(job)
 
     def _prepare(self, local: LocalReplica, replica: Replica, job: Job) -> ReplicaProcess:
-        training_input = runnable_input(job.training_input)  # a built-in algorithm: our package
-        launch = replica.launch
+        """A replica of a gang, made by its job's launch strategy: its image here (an uploaded one is
+        loaded from its stored archive first) or its environment built on this worker; a container
+        in its own network namespace, its port published on this worker's address."""
+        launch = local.launch = strategies.strategy_for(job)
+        spec = replica.launch
         replica_dir = work_dir_for(job) / "replicas" / replica.label
         shutil.rmtree(replica_dir, ignore_errors=True)
         (replica_dir / "tmp").mkdir(parents=True)
-        if containers.runs_container(training_input):
-            return self._prepare_container(local, replica, job, training_input, replica_dir)
+        sink = local.sink
+        assert sink is not None  # start_replica opened it before preparing
 
         def check() -> None:
             if local.stopping:
                 raise PrepareError("stopped")
 
-        sink = local.sink
-        assert sink is not None  # start_replica opened it before preparing
-        files = fetch_packages(training_input, replica_dir / "packages", check, project=job.project)
-        lend_inputs(launch, project=job.project)
-        if launch.get("jobDir"):
-            give_to_trainers(launch["jobDir"], job.project)
-
         def log(message: str, **options) -> None:
             sink.service(f"{replica.label}: {message}", **options)
 
-        environment = build_environment(
-            training_input,
-            files,
-            log,
-            check,
-            gpu=gpu_build(bool(replica.devices)),
-            account=trainer_account(job.project),
-        )
-        extra = {
-            "CUDA_VISIBLE_DEVICES": replica.devices,  # none: the replica sees no GPU at all
-            **metrics.trainer_env(replica_dir),
-            **_vertex_env(job, replica, launch),
-        }
+        if launch.needs_engine:
+            self._bring_image(launch, replica, job, log)
+        environment = None
+        if launch.builds_environment:
+            files = fetch_packages(launch.training_input, replica_dir / "packages", check, project=job.project)
+        lend_inputs(spec, project=job.project)
+        if spec.get("jobDir"):
+            give_to_trainers(spec["jobDir"], job.project)
+        if launch.builds_environment:
+            environment = launch.environment(files, log, check, gpu=gpu_build(bool(replica.devices)))
         if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
             local.metrics = metrics.Collector(
-                job.pk, job_dir=launch.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
+                job.pk, job_dir=spec.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
             )
-        return ReplicaProcess(
-            replica_id=replica.pk,
-            label=replica.label,
-            task_type=replica.task_type,
-            command=trainer_command(
-                environment.python, training_input["pythonModule"], launch.get("args", []), _job_dir_arg(job, launch)
-            ),
-            env=trainer_environment(
-                passthrough=passthrough_env(),
-                bin_dir=environment.bin_dir,
-                tmp_dir=replica_dir / "tmp",
-                tf_config=launch["tfConfig"],
-                cluster_spec=launch["clusterSpec"],
-                job_id=job.job_id,
-                replica_id=replica.pk,
-                extra=extra,
-            ),
-            cwd=replica_dir,
-            sink=sink,
-            max_line_bytes=settings.LOG_LINE_MAX_BYTES,
-            preexec=_die_with_agent,
-            user=trainer_account(job.project),
-            stop_grace=settings.STOP_GRACE_SECONDS,
-        )
-
-    def _prepare_container(self, local: LocalReplica, replica: Replica, job: Job, training_input: dict, replica_dir):
-        """A container replica of a gang: its image here (an uploaded one is loaded from its stored
-        archive first), its own network namespace with its port published on this worker's address."""
-        launch = replica.launch
-        image = containers.image_for(training_input, replica.task_type)
-        if container_images.resolve(image) is None and container_images.load_uploaded(job.project, image):
-            if local.sink is not None:
-                local.sink.service(f"{replica.label}: loaded the project's image {image} from its stored archive.")
-        try:
-            container_images.runnable(image, job.project)
-        except container_images.ImageUnavailable as error:
-            raise PrepareError(str(error)) from None
-        lend_inputs(launch, project=job.project)
-        if launch.get("jobDir"):
-            give_to_trainers(launch["jobDir"], job.project)
-        if replica.task_type == "master" and not replica.trial_id:
-            local.metrics = metrics.Collector(
-                job.pk, job_dir=launch.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
-            )
-        pod = containers.pod_for(job)
-        assert pod is not None  # this worker registered with an engine, or it was not given the job
-        assert local.sink is not None  # start_replica opened it before preparing
-        pod.shared = False
-        job_dir = launch.get("jobDir")
-        return container_process(
-            job,
-            training_input,
+        pod, devices = None, None
+        extra = {**metrics.trainer_env(replica_dir), **_vertex_env(launch, replica, spec)}
+        if launch.needs_engine:
+            pod = containers.pod_for(job)
+            assert pod is not None  # this worker registered with an engine, or it was not given the job
+            pod.shared = False
+            devices = [
+                f"nvidia.com/gpu={d}" if pod.engine.is_podman else d for d in (replica.devices or "").split(",") if d
+            ]
+        else:
+            extra["CUDA_VISIBLE_DEVICES"] = replica.devices  # none: the replica sees no GPU at all
+        context = strategies.ReplicaContext(
+            job=job,
             replica=replica,
             plan=catalogue.ReplicaPlan(
                 replica.task_type,
@@ -312,21 +263,29 @@ class Agent:
                 replica.accelerator_count,
             ),
             replica_dir=replica_dir,
-            tf_config=launch["tfConfig"],
-            cluster_spec=launch["clusterSpec"],
-            extra_env={**metrics.trainer_env(replica_dir), **_vertex_env(job, replica, launch)},
+            tf_config=spec["tfConfig"],
+            cluster_spec=spec["clusterSpec"],
+            extra_env=extra,
             account=trainer_account(job.project),
-            job_dir=job_dir,
-            extra_args=["--job-dir", job_dir] if _job_dir_arg(job, launch) else [],
+            job_dir=spec.get("jobDir"),
+            trial_args=[],
             passthrough=passthrough_env(),
-            sink=local.sink,
-            trial_id="",
+            sink=sink,
             pod=pod,
-            devices=[
-                f"nvidia.com/gpu={d}" if pod.engine.is_podman else d for d in (replica.devices or "").split(",") if d
-            ],
-            publish=replica.port,
+            devices=devices,
+            publish=replica.port if launch.needs_engine else None,
+            preexec=None if launch.needs_engine else _die_with_agent,
         )
+        return launch.process(context, environment)
+
+    def _bring_image(self, launch: strategies.Launch, replica: Replica, job: Job, log) -> None:
+        image = containers.image_for(launch.training_input, replica.task_type)
+        if container_images.resolve(image) is None and container_images.load_uploaded(job.project, image):
+            log(f"loaded the project's image {image} from its stored archive.")
+        try:
+            container_images.runnable(image, job.project)
+        except container_images.ImageUnavailable as error:
+            raise PrepareError(str(error)) from None
 
     def _spawner_loop(self) -> None:
         """Every trainer is forked from this one long-lived thread: PR_SET_PDEATHSIG fires when
@@ -359,12 +318,11 @@ class Agent:
                     state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
                     message = ""
                     if code != 0:
-                        message = replica_failure(
-                            Job.objects.only("training_input").get(pk=local.job_pk).training_input or {},
+                        said = (
                             f"The replica {local.task_type} {local.task_index} exited with a non-zero "
-                            f"status of {exit_description(code)}.",
-                            process,
+                            f"status of {exit_description(code)}."
                         )
+                        message = local.launch.failure(said, process) if local.launch else said
                     self._finish(local, state, code, message)
                 except Exception:
                     logger.exception("Recording the exit of %s failed", local.label)
@@ -498,21 +456,15 @@ class Agent:
         ).update(worker=None, lease_expires=None)
 
 
-def _vertex_env(job: Job, replica: Replica, launch: dict) -> dict[str, str]:
+def _vertex_env(launch: strategies.Launch, replica: Replica, spec: dict) -> dict[str, str]:
     """A Vertex AI job's replica: its variables (from the CLUSTER_SPEC it was placed with), and its
     ``AIP_*`` folders made (jobs.vertex.launch); nothing for a v1 job."""
-    profile = vertex.profile_for(job)
-    if profile is None:
+    if launch.profile is None:
         return {}
-    vertex.prepare_output_dirs(launch.get("jobDir"), job.project)
-    return profile.environment(
-        task_type=replica.task_type, job_dir=launch.get("jobDir"), cluster_spec=launch["clusterSpec"]
+    vertex.prepare_output_dirs(spec.get("jobDir"), launch.job.project)
+    return launch.replica_environment(
+        task_type=replica.task_type, job_dir=spec.get("jobDir"), cluster_spec=spec["clusterSpec"], trial_id=""
     )
-
-
-def _job_dir_arg(job: Job, launch: dict) -> str | None:
-    """What the trainer is told with ``--job-dir``: a Vertex AI job's trainer is told none."""
-    return launch.get("jobDir") if vertex.profile_for(job) is None else None
 
 
 def _in_thread(target, *args, **kwargs) -> None:

@@ -39,18 +39,12 @@ from django.utils import timezone
 
 from jobs import catalogue, dispatch
 from jobs.cluster import capacity, placement, tasks
-from jobs.containers import replica as containers
+from jobs.executor import strategies
 from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
-from jobs.executor.launch import uses_chief
 from jobs.executor.logs import LogSink
+from jobs.executor.preparing import PrepareError, prepare_job_dir, take_back_inputs
 from jobs.executor.replicas import Placement, cluster_configs
-from jobs.executor.runner import (
-    PrepareError,
-    RunnerBase,
-    prepare_job_dir,
-    record_crash,
-    take_back_inputs,
-)
+from jobs.executor.runner import RunnerBase, record_crash
 from jobs.models import LIVE_REPLICA_STATES, Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 
@@ -219,7 +213,7 @@ class Coordinator:
             whole = capacity.runs_whole(job)
             plans = capacity.whole_job_plans(job) if whole else catalogue.replica_plan(job.training_input)
             eligible = offers
-            if containers.runs_container(job.training_input):  # only workers with a container engine
+            if strategies.strategy_for(job).needs_engine:  # only workers with a container engine
                 eligible = {name: offer for name, offer in offers.items() if offer.containers}
                 if not any(offer.region == region for offer in eligible.values()):
                     self._explain(
@@ -462,7 +456,7 @@ def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
         list(placements.values()),
         job_id=job.job_id,
         training_input=training_input,
-        use_chief=uses_chief(training_input or {}),
+        use_chief=strategies.strategy_for(job).uses_chief(),
     )
     claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
     for replica in replicas:

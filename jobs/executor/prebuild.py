@@ -19,17 +19,9 @@ from collections import deque
 
 from django.db import close_old_connections, connection
 
-from jobs.builtin import algorithm as builtin
+from jobs.executor import strategies
 from jobs.executor.logs import LogSink
-from jobs.executor.runner import (
-    Cancelled,
-    PrepareError,
-    build_environment,
-    fetch_packages,
-    needs_gpu,
-    trainer_account,
-    work_dir_for,
-)
+from jobs.executor.preparing import Cancelled, PrepareError, fetch_packages, needs_gpu, work_dir_for
 from jobs.models import Job, JobState
 from jobs.services import announce_state
 
@@ -87,6 +79,9 @@ def prepare_ahead(job_pk: int) -> None:
     job = Job.objects.select_related("project").filter(pk=job_pk, state=JobState.QUEUED).first()
     if job is None or not job.training_input:
         return
+    launch = strategies.strategy_for(job)
+    if not launch.builds_environment:
+        return  # a container's images are checked when it starts
     scratch = work_dir_for(job) / "queued"
 
     def still_queued() -> None:
@@ -96,16 +91,8 @@ def prepare_ahead(job_pk: int) -> None:
     sink = LogSink(job.pk)
     try:
         sink.service("Preparing the job's environment while it waits in the queue.")
-        training_input = builtin.runnable_input(job.training_input)
-        files = fetch_packages(training_input, scratch, still_queued, project=job.project)
-        build_environment(
-            training_input,
-            files,
-            sink.service,
-            still_queued,
-            gpu=needs_gpu(training_input),
-            account=trainer_account(job.project),
-        )
+        files = fetch_packages(launch.training_input, scratch, still_queued, project=job.project)
+        launch.environment(files, sink.service, still_queued, gpu=needs_gpu(launch.training_input))
         sink.service("The job's environment is ready; it starts when its replicas fit.")
     except Cancelled:
         pass

@@ -7,39 +7,28 @@ pids and exit codes are written as they change, so a restarted console can recon
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
-from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from aiconsole import archives, storage, trainer_user
 from aiconsole.errors import log_internal_error
-from aiconsole.walks import WalkLimitError
-from jobs import catalogue, runtimes
-from jobs.builtin import algorithm as builtin
-from jobs.containers import images as container_images
-from jobs.containers import replica as containers
+from jobs import catalogue
 from jobs.containers.staged import StagingRefused
-from jobs.executor import environments, trials
-from jobs.executor.launch import ReplicaSet, replica_failure
+from jobs.executor import strategies, trials
+from jobs.executor.launch import ReplicaSet
 from jobs.executor.logs import LogSink
+from jobs.executor.preparing import Cancelled, PrepareError, needs_gpu, passthrough_env, take_back_inputs, work_dir_for
 from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.metrics import points as metrics
-from jobs.models import ACTIVE_STATES, Job, JobState, Replica, ReplicaState
+from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
-from jobs.vertex import launch as vertex
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05
-
-
-class PrepareError(Exception):
-    """The job cannot start; the message becomes its errorMessage."""
 
 
 def internal_error_message(error_id: str, where: str = "the executor") -> str:
@@ -59,175 +48,6 @@ def record_crash(job_pk: int, what: str) -> Job | None:
         return None
 
 
-class Cancelled(Exception):
-    pass
-
-
-def work_dir_for(job: Job) -> Path:
-    return settings.WORK_DIR / job.project.project_id / job.job_id
-
-
-def passthrough_env() -> dict[str, str]:
-    import os
-
-    return {name: os.environ[name] for name in settings.TRAINER_ENV_PASSTHROUGH if name in os.environ}
-
-
-def fetch_packages(training_input: dict, package_dir: Path, check_cancel=lambda: None, *, project) -> list[Path]:
-    """Fetch the job's packageUris into ``package_dir`` and check them before anything installs them.
-
-    Local ones must lie in ``project``'s storage area (or a shared root), also for jobs stored before
-    that rule: checked again here, at run time."""
-    shutil.rmtree(package_dir, ignore_errors=True)
-    package_dir.mkdir(parents=True)
-
-    files, infos = [], []
-    # A built-in algorithm's package is the console's own wheel (builtin.runnable_input), in no project's area.
-    own = {str(builtin.package_path())} if builtin.algos.for_training_input(training_input) else set()
-    for uri in training_input.get("packageUris", []):
-        check_cancel()
-        try:
-            path = storage.fetch(uri, package_dir, project=None if uri in own else project)
-            infos.append(archives.inspect_package(path))
-        except (storage.StorageError, archives.ArchiveError) as error:
-            raise PrepareError(f"Failed to prepare the trainer package {uri}: {error}") from None
-        files.append(path)
-    try:
-        archives.require_module(infos, training_input["pythonModule"])
-    except archives.ArchiveError as error:
-        raise PrepareError(str(error)) from None
-    return files
-
-
-def prepare_job_dir(training_input: dict, *, project) -> str | None:
-    """The job's jobDir, created when local; it must lie in ``project``'s storage area."""
-    if not training_input.get("jobDir"):
-        return None
-    try:
-        return give_to_trainers(storage.prepare_job_dir(training_input["jobDir"], project=project), project)
-    except storage.StorageError as error:
-        raise PrepareError(f"The job directory cannot be used: {error}") from None
-
-
-def trainer_account(project) -> trainer_user.TrainerUser | None:
-    """The account the project's trainers run as (None: the console's own), as a PrepareError if unusable."""
-    try:
-        return trainer_user.for_project(project)
-    except trainer_user.TrainerUserError as error:
-        raise PrepareError(str(error)) from None
-
-
-def give_to_trainers(job_dir: str, project) -> str:
-    try:
-        return trainer_user.give_job_dir(job_dir, project)
-    except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(
-            f"The job directory {job_dir} cannot be given to the project's trainers: "
-            f"{getattr(error, 'strerror', None) or error}"
-        ) from None
-
-
-def lend_inputs(training_input: dict, *, project) -> None:
-    """The project's account may read the local inputs the job's arguments name in its area."""
-    try:
-        trainer_user.lend_inputs(training_input.get("args", []), project=project)
-    except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
-        raise PrepareError(
-            f"The job's inputs cannot be given to the project's trainers: {getattr(error, 'strerror', None) or error}"
-        ) from None
-
-
-def take_back_inputs(job: Job) -> None:
-    """What the job's arguments lent its project's account is taken back once it ended, except what
-    another running job of the project names too."""
-    if not trainer_user.switching():
-        return
-    others = (
-        Job.objects.filter(project_id=job.project_id, state__in=ACTIVE_STATES)
-        .exclude(pk=job.pk)
-        .values_list("training_input", flat=True)
-    )
-    try:
-        trainer_user.take_back_inputs(
-            (job.training_input or {}).get("args", []),
-            project=job.project,
-            still_named=[(other or {}).get("args", []) for other in others],
-        )
-    except (OSError, trainer_user.TrainerUserError) as error:
-        logger.warning("Could not take back the inputs job %s was lent: %s", job.pk, error)
-
-
-def build_environment(
-    training_input: dict,
-    files: list[Path],
-    log,
-    check_cancel=lambda: None,
-    *,
-    gpu: bool = False,
-    account: trainer_user.TrainerUser | None = None,
-):
-    """The runtime version's cached environment plus a layer with the job's packages.
-
-    ``gpu``: the GPU-capable build of the runtime (for replicas with GPUs); the CPU build otherwise.
-    ``account``: the project's, whose group alone may read the layer.
-    """
-    check_cancel()
-    _, why, differs = runtimes.python_choice(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
-    log(why, **({"severity": "WARNING"} if differs else {}))
-    try:
-        runtime = environments.runtime_environment(
-            training_input.get("runtimeVersion"),
-            log,
-            python_version=training_input.get("pythonVersion"),
-            variant="gpu" if gpu else "cpu",
-        )
-        check_cancel()
-        environment = environments.job_environment(runtime, files, log, account)
-    except environments.EnvironmentError_ as error:
-        raise PrepareError(f"Failed to install the trainer packages. {error}") from None
-    log(environments.describe(runtime, environment.frozen()))
-    check_cancel()
-    return environment
-
-
-def needs_gpu(training_input: dict) -> bool:
-    """Whether the job runs on the runtime's GPU-capable build: a replica asks for GPUs and this
-    host has them (in embedded mode accelerators are otherwise labels, and the CPU build is far
-    smaller). ``AICONSOLE_GPU_BUILD`` = always / never overrides the host check."""
-    return gpu_build(
-        any(
-            plan.accelerator_count and "TPU" not in (plan.accelerator_type or "")
-            for plan in catalogue.replica_plan(training_input)
-        )
-    )
-
-
-def gpu_build(wants_gpus: bool) -> bool:
-    if not wants_gpus or settings.GPU_BUILD == "never":
-        return False
-    return settings.GPU_BUILD == "always" or host_has_gpus()
-
-
-def host_has_gpus() -> bool:
-    return Path("/proc/driver/nvidia/gpus").is_dir() or Path("/dev/nvidia0").exists()
-
-
-def prepare_container(job: Job, training_input: dict, log) -> str | None:
-    """A container job's preparation: its images are still here and its project's, its job dir is
-    ready and its inputs lent; the job dir."""
-    for image in sorted(
-        {containers.image_for(training_input, plan.task_type) for plan in catalogue.replica_plan(training_input)}
-    ):
-        try:
-            resolved = container_images.runnable(image, job.project)
-        except container_images.ImageUnavailable as error:
-            raise PrepareError(str(error)) from None
-        log(f"Image {image} is here (sha256:{resolved.image_id[:12]}, {resolved.size / 1e6:.1f} MB).")
-    job_dir = prepare_job_dir(training_input, project=job.project)
-    lend_inputs(training_input, project=job.project)
-    return job_dir
-
-
 class RunnerBase:
     """What every job runner shares: cancel and shutdown requests, and how a job's run ends.
 
@@ -237,6 +57,7 @@ class RunnerBase:
     """
 
     fenced = False
+    launch: strategies.Launch | None = None  # how its replicas run, decided when it starts
     replica_count = 0  # the replica processes it holds on this machine, what admission counts
     label = "Runner"  # for the executor's own log
     thread_prefix = "job"
@@ -363,7 +184,7 @@ class RunnerBase:
                 f"The replica {failed.task_type} {failed.label.rsplit('-', 1)[1]} exited with a "
                 f"non-zero status of {exit_description(code)}."
             )
-            self._fail(job, replica_failure(job.training_input or {}, message, failed), output)
+            self._fail(job, self.launch.failure(message, failed) if self.launch else message, output)
             return
         self._succeed(job, output)
 
@@ -391,20 +212,12 @@ class JobRunner(RunnerBase):
             self.replica_set.release()  # containers and their pod, once the job's end is recorded
 
     def _run(self, job: Job) -> None:
-        from jobs.builtin import (
-            algorithm as builtin,  # a built-in algorithm runs as our shipped package and module
-        )
-
-        training_input = builtin.runnable_input(job.training_input)
-        if containers.runs_container(training_input):
-            self.sink.service(f"Job {job.job_id} is preparing: checking its container images.")
-        else:
-            self.sink.service(f"Job {job.job_id} is preparing: fetching trainer packages.")
-        profile = vertex.profile_for(job)
-        for note in profile.notes if profile is not None else []:
+        self.launch = launch = strategies.strategy_for(job)  # decided once, handed on from here
+        self.sink.service(f"Job {job.job_id} is preparing: {launch.preparing()}.")
+        for note in launch.profile.notes if launch.profile is not None else []:
             self.sink.service(note)  # what a Vertex AI request asked that runs differently here, said once
         try:
-            environment, job_dir = self._prepare(job, training_input)
+            environment, job_dir = self._prepare(job, launch)
         except PrepareError as error:
             self._fail(job, str(error))
             return
@@ -416,15 +229,15 @@ class JobRunner(RunnerBase):
             return
         self._announce(job)
         if job.is_hyperparameter_job:
-            self._run_trials(job, training_input, environment, job_dir)
+            self._run_trials(job, launch, environment, job_dir)
             return
-        outcome = self._run_replicas(job, training_input, environment, job_dir)
+        outcome = self._run_replicas(job, launch, environment, job_dir)
         self._conclude(job, outcome)
 
-    def _run_trials(self, job: Job, training_input: dict, environment, job_dir: str | None) -> None:
+    def _run_trials(self, job: Job, launch: strategies.Launch, environment, job_dir: str | None) -> None:
         """A hyperparameter tuning job: trials instead of one set of replicas (jobs.executor.trials)."""
         loop = trials.TuningLoop(
-            self, job, training_input, environment, job_dir, work_dir_for(job), passthrough_env(), self.seed_history
+            self, job, launch, environment, job_dir, work_dir_for(job), passthrough_env(), self.seed_history
         )
         outcome = loop.run()
         output = loop.training_output()
@@ -433,32 +246,24 @@ class JobRunner(RunnerBase):
             return
         self._conclude(job, outcome, output)
 
-    def _prepare(self, job: Job, training_input: dict):
-        if containers.runs_container(training_input):
-            return None, prepare_container(job, training_input, self.sink.service)
-        files = fetch_packages(training_input, work_dir_for(job) / "packages", self._check_cancel, project=job.project)
-        job_dir = prepare_job_dir(training_input, project=job.project)
-        lend_inputs(training_input, project=job.project)
+    def _prepare(self, job: Job, launch: strategies.Launch):
         if job.is_hyperparameter_job:
             try:
-                self.seed_history = trials.seed_history(job, training_input["hyperparameters"])
+                self.seed_history = trials.seed_history(job, launch.training_input["hyperparameters"])
             except ValueError as error:
                 raise PrepareError(str(error)) from None
-        environment = build_environment(
-            training_input,
-            files,
-            self.sink.service,
-            self._check_cancel,
-            gpu=needs_gpu(training_input),
-            account=trainer_account(job.project),
+        return launch.prepare(
+            packages=work_dir_for(job) / "packages",
+            log=self.sink.service,
+            check_cancel=self._check_cancel,
+            gpu=needs_gpu(launch.training_input),
         )
-        return environment, job_dir
 
-    def _run_replicas(self, job: Job, training_input: dict, environment, job_dir: str | None) -> dict:
+    def _run_replicas(self, job: Job, launch: strategies.Launch, environment, job_dir: str | None) -> dict:
         work = work_dir_for(job) / "replicas"
         self.replica_set = ReplicaSet(
             job=job,
-            training_input=training_input,
+            launch=launch,
             environment=environment,
             job_dir=job_dir,
             work=work,

@@ -32,14 +32,14 @@ from django.utils import timezone
 
 from aiconsole import storage, trainer_user
 from jobs import catalogue
-from jobs.executor.launch import ReplicaSet, replica_failure
+from jobs.executor.launch import ReplicaSet
 from jobs.executor.replicas import ReplicaProcess, exit_description
+from jobs.executor.strategies import Launch
 from jobs.metrics import points as metrics
 from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.resources import trial_resource
 from jobs.tuning import search as tuning
-from jobs.vertex import launch as vertex
 
 POLL_SECONDS = 0.1
 SUMMARY_POLL_SECONDS = 1.0
@@ -76,7 +76,7 @@ class TrialRun:
             self.events = metrics.event_scanner(job_dir, tags={loop.tag})
         self.replica_set = ReplicaSet(
             job=loop.job,
-            training_input=loop.training_input,
+            launch=loop.launch,
             environment=loop.environment,
             job_dir=job_dir,
             work=loop.work / "trials" / self.trial_id,
@@ -171,7 +171,7 @@ class TrialRun:
                 f"The replica {failure.task_type} {failure.label.rsplit('-', 1)[1]} exited with a "
                 f"non-zero status of {exit_description(failure.poll())}."
             )
-            return {"failed": replica_failure(self.loop.training_input, message, failure)}
+            return {"failed": self.loop.launch.failure(message, failure)}
         if any(p.task_type == "master" and p.label in self.finished for p in self.processes):
             return {"succeeded": True}
         return None
@@ -208,7 +208,7 @@ class TuningLoop:
         self,
         runner,
         job: Job,
-        training_input: dict,
+        launch: Launch,
         environment,
         job_dir: str | None,
         work: Path,
@@ -218,8 +218,9 @@ class TuningLoop:
         self.runner = runner
         self.sink = runner.sink
         self.job = job
-        self.training_input = training_input
-        profile = vertex.profile_for(job)
+        self.launch = launch
+        self.training_input = training_input = launch.training_input
+        profile = launch.profile
         # A Vertex AI study adds conditional parameters and its measurement selection to the spec,
         # and its trialJobSpec's scheduling.timeout limits each trial.
         self.spec = (

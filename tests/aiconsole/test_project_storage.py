@@ -15,7 +15,7 @@ from django.urls import reverse
 from aiconsole import storage
 from aiconsole.errors import InvalidArgument
 from jobs import services as job_services
-from jobs.executor import runner
+from jobs.executor import preparing
 from jobs.models import Job, JobState
 from models_registry import services as model_services
 from tests.helpers.identity import bearer
@@ -126,8 +126,8 @@ def test_another_projects_package_cannot_be_run(project, other_project, admin, t
     assert refused.value.violations[0].field == "job.training_input.package_uris[0]"
     assert DENIED in refused.value.violations[0].description
     # A job stored before the rule is refused at run time too.
-    with pytest.raises(runner.PrepareError, match=DENIED):
-        runner.fetch_packages(request["trainingInput"], tmp_path / "packages", project=project)
+    with pytest.raises(preparing.PrepareError, match=DENIED):
+        preparing.fetch_packages(request["trainingInput"], tmp_path / "packages", project=project)
 
 
 def test_a_job_dir_cannot_point_into_another_projects_area(project, other_project, admin):
@@ -136,8 +136,8 @@ def test_a_job_dir_cannot_point_into_another_projects_area(project, other_projec
         job_services.submit_job(project, training_body("intruder", jobDir=str(job_dir)), actor=admin)
     assert refused.value.violations[0].field == "job.training_input.job_dir"
     assert DENIED in refused.value.violations[0].description
-    with pytest.raises(runner.PrepareError, match=DENIED):
-        runner.prepare_job_dir({"jobDir": str(job_dir)}, project=project)
+    with pytest.raises(preparing.PrepareError, match=DENIED):
+        preparing.prepare_job_dir({"jobDir": str(job_dir)}, project=project)
     assert not job_dir.exists()
     own = area("project-a", "job-dirs", "mine")
     assert job_services.submit_job(project, training_body("mine", jobDir=str(own)), actor=admin)

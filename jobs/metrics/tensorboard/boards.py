@@ -164,7 +164,7 @@ class Board:
 
     def _environment(self, python: Path) -> dict[str, str]:
         # deferred: the executor's environments load only when a board starts
-        from jobs.executor.runner import passthrough_env
+        from jobs.executor.preparing import passthrough_env
 
         env = passthrough_env()
         env.update(
