@@ -54,7 +54,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from aiconsole import trainer_user
 from aiconsole.bootstrap import ensure_admin_and_project
 from jobs.models import Job, JobState
-from jobs.metrics.tensorboard.environment import tensorboard_environment
+from jobs.tensorboard.environment import tensorboard_environment
 
 project = ensure_admin_and_project().project
 for job_id in {jobs!r}:

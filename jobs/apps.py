@@ -52,8 +52,14 @@ class JobsConfig(AppConfig):
         # deferred: they import models, loaded once the apps are
         from jobs import kinds, services
         from jobs.builtin import algorithm as builtin
+        from jobs.containers import images as container_images
 
-        def training(name: str, matches, page) -> kinds.JobKind:
+        # Each feature's own submission rules, on top of the one validator and submit check.
+        kinds.register_training_rule(builtin.check_training_input)
+        kinds.register_submission_check(builtin.check_submission)
+        kinds.register_submission_check(container_images.check_submission)
+
+        def training(name: str, matches, page, **more) -> kinds.JobKind:
             return kinds.JobKind(
                 name=name,
                 matches=matches,
@@ -61,11 +67,15 @@ class JobsConfig(AppConfig):
                 plans=_training_plans,
                 runner=_job_runner,
                 page=page,
+                **more,
             )
 
         kinds.register(
             training(
-                "built-in algorithm", lambda ti, pi: ti is not None and builtin.is_builtin_input(ti), _builtin_page
+                "built-in algorithm",
+                lambda ti, pi: ti is not None and builtin.is_builtin_input(ti),
+                _builtin_page,
+                training_output=builtin.training_output,
             )
         )
         kinds.register(

@@ -47,6 +47,9 @@ class JobPage:
     # planned ones, before they start): ``log_tasks(job)``.
     log_tasks: Callable[[object], list[str]] = lambda job: []
     input_last: bool = True
+    # What colours the lines of its metric charts (``jobs.metrics.curves.Study``: a study's trials
+    # by their objective), ``curve_study(job)``; None: plain colours.
+    curve_study: Callable[[object], object] = lambda job: None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class JobKind:
     # Its own sections of the job page; imported the first time a page is drawn (the pages' code
     # is not wanted in the processes that only run jobs).
     page: Callable[[], JobPage] | None = None
+    # Its ``trainingOutput`` as the v1 API shows it (a built-in algorithm's adds its own fields).
+    training_output: Callable[[Any], dict] = lambda job: dict(job.training_output or {})
 
 
 @dataclass
@@ -85,6 +90,11 @@ class BackgroundService:
 class _Registry:
     kinds: list[JobKind] = field(default_factory=list)
     services: list[BackgroundService] = field(default_factory=list)
+    # The submission rules each feature adds to the one validator (jobs.spec) and to the one submit
+    # check (jobs.services): ``rule(training_input, path) -> violations``, pure, with the v1 schema;
+    # ``check(training_input, project=) -> violations``, what needs the project (its storage, images).
+    training_rules: list[Callable[[dict, str], list]] = field(default_factory=list)
+    submission_checks: list[Callable[..., list]] = field(default_factory=list)
     # Why a SUCCEEDED training job offers no "Deploy as model version" (None: it does); set by models_registry.
     deploy_problem: Callable[[object], str | None] | None = None
 
@@ -97,6 +107,27 @@ def register(kind: JobKind) -> None:
     if any(existing.name == kind.name for existing in _registry.kinds):
         return  # AppConfig.ready can run twice in one process (tests)
     _registry.kinds.append(kind)
+
+
+def register_training_rule(rule: Callable[[dict, str], list]) -> None:
+    """A feature's own rules for a TrainingInput (a built-in algorithm's image, args, machines)."""
+    if rule not in _registry.training_rules:
+        _registry.training_rules.append(rule)
+
+
+def training_rules() -> list[Callable[[dict, str], list]]:
+    return list(_registry.training_rules)
+
+
+def register_submission_check(check: Callable[..., list]) -> None:
+    """A feature's own checks at submit, with the project (a container's images, a built-in
+    algorithm's data files)."""
+    if check not in _registry.submission_checks:
+        _registry.submission_checks.append(check)
+
+
+def submission_checks() -> list[Callable[..., list]]:
+    return list(_registry.submission_checks)
 
 
 def register_service(service: BackgroundService) -> None:

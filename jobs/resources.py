@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobs.builtin import algorithm as builtin
+from jobs import kinds
 from jobs.models import Job, JobState
 
 
@@ -30,7 +30,7 @@ def job_resource(job: Job) -> dict:
     if job.error_message:
         resource["errorMessage"] = job.error_message
     if job.training_input is not None:
-        resource["trainingOutput"] = builtin.training_output(job)
+        resource["trainingOutput"] = kinds.of_job(job).training_output(job)
     elif job.prediction_input is not None:
         # Batch prediction jobs keep their PredictionOutput in the same output column.
         resource["predictionOutput"] = job.training_output or {}

@@ -23,8 +23,6 @@ from aiconsole.errors import (
 )
 from aiconsole.models import Project
 from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
-from jobs.builtin import algorithm as builtin
-from jobs.containers import images as container_images
 from jobs.models import Job
 from jobs.resources import job_resource
 
@@ -41,25 +39,14 @@ def _validate(body: dict) -> dict:
 
 
 def check_training_input(training_input: dict, *, project: Project, actor) -> None:
-    """What submitting a training job checks beyond the v1 schema (every training kind's ``check``)."""
+    """What submitting a training job checks beyond the v1 schema (every training kind's ``check``):
+    its paths and runtime here, then each feature's own (``kinds.register_submission_check``)."""
     _check_local_paths(training_input, project)
     _check_runtime_available(training_input)
-    _check_builtin_algorithm(training_input, project)
-    _check_container(training_input, project)
-
-
-def _check_container(training_input: dict, project: Project) -> None:
-    """A custom container's images must be here and this project's to run (jobs.containers.images)."""
-    if builtin.algos.for_training_input(training_input):
-        return
-    if not (training_input.get("masterConfig") or {}).get("imageUri"):
-        return
-    violations = container_images.check_submission(training_input, project=project)
-    gpu = container_images.gpu_problem(training_input) if not violations else None
-    if gpu and settings.CONTAINER_GPU_MISSING == "refuse":
-        violations.append(FieldViolation("job.training_input.master_config.accelerator_config", gpu))
-    if violations:
-        raise InvalidArgument.from_violations(violations)
+    for check in kinds.submission_checks():
+        violations = check(training_input, project=project)
+        if violations:
+            raise InvalidArgument.from_violations(violations)
 
 
 def _check_local_paths(training_input: dict, project: Project) -> None:
@@ -94,14 +81,6 @@ def _check_runtime_available(training_input: dict) -> None:
     reason = runtimes.unavailable_reason(training_input.get("runtimeVersion"), training_input.get("pythonVersion"))
     if reason:
         raise InvalidArgument.from_violations([FieldViolation("job.training_input.python_version", reason)])
-
-
-def _check_builtin_algorithm(training_input: dict, project: Project) -> None:
-    """A built-in algorithm's data files are checked before the job is queued (jobs.builtin.algorithm)."""
-
-    violations = builtin.check_submission(training_input, project=project)
-    if violations:
-        raise InvalidArgument.from_violations(violations)
 
 
 def authorize_submit(project: Project, *, actor, method: str = CREATE_JOB, service_name: str | None = None) -> None:

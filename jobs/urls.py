@@ -4,8 +4,8 @@ from jobs.builtin import views as builtin_views
 from jobs.containers import views as image_views
 from jobs.metrics import compare_views
 from jobs.metrics import views as metrics_views
-from jobs.metrics.tensorboard import views as tensorboard_views
 from jobs.outputs import views as output_views
+from jobs.tensorboard import views as tensorboard_views
 from jobs.web import annotations as annotation_views
 from jobs.web import detail, views
 from jobs.web import sharing as sharing_views

@@ -70,7 +70,8 @@ def _remove_containers_leftovers() -> None:
     which would walk into them) and the projects' networks no container uses, of this run's consoles
     and of the scaled-mode workers it started (each holds one of the engine's subnets)."""
     from jobs.containers import engine as engines
-    from jobs.containers import replica, staged
+    from jobs.containers import staged
+    from jobs.executor import containers as replica
 
     staged.release_all()
     engine = engines.available()

@@ -234,3 +234,71 @@ def test_no_module_opens_the_database_with_a_driver_of_its_own():
                     if name in RAW_DRIVERS and str(path.relative_to(ROOT)) not in RAW_DRIVER_ALLOWED:
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert found == [], "; ".join(found)
+
+
+# Inside ``jobs`` (ARCHITECTURE.md): its subpackages and top-level modules, highest first. A unit
+# imports only those below it, deferred imports included: the adapters and URL maps over the
+# features; scaled mode over the executor, which runs jobs of every kind; TensorBoard on its own
+# over the executor's environments; built-in algorithms over tuning and training pages; metrics
+# collection below all who run or show jobs; the core (services, the v1 shapes, the validator, the
+# registries, the catalogue, the models) at the bottom.
+JOBS_ORDER = (
+    "urls",
+    "api_urls",
+    "apps",
+    "web",
+    "api",
+    "cluster",
+    "tensorboard",
+    "executor",
+    "builtin",
+    "tuning",
+    "training",
+    "vertex",
+    "logs",
+    "templatetags",
+    "metrics",
+    "outputs",
+    "services",
+    "containers",
+    "resources",
+    "spec",
+    "filters",
+    "dispatch",
+    "kinds",
+    "catalogue",
+    "runtimes",
+    "naming",
+    "models",
+)
+
+
+def _jobs_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "jobs" and len(parts) > 1 else None
+
+
+def _jobs_units() -> set[str]:
+    folder = ROOT / "jobs"
+    modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+    packages = {path.parent.name for path in folder.glob("*/__init__.py") if path.parent.name != "migrations"}
+    return modules | packages
+
+
+def test_every_unit_of_jobs_has_its_place_in_the_order():
+    assert _jobs_units() == set(JOBS_ORDER), "add the new unit to JOBS_ORDER where it belongs"
+
+
+def test_inside_jobs_no_import_runs_back_up_the_order():
+    rank = {unit: index for index, unit in enumerate(JOBS_ORDER)}
+    upward = []
+    for path in _source_files("jobs"):
+        source = _jobs_unit(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        for node, module, _ in _imports_of(path):
+            targets = [module]
+            if module == "jobs" and isinstance(node, ast.ImportFrom):
+                targets = [f"jobs.{alias.name}" for alias in node.names]
+            for target in filter(None, map(_jobs_unit, targets)):
+                if source in rank and target != source and rank.get(target, len(rank)) < rank[source]:
+                    upward.append(f"{path.relative_to(ROOT)}:{node.lineno} ({source}) imports {module} ({target})")
+    assert upward == [], "\n".join(upward)

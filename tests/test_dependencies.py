@@ -42,7 +42,7 @@ def test_numpy_is_declared_where_the_code_imports_it():
 
 
 def test_optuna_range_is_the_one_charts_py_works_on():
-    # jobs/metrics/charts.py names its importance evaluator, so 4.x's default (fANOVA, which needs
+    # jobs/tuning/charts.py names its importance evaluator, so 4.x's default (fANOVA, which needs
     # scikit-learn) is never used; importances were checked the same on 4.0, 4.5 and 5.0.
     spec = CORE["optuna"].specifier
     assert spec.contains("4.0.0") and spec.contains("5.0.0") and not spec.contains("6.0.0")

@@ -2,7 +2,7 @@
 
 Started by ``jobs.builtin.analysis`` (from a forkserver that preloads this module). It needs no
 Django: the standalone analysis (``algorithms.analysis``) and the pure chart builders
-(``jobs.metrics.charts``). Drawing a 10,000-column file's 200 histograms takes seconds of CPU; here it
+(``jobs.builtin.charts``). Drawing a 10,000-column file's 200 histograms takes seconds of CPU; here it
 takes them from this process, at a lower priority, once per file version, not from the web
 process that answers everyone, on every view.
 """
@@ -13,7 +13,7 @@ import os
 
 from algorithms import analysis
 from algorithms.table import DataError
-from jobs.metrics import charts
+from jobs.builtin import charts
 
 
 def send_report(connection, arguments: dict, files: int) -> None:

@@ -34,8 +34,7 @@ from jobs import catalogue, kinds
 from jobs.cluster import capacity
 from jobs.containers import engine as engines
 from jobs.containers import images as container_images
-from jobs.containers import replica as containers
-from jobs.executor import strategies
+from jobs.executor import containers, strategies
 from jobs.executor.logs import LogSink
 from jobs.executor.preparing import (
     PrepareError,

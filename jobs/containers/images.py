@@ -29,6 +29,7 @@ from aiconsole import audit, iam
 from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project
 from aiconsole.v1schema import snake
+from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
@@ -119,8 +120,20 @@ def how_to_bring(reference: str) -> str:
 
 
 def check_submission(training_input: dict, *, project: Project) -> list[FieldViolation]:
-    """A container job's images must be runnable here by this project: an engine, the image in its
-    store, and not another project's upload."""
+    """What submitting a container job checks (``kinds.register_submission_check``): its images
+    runnable here by this project, an engine, the image in its store, not another project's upload;
+    and, with ``AICONSOLE_CONTAINER_GPU_MISSING=refuse``, the GPUs it asks for. A built-in
+    algorithm's image is the console's own, checked by its own rules."""
+    if algorithm_catalogue.for_training_input(training_input):
+        return []
+    violations = _image_violations(training_input, project)
+    gpu = gpu_problem(training_input) if not violations else None
+    if gpu and settings.CONTAINER_GPU_MISSING == "refuse":
+        violations.append(FieldViolation("job.training_input.master_config.accelerator_config", gpu))
+    return violations
+
+
+def _image_violations(training_input: dict, project: Project) -> list[FieldViolation]:
     images: dict[str, str] = {}
     for _, _, _, key, _ in roles.ROLES:
         image = (training_input.get(key) or {}).get("imageUri")

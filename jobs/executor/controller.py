@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import dispatch, kinds
-from jobs.containers import replica as containers
+from jobs.executor import containers
 from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
 from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from aiconsole import trainer_user
 from jobs import catalogue
-from jobs.containers import replica as containers
+from jobs.executor import containers
 from jobs.executor.environments import Environment
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, ReplicaProcess, cluster_configs, free_port

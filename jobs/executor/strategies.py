@@ -22,9 +22,8 @@ from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.builtin import algorithm as builtin
 from jobs.containers import images as container_images
-from jobs.containers import replica as containers
 from jobs.containers.staged import Staged
-from jobs.executor import preparing
+from jobs.executor import containers, preparing
 from jobs.executor.environments import Environment
 from jobs.executor.logs import LogSink
 from jobs.executor.replicas import ReplicaProcess, failure_message, traceback_tail, trainer_command, trainer_environment
@@ -196,7 +195,7 @@ def strategy_for(job: Job) -> Launch:
 
 
 def container_process(launch: ContainerLaunch, context: ReplicaContext) -> containers.ContainerReplicaProcess:
-    """One replica as a container of its role's image (jobs/containers/replica.py). ``devices``: the
+    """One replica as a container of its role's image (jobs/executor/containers.py). ``devices``: the
     GPUs a scaled-mode worker gave it (else taken from this host's); ``publish``: the port other
     hosts reach it on (scaled mode), published from the worker's address into its namespace."""
     pod, plan, replica, account = context.pod, context.plan, context.replica, context.account

@@ -7,11 +7,10 @@ from django.shortcuts import render
 
 from aiconsole import accounts
 from aiconsole.streaming import StreamedResponse
-from jobs import services
+from jobs import kinds, services
 from jobs.metrics import curves
 from jobs.metrics import points as metrics
 from jobs.models import ACTIVE_STATES
-from jobs.tuning import study as tuning_study
 
 REFRESH_SECONDS = 5
 
@@ -30,24 +29,17 @@ def job_metrics(request, project_id, job_id):
     context = {
         "project": project,
         "job": job,
-        "metric_charts": curves.metric_charts(rows, study=_study(job)),
+        "metric_charts": curves.metric_charts(rows, study=_curve_study(job)),
         "active": job.state in ACTIVE_STATES,
         "refresh_seconds": REFRESH_SECONDS,
     }
     return render(request, "jobs/_metrics.html", context)
 
 
-def _study(job) -> curves.Study | None:
-    """A tuning job's trials' objectives, which colour their lines."""
-    if not job.is_hyperparameter_job:
-        return None
-    objectives = {
-        t.trial_id: float(t.objective_value)
-        for t in job.trials.only("trial_id", "final_metric")
-        if t.objective_value is not None
-    }
-    maximize = tuning_study.goal(job) != "MINIMIZE"
-    return curves.Study(objectives, maximize=maximize, metric=tuning_study.metric_tag(job))
+def _curve_study(job) -> curves.Study | None:
+    """What colours the job's lines, as its kind says (a study's trials by their objective)."""
+    kind = kinds.of_job(job)
+    return kind.page().curve_study(job) if kind.page is not None else None
 
 
 @login_required

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
+from jobs import kinds
 from jobs.catalogue import CLOUD_TPU, COMPUTE_ENGINE, LEGACY, MACHINE_TYPES, TPU
 from jobs.spec import roles
 from jobs.spec.accelerators import check_accelerators
@@ -41,11 +42,8 @@ def check_training_input(ti: dict, path: str, errors: Violations) -> None:
     check_identity(ti, path, errors)
     if "hyperparameters" in ti:
         check_hyperparameters(ti["hyperparameters"], f"{path}.hyperparameters", errors)
-    from jobs.builtin import (
-        algorithm as builtin,  # built-in algorithms' own rules (their image, args, machines)
-    )
-
-    errors.extend(builtin.check_training_input(ti, path))
+    for rule in kinds.training_rules():  # each feature's own (a built-in algorithm's image, args, machines)
+        errors.extend(rule(ti, path))
 
 
 def _check_cluster(ti: dict, path: str, errors: Violations) -> None:

@@ -3,7 +3,7 @@
 from django import template
 from django.urls import reverse
 
-from jobs.metrics.tensorboard.logdirs import has_event_files
+from jobs.metrics.logdirs import has_event_files
 
 register = template.Library()
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from algorithms import catalogue as algorithms
 from jobs import catalogue, kinds, runtimes, services
-from jobs.builtin import algorithm as builtin
 from jobs.logs import stream as logstream
 from jobs.spec import roles
 from jobs.templatetags import job_format
@@ -66,7 +66,10 @@ def training_summary(job) -> dict:
     return {
         "input": training_input,
         "scale_tier": job_format.scale_tier(training_input),
-        "container": None if builtin.is_builtin_job(job) else container_summary(training_input, job_plans),
+        # A built-in algorithm's image is the console's own: its page shows the algorithm instead.
+        "container": None
+        if algorithms.for_training_input(training_input)
+        else container_summary(training_input, job_plans),
         "runtime": runtime.name if runtime else training_input.get("runtimeVersion") or "",
         "python": python,
         "python_note": python_note,

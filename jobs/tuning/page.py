@@ -8,9 +8,9 @@ from django.shortcuts import render
 
 from aiconsole import iam
 from jobs import kinds
-from jobs.metrics import charts
+from jobs.metrics import curves
 from jobs.training import page as training
-from jobs.tuning import study
+from jobs.tuning import charts, study
 from jobs.tuning import table as trial_table
 
 
@@ -81,7 +81,22 @@ def fragment(request, job, part: str):
     return None
 
 
+def curve_study(job) -> curves.Study | None:
+    """A tuning job's trials' objectives, which colour their lines on the metric charts."""
+    objectives = {
+        t.trial_id: float(t.objective_value)
+        for t in job.trials.only("trial_id", "final_metric")
+        if t.objective_value is not None
+    }
+    maximize = study.goal(job) != "MINIMIZE"
+    return curves.Study(objectives, maximize=maximize, metric=study.metric_tag(job))
+
+
 def page() -> kinds.JobPage:
     return kinds.JobPage(
-        finished_opens_on=lambda job: "trials", sections=sections, fragment=fragment, log_tasks=training.log_tasks
+        finished_opens_on=lambda job: "trials",
+        sections=sections,
+        fragment=fragment,
+        log_tasks=training.log_tasks,
+        curve_study=curve_study,
     )

@@ -16,8 +16,7 @@ from django.conf import settings
 from aiconsole.errors import InvalidArgument
 from jobs import services
 from jobs.containers import images
-from jobs.containers import replica as containers
-from jobs.executor import controller
+from jobs.executor import containers, controller
 from jobs.models import TERMINAL_STATES, Job, LogLine
 from tests.helpers.images import make_image, require_engine
 from tests.helpers.waiting import wait_for
@@ -144,7 +143,7 @@ def test_the_image_checked_for_a_job_is_the_one_that_runs_even_if_its_name_moves
 
 
 def test_leftover_containers_of_this_console_are_removed_by_a_sweep(engine, project):
-    from jobs.containers import replica as containers
+    from jobs.executor import containers
 
     image = make_image(engine, "sleep 30\n")
     name = f"aic-{containers.console_label()}-r999999"
@@ -315,7 +314,7 @@ def test_a_container_study_runs_trials_with_their_flags_and_reads_their_hypertun
 
 
 def test_cancelling_a_container_job_stops_its_containers_and_removes_them(engine, executor, project, admin):
-    from jobs.containers import replica as containers
+    from jobs.executor import containers
 
     image = make_image(engine, "trap 'echo got SIGTERM; exit 143' TERM\necho ready\nwhile true; do sleep 0.2; done\n")
     body = container_body(

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from jobs.metrics import charts
+from jobs.metrics import charts as chart_base
+from jobs.tuning import charts
 
 SPEC = {
     "goal": "MAXIMIZE",
@@ -177,5 +178,5 @@ def test_parallel_coordinates_put_log_scaled_parameters_on_a_log_axis_labelled_w
 
 
 def test_log_ticks_fall_back_to_the_ends_within_a_narrow_range_and_to_decades_over_a_wide_one():
-    assert charts._log_ticks(0.3, 0.4) == [0.3, 0.4]
-    assert charts._log_ticks(1e-6, 1.0) == [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]
+    assert chart_base._log_ticks(0.3, 0.4) == [0.3, 0.4]
+    assert chart_base._log_ticks(1e-6, 1.0) == [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]

@@ -24,8 +24,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from aiconsole import trainer_user
 from aiconsole.models import TrainerAccount
 from jobs import services
-from jobs.metrics.tensorboard import proxy
-from jobs.metrics.tensorboard.boards import BOARDS, Board
+from jobs.tensorboard import proxy
+from jobs.tensorboard.boards import BOARDS, Board
 from tests.helpers.jobs import body
 from tests.helpers.waiting import wait_for
 
@@ -200,7 +200,7 @@ def test_a_board_answers_only_the_consoles_proxy_not_a_process_that_finds_its_po
 
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(direct, timeout=10)
-    forged = urllib.request.Request(direct, headers={"X-AIConsole-Board": "a-guess-" + "x" * 40})
+    forged = urllib.request.Request(direct, headers={"X-Board-Token": "a-guess-" + "x" * 40})
     with pytest.raises(urllib.error.HTTPError) as guessed:
         urllib.request.urlopen(forged, timeout=10)
 
@@ -269,7 +269,7 @@ def test_at_most_the_configured_number_run_the_oldest_idle_one_stopped_first(con
 
 
 def _board_args(job):
-    from jobs.metrics.tensorboard.logdirs import logdir_for
+    from jobs.metrics.logdirs import logdir_for
 
     return (f"{job.project.project_id}/{job.job_id}", logdir_for(job), tensorboard_path(job).rstrip("/"))
 
@@ -352,7 +352,7 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
                 ("Accept", "application/json"),
                 ("Connection", "X-Private"),
                 ("X-Private", "secret"),
-                ("X-AIConsole-Board", "forged-by-the-browser"),
+                ("X-Board-Token", "forged-by-the-browser"),
             ],
             token="the-boards-own-token",
         )
@@ -364,7 +364,7 @@ def test_the_forwarder_keeps_the_consoles_credentials_and_tensorboards_cookies_t
         server.shutdown()
     sent = {name.lower(): value for name, value in json.loads(payload).items()}
     assert sent["accept"] == "application/json" and "secret" not in json.dumps(sent)
-    assert sent["x-aiconsole-board"] == "the-boards-own-token"  # the proxy's, never the browser's
+    assert sent["x-board-token"] == "the-boards-own-token"  # the proxy's, never the browser's
     returned = {name.lower() for name, _ in answer.headers}
     assert answer.status == 200 and "set-cookie" not in returned and "transfer-encoding" not in returned
 
@@ -374,8 +374,8 @@ import os, sys, threading, time
 from pathlib import Path
 import django
 django.setup()
-from jobs.metrics.tensorboard.boards import Board
-from jobs.metrics.tensorboard.environment import tensorboard_environment
+from jobs.tensorboard.boards import Board
+from jobs.tensorboard.environment import tensorboard_environment
 
 board = Board(key="orphan-check", logdir=sys.argv[1], prefix="/tb/orphan-check")
 # Started from a thread that ends at once, as a request's thread may: the board must outlive it.

@@ -198,7 +198,7 @@ TRIALS = [
 
 
 def test_charts_plot_results_with_matching_tables():
-    from jobs.metrics import charts
+    from jobs.tuning import charts
 
     built = charts.tuning_charts({"trials": TRIALS}, "MAXIMIZE")
     assert [c.title for c in built] == ["Optimization history", "Parallel coordinates", "Slice: x", "Slice: opt"]

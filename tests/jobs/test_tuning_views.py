@@ -230,7 +230,7 @@ def test_study_charts_render_in_the_page_for_a_browser_without_javascript(client
 
 
 def test_learning_curves_of_a_large_study_are_lines_without_markers():
-    from jobs.metrics import charts
+    from jobs.tuning import charts
 
     def trials(count):
         return [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from jobs.metrics.tensorboard.boards import Boards, Busy
+from jobs.tensorboard.boards import Boards, Busy
 from tests.helpers.metrics import write_event_file
 
 

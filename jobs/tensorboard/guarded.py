@@ -3,8 +3,8 @@
 TensorBoard listens on 127.0.0.1, where every local process, another project's trainer included,
 can find its port (``/proc/net/tcp``) and read a job's scalars straight from it. Run through this
 script (as the project's account, with TensorBoard's own environment), it answers a request only
-when it carries the board's token in ``X-AIConsole-Board``, which the console's proxy adds; anything
-else gets 403. The token comes in the environment (``AICONSOLE_BOARD_TOKEN``, readable only by the
+when it carries the board's token in ``X-Board-Token``, which the console's proxy adds; anything
+else gets 403. The token comes in the environment (``TENSORBOARD_GUARD_TOKEN``, readable only by the
 project's own account), never on the command line, which every account may read.
 """
 
@@ -12,7 +12,7 @@ import hmac
 import os
 import sys
 
-HEADER = "HTTP_X_AICONSOLE_BOARD"
+HEADER = "HTTP_X_BOARD_TOKEN"
 
 
 def guard(app, token):
@@ -26,7 +26,7 @@ def guard(app, token):
 
 
 def main():
-    token = os.environ.pop("AICONSOLE_BOARD_TOKEN", "")
+    token = os.environ.pop("TENSORBOARD_GUARD_TOKEN", "")
     if len(token) < 32:
         sys.exit("guarded.py: no board token in the environment")
     from absl import app

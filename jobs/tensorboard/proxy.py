@@ -26,7 +26,7 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-TOKEN_HEADER = "X-AIConsole-Board"  # the board's token (guarded.py): the proxy's alone to send
+TOKEN_HEADER = "X-Board-Token"  # the board's token (guarded.py): the proxy's alone to send
 NOT_FORWARDED = HOP_BY_HOP | {
     TOKEN_HEADER.lower(),
     "host",

@@ -1,7 +1,7 @@
 """A tuning param's value as the trainer gets it on its command line, and back.
 
-Plain functions over the HyperparameterSpec's param dicts, without Optuna: the API's translations
-(``jobs.vertex.translate``) say values the way trials do without loading the tuner.
+Plain functions over the HyperparameterSpec's param dicts, beside their rules and without Optuna: the
+API's translations (``jobs.vertex.translate``) say values the way trials do without loading the tuner.
 """
 
 from __future__ import annotations

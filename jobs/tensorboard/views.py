@@ -22,9 +22,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from aiconsole import accounts
 from jobs import services
-from jobs.metrics.tensorboard import proxy
-from jobs.metrics.tensorboard.boards import BOARDS, BoardError
-from jobs.metrics.tensorboard.logdirs import NoLogdir, logdir_for
+from jobs.metrics.logdirs import NoLogdir, logdir_for
+from jobs.tensorboard import proxy
+from jobs.tensorboard.boards import BOARDS, BoardError
 
 METHODS = ("GET", "HEAD", "POST")
 

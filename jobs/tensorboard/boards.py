@@ -174,7 +174,7 @@ class Board:
                 "TMPDIR": str(self.home),
                 "PYTHONUNBUFFERED": "1",
                 MARKER: self.key,
-                "AICONSOLE_BOARD_TOKEN": self.token,
+                "TENSORBOARD_GUARD_TOKEN": self.token,
             }
         )
         if "STORAGE_EMULATOR_HOST" in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env:
@@ -277,7 +277,7 @@ class Boards:
     def _start(self, board: Board) -> None:
         # deferred: the executor's environments load only when a board starts
         from jobs.executor.environments import EnvironmentError_
-        from jobs.metrics.tensorboard.environment import tensorboard_environment
+        from jobs.tensorboard.environment import tensorboard_environment
 
         try:
             board.start(tensorboard_environment().python)
