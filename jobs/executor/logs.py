@@ -248,6 +248,7 @@ class LogSink:
         # from another thread returns only once everything emitted before it is stored.
         self._writing = threading.Lock()
         self._last_id = 0  # the last id this sink published: the next batch's "after"
+        self._job = None  # its Job, read once when a batch first goes to Cloud Logging
         self._seq: Counter[tuple[str, str]] = Counter()
         self._tracebacks = TracebackTracker()  # used by the writer thread only
         self._dropped: Counter[str] = Counter()
@@ -406,6 +407,8 @@ class LogSink:
                 ids, batch = self._insert_shared(batch)
             if self.publish and ids:
                 self._publish_rows(ids, batch)
+            if ids:
+                self._export(batch)
         if self.on_flush and ids:
             self.on_flush(self._as_rows(ids, batch))
         return True
@@ -484,6 +487,29 @@ class LogSink:
             self._last_id = cursor.fetchone()[0] or 0
             rows = LogLine.objects.bulk_create(self._as_rows(None, renumbered))
         return [row.pk for row in rows], renumbered
+
+    def _export(self, batch: list[tuple]) -> None:
+        """The stored lines to Google Cloud Logging too, where AICONSOLE_CLOUD_LOGGING_PROJECT
+        says so (after the batch commits, off this thread; never raising into it)."""
+        # deferred: `aiconsole local train` runs this module without Django, which both need
+        from aiconsole import cloud_logging
+        from jobs.models import Job
+
+        if not cloud_logging.enabled():
+            return
+        if self._job is None:
+            self._job = Job.objects.select_related("project").only("job_id", "project__project_id").get(pk=self.job_pk)
+        rows = [
+            {
+                "task_name": line[_TASK],
+                "trial_id": line[_TRIAL],
+                "severity": line[_SEVERITY],
+                "message": line[_MESSAGE],
+                "time": line[_TIME],
+            }
+            for line in batch
+        ]
+        cloud_logging.export_job_log_lines(self._job, rows)
 
     def _publish_rows(self, ids, batch: list[tuple]) -> None:
         """One message for the batch, its entries already JSON (jobs.logs.stream.entry's form):

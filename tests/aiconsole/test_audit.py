@@ -718,6 +718,24 @@ def test_job_log_lines_go_to_cloud_logging(project, admin, google, django_captur
     }
 
 
+@pytest.mark.executor
+def test_a_running_jobs_log_lines_reach_cloud_logging_as_they_are_stored(run_job, package_factory, google):
+    job = run_job("exported_run", package_factory('print("epoch 1 loss 0.5", flush=True)'))
+    assert job.state == "SUCCEEDED", job.error_message
+
+    def trainer_lines():
+        return [e for e, k in google.written if k["logger_name"].endswith("/master-replica-0") and "epoch 1" in str(e)]
+
+    wait_for(trainer_lines, 10, message="the trainer's line to reach Cloud Logging")
+    entry = trainer_lines()[0]
+    assert entry["jsonPayload"]["message"] == "epoch 1 loss 0.5"
+    assert entry["resource"]["labels"] == {
+        "job_id": "exported_run",
+        "project_id": "gcp-audit-sink",
+        "task_name": "master-replica-0",
+    }
+
+
 def test_cloud_logging_failure_never_reaches_the_request(
     client, project, admin, monkeypatch, settings, django_capture_on_commit_callbacks
 ):
