@@ -13,6 +13,7 @@ client it is an ordinary streaming response.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import cast
 
 from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
@@ -39,7 +40,7 @@ class StreamedResponse(StreamingHttpResponse):
             async for part in super().__aiter__():
                 yield part
             return
-        parts = iter(self.streaming_content)
+        parts = iter(cast(Iterator[bytes], self.streaming_content))  # not async: checked above
         # thread_sensitive: the request's own thread, where the view ran and its connection lives.
         next_batch = sync_to_async(_next_batch, thread_sensitive=True)
         while (batch := await next_batch(parts)) is not None:

@@ -49,7 +49,7 @@ class JobPage:
     input_last: bool = True
     # What colours the lines of its metric charts (``jobs.metrics.curves.Study``: a study's trials
     # by their objective), ``curve_study(job)``; None: plain colours.
-    curve_study: Callable[[object], object] = lambda job: None
+    curve_study: Callable[[object], Any] = lambda job: None
 
 
 @dataclass(frozen=True)

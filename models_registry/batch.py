@@ -132,7 +132,7 @@ class BatchPredictionRunner(RunnerBase):
         if self.cancel_requested.is_set() or not job.mark_running():
             self._finish_cancel(job)
             return
-        self._announce(job)
+        self.announce(job)
         try:
             self._start_workers(job, spec, machine, len(inputs))
             counts = self._predict(pi, inputs, output, work)

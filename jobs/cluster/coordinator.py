@@ -518,7 +518,7 @@ class ScaledJobRunner(RunnerBase):
                 self._stop_replicas(Job.objects.get(pk=self.job_pk))
                 job = record_crash(self.job_pk, f"Coordinating job {self.job_pk} failed")
                 if job is not None:
-                    self._announce(job)
+                    self.announce(job)
         finally:
             connection.close()
             if self.on_done:
@@ -537,7 +537,7 @@ class ScaledJobRunner(RunnerBase):
                 return
             launch(job, replicas, job_dir)  # an adopted job whose replicas were never handed out
         if self.admitted:
-            self._announce(job)
+            self.announce(job)
             self.sink.service(
                 f"Job {job.job_id} is preparing: {len(replicas)} replicas are placed on {_worker_names(replicas)}."
             )
@@ -575,7 +575,7 @@ class ScaledJobRunner(RunnerBase):
             replicas = list(current_replicas(job))
             if job.state == JobState.PREPARING and any(r.state == ReplicaState.RUNNING and r.pid for r in replicas):
                 if job.mark_running():
-                    self._announce(job)
+                    self.announce(job)
             by_state = {r.state: r for r in replicas}
             master = next((r for r in replicas if r.task_type == "master"), None)
             if ReplicaState.FAILED in by_state:
@@ -622,7 +622,7 @@ class ScaledJobRunner(RunnerBase):
             self.sink.flush()
             Job.objects.filter(pk=job.pk).update(training_output=output, etag=new_etag())
             if job.requeue():
-                self._announce(job)
+                self.announce(job)
             return
         self._fail(job, f"{lost.error_message} The job was retried {job.restarts} times.", output)
 

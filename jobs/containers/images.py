@@ -413,7 +413,9 @@ def _without_names(source, out) -> None:
             if name == "repositories":
                 continue
             if member.isfile() and name in NAMES_FILES:
-                data = _nameless(name, archive.extractfile(member).read(NAMES_FILE_MAX_BYTES + 1))
+                handle = archive.extractfile(member)
+                assert handle is not None  # a regular file's
+                data = _nameless(name, handle.read(NAMES_FILE_MAX_BYTES + 1))
                 member.size = len(data)
                 copy.addfile(member, io.BytesIO(data))
             else:

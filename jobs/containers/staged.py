@@ -135,6 +135,7 @@ class Staged:
         a killed console left)."""
         release_folder(self.folder)
         for secret in self.secrets:
+            assert self.engine is not None  # it made them
             try:
                 self.engine.call("secret", "rm", secret)
             except engines.EngineError as error:

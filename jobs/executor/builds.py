@@ -349,6 +349,7 @@ def _normal(version: str) -> str:
 def _read_bounded(process: subprocess.Popen, seconds: float) -> tuple[str, bool]:
     """The last ``OUTPUT_TAIL_BYTES`` of what ``process`` prints, and whether it ended in time: a
     build may print without end, and the console keeps only the tail."""
+    assert process.stdout is not None  # started with stdout=PIPE
     tail: deque[bytes] = deque()
     kept = 0
     with selectors.DefaultSelector() as selector:

@@ -431,7 +431,7 @@ def sweep(live_owners: set[str] | None = None) -> int:
     removed = 0
     try:
         found = json.loads(engine.call("ps", "--all", "--format", "json", *console_filter) or "[]")
-        live = set()
+        live: set[str] = set()
         for container in found:
             if ours(container.get("Labels")):
                 engine.call("rm", "--force", "--ignore", container["Id"], timeout=60)

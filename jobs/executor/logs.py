@@ -20,6 +20,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from json.encoder import encode_basestring
+from typing import Any
 
 from django.db import close_old_connections, connection
 from django.utils import timezone
@@ -248,7 +249,7 @@ class LogSink:
         # from another thread returns only once everything emitted before it is stored.
         self._writing = threading.Lock()
         self._last_id = 0  # the last id this sink published: the next batch's "after"
-        self._job = None  # its Job, read once when a batch first goes to Cloud Logging
+        self._job: Any = None  # its Job, read once when a batch first goes to Cloud Logging
         self._seq: Counter[tuple[str, str]] = Counter()
         self._tracebacks = TracebackTracker()  # used by the writer thread only
         self._dropped: Counter[str] = Counter()

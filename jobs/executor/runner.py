@@ -91,7 +91,7 @@ class RunnerBase:
             job = Job.objects.select_related("project").get(pk=self.job_pk)
             if not job.mark_preparing(self.runner_id):
                 return
-            self._announce(job)
+            self.announce(job)
             self.sink = LogSink(job.pk)
             try:
                 self._run(job)
@@ -106,7 +106,7 @@ class RunnerBase:
             job = None if self.fenced else record_crash(self.job_pk, f"{self.label} for job {self.job_pk} crashed")
             try:
                 if job is not None:
-                    self._announce(job)
+                    self.announce(job)
             except Exception:
                 logger.exception("Could not announce the failure of job %s", self.job_pk)
         finally:
@@ -126,7 +126,7 @@ class RunnerBase:
         self.sink.service("Job completed successfully.")
         self.sink.flush()
         if job.mark_succeeded(output):
-            self._announce(job)
+            self.announce(job)
         else:
             self._finish_cancel(job, output)
 
@@ -136,7 +136,7 @@ class RunnerBase:
         self.sink.service(message, severity="ERROR")
         self.sink.flush()
         if job.mark_failed(message, output):
-            self._announce(job)
+            self.announce(job)
         elif job.state == JobState.CANCELLING:
             self._finish_cancel(job, output)
 
@@ -154,7 +154,7 @@ class RunnerBase:
         self.sink.service(f"Job was cancelled: {job.error_message}" if job.error_message else "Job was cancelled.")
         self.sink.flush()
         if job.mark_cancelled(output):
-            self._announce(job)
+            self.announce(job)
 
     def _training_output(self, job: Job) -> dict:
         plans = {catalogue.replica_label(p.task_type, p.index): p for p in catalogue.replica_plan(job.training_input)}
@@ -188,7 +188,7 @@ class RunnerBase:
             return
         self._succeed(job, output)
 
-    def _announce(self, job: Job) -> None:
+    def announce(self, job: Job) -> None:
         announce_state(job)
 
 
@@ -227,7 +227,7 @@ class JobRunner(RunnerBase):
         if self.cancel_requested.is_set() or not job.mark_running():
             self._finish_cancel(job)
             return
-        self._announce(job)
+        self.announce(job)
         if job.is_hyperparameter_job:
             self._run_trials(job, launch, environment, job_dir)
             return

@@ -186,11 +186,11 @@ class ContainerLaunch(Launch):
 
 def strategy_for(job: Job) -> Launch:
     """How ``job``'s replicas run, decided from its input (and its Vertex AI request, if any)."""
-    training_input = builtin.runnable_input(job.training_input)  # a built-in algorithm: our package
+    training_input = builtin.runnable_input(job.training_input or {})  # a built-in algorithm: our package
     if containers.runs_container(training_input):
         return ContainerLaunch(job, training_input)
     return Launch(
-        job, training_input, kind="built-in algorithm" if builtin.is_builtin_input(job.training_input) else None
+        job, training_input, kind="built-in algorithm" if builtin.is_builtin_input(job.training_input or {}) else None
     )
 
 
@@ -203,7 +203,8 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
     engine = pod.engine
     if account is not None:
         account.hand_over(context.replica_dir)  # the container's user writes its own folder, as a trainer does
-    job_dir_args = ["--job-dir", context.job_dir] if launch.job_dir_arg(context.job_dir) else []
+    told = launch.job_dir_arg(context.job_dir)
+    job_dir_args = ["--job-dir", told] if told else []
     entrypoint, args = containers.container_arguments(
         launch.training_input, plan.task_type, [*job_dir_args, *context.trial_args]
     )

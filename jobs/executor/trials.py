@@ -393,7 +393,7 @@ class TuningLoop:
 
     def publish(self) -> None:
         Job.objects.filter(pk=self.job.pk).update(training_output=self.training_output(), etag=new_etag())
-        self.runner._announce(self.job)
+        self.runner.announce(self.job)
 
 
 def trial_job_dir(job_dir: str | None, trial_id: str, *, project=None) -> str | None:

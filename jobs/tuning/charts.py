@@ -206,7 +206,7 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
     finals = {t["trialId"]: float(t["finalMetric"]["objectiveValue"]) for t in ordered if t.get("finalMetric")}
     ranked = sorted(finals, key=lambda trial_id: -finals[trial_id] if maximize else finals[trial_id])
     top = ranked[:INTERMEDIATE_TOP]
-    groups = {False: ([], [], []), True: ([], [], [])}
+    groups: dict[bool, tuple[list, list, list]] = {False: ([], [], []), True: ([], [], [])}
     curves: dict[str, list[tuple[int, float]]] = {}
     rows = []
     for trial in ordered:

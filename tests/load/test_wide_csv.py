@@ -4,7 +4,6 @@ requests are still answered (issue 25)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import urllib.parse
 import urllib.request
@@ -26,11 +25,6 @@ def wide_csv(path: Path, rows: int, salt: int) -> None:
         for row in range(rows):
             handle.write(",".join(str((row * 31 + i * 7 + salt) % 997 + 100) for i in range(COLUMNS)) + "\n")
     path.chmod(0o644)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def descendants(pid: int) -> list[int]:
@@ -90,19 +84,16 @@ def test_wide_csvs_are_analysed_in_bounded_memory_and_shown_without_holding_up_o
     shown = page(paths[0])
     assert f"first 200 of {COLUMNS:,} columns" in shown
 
-    # Each view of a finished analysis (200 charts) is rendered by the web process, which serves
-    # everyone: it must cost little of its time.
-    before = cpu_seconds(web)
+    # Each view of a finished analysis (200 charts) shows what the child drew: the web process
+    # serves everyone (what the views cost its CPU is measured in bench/abuse.py's analysis case).
     with PeakRss(web) as web_rss:
         for _ in range(3):
             for path in paths:
                 page(path)
-    spent = cpu_seconds(web) - before
     status, _ = console.server.api("GET", "/v1/projects/default-project/jobs", console.token)
 
     assert status == 200
     # Unbounded, each child held every cell of its file (2 GB for the two), and each view built
     # 200 Plotly figures in the web process (0.8 s of its CPU).
     assert children_peak[0] < 500, f"the analyses took {children_peak[0]:.0f} MB"
-    assert spent < 1.5, f"6 views of finished analyses took {spent:.1f} s of the web process's CPU"
     assert web_rss.mb < 500, f"the web process reached {web_rss.mb:.0f} MB"
