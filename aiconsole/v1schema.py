@@ -2,7 +2,7 @@
 
 Messages and fields are named exactly as in Google's ``ml v1`` discovery document
 (``GoogleCloudMlV1__Job``, ``trainingInput``, ...). Three things are derived from this module and
-nothing else: the JSON reader of Job bodies (``jobs.spec``), the type check of Model and Version
+nothing else: the JSON reader of Job bodies (``jobs.validation``), the type check of Model and Version
 bodies (``models_registry.spec``) and the OpenAPI document (``aiconsole.openapi``).
 ``tests/aiconsole/test_v1schema_drift.py`` compares it with the discovery document that
 google-api-python-client ships, so a renamed or retyped field fails CI.
@@ -141,7 +141,7 @@ _CRP_REASON = (
 )
 
 MESSAGES: dict[str, Message] = {
-    # --- training and batch prediction jobs (jobs.spec) -----------------------------------------------
+    # --- training and batch prediction jobs (jobs.validation) -----------------------------------------------
     PREFIX + "Job": Message(
         {
             "jobId": S,

@@ -90,7 +90,7 @@ class BackgroundService:
 class _Registry:
     kinds: list[JobKind] = field(default_factory=list)
     services: list[BackgroundService] = field(default_factory=list)
-    # The submission rules each feature adds to the one validator (jobs.spec) and to the one submit
+    # The submission rules each feature adds to the one validator (jobs.validation) and to the one submit
     # check (jobs.services): ``rule(training_input, path) -> violations``, pure, with the v1 schema;
     # ``check(training_input, project=) -> violations``, what needs the project (its storage, images).
     training_rules: list[Callable[[dict, str], list]] = field(default_factory=list)

@@ -22,9 +22,9 @@ from aiconsole.errors import (
     InvalidArgument,
 )
 from aiconsole.models import Project
-from jobs import catalogue, dispatch, filters, kinds, runtimes, spec
+from jobs import catalogue, dispatch, filters, kinds, runtimes, validation
 from jobs.models import Job
-from jobs.resources import job_resource
+from jobs.wire import job_resource
 
 JOB_SERVICE = "google.cloud.ml.v1.JobService"
 CREATE_JOB = f"{JOB_SERVICE}.CreateJob"
@@ -33,8 +33,8 @@ DUPLICATE_JOB = "A job with this id already exists."
 
 def _validate(body: dict) -> dict:
     try:
-        return spec.validate_job(body)
-    except spec.SpecError as error:
+        return validation.validate_job(body)
+    except validation.SpecError as error:
         raise InvalidArgument(error.message, error.violations) from None
 
 
@@ -282,7 +282,7 @@ def update_job(job: Job, body: dict, update_mask: str, *, actor) -> Job:
             ]
         )
     labels = body.get("labels") or {}
-    violations = spec.validate_labels(labels, "job.labels")
+    violations = validation.validate_labels(labels, "job.labels")
     if violations:
         raise InvalidArgument.from_violations(violations)
     with transaction.atomic():

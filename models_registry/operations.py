@@ -6,7 +6,7 @@ from django.db import transaction
 
 from aiconsole import audit, iam
 from aiconsole.models import Project
-from jobs.resources import rfc3339
+from jobs.wire import rfc3339
 from models_registry.models import Operation
 
 OPERATIONS = "google.longrunning.Operations"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.resources import rfc3339
+from jobs.wire import rfc3339
 from models_registry.models import Model, Version
 
 MODEL_TYPE = "type.googleapis.com/google.cloud.ml.v1.Model"

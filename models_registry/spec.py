@@ -13,7 +13,7 @@ from aiconsole import v1schema
 from aiconsole.errors import FieldViolation, InvalidArgument, Violations, clipped
 from aiconsole.v1schema import Field
 from jobs import catalogue, runtimes
-from jobs import spec as job_spec
+from jobs import validation as job_spec
 from models_registry import conf
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")

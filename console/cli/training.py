@@ -334,7 +334,7 @@ def _job_dir(value: str | None) -> str | None:
 def check_before_upload(body: dict, args, *, has_local_packages: bool) -> None:
     """What the submission cannot do without; checked before building or uploading anything."""
     # deferred: the client commands run without Django; only this command needs it
-    from jobs import spec
+    from jobs import validation as spec
 
     training_input = body["trainingInput"]
     container = bool((training_input.get("masterConfig") or {}).get("imageUri"))

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from aiconsole import accounts, audit, iam, paging
 from aiconsole.errors import FieldViolation, InvalidArgument
 from jobs import catalogue, services
-from jobs.resources import job_resource
+from jobs.wire import job_resource
 
 
 def _job_body(request) -> dict:

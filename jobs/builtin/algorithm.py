@@ -4,7 +4,7 @@ A job whose ``masterConfig.imageUri`` names a built-in algorithm image runs the 
 package shipped in this repository. ``runnable_input`` turns such a TrainingInput into what the
 executor runs for any trainer (``packageUris`` with our wheel, ``pythonModule``), so logs,
 cancel, tuning and scaled mode need nothing special. The argument rules live in
-``algorithms.catalogue`` and are applied by ``jobs.spec`` (``check_training_input`` below);
+``algorithms.catalogue`` and are applied by ``jobs.validation`` (``check_training_input`` below);
 ``check_submission`` adds what needs the filesystem: the data file itself.
 """
 
@@ -26,7 +26,7 @@ from algorithms import catalogue as algos
 from algorithms.table import DataError, check_target, decode, read_text
 from jobs import runtimes
 from jobs.catalogue import MACHINE_TYPES, SCALE_TIERS, TPU
-from jobs.spec import FieldViolation
+from jobs.validation import FieldViolation
 
 DIST_NAME = "aiconsole_algorithms"
 SCAN_BYTES = 1 << 20  # the part of a data file checked at submission
@@ -100,7 +100,7 @@ def runnable_input(training_input: dict) -> dict:
     }
 
 
-# --- spec rules (pure; called by jobs.spec) ----------------------------------------------------------
+# --- spec rules (pure; called by jobs.validation) ----------------------------------------------------------
 
 
 def check_training_input(ti: dict, path: str) -> list[FieldViolation]:

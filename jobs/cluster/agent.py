@@ -35,7 +35,6 @@ from jobs.cluster import capacity
 from jobs.containers import engine as engines
 from jobs.containers import images as container_images
 from jobs.executor import containers, strategies
-from jobs.executor.logs import LogSink
 from jobs.executor.preparing import (
     PrepareError,
     fetch_packages,
@@ -51,6 +50,7 @@ from jobs.executor.replicas import (
     exit_description,
 )
 from jobs.executor.runner import RunnerBase, internal_error_message
+from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state

@@ -41,10 +41,10 @@ from jobs import catalogue, dispatch
 from jobs.cluster import capacity, placement, tasks
 from jobs.executor import strategies
 from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
-from jobs.executor.logs import LogSink
 from jobs.executor.preparing import PrepareError, prepare_job_dir, take_back_inputs
 from jobs.executor.replicas import Placement, cluster_configs
 from jobs.executor.runner import RunnerBase, record_crash
+from jobs.executor.sink import LogSink
 from jobs.models import LIVE_REPLICA_STATES, Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 

@@ -33,7 +33,7 @@ from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
-from jobs.spec import roles
+from jobs.validation import roles
 
 IMAGE_SERVICE = "aiconsole.ImageService"
 LOAD_METHOD = f"{IMAGE_SERVICE}.LoadImage"

@@ -21,10 +21,10 @@ from django.db import transaction
 from jobs import dispatch, kinds
 from jobs.executor import containers
 from jobs.executor.housekeeping import AuditRetention, Loop, Runners, expire_waiting
-from jobs.executor.logs import LogSink
 from jobs.executor.prebuild import Prebuilder
 from jobs.executor.replicas import SPARES, stop_orphan
 from jobs.executor.runner import RunnerBase
+from jobs.executor.sink import LogSink
 from jobs.models import Job, JobState, Replica, ReplicaState
 
 logger = logging.getLogger(__name__)

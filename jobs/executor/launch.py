@@ -18,8 +18,8 @@ from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.executor import containers
 from jobs.executor.environments import Environment
-from jobs.executor.logs import LogSink
 from jobs.executor.replicas import Placement, ReplicaProcess, cluster_configs, free_port
+from jobs.executor.sink import LogSink
 from jobs.executor.strategies import Launch, ReplicaContext
 from jobs.models import Job, Replica, ReplicaState
 from jobs.vertex import launch as vertex

@@ -20,8 +20,8 @@ from collections import deque
 from django.db import close_old_connections, connection
 
 from jobs.executor import strategies
-from jobs.executor.logs import LogSink
 from jobs.executor.preparing import Cancelled, PrepareError, fetch_packages, needs_gpu, work_dir_for
+from jobs.executor.sink import LogSink
 from jobs.models import Job, JobState
 from jobs.services import announce_state
 

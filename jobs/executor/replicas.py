@@ -26,7 +26,8 @@ from pathlib import Path
 
 from aiconsole.trainer_user import TrainerUser
 from jobs import catalogue, runtimes
-from jobs.executor.logs import LineSplitter, LogSink
+from jobs.executor.sink import LogSink
+from jobs.logs.lines import LineSplitter
 
 CLUSTER_TYPES = ("master", "worker", "ps")
 _SIGNAL_NAMES = {

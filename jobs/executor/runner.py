@@ -19,9 +19,9 @@ from jobs import catalogue
 from jobs.containers.staged import StagingRefused
 from jobs.executor import strategies, trials
 from jobs.executor.launch import ReplicaSet
-from jobs.executor.logs import LogSink
 from jobs.executor.preparing import Cancelled, PrepareError, needs_gpu, passthrough_env, take_back_inputs, work_dir_for
 from jobs.executor.replicas import ReplicaProcess, exit_description
+from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state

@@ -25,8 +25,8 @@ from jobs.containers import images as container_images
 from jobs.containers.staged import Staged
 from jobs.executor import containers, preparing
 from jobs.executor.environments import Environment
-from jobs.executor.logs import LogSink
 from jobs.executor.replicas import ReplicaProcess, failure_message, traceback_tail, trainer_command, trainer_environment
+from jobs.executor.sink import LogSink
 from jobs.models import Job, Replica
 from jobs.vertex import launch as vertex
 

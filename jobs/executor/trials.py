@@ -38,8 +38,8 @@ from jobs.executor.strategies import Launch
 from jobs.metrics import points as metrics
 from jobs.metrics import tfevents
 from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
-from jobs.resources import trial_resource
 from jobs.tuning import search as tuning
+from jobs.wire import trial_resource
 
 POLL_SECONDS = 0.1
 SUMMARY_POLL_SECONDS = 1.0

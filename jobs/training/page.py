@@ -14,9 +14,9 @@ import shlex
 from algorithms import catalogue as algorithms
 from jobs import catalogue, kinds, runtimes, services
 from jobs.logs import stream as logstream
-from jobs.spec import roles
 from jobs.templatetags import job_format
 from jobs.training import equivalent
+from jobs.validation import roles
 from jobs.vertex import equivalent as vertex_equivalent
 
 

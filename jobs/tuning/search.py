@@ -35,9 +35,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from jobs.spec.param_values import format_value, parse_value
 from jobs.tuning.gp_sampler import NumpyGPSampler
 from jobs.tuning.limits import max_trials, parallel_trials  # noqa: F401 (the executor reads them here)
+from jobs.validation.param_values import format_value, parse_value
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from aiconsole.errors import Violations, clipped
-from jobs.spec.schema import as_double, as_int
+from jobs.validation.schema import as_double, as_int
 
 TYPES = ("string", "bool", "int32", "int64", "double", "duration", "timestamp", "enum", "message", "map", "object")
 _SHOWN_CHARS = 200

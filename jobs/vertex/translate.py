@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs import catalogue
-from jobs.spec.param_values import format_value
+from jobs.validation.param_values import format_value
 from jobs.vertex import images, schema
 
 CUSTOM_JOB = "custom_job"

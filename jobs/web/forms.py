@@ -1,6 +1,6 @@
 """The console's job submission form: HTML fields in, a v1 Job body out.
 
-The form only parses; the rules live in ``jobs.spec`` and are applied by ``submit_job``. Its
+The form only parses; the rules live in ``jobs.validation`` and are applied by ``submit_job``. Its
 field violations (``job.training_input.worker_count``) are mapped back onto these fields so each
 error shows next to the input that caused it.
 
@@ -19,8 +19,8 @@ from django import forms
 
 from aiconsole import yamlsafe
 from jobs import catalogue, runtimes
-from jobs.spec import roles
 from jobs.training import equivalent
+from jobs.validation import roles
 
 ROLES = (
     ("master", "Master", "masterType", "masterConfig", None),

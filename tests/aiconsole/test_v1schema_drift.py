@@ -233,7 +233,7 @@ def test_model_and_version_checks_take_their_fields_from_the_schema():
 
 
 def test_every_schema_field_of_a_training_input_is_read_by_the_job_validator():
-    from jobs import spec
+    from jobs import validation as spec
 
     # Each known field, even with a wrong value, is read as that field, never as an unknown name.
     for key in v1schema.message("TrainingInput").fields:

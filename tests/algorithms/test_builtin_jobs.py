@@ -9,7 +9,7 @@ import pytest
 
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, JobState
-from jobs.resources import job_resource
+from jobs.wire import job_resource
 from models_registry import services as model_services
 from tests.helpers.algorithms import (
     BOOSTED_TREES,

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from aiconsole import iam
 from aiconsole.events import group_for_job
 from console.routing import same_origin
-from jobs.executor.logs import LogSink
+from jobs.executor.sink import LogSink
 from jobs.logs import consumers
 from jobs.logs import stream as logstream
 from jobs.logs.consumers import CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED

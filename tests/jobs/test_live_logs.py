@@ -10,7 +10,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 from jobs import services
-from jobs.executor.logs import LineSplitter, LogSink
+from jobs.executor.sink import LogSink
+from jobs.logs.lines import LineSplitter
 from jobs.models import LogLine
 from tests.helpers.jobs import submit
 from tests.helpers.logs import socket_path, store

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from aiconsole import iam
 from aiconsole.tokens import create_token
-from jobs.executor.logs import LogSink
+from jobs.executor.sink import LogSink
 from jobs.logs import api as log_api
 from jobs.models import Job, JobState
 from tests.helpers.jobs import submit

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from jobs.catalogue import ReplicaPlan
-from jobs.executor.logs import LineSplitter, TracebackTracker, detect_severity
 from jobs.executor.replicas import (
     Placement,
     cluster_configs,
@@ -15,6 +14,7 @@ from jobs.executor.replicas import (
     traceback_tail,
     trainer_command,
 )
+from jobs.logs.lines import LineSplitter, TracebackTracker, detect_severity
 
 
 def split(chunks: list[bytes], max_bytes: int = 1000) -> list[str]:

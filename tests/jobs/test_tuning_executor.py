@@ -11,7 +11,7 @@ from django.conf import settings
 
 from jobs import services
 from jobs.models import Job, JobState, ReplicaState
-from jobs.resources import job_resource
+from jobs.wire import job_resource
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor

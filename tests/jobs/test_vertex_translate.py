@@ -8,7 +8,7 @@ import json
 import pytest
 
 from aiconsole.errors import FieldViolation, Violations
-from jobs import spec as v1
+from jobs import validation as v1
 from jobs.vertex import images, launch, schema, translate
 from tests.helpers.vertex import SKLEARN_IMAGE, TF_IMAGE, custom_job, package_pool, tuning_job
 

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from jobs.executor.logs import SERVICE_TASK, LogSink
+from jobs.executor.sink import LogSink
+from jobs.logs.lines import SERVICE_TASK
 from jobs.models import LogLine
 from tests.helpers.jobs import submit
 from tests.helpers.memory import PeakRss

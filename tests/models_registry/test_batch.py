@@ -12,7 +12,7 @@ from aiconsole import iam
 from aiconsole.errors import InvalidArgument
 from jobs import services as job_services
 from jobs.models import Job, JobState
-from jobs.resources import job_resource
+from jobs.wire import job_resource
 from models_registry import batch, services
 from tests.helpers.identity import make_user
 from tests.helpers.jobs import log_text

@@ -12,8 +12,8 @@ import re
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs.catalogue import CLOUD_TPU, DEFAULT_RUNTIME_VERSION, RUNTIME_VERSIONS
-from jobs.spec import roles
-from jobs.spec.schema import one_of
+from jobs.validation import roles
+from jobs.validation.schema import one_of
 
 _MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:@]*$")

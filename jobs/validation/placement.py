@@ -12,8 +12,8 @@ import re
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs.catalogue import ACCELERATORS, MACHINE_TYPES, REGIONS, SCALE_TIERS
-from jobs.spec import roles
-from jobs.spec.schema import seconds
+from jobs.validation import roles
+from jobs.validation.schema import seconds
 
 
 def _requested_accelerators(ti: dict, path: str) -> list[tuple[str, str]]:

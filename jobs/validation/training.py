@@ -12,11 +12,11 @@ from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs import kinds
 from jobs.catalogue import CLOUD_TPU, COMPUTE_ENGINE, LEGACY, MACHINE_TYPES, TPU
-from jobs.spec import roles
-from jobs.spec.accelerators import check_accelerators
-from jobs.spec.code import check_code
-from jobs.spec.hyperparameters import check_hyperparameters
-from jobs.spec.placement import check_identity, check_region, check_scheduling
+from jobs.validation import roles
+from jobs.validation.accelerators import check_accelerators
+from jobs.validation.code import check_code
+from jobs.validation.hyperparameters import check_hyperparameters
+from jobs.validation.placement import check_identity, check_region, check_scheduling
 
 _CATEGORY_WORDS = {COMPUTE_ENGINE: "Compute Engine", LEGACY: "legacy", TPU: "TPU"}
 

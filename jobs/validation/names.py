@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from aiconsole.errors import FieldViolation, Violations
-from jobs.spec.schema import shown
+from jobs.validation.schema import shown
 
 _JOB_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
 

@@ -25,11 +25,11 @@ exported here.
 from __future__ import annotations
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
-from jobs.spec.hyperparameters import check_hyperparameters
-from jobs.spec.names import validate_job_id, validate_labels
-from jobs.spec.prediction import check_prediction_input
-from jobs.spec.schema import parse_message
-from jobs.spec.training import DEFAULT_MAX_REPLICA_COUNT, check_training_input, max_replica_count
+from jobs.validation.hyperparameters import check_hyperparameters
+from jobs.validation.names import validate_job_id, validate_labels
+from jobs.validation.prediction import check_prediction_input
+from jobs.validation.schema import parse_message
+from jobs.validation.training import DEFAULT_MAX_REPLICA_COUNT, check_training_input, max_replica_count
 
 __all__ = [
     "DEFAULT_MAX_REPLICA_COUNT",

@@ -1,4 +1,4 @@
-"""Tests for jobs.spec: the v1 Job body validator. Pure; no database."""
+"""Tests for jobs.validation: the v1 Job body validator. Pure; no database."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from jobs import spec
-from jobs.spec import FieldViolation, SpecError
+from jobs import validation as spec
+from jobs.validation import FieldViolation, SpecError
 
 PACKAGE = "gs://bucket/trainer-0.1.tar.gz"
 BASIC = {"scaleTier": "BASIC", "packageUris": [PACKAGE], "pythonModule": "trainer.task", "region": "us-central1"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs.catalogue import ACCELERATORS, CLOUD_TPU, LEGACY, MACHINE_TYPES, TPU
-from jobs.spec import roles
-from jobs.spec.schema import one_of
+from jobs.validation import roles
+from jobs.validation.schema import one_of
 
 
 def check_accelerators(ti: dict, path: str, errors: Violations) -> None:

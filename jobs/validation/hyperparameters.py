@@ -6,7 +6,7 @@ import re
 
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
-from jobs.spec.names import validate_job_id
+from jobs.validation.names import validate_job_id
 
 _LOG_SCALES = ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
 _GRID_TYPES = ("INTEGER", "CATEGORICAL", "DISCRETE")

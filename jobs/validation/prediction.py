@@ -11,7 +11,7 @@ import re
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs.catalogue import RUNTIME_VERSIONS
-from jobs.spec.placement import check_region_name
+from jobs.validation.placement import check_region_name
 
 _MODEL_NAME_RE = re.compile(r"^projects/[^/]+/models/[^/]+$")
 _VERSION_NAME_RE = re.compile(r"^projects/[^/]+/models/[^/]+/versions/[^/]+$")
