@@ -322,7 +322,7 @@ def _id_range(name: str, default: str) -> range:
 # The user and group ids the projects' accounts get, one each, the same on every worker host.
 TRAINER_UIDS = _id_range("AICONSOLE_TRAINER_UIDS", "70000-79999")
 # Interpreters for runtime versions, "3.7=/usr/bin/python3.7,3.8=/opt/py38/bin/python": looked
-# up first, before uv's discovery and pyenv's versions (jobs.runtimes.find_python).
+# up first, before uv's discovery and pyenv's versions (jobs.runtimes.pythons.find_python).
 PYTHONS = env_str("AICONSOLE_PYTHONS", "") or ""
 # The runtime's GPU-capable build for replicas with GPUs: "auto" (when this host has NVIDIA GPUs;
 # scaled workers: when the replica was given devices), "always" or "never".

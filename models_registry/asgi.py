@@ -8,7 +8,7 @@ the same code the ``predict`` view calls for a bearer-token call: ``tokens.authe
 then ``api.prediction_answer`` (the services: ``iam`` permission check, Data Access audit entry,
 request logging; the same answers and error envelopes), with the same body limit. The request's
 scope (audit context, IAM cache) and Django's Host check and security headers come from
-``aiconsole.middleware`` (``front_call``, ``front_headers``). A Host outside ALLOWED_HOSTS and
+``aiconsole.front`` (``front_call``, ``front_headers``). A Host outside ALLOWED_HOSTS and
 anything unusual go to Django. It is online prediction's data plane, the one path beside Django.
 
 Mounted in ``console/asgi.py``: ``"http": PredictFront(django_application)``.
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from aiconsole.middleware import FrontPool, front_call, front_headers, scope_context, scope_header
+from aiconsole.front import FrontPool, front_call, front_headers
+from aiconsole.middleware import scope_context, scope_header
 from aiconsole.tokens import authenticate_bearer
 from models_registry import api, conf
 

@@ -41,6 +41,7 @@ from django.conf import settings
 from aiconsole import beneath, trainer_user
 from jobs import runtimes
 from jobs.executor import replicas
+from jobs.runtimes import pythons
 
 BUILDS_FOLDER = ".builds"  # in WORK_DIR/<project>/; no job id starts with "."
 CACHE_FOLDER = "uv-cache"  # the account's own uv cache, kept between its builds
@@ -155,7 +156,7 @@ class Sandbox:
 
     def environment(self) -> dict[str, str]:
         """What a build step sees: the index settings uv needs, its own home, temp and cache."""
-        keep = {k: v for k, v in runtimes.tool_env().items() if k not in ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME")}
+        keep = {k: v for k, v in pythons.tool_env().items() if k not in ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME")}
         env = {
             **keep,
             "HOME": str(self.root),
@@ -190,7 +191,7 @@ class Sandbox:
         return output
 
     def uv(self, args: list[str], *, what: str) -> str:
-        return self.run([trainer_user.reachable_tool(runtimes.uv_binary()), *args], what=what)
+        return self.run([trainer_user.reachable_tool(pythons.uv_binary()), *args], what=what)
 
     def write(self, name: str, text: str) -> Path:
         """A file the console gives the build (a requirements list), owned by the account."""

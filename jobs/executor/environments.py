@@ -39,6 +39,7 @@ from aiconsole import archives, trainer_user
 from aiconsole.storage import file_digest
 from jobs import runtimes
 from jobs.executor import builds
+from jobs.runtimes import pythons
 
 COMPLETE_MARKER = ".aiconsole-complete.json"
 LAYER_PTH = "_aiconsole_runtime.pth"
@@ -82,7 +83,7 @@ BYTECODE = "bytecode"
 
 
 def run_uv(args: list[str], *, what: str) -> str:
-    result = subprocess.run([runtimes.uv_binary(), *args], capture_output=True, text=True, env=runtimes.tool_env())
+    result = subprocess.run([pythons.uv_binary(), *args], capture_output=True, text=True, env=pythons.tool_env())
     if result.returncode != 0:
         raise EnvironmentError_(f"{what} failed:\n{_tail((result.stderr or result.stdout).strip(), 60)}")
     return result.stdout
@@ -166,14 +167,14 @@ def build_once(path: Path, key: str, build: Callable[[Path], dict]) -> Environme
 def interpreter_for(python: str, log: Log) -> str:
     """The interpreter of a Python version, installed with uv where it is missing and allowed."""
     try:
-        found = runtimes.find_python(python)
+        found = pythons.find_python(python)
         if found:
             return found
-        if runtimes.downloads_allowed():
-            return runtimes.install_python(python, log)
-    except runtimes.PythonNotFound as error:
+        if pythons.downloads_allowed():
+            return pythons.install_python(python, log)
+    except pythons.PythonNotFound as error:
         raise EnvironmentError_(str(error)) from None
-    raise EnvironmentError_(f"No Python {python} interpreter was found. {runtimes.how_to_provide(python)}")
+    raise EnvironmentError_(f"No Python {python} interpreter was found. {pythons.how_to_provide(python)}")
 
 
 def runtime_environment(
@@ -186,7 +187,7 @@ def runtime_environment(
         raise EnvironmentError_(reason)
     interpreter = for_trainers(interpreter_for(python, log), log)
     lock = runtime.lock_path(python, variant)
-    full_version = runtimes.interpreter_version(interpreter)
+    full_version = pythons.interpreter_version(interpreter)
     # The interpreter's path too: a virtual environment runs the interpreter it was made with.
     identity = {"python": full_version, "lock": lock.read_text(), "interpreter": interpreter}
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
@@ -267,7 +268,7 @@ def compile_bytecode(environment: Environment) -> None:
         # -S: a job's layer holds the user's .pth files, which the site module would run.
         [str(environment.python), "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(environment.site_packages())],
         capture_output=True,
-        env=runtimes.tool_env(),
+        env=pythons.tool_env(),
         timeout=COMPILE_SECONDS,
     )
     _mark_complete(environment.path, {**info, BYTECODE: True})
@@ -486,8 +487,8 @@ def inventory(*, with_sizes: bool = False) -> list[dict]:
     for runtime in runtimes.RUNTIMES.values():
         for python in runtime.pythons:
             try:
-                interpreter = runtimes.find_python(python)
-            except runtimes.PythonNotFound:
+                interpreter = pythons.find_python(python)
+            except pythons.PythonNotFound:
                 interpreter = None
             for variant in runtimes.VARIANTS:
                 if not runtime.lock_path(python, variant).is_file():
@@ -502,7 +503,7 @@ def inventory(*, with_sizes: bool = False) -> list[dict]:
                         "frameworks": frameworks,
                         "interpreter": interpreter,
                         "columns": [frameworks.get(label, "—") for label in FRAMEWORK_COLUMNS],
-                        "downloadable": interpreter is None and runtimes.downloads_allowed(),
+                        "downloadable": interpreter is None and pythons.downloads_allowed(),
                         "built": built is not None,
                         "path": str(built.path) if built else None,
                         "sizeBytes": _size_of(built) if built and with_sizes else None,

@@ -6,25 +6,19 @@ for new code. ``locks/`` holds each runtime's full resolution with hashes, per P
 (``2.11-py3.7-cpu.txt``), made by ``scripts/lock-runtimes``; environments are installed from
 those files only, so every worker and every rebuild gets the same bytes.
 
-An interpreter for a runtime's Python is found, in this order: ``AICONSOLE_PYTHONS``, the
-console's own interpreter, uv's discovery, pyenv's versions; where downloads are allowed, a
-missing one is installed with ``uv python install`` when a job first needs it. A pair that
-cannot be had is refused at submit (``unavailable_reason``), never run on another Python.
+An interpreter for a runtime's Python is found (or installed) by ``pythons``. A pair that cannot be
+had is refused at submit (``unavailable_reason``), never run on another Python.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
-from django.conf import settings
+from jobs.runtimes import pythons
 
 HERE = Path(__file__).resolve().parent
 LOCK_DIR = HERE / "locks"
@@ -163,175 +157,6 @@ def parse_build(line: str) -> dict | None:
     return {**match.groupdict(), "variant": match["variant"].lower()} if match else None
 
 
-# --- interpreters ----------------------------------------------------------------------------
-
-
-class PythonNotFound(Exception):
-    """No interpreter of a version could be found; the message says how to provide one."""
-
-
-def _mapping() -> dict[str, str]:
-    pairs = {}
-    for item in filter(None, (part.strip() for part in settings.PYTHONS.split(","))):
-        version, _, path = item.partition("=")
-        pairs[version.strip()] = path.strip()
-    return pairs
-
-
-@cache
-def interpreter_version(python: str) -> str | None:
-    """``major.minor.micro`` of an interpreter, or None when it does not run."""
-    try:
-        result = subprocess.run(
-            [python, "-I", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-def _matches(python: str | os.PathLike, version: str) -> bool:
-    full = interpreter_version(str(python))
-    return bool(full) and (full + ".").startswith(version + ".")
-
-
-def uv_binary() -> str:
-    from uv import find_uv_bin
-
-    return find_uv_bin()
-
-
-def tool_env() -> dict[str, str]:
-    """What uv sees: enough to reach the package index, none of the console's secrets."""
-    keep = (
-        "PATH",
-        "HOME",
-        "LANG",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "no_proxy",
-        "XDG_CACHE_HOME",
-        "XDG_DATA_HOME",
-        "PYENV_ROOT",
-    )
-    env = {name: os.environ[name] for name in keep if name in os.environ}
-    env.update({name: value for name, value in os.environ.items() if name.startswith("UV_")})
-    env["UV_NO_PROGRESS"] = "1"
-    return env
-
-
-def _uv_find(version: str) -> str | None:
-    env = {**tool_env(), "UV_PYTHON_DOWNLOADS": "never"}
-    try:
-        result = subprocess.run(
-            [uv_binary(), "python", "find", "--system", version], capture_output=True, text=True, env=env, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = result.stdout.strip()
-    return found if result.returncode == 0 and found else None
-
-
-def _pyenv_roots() -> list[Path]:
-    roots = [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
-    try:
-        result = subprocess.run(["pyenv", "root"], capture_output=True, text=True, timeout=10)
-        if result.returncode == 0:
-            roots.insert(0, result.stdout.strip())
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return [Path(root) for root in dict.fromkeys(filter(None, roots))]
-
-
-def _pyenv_find(version: str) -> str | None:
-    for root in _pyenv_roots():
-        candidates = sorted(
-            (root / "versions").glob(f"{version}.*/bin/python{version}"),
-            key=lambda path: [int(p) for p in re.findall(r"\d+", path.parent.parent.name)],
-            reverse=True,
-        )
-        for candidate in candidates:
-            if _matches(candidate, version):
-                return str(candidate)
-    return None
-
-
-def where_to_look(version: str) -> Iterator[tuple[str, str | None]]:
-    """Each place an interpreter of ``version`` is looked for, in order, and what it gave; lazily,
-    so a caller that stops at the first one found runs no later look-up."""
-    mapped = _mapping().get(version)
-    yield "AICONSOLE_PYTHONS", mapped if mapped and _matches(mapped, version) else None
-    yield "the console's interpreter", sys.executable if _matches(sys.executable, version) else None
-    yield "uv python find", _uv_find(version)
-    yield "pyenv", _pyenv_find(version)
-
-
-_found: dict[str, str] = {}
-
-
-def find_python(version: str) -> str | None:
-    """An interpreter of ``version`` ("3.7") on this machine, or None; found ones are remembered."""
-    known = _found.get(version)
-    if known and Path(known).exists():
-        return known
-    mapped = _mapping().get(version)
-    if mapped and not _matches(mapped, version):
-        raise PythonNotFound(
-            f"AICONSOLE_PYTHONS maps Python {version} to {mapped}, which is not a working Python {version} interpreter."
-        )
-    for _, path in where_to_look(version):
-        if path:
-            _found[version] = path
-            return path
-    return None
-
-
-def downloads_allowed() -> bool:
-    return settings.PYTHON_DOWNLOADS == "automatic"
-
-
-def install_python(version: str, log) -> str:
-    """``uv python install VERSION`` with its progress in ``log``; the interpreter's path."""
-    log(f"No Python {version} interpreter on this machine; installing one with uv (this happens once).")
-    process = subprocess.Popen(
-        [uv_binary(), "python", "install", version],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**tool_env(), "UV_NO_PROGRESS": "0"},
-    )
-    output = []
-    for line in process.stdout:
-        line = line.rstrip()
-        if line:
-            output.append(line)
-            log(line)
-    if process.wait() != 0:
-        raise PythonNotFound(
-            f"Installing Python {version} with uv failed: {' '.join(output[-3:])} {how_to_provide(version)}"
-        )
-    found = _uv_find(version)
-    if not found:
-        raise PythonNotFound(f"uv installed Python {version} but cannot find it. {how_to_provide(version)}")
-    _found[version] = found
-    return found
-
-
-def how_to_provide(version: str) -> str:
-    return (
-        f"Install Python {version} (for example `uv python install {version}` or "
-        f"`pyenv install {version}`), or name one with AICONSOLE_PYTHONS={version}=/path/to/python{version}."
-    )
-
-
 def resolve_pair(runtime_version: str | None, python_version: str | None) -> tuple[Runtime, str]:
     """The Runtime and Python a job's runtimeVersion and pythonVersion mean (defaults filled in)."""
     runtime = RUNTIMES[runtime_version or DEFAULT_RUNTIME_VERSION]
@@ -375,14 +200,14 @@ def unavailable_reason(runtime_version: str | None, python_version: str | None) 
             f"Python {', '.join(runtime.pythons)}."
         )
     try:
-        if find_python(python):
+        if pythons.find_python(python):
             return None
-    except PythonNotFound as error:
+    except pythons.PythonNotFound as error:
         return f"Runtime version {runtime.name} needs Python {python}: {error}"
-    if downloads_allowed():
+    if pythons.downloads_allowed():
         return None  # installed with uv when the first job prepares, with progress in its log
     return (
         f"Runtime version {runtime.name} needs Python {python}, and no Python {python} interpreter "
         f"was found (looked in AICONSOLE_PYTHONS, the console's own, uv's and pyenv's interpreters; "
-        f"downloads are off: AICONSOLE_PYTHON_DOWNLOADS=never). {how_to_provide(python)}"
+        f"downloads are off: AICONSOLE_PYTHON_DOWNLOADS=never). {pythons.how_to_provide(python)}"
     )

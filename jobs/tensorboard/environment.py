@@ -16,9 +16,9 @@ from pathlib import Path
 from django.conf import settings
 
 from aiconsole import storage
-from jobs import runtimes
 from jobs.executor import environments
 from jobs.executor.environments import Environment
+from jobs.runtimes import pythons
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def tensorboard_environment(log=logger.info) -> Environment:
     python = f"{sys.version_info.major}.{sys.version_info.minor}"  # the lock is resolved for >= 3.11
     interpreter = environments.for_trainers(environments.interpreter_for(python, log), log)
     lock = LOCK.read_text()
-    identity = {"python": runtimes.interpreter_version(interpreter), "lock": lock, "interpreter": interpreter}
+    identity = {"python": pythons.interpreter_version(interpreter), "lock": lock, "interpreter": interpreter}
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     path = settings.ENV_DIR / f"tensorboard-{key[:16]}"
     if (path / environments.COMPLETE_MARKER).is_file():

@@ -1,4 +1,4 @@
-"""Issue 25, item 7: CSV cells a spreadsheet would run as formulas are quoted as text; numbers,
+"""CSV cells a spreadsheet would run as formulas are quoted as text; numbers,
 negative ones included, stay numbers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 25, item 6: the client's address behind a reverse proxy. X-Forwarded-For is believed only
+"""The client's address behind a reverse proxy. X-Forwarded-For is believed only
 from AICONSOLE_TRUSTED_PROXIES; sign-in throttling and the audit log key on what it says there,
 and on the real peer when an untrusted caller sends the header to dodge them."""
 

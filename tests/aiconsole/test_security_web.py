@@ -1,4 +1,4 @@
-"""Web-facing hardening (issue 16): private files, login throttling, deeply nested JSON, and the
+"""Web-facing hardening: private files, login throttling, deeply nested JSON, and the
 ASGI fast paths holding to the same host check and response headers as Django."""
 
 from __future__ import annotations
@@ -251,13 +251,13 @@ def test_five_wrong_passwords_lock_the_user_out_from_that_address_even_with_the_
     page = response.content.decode()
     assert "Too many failed sign-ins for this user from this address" in page and "15 minutes" in page
     assert "_auth_user_id" not in client.session
-    # One address alone cannot lock the account for the user's other addresses (issue 25, item 6).
+    # One address alone cannot lock the account for the user's other addresses.
     response = _sign_in(client, "alice_admin", "pw-alice_admin", address="10.0.0.2")
     assert response.status_code == 302 and client.session["_auth_user_id"] == str(admin.pk)
 
 
 def test_wrong_passwords_for_other_names_never_refuse_the_right_one(client, admin, developer):
-    """Issue 25, item 6: five failures for made-up names used to lock every user out of the
+    """Five failures for made-up names used to lock every user out of the
     address (behind a proxy or NAT, everyone) for 15 minutes, the platform admin included."""
     for number in range(12):
         _sign_in(client, f"guess{number % 3}", "wrong", address="10.0.0.9")  # three names locked

@@ -1,4 +1,4 @@
-"""Issue 25, item 6: sign-in throttling locks accounts, never addresses. Failures for one user from
+"""Sign-in throttling locks accounts, never addresses. Failures for one user from
 one address refuse that user there; failures for one user from any addresses refuse that user
 everywhere; failures for other names never refuse anyone. Both limits and the cool-off are
 settings, the API tokens and the profile page are not locked by others' failures, and behind a

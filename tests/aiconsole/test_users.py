@@ -1,4 +1,4 @@
-"""Users and passwords (issue 17, item 13): the services in ``aiconsole.accounts`` and the Users
+"""Users and passwords: the services in ``aiconsole.accounts`` and the Users
 page, the set-password link page and the profile's password change."""
 
 from __future__ import annotations

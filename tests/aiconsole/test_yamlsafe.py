@@ -1,4 +1,4 @@
-"""Issue 25, item 2: the one YAML loader for what users hand in refuses alias bombs, deep nesting
+"""The one YAML loader for what users hand in refuses alias bombs, deep nesting
 and oversized input before anything expands them, and still reads ordinary config files."""
 
 from __future__ import annotations

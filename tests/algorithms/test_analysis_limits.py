@@ -1,5 +1,5 @@
 """The data analysis page is bounded: capped columns and rows, off the request path with a time
-budget, and cached per file version (issue 16, item 6)."""
+budget, and cached per file version."""
 
 from __future__ import annotations
 

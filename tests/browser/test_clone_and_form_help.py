@@ -1,4 +1,4 @@
-"""Issue 17 items 11 and 14 in Chromium: "Clone" from a job page, the machine descriptions, the live
+"""In Chromium: "Clone" from a job page, the machine descriptions, the live
 ML-unit estimate, the tuning builder kept in sync with the YAML, the copyable command and REST
 body, a 390 px phone, and axe in light and dark."""
 

@@ -1,4 +1,4 @@
-"""Issue 28 in Chromium: choosing "Custom container" on the job form hides the package and runtime
+"""In Chromium: choosing "Custom container" on the job form hides the package and runtime
 fields (and does not send them), shows the image fields, follows the choice in the live command,
 and the job it submits runs the image."""
 

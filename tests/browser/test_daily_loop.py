@@ -1,4 +1,4 @@
-"""Issue 30 in Chromium, the loop an ML team runs all day: clone and resubmit that always works, a
+"""in Chromium, the loop an ML team runs all day: clone and resubmit that always works, a
 form's errors at the top, a job page that opens on its log and filters it in place, a header that
 follows the job's state, a batch prediction job's own page with its error file one click away, the
 outputs browser, and the jobs list on a phone."""

@@ -1,4 +1,4 @@
-"""The job page a team uses every day (issue 17, items 1, 2, 8 and 9), in Chromium against a live
+"""The job page a team uses every day, in Chromium against a live
 console: panels that follow a running job to its end and then match a fresh load, stderr that is
 not all ERROR, a study page in tabs with a readable trial table, and times and durations."""
 

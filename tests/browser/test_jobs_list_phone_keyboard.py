@@ -1,4 +1,4 @@
-"""Issue 17 items 5, 12 and 15 in Chromium: main pages fit a 390 px phone (only labelled tables and
+"""In Chromium: main pages fit a 390 px phone (only labelled tables and
 logs scroll sideways), the jobs list's search, sort and filters live in the URL (shareable, the
 back button works), and the keyboard reaches a new training job in one key press."""
 

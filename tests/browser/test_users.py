@@ -1,4 +1,4 @@
-"""Issue 17, item 13 in Chromium: platform admins create users, set passwords or hand out one-time
+"""In Chromium: platform admins create users, set passwords or hand out one-time
 set-password links, and deactivate users; everyone changes their own password on the profile
 page; all of it shows in the audit log. Phone width without sideways scroll; axe light and dark.
 

@@ -1,4 +1,4 @@
-"""Issue 25, item 2: a ``--config`` YAML bomb, deep nesting or an oversized file is refused by the
+"""A ``--config`` YAML bomb, deep nesting or an oversized file is refused by the
 CLI with a message naming the file, within a memory bound (no console needed: the file is read
 before anything is sent)."""
 

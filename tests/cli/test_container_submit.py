@@ -1,4 +1,4 @@
-"""Issue 28 from the command line: ``jobs submit training --master-image-uri`` (and ``--config``
+"""from the command line: ``jobs submit training --master-image-uri`` (and ``--config``
 with masterConfig.imageUri) submits a custom container job that runs in the console's engine, and
 an unchanged ``gcloud ai-platform jobs submit training --master-image-uri`` line does the same
 through the wrapper. A container with a package, module or runtime version is refused up front."""

@@ -1,4 +1,4 @@
-"""Issue 25, item 7: ``aiconsole jobs metrics`` writes the same safe CSV as the console's download:
+"""``aiconsole jobs metrics`` writes the same safe CSV as the console's download:
 a planted formula is quoted as text, negative values stay numbers (no console: the points are
 what the API would answer)."""
 

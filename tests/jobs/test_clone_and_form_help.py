@@ -1,4 +1,4 @@
-"""Issue 17 items 11 and 14 without a browser: "Clone" prefills the form, the equivalent command
+"""Without a browser: "Clone" prefills the form, the equivalent command
 and REST body, machine descriptions and the ML-unit estimate from the catalogue."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 28 on the console's job form, clone and job page: "Custom container" beside "Python
+"""On the console's job form, clone and job page: "Custom container" beside "Python
 package", the project's images to pick from, the service's refusals on the fields, the live
 command, and a clone that keeps the images instead of dropping them."""
 

@@ -1,4 +1,4 @@
-"""Issue 25, item 8: deeply nested list filters are a 400 INVALID_ARGUMENT naming the rule, never
+"""Deeply nested list filters are a 400 INVALID_ARGUMENT naming the rule, never
 a stack overflow (an HTML 500); the console's own filter boxes take such text as plain text."""
 
 from __future__ import annotations

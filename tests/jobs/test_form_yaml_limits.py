@@ -1,4 +1,4 @@
-"""Issue 25, item 2: the job form's "Hyperparameter tuning" field refuses YAML bombs, deep nesting
+"""The job form's "Hyperparameter tuning" field refuses YAML bombs, deep nesting
 and oversized text under the field, and the REST API reads no YAML at all."""
 
 from __future__ import annotations

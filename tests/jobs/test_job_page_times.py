@@ -1,4 +1,4 @@
-"""The job pages' numbers and times (issue 17, items 1, 8 and 9): significant digits with the
+"""The job pages' numbers and times: significant digits with the
 exact value on hover, the best trial marked, replicas by trial, durations, time zones, log dates
 once per day, ML units that do not round to 0.0, and study panels that end in the fresh-load state."""
 

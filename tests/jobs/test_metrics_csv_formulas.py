@@ -1,4 +1,4 @@
-"""Issue 25, item 7: a trainer's tag or run name cannot plant a formula in the metrics CSV that
+"""A trainer's tag or run name cannot plant a formula in the metrics CSV that
 the console serves; the values, negative ones included, stay numbers."""
 
 from __future__ import annotations

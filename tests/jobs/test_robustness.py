@@ -1,4 +1,4 @@
-"""Issue 16, items 4, 5, 10, 11 and 13: walks, replica counts, crashes, field lengths, the audit
+"""Walks, replica counts, crashes, field lengths, the audit
 log's malformed rows and bucket names, each through the real console (REST, the CLI, the
 executor)."""
 

@@ -14,6 +14,7 @@ from aiconsole import archives
 from aiconsole.errors import InvalidArgument
 from console.cli import gcloud
 from jobs import catalogue, runtimes, services
+from jobs.runtimes import pythons
 from jobs.tuning import search as tuning
 from tests.helpers.jobs import body, build_package
 
@@ -61,7 +62,7 @@ def test_python_2_7_is_refused_with_the_reason_and_the_python_to_use():
 
 def test_an_interpreter_mapping_to_a_wrong_python_is_refused(settings):
     settings.PYTHONS = f"3.7={sys.executable}"  # the console's 3.11, not a 3.7
-    runtimes._found.clear()
+    pythons._found.clear()
     reason = runtimes.unavailable_reason("2.11", "3.7")
     assert f"AICONSOLE_PYTHONS maps Python 3.7 to {sys.executable}, which is not a working Python 3.7" in reason
 
@@ -69,15 +70,15 @@ def test_an_interpreter_mapping_to_a_wrong_python_is_refused(settings):
 @pytest.fixture
 def no_interpreters(settings, tmp_path, monkeypatch):
     """A machine with nothing but the console's Python: no pyenv, nothing on PATH, no downloads."""
-    runtimes._found.clear()
-    runtimes.interpreter_version.cache_clear()
+    pythons._found.clear()
+    pythons.interpreter_version.cache_clear()
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv-pythons"))
     settings.PYTHON_DOWNLOADS = "never"
     yield
-    runtimes._found.clear()
+    pythons._found.clear()
 
 
 def test_a_missing_interpreter_is_refused_at_submit_with_how_to_provide_it(no_interpreters, project, admin):
@@ -93,18 +94,18 @@ def test_a_missing_interpreter_is_refused_at_submit_with_how_to_provide_it(no_in
 def test_the_console_python_runs_the_current_runtime_without_anything_else(no_interpreters, project, admin):
     own = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert runtimes.unavailable_reason("current", None) is None
-    assert runtimes.find_python(own) == sys.executable
+    assert pythons.find_python(own) == sys.executable
     job = services.submit_job(project, body("on_current", runtimeVersion="current", pythonVersion=own), actor=admin)
     assert job.training_input["runtimeVersion"] == "current"
 
 
 def test_python_3_7_is_found_through_pyenv_and_every_source_is_checked(settings):
-    runtimes._found.clear()
-    found = runtimes.find_python("3.7")
-    assert found and runtimes.interpreter_version(found).startswith("3.7.")
-    sources = dict(runtimes.where_to_look("3.7"))
+    pythons._found.clear()
+    found = pythons.find_python("3.7")
+    assert found and pythons.interpreter_version(found).startswith("3.7.")
+    sources = dict(pythons.where_to_look("3.7"))
     assert sources["the console's interpreter"] is None  # 3.11: never taken for a 3.7
-    assert sources["pyenv"] and runtimes.interpreter_version(sources["pyenv"]).startswith("3.7.")
+    assert sources["pyenv"] and pythons.interpreter_version(sources["pyenv"]).startswith("3.7.")
 
 
 def test_declared_requirements_are_read_from_wheels_and_sdists(tmp_path):

@@ -1,6 +1,6 @@
 """A trainer printing long lines faster than they can be stored, watched live: the console's
 memory stays bounded (the log writer's buffer and each live feed are bounded in bytes, not only in
-lines), and every line is stored or counted in the log's "dropped" line (issue 25)."""
+lines), and every line is stored or counted in the log's "dropped" line."""
 
 from __future__ import annotations
 

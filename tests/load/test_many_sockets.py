@@ -1,5 +1,5 @@
 """500 live-log WebSockets on a job printing 20,000 lines a second: the web process's memory stays bounded, other users'
-requests are answered, and each viewer gets every line or is told how many it skipped (issue 25)."""
+requests are answered, and each viewer gets every line or is told how many it skipped."""
 
 from __future__ import annotations
 

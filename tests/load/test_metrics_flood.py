@@ -1,6 +1,6 @@
 """A trainer that reports millions of metric points, in a hypertune file of hundreds of MB or in
 event files: the console reads them in bounded steps, stores at most AICONSOLE_METRIC_POINTS_MAX
-per job and says so in the job's log (issue 25)."""
+per job and says so in the job's log."""
 
 from __future__ import annotations
 

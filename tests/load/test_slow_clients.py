@@ -1,7 +1,7 @@
 """Clients that hold connections without using them (a request's head sent a byte at a time, an
 answer never read): the console hangs up on them after AICONSOLE_CLIENT_TIMEOUT_SECONDS, and while
 they hang on it still accepts and answers everyone else, even started with systemd's small limit
-on open files (issue 25)."""
+on open files."""
 
 from __future__ import annotations
 

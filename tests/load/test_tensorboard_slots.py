@@ -1,6 +1,6 @@
 """One user holding a request open on every TensorBoard the console may run: another user still
 gets one (the holder's board idle the longest among theirs is stopped), and the holder asking for
-yet another is told why not (issue 25). Real TensorBoards, from their own environment."""
+yet another is told why not. Real TensorBoards, from their own environment."""
 
 from __future__ import annotations
 

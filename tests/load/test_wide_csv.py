@@ -1,6 +1,6 @@
 """The data analysis page asked for 10,000-column CSVs: the analyses run apart from the console
 with bounded memory, and showing a finished one costs the web process little, so other users'
-requests are still answered (issue 25)."""
+requests are still answered."""
 
 from __future__ import annotations
 

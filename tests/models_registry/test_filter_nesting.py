@@ -1,4 +1,4 @@
-"""Issue 25, item 8: models.list and versions.list take the jobs filter grammar over their own
+"""Models.list and versions.list take the jobs filter grammar over their own
 fields; deep nesting there is a 400 INVALID_ARGUMENT naming the rule, never a 500."""
 
 from __future__ import annotations

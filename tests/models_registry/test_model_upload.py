@@ -1,4 +1,4 @@
-"""Issue 17: a model version from an uploaded model file or archive, stored and inspected by a service."""
+"""A model version from an uploaded model file or archive, stored and inspected by a service."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17 in Chromium: the kept upload, the in-page cancel dialog, the built-in form's sections,
+"""In Chromium: the kept upload, the in-page cancel dialog, the built-in form's sections,
 checkbox labels, warning labels, header buttons and the "Permission denied" page."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 17 on the new-job form and job page: the kept upload, accelerator counts, the audit name,
+"""On the new-job form and job page: the kept upload, accelerator counts, the audit name,
 the "Permission denied" page and the deploy link."""
 
 from __future__ import annotations
