@@ -33,7 +33,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import catalogue
-from jobs.executor.preparing import Cancelled
 from jobs.executor.runner import RunnerBase
 from jobs.models import Job, Replica, ReplicaState
 from models_registry import conf, files
@@ -118,21 +117,18 @@ class BatchPredictionRunner(RunnerBase):
         work.mkdir(parents=True)
         pi = job.prediction_input or {}
         self.sink.service(f"Batch prediction job {job.job_id} is preparing.")
-        try:
+
+        def prepare():
             spec, machine = self._model(job, pi, work)
             inputs = self._inputs(pi, job.project)
             output = files.OutputDir(pi["outputPath"], work, project=job.project)
             self._check_cancel()
-        except (PrepareError, files.DeployError) as error:
-            self._fail(job, str(error))
+            return spec, machine, inputs, output
+
+        prepared = self._prepared(job, prepare, PrepareError, files.DeployError)
+        if prepared is None:
             return
-        except Cancelled:
-            self._finish_cancel(job)
-            return
-        if self.cancel_requested.is_set() or not job.mark_running():
-            self._finish_cancel(job)
-            return
-        self.announce(job)
+        spec, machine, inputs, output = prepared
         try:
             self._start_workers(job, spec, machine, len(inputs))
             counts = self._predict(pi, inputs, output, work)

@@ -67,8 +67,8 @@ def _remove_trainer_accounts(tmp_path_factory):
 
 def _remove_containers_leftovers() -> None:
     """What this run's consoles gave containers: mount points in the data dir (before it is removed,
-    which would walk into them) and the projects' networks no container uses, of this run's consoles
-    and of the scaled-mode workers it started (each holds one of the engine's subnets)."""
+    which would walk into them) and the projects' networks no container uses, of this run's console
+    and of the consoles it started whose data dirs are gone (each holds one of the engine's subnets)."""
     from jobs.containers import engine as engines
     from jobs.containers import staged
     from jobs.executor import containers as replica
@@ -76,7 +76,7 @@ def _remove_containers_leftovers() -> None:
     staged.release_all()
     engine = engines.available()
     if engine is not None:
-        replica.remove_networks(engine, every_console=True)
+        replica.remove_networks(engine, gone_consoles=True)
 
 
 @pytest.fixture(scope="session")

@@ -164,45 +164,50 @@ def pod_for(job, trial_id: str = "") -> Pod | None:
     return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk, project_network(engine, job.project))
 
 
-_networks: set[str] = set()
 _networks_lock = threading.Lock()
+LABEL_DATA_DIR = "ai-console.data-dir"  # a network's console, by its data dir: whose it is once that console is gone
 
 
 def project_network(engine: engines.Engine, project) -> str:
     """The network a project's containers join (``AICONSOLE_CONTAINER_NETWORK=bridge``): a bridge of
-    its own, made on first use, from which no other project's containers can be reached (podman's
+    its own, made when missing, from which no other project's containers can be reached (podman's
     ``isolate`` option; docker isolates its user-made bridges from each other already). Outbound
-    access is as the default bridge's; the host's loopback is never reachable from a container."""
+    access is as the default bridge's; the host's loopback is never reachable from a container.
+    Asked of the engine each time (one quick call): a sweep may have removed it while unused."""
     if settings.CONTAINER_NETWORK == "none":
         return "none"
     name = f"aic-{console_label()}-{project.project_id}"
     with _networks_lock:
-        if name in _networks:
+        try:
+            engine.call("network", "inspect", name)
             return name
-        if engine.call("network", "ls", "--quiet", "--filter", f"name=^{name}$").strip() == "":
-            isolate = ["--opt", "isolate=true"] if engine.is_podman else []
-            try:
-                engine.call("network", "create", *isolate, *owner_labels(), name)
-            except engines.EngineError:
-                if name not in engine.call("network", "ls", "--format", "{{.Name}}").split():
-                    raise  # not made by another process at the same moment: a real failure
-        _networks.add(name)
+        except engines.EngineError:
+            pass
+        isolate = ["--opt", "isolate=true"] if engine.is_podman else []
+        labels = [*owner_labels(), "--label", f"{LABEL_DATA_DIR}={settings.DATA_DIR}"]
+        try:
+            engine.call("network", "create", *isolate, *labels, name)
+        except engines.EngineError:
+            engine.call("network", "inspect", name)  # made by another process at the same moment, or a real failure
     return name
 
 
-def remove_networks(engine: engines.Engine, *, every_console: bool = False) -> None:
+def remove_networks(engine: engines.Engine, *, gone_consoles: bool = False) -> None:
     """Remove the projects' networks this process's owner made that no container uses (each is
     made again on its project's next container): a network holds one of the engine's subnets.
-    ``every_console``: those of every console on this host (a test run's, whose consoles are gone)."""
-    if every_console:
-        label = ["--filter", f"label={LABEL_CONSOLE}"]
-    else:
-        label = ["--filter", f"label={LABEL_CONSOLE}={console_label()}", "--filter", f"label={LABEL_OWNER}={_owner[0]}"]
+    ``gone_consoles``: also those of consoles on this host whose data dir is gone (a test run's)."""
+    mine = ["--filter", f"label={LABEL_CONSOLE}={console_label()}", "--filter", f"label={LABEL_OWNER}={_owner[0]}"]
+    names = engine.call("network", "ls", *mine, "--format", "{{.Name}}").split()
+    if gone_consoles:
+        for name in engine.call("network", "ls", "--filter", f"label={LABEL_CONSOLE}", "--format", "{{.Name}}").split():
+            found = json.loads(engine.call("network", "inspect", name) or "[{}]")[0]
+            folder = (found.get("labels") or found.get("Labels") or {}).get(LABEL_DATA_DIR)
+            if folder and not Path(folder).exists():
+                names.append(name)
     with _networks_lock:
-        for name in engine.call("network", "ls", *label, "--format", "{{.Name}}").split():
+        for name in dict.fromkeys(names):
             try:
                 engine.call("network", "rm", name)  # refused while a container uses it
-                _networks.discard(name)
             except engines.EngineError:
                 pass
 

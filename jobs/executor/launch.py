@@ -9,9 +9,11 @@ job's container image in a pod of its own).
 from __future__ import annotations
 
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.utils import timezone
 
 from aiconsole import trainer_user
@@ -127,6 +129,27 @@ class ReplicaSet:
                 )
             elif not self.trial_id:
                 self.sink.service(f"Started {process.label} (pid {process.pid}).")
+
+    def stop(self, *, said: bool = False) -> None:
+        """Stop every replica still running (in parallel: SIGTERM, SIGKILL after the grace), record
+        each STOPPED, and reap what finished ones left in their groups. ``said``: each stop is in
+        the job's log."""
+        running = [p for p in self.processes if p.poll() is None]
+        if said:
+            for process in running:
+                self.sink.service(f"Stopping {process.label}.", trial_id=self.trial_id)
+        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for process in running:
+            process.wait_output()
+            Replica.objects.filter(pk=process.replica_id).update(
+                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now()
+            )
+        for process in self.processes:
+            process.stop(0)  # reap anything a finished replica left behind in its group
 
     def release(self) -> None:
         """Once every process has ended and its outcome is recorded: containers and the pod go."""

@@ -10,7 +10,6 @@ import logging
 import threading
 import time
 
-from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
@@ -120,6 +119,23 @@ class RunnerBase:
     def _release(self) -> None:
         """Whatever ``_run`` may have left running, once it returns or raises."""
 
+    def _prepared(self, job: Job, prepare, *refusals: type[Exception]):
+        """``prepare()``, then the job RUNNING and announced; None when it failed preparing (one of
+        ``refusals``: its message is the job's error), was cancelled meanwhile, or could not run."""
+        try:
+            prepared = prepare()
+        except refusals as error:
+            self._fail(job, str(error))
+            return None
+        except Cancelled:
+            self._finish_cancel(job)
+            return None
+        if self.cancel_requested.is_set() or not job.mark_running():
+            self._finish_cancel(job)
+            return None
+        self.announce(job)
+        return prepared
+
     def _succeed(self, job: Job, output: dict) -> None:
         if self.fenced:
             return
@@ -216,18 +232,10 @@ class JobRunner(RunnerBase):
         self.sink.service(f"Job {job.job_id} is preparing: {launch.preparing()}.")
         for note in launch.profile.notes if launch.profile is not None else []:
             self.sink.service(note)  # what a Vertex AI request asked that runs differently here, said once
-        try:
-            environment, job_dir = self._prepare(job, launch)
-        except PrepareError as error:
-            self._fail(job, str(error))
+        prepared = self._prepared(job, lambda: self._prepare(job, launch), PrepareError)
+        if prepared is None:
             return
-        except Cancelled:
-            self._finish_cancel(job)
-            return
-        if self.cancel_requested.is_set() or not job.mark_running():
-            self._finish_cancel(job)
-            return
-        self.announce(job)
+        environment, job_dir = prepared
         if job.is_hyperparameter_job:
             self._run_trials(job, launch, environment, job_dir)
             return
@@ -327,18 +335,5 @@ class JobRunner(RunnerBase):
         )
 
     def _stop_all(self) -> None:
-        running = [p for p in self.processes if p.poll() is None]
-        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
-        for process in running:
-            self.sink.service(f"Stopping {process.label}.")
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for process in running:
-            process.wait_output()
-            Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now()
-            )
-        for process in self.processes:
-            process.stop(0)  # reap anything a finished replica left behind in its group
+        if self.replica_set is not None:
+            self.replica_set.stop(said=True)

@@ -177,20 +177,8 @@ class TrialRun:
         return None
 
     def stop(self) -> None:
-        running = [p for p in self.processes if p.poll() is None]
-        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for process in running:
-            process.wait_output()
-            Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.STOPPED, exit_code=process.poll(), end_time=timezone.now()
-            )
-        for process in self.processes:
-            process.stop(0)  # reap anything a finished replica left behind in its group
         if self.replica_set is not None:
+            self.replica_set.stop()
             self.replica_set.release()
 
     def consumed_ml_units(self) -> float:
