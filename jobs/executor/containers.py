@@ -164,6 +164,7 @@ def pod_for(job, trial_id: str = "") -> Pod | None:
     return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk, project_network(engine, job.project))
 
 
+_networks: set[str] = set()  # made or found by this process; a sweep that removes one forgets it
 _networks_lock = threading.Lock()
 LABEL_DATA_DIR = "ai-console.data-dir"  # a network's console, by its data dir: whose it is once that console is gone
 
@@ -173,13 +174,17 @@ def project_network(engine: engines.Engine, project) -> str:
     its own, made when missing, from which no other project's containers can be reached (podman's
     ``isolate`` option; docker isolates its user-made bridges from each other already). Outbound
     access is as the default bridge's; the host's loopback is never reachable from a container.
-    Asked of the engine each time (one quick call): a sweep may have removed it while unused."""
+    Asked of the engine once per process (a call costs 80 ms of a container's start); only this
+    process's sweep removes it, and forgets it then."""
     if settings.CONTAINER_NETWORK == "none":
         return "none"
     name = f"aic-{console_label()}-{project.project_id}"
     with _networks_lock:
+        if name in _networks:
+            return name
         try:
             engine.call("network", "inspect", name)
+            _networks.add(name)
             return name
         except engines.EngineError:
             pass
@@ -189,6 +194,7 @@ def project_network(engine: engines.Engine, project) -> str:
             engine.call("network", "create", *isolate, *labels, name)
         except engines.EngineError:
             engine.call("network", "inspect", name)  # made by another process at the same moment, or a real failure
+        _networks.add(name)
     return name
 
 
@@ -208,6 +214,7 @@ def remove_networks(engine: engines.Engine, *, gone_consoles: bool = False) -> N
         for name in dict.fromkeys(names):
             try:
                 engine.call("network", "rm", name)  # refused while a container uses it
+                _networks.discard(name)
             except engines.EngineError:
                 pass
 
