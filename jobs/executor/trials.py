@@ -41,7 +41,9 @@ from jobs.models import Job, JobState, Replica, ReplicaState, Trial, new_etag
 from jobs.tuning import search as tuning
 from jobs.wire import trial_resource
 
-POLL_SECONDS = 0.1
+# How often the loop looks at its trials' processes and reports: a trial that ended is seen within
+# this, and its slot filled (a study of 1 s trials lost 5 % of its time to a 0.1 s look).
+POLL_SECONDS = 0.02
 SUMMARY_POLL_SECONDS = 1.0
 
 
@@ -233,7 +235,7 @@ class TuningLoop:
         self._forget_interrupted()
         self.runner.replica_count = self.per_trial * self.parallel
         deadline = time.monotonic() + self.job.max_running_seconds
-        failure = None
+        failure, finished = None, None
         while True:
             if self.runner.cancel_requested.is_set():
                 self._stop_all(JobState.CANCELLED, "The job was cancelled.")
@@ -242,7 +244,9 @@ class TuningLoop:
                 self._stop_all(JobState.CANCELLED, "The job exceeded its maximum running time.")
                 return {"timed_out": True}
             changed = self._watch_running()
-            failure = tuning.too_many_failures(self.spec, self._finished_states())
+            if changed or finished is None:  # the trials' states change only when one ends
+                finished = self._finished_states()
+            failure = tuning.too_many_failures(self.spec, finished)
             if failure:
                 self._stop_all(JobState.CANCELLED, "The job failed: " + failure)
                 break
