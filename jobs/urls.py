@@ -22,6 +22,7 @@ urlpatterns = [
     path("projects/<str:project_id>/images/delete/", image_views.image_delete, name="image_delete"),
     path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),
     path("projects/<str:project_id>/jobs/<str:job_id>/", detail.job_detail, name="detail"),
+    path("projects/<str:project_id>/jobs/<str:job_id>/fragments/<slug:name>/", detail.job_fragment, name="fragment"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", detail.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", detail.job_logs_download, name="logs_download"),
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", detail.job_cancel, name="cancel"),

@@ -15,6 +15,7 @@ urlpatterns = [
     path(P + "batch-prediction/", views.batch_new, name="batch"),
     path(P + "batch-prediction/<str:job_id>/", views.batch_job, name="batch_job"),
     path(M, views.model_detail, name="detail"),
+    path(M + "fragments/versions/", views.model_versions, name="versions_fragment"),
     path(M + "delete/", views.model_delete, name="delete"),
     path(M + "predict/", views.try_prediction, name="try_prediction"),
     path(M + "versions/create/", views.version_create, name="version_create"),

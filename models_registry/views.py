@@ -103,12 +103,17 @@ def _versions_context(request, model: Model) -> dict:
 
 
 @login_required
+def model_versions(request, project_id, model):
+    """The model page's versions, as the page refreshes them while one deploys: a refresh of a read
+    that was audited, so not audited itself."""
+    found = _model(request, project_id, model, audited=False)
+    return render(request, "models_registry/model_detail.html#versions", _versions_context(request, found))
+
+
+@login_required
 def model_detail(request, project_id, model):
-    refresh = bool(request.htmx) and request.GET.get("part") == "versions"
-    found = _model(request, project_id, model, audited=not refresh)
+    found = _model(request, project_id, model, audited=True)
     context = _versions_context(request, found)
-    if refresh:
-        return render(request, "models_registry/model_detail.html#versions", context)
     ready = [v for v, _ in context["versions"] if v.state == VersionState.READY]
     example = json.dumps({"instances": [[1.0, 2.0, 3.0, 4.0]]}, indent=2)
     context.update(

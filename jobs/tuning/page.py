@@ -5,6 +5,7 @@ themselves with (``?part=trials``, ``?part=charts``)."""
 from __future__ import annotations
 
 from django.shortcuts import render
+from django.urls import reverse
 
 from aiconsole import iam
 from jobs import kinds
@@ -73,7 +74,8 @@ def fragment(request, job, part: str):
         # The address bar follows the table (sort, filters, columns), so a copied link shows it:
         # static/trials.js puts this address there (htmx's own HX-Replace-Url first snapshots the
         # whole page for its history cache, which cost a large study's re-sort half a second).
-        context["trial_page_url"] = trial_table.page_url(request.path, request.GET, context["trial_query"])
+        page_path = reverse("jobs:detail", args=[job.project.project_id, job.job_id])
+        context["trial_page_url"] = trial_table.page_url(page_path, request.GET, context["trial_query"])
         return render(request, "jobs/_trials.html#trial-table", context)
     if part == "charts":
         context = {"project": job.project, "job": job, **study_charts(job, request.GET)}

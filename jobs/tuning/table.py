@@ -15,7 +15,7 @@ from jobs.templatetags.job_format import duration
 from jobs.tuning.study import Column, TrialQuery, TrialRow
 
 # The table's own keys in a query string; everything else on the page's address is kept.
-TABLE_KEYS = ("part", "trial_sort", "trial_state", "cols", "col", "trial_rows")
+TABLE_KEYS = ("trial_sort", "trial_state", "cols", "col", "trial_rows")
 TABLE_PREFIXES = ("min.", "max.", "in.")
 
 

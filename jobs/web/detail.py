@@ -1,7 +1,7 @@
 """The job page: its state, the sections every job has (logs, replicas, outputs) and its kind's own
 (``jobs.kinds.JobPage``: a study's trials and charts from ``jobs.tuning``, a built-in algorithm's
 results from ``jobs.builtin``, a batch prediction's input and output from ``models_registry``), as
-tabs; the fragments the page refreshes itself with (``?part=``); the log's fallback poller and
+tabs; the fragments the page refreshes itself with (one URL each: ``fragments/<name>/``); the log's fallback poller and
 download; cancel. Thin: parse, call a service, render."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -46,23 +47,12 @@ def page_of(job) -> kinds.JobPage:
 
 @login_required
 def job_detail(request, project_id, job_id):
+    """The job's page: a read of the job, audited as one (Data Access)."""
     project = accounts.find_project(project_id, actor=request.user)
-    part = request.GET.get("part") if request.htmx else None  # a fragment the page refreshes itself
     # Its trainingOutput is read only where a section uses it (a study's charts): a large study's
     # is megabytes of JSON that the page, its trial table and its refreshes never show.
-    job = services.get_job(project, job_id, actor=request.user, audited=part is None, without_output=True)
+    job = services.get_job(project, job_id, actor=request.user, without_output=True)
     page = page_of(job)
-    if part == "status":
-        return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
-    if part == "replicas":
-        return render(request, "jobs/_replicas.html#job-replicas", _replica_context(job))
-    if part == "logs":  # the log filters, applied in place
-        context = {**_status_context(request, job), **_log_window(request, job, page)}
-        return render(request, "jobs/_logs.html#log-panel", context)
-    if part:
-        response = page.fragment(request, job, part)
-        if response is not None:
-            return response
     own = page.sections(request, job)
     sections = [*own[:-1], LOGS, REPLICAS, OUTPUTS, *own[-1:]] if page.input_last else [*own, LOGS, REPLICAS, OUTPUTS]
     context = {**_status_context(request, job), **_log_window(request, job, page)}
@@ -73,6 +63,27 @@ def job_detail(request, project_id, job_id):
     opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+def job_fragment(request, project_id, job_id, name: str):
+    """One part of the job's page, as the page refreshes it (its status, replicas, filtered log, and
+    its kind's own: a study's trial table and charts, a built-in algorithm's results). The page's
+    own read was audited; a refresh of it is not a read of its own, so none is."""
+    project = accounts.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user, audited=False, without_output=True)
+    if name == "status":
+        return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
+    if name == "replicas":
+        return render(request, "jobs/_replicas.html#job-replicas", _replica_context(job))
+    page = page_of(job)
+    if name == "logs":  # the log filters, applied in place
+        context = {**_status_context(request, job), **_log_window(request, job, page)}
+        return render(request, "jobs/_logs.html#log-panel", context)
+    response = page.fragment(request, job, name)
+    if response is None:
+        raise Http404(f"{job.job_id} has no part {name!r}.")
+    return response
 
 
 def _tabs(sections: list[kinds.PageSection]) -> list[kinds.PageSection]:

@@ -198,7 +198,7 @@ def test_train_a_built_in_algorithm_on_an_uploaded_csv_and_read_its_evaluation(p
     mark_page(page)
     expect(page.locator("#builtin-results")).to_contain_text("appears here once the algorithm has trained")
     expect(state(page)).to_have_attribute("data-state", "SUCCEEDED", timeout=240_000)
-    # The evaluation section follows the job (part=builtin) and ends as a fresh load draws it.
+    # The evaluation section follows the job (fragments/builtin/) and ends as a fresh load draws it.
     expect(page.locator("#builtin-results")).to_have_attribute("data-evaluated", "true", timeout=15_000)
     from tests.helpers.browser import assert_matches_a_fresh_load
 

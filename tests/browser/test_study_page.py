@@ -284,7 +284,7 @@ def chart_requests(page) -> list[str]:
     page.on(
         "request",
         lambda request: (
-            asked.append(request.url) if "part=charts" in request.url or ("/metrics/" in request.url) else None
+            asked.append(request.url) if "/fragments/charts/" in request.url or ("/metrics/" in request.url) else None
         ),
     )
     return asked
@@ -309,7 +309,7 @@ def test_the_charts_are_fetched_and_drawn_only_once_their_tab_is_opened(page, st
     for index in range(9):
         expect(charts.nth(index).locator(".main-svg").first).to_be_visible()
     expect(page.locator("#metrics figure.metric-chart .main-svg").first).to_be_visible()  # its curves too
-    assert any("part=charts" in url for url in asked) and any("/metrics/" in url for url in asked)
+    assert any("/fragments/charts/" in url for url in asked) and any("/metrics/" in url for url in asked)
 
     # Switching away and back fetches and draws nothing again.
     fetched = len(asked)

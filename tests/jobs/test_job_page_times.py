@@ -189,7 +189,7 @@ def test_a_study_opened_before_its_first_trial_ends_in_the_fresh_load_state(clie
         )
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, end_time=timezone.now(), start_time=timezone.now())
     fragment = client.get(
-        "/projects/project-a/jobs/later/?part=trials&trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/later/fragments/trials/?trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
     ).content.decode()
     fresh = client.get("/projects/project-a/jobs/later/").content.decode()
     assert "hx-get" not in fragment.split(">", 1)[0]  # the last refresh: polling stops

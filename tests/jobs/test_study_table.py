@@ -74,7 +74,7 @@ def test_trials_are_sorted_best_first_for_the_goal_by_default(client, admin, tun
 
 def test_trial_table_filters_by_state_as_an_htmx_fragment(client, admin, tuned):
     client.force_login(admin)
-    response = client.get("/projects/project-a/jobs/tuned/?part=trials&trial_state=FAILED", HTTP_HX_REQUEST="true")
+    response = client.get("/projects/project-a/jobs/tuned/fragments/trials/?trial_state=FAILED", HTTP_HX_REQUEST="true")
     html = response.content.decode()
     assert order(html) == ["3"] and "<html" not in html
     assert "exited with a non-zero status of 1." in html and "ValueError: bad depth" in html
@@ -151,7 +151,7 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
     client.force_login(admin)
     with django_assert_max_num_queries(12):  # session, project, job, trials, metric tags, counts: not one per trial
         html = client.get(
-            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.learning_rate&trial_rows=all",
+            "/projects/project-a/jobs/large/fragments/trials/?trial_sort=-p.learning_rate&trial_rows=all",
             HTTP_HX_REQUEST="true",
         ).content.decode()
     values = [float(v) for v in cells(html, "p.learning_rate")]
@@ -164,7 +164,7 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
     assert [float(v) for v in cells(first, "p.learning_rate")] == values[: study.ROWS_SHOWN]
     assert f"Showing the first {study.ROWS_SHOWN} of 2000 trials in this order." in first
     assert (
-        'hx-get="/projects/project-a/jobs/large/?part=trials&amp;trial_sort=-p.learning_rate&amp;trial_rows=all"'
+        'hx-get="/projects/project-a/jobs/large/fragments/trials/?trial_sort=-p.learning_rate&amp;trial_rows=all"'
         in first
     )
 
@@ -172,7 +172,7 @@ def test_a_2000_trial_table_sorts_by_a_parameter_column_in_a_few_queries(
 def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(client, admin, large_study):
     client.force_login(admin)
     response = client.get(
-        "/projects/project-a/jobs/large/?part=trials&min.p.layers=3&max.p.layers=4&in.p.optimizer=sgd"
+        "/projects/project-a/jobs/large/fragments/trials/?min.p.layers=3&max.p.layers=4&in.p.optimizer=sgd"
         "&min.objective=0.8&trial_sort=objective&trial_rows=all",
         HTTP_HX_REQUEST="true",
     )
@@ -203,14 +203,14 @@ def test_a_2000_trial_table_filters_by_range_category_and_metric_threshold(clien
 def test_malformed_table_parameters_are_ignored_and_a_failed_trial_sorts_last(client, admin, large_study):
     client.force_login(admin)
     html = client.get(
-        "/projects/project-a/jobs/large/?part=trials&trial_sort=p.nope&min.p.learning_rate=abc&in.p.optimizer=rmsprop&cols=nope",
+        "/projects/project-a/jobs/large/fragments/trials/?trial_sort=p.nope&min.p.learning_rate=abc&in.p.optimizer=rmsprop&cols=nope",
         HTTP_HX_REQUEST="true",
     ).content.decode()
     shown = re.findall(r'<tr data-trial="(\d+)"', html)
     assert len(shown) == 0  # only the unknown category was kept: nothing matches, and the table says so
     assert "No trial matches these filters." in html
     html = client.get(
-        "/projects/project-a/jobs/large/?part=trials&trial_sort=-objective&trial_rows=all", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/large/fragments/trials/?trial_sort=-objective&trial_rows=all", HTTP_HX_REQUEST="true"
     ).content.decode()
     shown = re.findall(r'<tr data-trial="(\d+)"', html)
     assert len(shown) == 2000 and shown[-1] in {str(n) for n in range(25, 2001, 25)}  # no objective: last either way
@@ -221,7 +221,7 @@ def test_the_best_report_column_follows_the_goal(client, admin, tuned):
     trial.record_metrics([{"trainingStep": 1, "objectiveValue": 0.3}, {"trainingStep": 2, "objectiveValue": 0.5}])
     assert (trial.report_max, trial.report_min) == (0.5, 0.3)
     client.force_login(admin)
-    html = client.get("/projects/project-a/jobs/tuned/?part=trials&trial_sort=number", HTTP_HX_REQUEST="true")
+    html = client.get("/projects/project-a/jobs/tuned/fragments/trials/?trial_sort=number", HTTP_HX_REQUEST="true")
     text = html.content.decode()
     assert "loss (lowest)" in text  # MINIMIZE: the lowest report is the best
     assert cells(text, "objective.best")[0] == "0.3" and cells(text, "objective")[0] == "0.5"
@@ -254,7 +254,7 @@ def test_a_finished_studys_page_and_table_leave_its_output_unread(client, admin,
     with CaptureQueriesContext(connection) as queries:
         page = client.get("/projects/project-a/jobs/large/").content.decode()
         resorted = client.get(
-            "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.layers", HTTP_HX_REQUEST="true"
+            "/projects/project-a/jobs/large/fragments/trials/?trial_sort=-p.layers", HTTP_HX_REQUEST="true"
         ).content.decode()
     # The column read whole, not inside the expression that takes its ML units out of it.
     whole = [q["sql"] for q in queries if re.search(r'(?<!\()"jobs_job"\."training_output"', q["sql"])]
@@ -270,7 +270,7 @@ def test_a_finished_studys_page_and_table_leave_its_output_unread(client, admin,
 def test_a_rounded_value_keeps_its_whole_value_in_its_cells_title(client, admin, large_study):
     client.force_login(admin)
     html = client.get(
-        "/projects/project-a/jobs/large/?part=trials&trial_sort=-p.learning_rate", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/large/fragments/trials/?trial_sort=-p.learning_rate", HTTP_HX_REQUEST="true"
     ).content.decode()
     shown = cells(html, "p.learning_rate")
     titled = re.findall(r'<td class="number" title="([^"]+)">([^<]+)</td>', html)

@@ -76,7 +76,7 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
     project.save()
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/live/").content.decode()
-    assert re.search(r'id="trial-table"[^>]*hx-get="/projects/project-a/jobs/live/\?part=trials', html)
+    assert re.search(r'id="trial-table"[^>]*hx-get="/projects/project-a/jobs/live/fragments/trials/', html)
     assert 'hx-trigger="every 3s"' in html
 
     Trial.objects.create(
@@ -89,7 +89,7 @@ def test_trial_table_refreshes_itself_while_the_study_runs(client, project, admi
     )
     audited = AuditEntry.objects.count()
     fragment = client.get(
-        "/projects/project-a/jobs/live/?part=trials&trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/live/fragments/trials/?trial_sort=&trial_state=", HTTP_HX_REQUEST="true"
     ).content.decode()
     assert fragment.lstrip().startswith('<div class="table-scroll trial-scroll" id="trial-table"')
     assert '<td class="number">0.9</td>' in fragment and "0.42" in fragment
@@ -114,7 +114,7 @@ def test_study_charts_refresh_themselves_while_the_study_runs(client, project, a
     job = services.submit_job(project, body("charts", hyperparameters=spec), actor=admin)
     client.force_login(admin)
     page = client.get("/projects/project-a/jobs/charts/").content.decode()
-    assert 'id="study-charts" hx-get="/projects/project-a/jobs/charts/?part=charts' in page
+    assert 'id="study-charts" hx-get="/projects/project-a/jobs/charts/fragments/charts/' in page
     assert "Optimization history" not in page  # no trial yet: nothing to draw
 
     for number, (x, score) in enumerate([("0.2", 0.4), ("0.7", 0.9)], start=1):
@@ -127,7 +127,7 @@ def test_study_charts_refresh_themselves_while_the_study_runs(client, project, a
             final_metric={"trainingStep": "1", "objectiveValue": score},
         )
     Job.objects.filter(pk=job.pk).update(training_output=training_output(job, spec))
-    fragment = client.get("/projects/project-a/jobs/charts/?part=charts", HTTP_HX_REQUEST="true").content.decode()
+    fragment = client.get("/projects/project-a/jobs/charts/fragments/charts/", HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div id="study-charts"')
     assert "Optimization history" in fragment and '<script type="application/json" class="chart-figure">' in fragment
 
@@ -177,7 +177,7 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
     assert 'data-trial="12"' in page  # the trial table is in the page
     assert "Optimization history" not in page and "Loading the charts" in page
     assert (
-        'id="study-charts" hx-get="/projects/project-a/jobs/done/?part=charts&amp;contour_x=y&amp;contour_y=x" '
+        'id="study-charts" hx-get="/projects/project-a/jobs/done/fragments/charts/?contour_x=y&amp;contour_y=x" '
         'hx-trigger="tab:shown once from:closest [data-tab]"'
     ) in page
     # A link to a chart opens the Charts tab before its charts are in the page (static/console.js).
@@ -185,7 +185,7 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
     assert 'href="?charts=inline&amp;contour_x=y&amp;contour_y=x#study-charts"' in page  # without JavaScript
 
     fragment = client.get(
-        "/projects/project-a/jobs/done/?part=charts&contour_x=y&contour_y=x", HTTP_HX_REQUEST="true"
+        "/projects/project-a/jobs/done/fragments/charts/?contour_x=y&contour_y=x", HTTP_HX_REQUEST="true"
     ).content.decode()
     titles = re.findall(r"<figcaption>(.*?)</figcaption>", fragment)
     assert titles == [
@@ -206,7 +206,7 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
 def test_study_chart_figures_are_json_that_no_value_can_break_out_of(client, project, admin):
     finished_study(project, admin)
     client.force_login(admin)
-    fragment = client.get("/projects/project-a/jobs/done/?part=charts", HTTP_HX_REQUEST="true").content.decode()
+    fragment = client.get("/projects/project-a/jobs/done/fragments/charts/", HTTP_HX_REQUEST="true").content.decode()
     assert "a</script>" not in fragment
     figures = [
         json.loads(text)

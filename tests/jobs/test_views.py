@@ -310,7 +310,7 @@ def test_status_fragment_for_htmx(client, project, admin):
     add_lines(job, ("master-replica-0", "INFO", "a log line"))
     client.force_login(admin)
 
-    response = client.get("/projects/project-a/jobs/polled/", {"part": "status"}, HTTP_HX_REQUEST="true")
+    response = client.get("/projects/project-a/jobs/polled/fragments/status/", HTTP_HX_REQUEST="true")
 
     html = response.content.decode()
     assert response.status_code == 200
@@ -325,7 +325,7 @@ def test_status_fragment_reflects_a_state_change(client, project, admin):
     client.force_login(admin)
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, start_time=timezone.now())
 
-    html = client.get("/projects/project-a/jobs/changing/", {"part": "status"}, HTTP_HX_REQUEST="true").content.decode()
+    html = client.get("/projects/project-a/jobs/changing/fragments/status/", HTTP_HX_REQUEST="true").content.decode()
 
     assert 'data-state="RUNNING"' in html
 
@@ -670,3 +670,27 @@ def test_viewer_cannot_open_the_submit_form(client, project, viewer):
     client.force_login(viewer)
 
     assert client.get(SUBMIT_URL).status_code == 403
+
+
+def test_a_pages_fragments_are_refreshes_of_an_audited_read_and_refused_to_outsiders(
+    client, project, admin, viewer, outsider
+):
+    from aiconsole.models import AuditEntry
+
+    project.data_access_logs = True
+    project.save()
+    submit(project, "watched", admin)
+    client.force_login(viewer)
+    reads = AuditEntry.objects.filter(method_name="google.cloud.ml.v1.JobService.GetJob")
+    before = reads.count()
+
+    assert client.get("/projects/project-a/jobs/watched/").status_code == 200
+    for name in ("status", "replicas", "logs"):
+        response = client.get(f"/projects/project-a/jobs/watched/fragments/{name}/", HTTP_HX_REQUEST="true")
+        assert response.status_code == 200, name
+    missing = client.get("/projects/project-a/jobs/watched/fragments/trials/", HTTP_HX_REQUEST="true")
+
+    assert reads.count() == before + 1  # the page's read, once; its refreshes are not reads of their own
+    assert missing.status_code == 404  # a plain training job has no trial table
+    client.force_login(outsider)
+    assert client.get("/projects/project-a/jobs/watched/fragments/status/").status_code == 404

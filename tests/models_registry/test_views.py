@@ -73,7 +73,7 @@ def test_creating_a_model_and_a_version_from_the_console(project, admin):
 
 def test_the_version_list_refreshes_as_a_fragment(project, admin, census):
     client = signed_in(admin)
-    fragment = client.get("/projects/project-a/models/census/?part=versions", HTTP_HX_REQUEST="true")
+    fragment = client.get("/projects/project-a/models/census/fragments/versions/", HTTP_HX_REQUEST="true")
     assert fragment.status_code == 200 and fragment.content.decode().lstrip().startswith('<section id="versions"')
 
 
