@@ -25,8 +25,12 @@ class ConsoleASGIHandler(ASGIHandler):
     """
 
     def load_middleware(self, is_async=False):
-        super().load_middleware(is_async=False)
-        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+        super().load_middleware(is_async=False)  # the chain built for synchronous calls
+
+    async def get_response_async(self, request):
+        """The whole synchronous request path (middleware, view, error logging) in one hand-over
+        to the request's thread: Django's ``get_response``, as a WSGI server would call it."""
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
 
 django.setup(set_prefix=False)
