@@ -717,6 +717,87 @@ def input_paths(args: list[str], *, project) -> list[Path]:
     return paths
 
 
+# A path an argument names that does not exist yet, with one of these endings, is a file the
+# trainer will write (its folder is made for it); any other is a folder it will write into.
+FILE_SUFFIXES = (
+    ".csv",
+    ".json",
+    ".jsonl",
+    ".txt",
+    ".h5",
+    ".hdf5",
+    ".keras",
+    ".pkl",
+    ".pickle",
+    ".joblib",
+    ".bst",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".npz",
+    ".npy",
+    ".parquet",
+    ".tfrecord",
+    ".pb",
+    ".onnx",
+    ".log",
+    ".yaml",
+    ".yml",
+    ".tar",
+    ".gz",
+    ".zip",
+    ".png",
+    ".model",
+)
+
+
+def argument_paths(args: list[str], *, project) -> list[Path]:
+    """Every local path a job's arguments name (``--model-dir=PATH``, ``--model-dir PATH``, ``PATH``)
+    in the project's area or a shared root, whether it exists yet or not."""
+    from aiconsole import storage  # storage is heavier (Cloud Storage client); only a job needs it
+
+    paths = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if not value.startswith(("/", "file://")) or "\0" in value:
+            continue
+        try:
+            path = storage.resolve_local_path(value, must_exist=False, project=project)
+        except storage.StorageError:
+            continue
+        if path not in paths:
+            paths.append(path)
+    return paths
+
+
+def give_output_folders(args: list[str], *, project) -> list[Path]:
+    """The folders a job's arguments name that do not exist yet in the project's own area (an
+    ``--model-dir`` beside the job dir), made and given to the project's account as a job dir is:
+    a trainer, in a container or not, writes there as it would on Cloud Storage, where folders need
+    no making. A missing path with a file's ending (``model.joblib``) gets its folder made. What
+    exists is left as it is (an input stays read-only). The folders made."""
+    from aiconsole import storage  # as in argument_paths
+
+    made = []
+    for path in argument_paths(args, project=project):
+        folder = path.parent if path.suffix.lower() in FILE_SUFFIXES else path
+        if folder.exists() or not _in_own_area(folder, project.project_id):
+            continue
+        storage.make_local_dir(str(folder), project=project)
+        give_job_dir(str(folder), project)
+        made.append(folder)
+    return made
+
+
+def _in_own_area(path: Path, project_id: str) -> bool:
+    """Whether ``path`` lies in the project's own area of the storage dir (not a shared root)."""
+    storage_dir, *shared = settings.STORAGE_ROOTS
+    if not path.is_relative_to(storage_dir) or any(path.is_relative_to(root) for root in shared):
+        return False
+    parts = path.relative_to(storage_dir).parts
+    return len(parts) >= 3 and parts[1] == project_id
+
+
 def lend_inputs(args: list[str], *, project) -> list[Path]:
     """Let the project's account read the local files and folders a job names in its arguments
     (in the project's area): a dataset the console stored is private to the console until a job

@@ -40,8 +40,8 @@ from jobs.executor.preparing import (
     fetch_packages,
     give_to_trainers,
     gpu_build,
-    lend_inputs,
     passthrough_env,
+    prepare_arguments,
     trainer_account,
     work_dir_for,
 )
@@ -231,7 +231,7 @@ class Agent:
         environment = None
         if launch.builds_environment:
             files = fetch_packages(launch.training_input, replica_dir / "packages", check, project=job.project)
-        lend_inputs(spec, project=job.project)
+        prepare_arguments(spec, project=job.project)
         if spec.get("jobDir"):
             give_to_trainers(spec["jobDir"], job.project)
         if launch.builds_environment:

@@ -2,11 +2,12 @@
 
 The attached ``podman run`` (or ``docker run``) client is the replica's process: its stdout and
 stderr are the container's, read by the same readers and log pipeline as a package trainer's, and
-its exit status is the container's. The container runs as the project's account with every
-capability dropped and ``no-new-privileges``; it sees its own replica folder, its job (or trial)
-dir and, read-only, the stored inputs its arguments name, nothing else of the host. Its replicas
-share one pod: a network namespace of their own, where they reach each other on 127.0.0.1 and
-never the host's loopback services.
+its exit status is the container's. The container runs as root inside a user namespace whose root
+is the project's account outside (``user_namespace``), with every capability dropped and
+``no-new-privileges``; it sees its own replica folder, its job (or trial) dir, the folders its
+arguments name (``mounts_for_args``) and nothing else of the host. Its replicas share one pod: a
+network namespace of their own on their project's network, where they reach each other on
+127.0.0.1 and never the host's loopback services.
 
 Killing the client leaves the container running (the engine's monitor is detached), so every
 container and pod is labelled with the console's tag and the replica's id: ``stop`` stops the
@@ -115,6 +116,7 @@ class Pod:
     name: str
     job_pk: int
     network: str = "none"  # its project's own network (project_network), or none
+    userns: tuple[str, ...] = ()  # podman: the user namespace its replicas share (user_namespace)
     created: bool = False
     first_container: str = ""
     shared: bool = True  # False for a single replica: its own namespace, no pod (a pod's start costs ~0.2 s)
@@ -133,6 +135,7 @@ class Pod:
             f"{LABEL_JOB}={self.job_pk}",
             "--network",
             self.network,
+            *self.userns,
         )
         self.created = True
 
@@ -161,7 +164,26 @@ def pod_for(job, trial_id: str = "") -> Pod | None:
     if engine is None:
         return None
     suffix = f"-t{trial_id}" if trial_id else ""
-    return Pod(engine, f"aic-{console_label()}-j{job.pk}{suffix}", job.pk, project_network(engine, job.project))
+    account = trainer_user.for_project(job.project)
+    return Pod(
+        engine,
+        f"aic-{console_label()}-j{job.pk}{suffix}",
+        job.pk,
+        project_network(engine, job.project),
+        user_namespace(engine, account),
+    )
+
+
+def user_namespace(engine: engines.Engine, account: trainer_user.TrainerUser | None) -> tuple[str, ...]:
+    """The engine's options that run a container as root inside, that root being the project's
+    account outside (podman with a root console): the image's own files, modes and ``/root`` work as
+    the original ran them, and what it writes to its job dir is the account's on the host. One
+    user, root, is mapped: the kernel's overlay of idmapped layers refuses a mapping of more (so an
+    image's other users' files are nobody's in the container, and it runs as root whatever its
+    USER says). Docker maps users per daemon: there a container runs as the account itself."""
+    if account is None or not engine.is_podman:
+        return ()
+    return ("--uidmap", f"0:{account.uid}:1", "--gidmap", f"0:{account.gid}:1")
 
 
 _networks: set[str] = set()  # made or found by this process; a sweep that removes one forgets it
@@ -276,7 +298,13 @@ def run_command(
     ]
     if publish is not None:
         options += ["--publish", f"{publish}:{publish}"]  # scaled mode: peers on other hosts reach it here
-    if account is not None:
+    userns = user_namespace(engine, account)
+    if userns:
+        # Root inside, whatever the image's USER: the one user mapped. A pod's replicas share its
+        # user namespace; devpts is mounted without the tty group (gid 5), which is not mapped.
+        options += ["--user", "0:0", "--mount", "type=devpts,destination=/dev/pts"]
+        options += [] if pod.shared else list(userns)
+    elif account is not None:
         options += ["--user", f"{account.uid}:{account.gid}"]
     elif os.geteuid() != 0 and engine.is_podman:
         options += ["--userns=keep-id"]  # rootless: files the container writes are the console user's
@@ -289,13 +317,13 @@ def run_command(
 
 
 def container_environment(
-    *, passthrough: dict[str, str], home: Path, tf_config: dict, cluster_spec: dict, job_id: str, extra: dict[str, str]
+    *, passthrough: dict[str, str], tf_config: dict, cluster_spec: dict, job_id: str, extra: dict[str, str]
 ) -> dict[str, str]:
-    """What a container replica is told: the original's variables and nothing of the console's."""
+    """What a container replica is told: the original's variables and nothing of the console's. Its
+    HOME is the image's (``/root`` for root), as the original left it."""
     env = {key: value for key, value in passthrough.items() if key not in _ACCOUNT_VARIABLES}
     env.update(
         {
-            "HOME": str(home),
             "PYTHONUNBUFFERED": "1",
             "TF_CONFIG": json.dumps(tf_config),
             "CLUSTER_SPEC": json.dumps(cluster_spec),
@@ -413,6 +441,13 @@ def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
         return " The container's command cannot be run: it is not executable, or the user it runs as may not run it."
     if code == 125:
         return " The container engine could not start the container; its message is above."
+    if code and any("Permission denied" in line or "Read-only file system" in line for line in process.stderr_tail):
+        return (
+            " It was refused a file: the container runs as root mapped to the project's account, with no "
+            "capabilities, so it cannot read the image's files of other users that only they may read, and it "
+            "writes only its job dir, its own folder and the folders its arguments name in the project's area "
+            "(its stored inputs are read-only)."
+        )
     if code == 137 and not process.stopped_by_platform:
         return (
             " The container was killed (SIGKILL): it most likely ran out of the memory its machine type allows "

@@ -93,13 +93,18 @@ def give_to_trainers(job_dir: str, project) -> str:
         ) from None
 
 
-def lend_inputs(training_input: dict, *, project) -> None:
-    """The project's account may read the local inputs the job's arguments name in its area."""
+def prepare_arguments(training_input: dict, *, project) -> list[Path]:
+    """What the job's arguments name in its project's area: its stored inputs lent to the
+    project's account for reading, and the output folders not there yet (``--model-dir`` beside the
+    job dir) made and given to it (``trainer_user.give_output_folders``); the folders made."""
+    args = training_input.get("args", [])
     try:
-        trainer_user.lend_inputs(training_input.get("args", []), project=project)
-    except (OSError, trainer_user.TrainerUserError, WalkLimitError) as error:
+        trainer_user.lend_inputs(args, project=project)
+        return trainer_user.give_output_folders(args, project=project)
+    except (OSError, trainer_user.TrainerUserError, WalkLimitError, storage.StorageError) as error:
         raise PrepareError(
-            f"The job's inputs cannot be given to the project's trainers: {getattr(error, 'strerror', None) or error}"
+            f"The folders the job's arguments name cannot be given to the project's trainers: "
+            f"{getattr(error, 'strerror', None) or error}"
         ) from None
 
 

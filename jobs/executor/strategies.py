@@ -12,6 +12,7 @@ prepare the job and how to make a replica's process, and never ask the job's kin
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ class Launch:
         project = self.job.project
         files = preparing.fetch_packages(self.training_input, packages, check_cancel, project=project)
         job_dir = preparing.prepare_job_dir(self.training_input, project=project)
-        preparing.lend_inputs(self.training_input, project=project)
+        preparing.prepare_arguments(self.training_input, project=project)
         return self.environment(files, log, check_cancel, gpu=gpu), job_dir
 
     def environment(self, files: list[Path], log, check_cancel, *, gpu: bool) -> Environment:
@@ -168,7 +169,7 @@ class ContainerLaunch(Launch):
                 raise preparing.PrepareError(str(error)) from None
             log(f"Image {image} is here (sha256:{resolved.image_id[:12]}, {resolved.size / 1e6:.1f} MB).")
         job_dir = preparing.prepare_job_dir(self.training_input, project=job.project)
-        preparing.lend_inputs(self.training_input, project=job.project)
+        preparing.prepare_arguments(self.training_input, project=job.project)
         return None, job_dir
 
     def uses_chief(self) -> bool:
@@ -208,14 +209,12 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
     entrypoint, args = containers.container_arguments(
         launch.training_input, plan.task_type, [*job_dir_args, *context.trial_args]
     )
-    writable = [context.replica_dir]
-    if context.job_dir and not context.job_dir.startswith("gs://"):
-        writable.append(Path(context.job_dir))
-    readable = [
-        path
-        for path in trainer_user.input_paths(launch.training_input.get("args", []), project=context.job.project)
-        if not any(path == w or path.is_relative_to(w) for w in writable)
-    ]
+    writable, readable = folders_for(launch.training_input, context)
+    shown = [f"{path} (read-write)" for path in writable[1:]] + [f"{path} (read-only)" for path in readable]
+    context.sink.service(
+        f"{replica.label} sees " + (", ".join(shown) if shown else "no host folder but its own") + ".",
+        trial_id=context.trial_id,
+    )
     devices = context.devices
     gpu = "TPU" not in (plan.accelerator_type or "")
     if devices is None:
@@ -230,7 +229,6 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
     name = containers.container_name(replica.pk)
     env = containers.container_environment(
         passthrough=context.passthrough,
-        home=context.replica_dir,
         tf_config=context.tf_config,
         cluster_spec=context.cluster_spec,
         job_id=context.job.job_id,
@@ -273,6 +271,24 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
         devices=devices,
         staged=staged,
     )
+
+
+def folders_for(training_input: dict, context: ReplicaContext) -> tuple[list[Path], list[Path]]:
+    """The host folders a container replica sees, at their own paths: read-write, its own folder,
+    its job dir and what its arguments name that its project's account owns (an ``--model-dir``
+    made for it beside the job dir, ``preparing.prepare_arguments``); read-only, the rest its
+    arguments name (stored inputs)."""
+    writable = [context.replica_dir]
+    if context.job_dir and not context.job_dir.startswith("gs://"):
+        writable.append(Path(context.job_dir))
+    readable = []
+    account = context.account
+    for path in trainer_user.argument_paths(training_input.get("args", []), project=context.job.project):
+        if not path.exists() or any(path == w or path.is_relative_to(w) for w in writable):
+            continue
+        owned = account is not None and path.is_dir() and path.stat().st_uid == account.uid
+        (writable if owned or (account is None and os.access(path, os.W_OK)) else readable).append(path)
+    return writable, readable
 
 
 def _image_id(reference: str) -> str:

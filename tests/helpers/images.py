@@ -97,3 +97,25 @@ def make_image(engine, script: str, name: str | None = None) -> str:
 def saved_archive(engine, image: str, path, *, format: str = "docker-archive") -> None:
     """``podman save`` of ``image`` to ``path`` (docker-archive or oci-archive)."""
     engine.call("save", "--format", format, "--output", str(path), image, timeout=120)
+
+
+def make_root_image(engine, script: str) -> str:
+    """An image laid out as public AI Platform samples are: its code under ``/root`` (mode 0700,
+    root's), ``WORKDIR /root`` and ``ENTRYPOINT ["sh", "trainer/task.sh"]``; its name."""
+    digest = hashlib.sha256(("root:" + script).encode()).hexdigest()[:12]
+    name = f"localhost/aic-test/root-workdir:{digest}"
+    if engine.inspect_image(name) is not None:
+        return name
+    buffer = io.BytesIO(root_archive("exit 0\n", applets=(*APPLETS, "touch", "stat", "cut", "head")))
+    with tarfile.open(fileobj=buffer, mode="a") as archive:
+        for folder, mode in (("root", 0o700), ("root/trainer", 0o755)):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            archive.addfile(info)
+        body = textwrap.dedent(script).lstrip().encode()
+        info = tarfile.TarInfo("root/trainer/task.sh")
+        info.size, info.mode = len(body), 0o644
+        archive.addfile(info, io.BytesIO(body))
+    changes = ["--change", "WORKDIR /root", "--change", 'ENTRYPOINT ["sh", "trainer/task.sh"]']
+    engine.call("import", *changes, "-", name, input=buffer.getvalue())
+    return name

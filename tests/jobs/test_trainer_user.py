@@ -479,3 +479,21 @@ def test_a_job_dir_that_is_the_projects_whole_area_is_handed_over(db, project):
     account = TrainerAccount.objects.get(project=project).uid
     assert (area.stat().st_uid, (area / "earlier.txt").stat().st_uid) == (account, account)
     assert stat.S_IMODE(area.parent.stat().st_mode) & 0o001  # others traverse the folder every project shares
+
+
+def test_a_trainer_writes_the_output_folder_its_arguments_name_beside_its_job_dir(run_job, package_factory, project):
+    """As on Cloud Storage, where folders need no making: ``--model-dir`` beside the job dir is
+    made for the project's account before the trainer starts."""
+    area = settings.STORAGE_DIR / "outputs" / "project-a" / "beside"
+    trainer = """
+        model_dir = sys.argv[sys.argv.index("--model-dir") + 1]
+        with open(os.path.join(model_dir, "model.txt"), "w") as handle:
+            handle.write("weights")
+    """
+    job = run_job(
+        "beside", package_factory(trainer), jobDir=str(area / "job"), args=["--model-dir", str(area / "model")]
+    )
+
+    assert job.state == JobState.SUCCEEDED, job.error_message
+    assert (area / "model" / "model.txt").read_text() == "weights"
+    assert (area / "model").stat().st_uid == _account_of(project).pw_uid
