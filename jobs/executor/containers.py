@@ -421,15 +421,29 @@ class ContainerReplicaProcess(ReplicaProcess):
         assert self.engine is not None
         self.removed = True
         gpus.give_back(self.replica_id)
-        try:
-            self.engine.call("rm", "--force", "--ignore", self.container, timeout=60)
-        except engines.EngineError as error:
-            logger.warning("Could not remove container %s: %s", self.container, error)
+        remove_container(self.engine, self.container)
         self.release_staged()
 
     def release_staged(self) -> None:
         if self.staged is not None:
             self.staged.release()
+
+
+REMOVE_TRIES = 4
+
+
+def remove_container(engine: engines.Engine, name: str) -> None:
+    """``rm --force`` a container, tried again a few times: just after a container in a user
+    namespace stops, its shm mount can still be busy for a moment ("device or resource busy")."""
+    for attempt in range(REMOVE_TRIES):
+        try:
+            engine.call("rm", "--force", "--ignore", name, timeout=60)
+            return
+        except engines.EngineError as error:
+            if attempt == REMOVE_TRIES - 1 or "busy" not in str(error):
+                logger.warning("Could not remove container %s: %s", name, error)
+                return
+            time.sleep(0.25 * (attempt + 1))
 
 
 def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
