@@ -1,7 +1,8 @@
 """The images a project's job form offers to pick from (a hint, never a rule).
 
 Its uploads first, then the images an administrator put in the engine's own store, less those
-another project uploaded (its jobs alone may run them). The submit checks in ``images`` still
+another project uploaded (its jobs alone may run them) and the engine's own infrastructure (a pod's
+pause image). The submit checks in ``images`` still
 decide what runs; this only lists, with one engine call, and an engine that is missing or fails
 lists nothing from the host rather than failing the page.
 """
@@ -15,6 +16,9 @@ from jobs.containers import engine as engines
 from jobs.models import ContainerImage
 
 MOST = 200  # a datalist longer than this helps nobody
+# The engines' own images, which no job runs: a pod's infra container (podman builds its pause image
+# locally; Kubernetes' comes from its registry).
+INFRASTRUCTURE = ("localhost/podman-pause:", "k8s.gcr.io/pause:", "registry.k8s.io/pause:", "docker.io/library/pause:")
 LIST_SECONDS = 10.0
 
 
@@ -24,7 +28,11 @@ def offered_images(project: Project) -> list[str]:
     own = list(uploads.values_list("name", flat=True))
     own_ids = set(uploads.values_list("image_id", flat=True))
     theirs = set(ContainerImage.objects.exclude(project=project).values_list("image_id", flat=True)) - own_ids
-    host = [name for image_id, name in host_images() if not _owned_elsewhere(image_id, theirs)]
+    host = [
+        name
+        for image_id, name in host_images()
+        if not _owned_elsewhere(image_id, theirs) and not name.startswith(INFRASTRUCTURE)
+    ]
     return list(dict.fromkeys(own + sorted(host)))[:MOST]
 
 

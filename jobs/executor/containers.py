@@ -77,7 +77,8 @@ def container_arguments(
 ) -> tuple[list[str] | None, list[str]]:
     """The entrypoint override (None: the image's) and the arguments, as the original built them:
     ``containerCommand`` replaces the entrypoint, ``containerArgs`` (or else the job's ``args``)
-    come next, then ``--job-dir`` and a trial's ``--param=value`` flags (``extra_args``)."""
+    come next, then a trial's ``--param=value`` flags and ``--job-dir`` (``extra_args``): the order
+    package trainers get them in too."""
     config = replica_config(training_input, task_type)
     command = list(config.get("containerCommand") or []) or None
     args = list(config.get("containerArgs") or training_input.get("args") or [])

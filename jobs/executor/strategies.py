@@ -206,8 +206,9 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
         account.hand_over(context.replica_dir)  # the container's user writes its own folder, as a trainer does
     told = launch.job_dir_arg(context.job_dir)
     job_dir_args = ["--job-dir", told] if told else []
+    # The user's args, a trial's flags, then --job-dir last: one order for packages and containers.
     entrypoint, args = containers.container_arguments(
-        launch.training_input, plan.task_type, [*job_dir_args, *context.trial_args]
+        launch.training_input, plan.task_type, [*context.trial_args, *job_dir_args]
     )
     writable, readable = folders_for(launch.training_input, context)
     shown = [f"{path} (read-write)" for path in writable[1:]] + [f"{path} (read-only)" for path in readable]

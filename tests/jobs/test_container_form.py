@@ -168,8 +168,14 @@ def test_the_image_list_offers_the_projects_uploads_and_the_hosts_images_but_not
         project=other_project, name=theirs, image_id=engine.inspect_image(theirs)["Id"].removeprefix("sha256:")
     )
     ContainerImage.objects.create(project=project, name="gcr.io/project-a/uploaded:v1", image_id="0" * 64)
-    offered = choices.offered_images(project)
+    # A pod's pause image, which podman builds in the host's store, is no image a job runs.
+    engine.call("tag", host, "localhost/podman-pause:4.3.1-0000000000")
+    try:
+        offered = choices.offered_images(project)
+    finally:
+        engine.call("untag", host, "localhost/podman-pause:4.3.1-0000000000")
     assert offered[0] == "gcr.io/project-a/uploaded:v1" and host in offered and theirs not in offered
+    assert not any("pause" in name for name in offered)
     html = page_text(signed_in(developer).get(SUBMIT))
     assert f'<option value="{host}">' in html and f'<option value="{theirs}">' not in html
 

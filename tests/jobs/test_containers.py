@@ -315,7 +315,7 @@ def test_a_container_study_runs_trials_with_their_flags_and_reads_their_hypertun
         x = trial["hyperparameters"]["x"]
         assert float(trial["finalMetric"]["objectiveValue"]) == float(x)
         said = [line for line in lines(job) if line.startswith(f"trial {trial['trialId']} ")]
-        assert said == [f"trial {trial['trialId']} x={x} args: --job-dir {job_dir}/{trial['trialId']} --x={x}"]
+        assert said == [f"trial {trial['trialId']} x={x} args: --x={x} --job-dir {job_dir}/{trial['trialId']}"]
 
 
 def test_cancelling_a_container_job_stops_its_containers_and_removes_them(engine, executor, project, admin):
