@@ -1,6 +1,8 @@
 """A ``gcloud`` for existing shell scripts: ``gcloud ai-platform …`` and ``gcloud ml-engine …`` (and
-their ``beta`` and ``alpha`` forms) reach the console, every other ``gcloud`` command goes to
-Google's own when it is installed.
+their ``beta`` and ``alpha`` forms) reach the console, ``gcloud config get-value|list|set`` answer
+for the console's project and region (build scripts name images ``gcr.io/$PROJECT_ID/…`` from
+them), every other ``gcloud`` command goes to Google's own when it is
+installed.
 
 ``aiconsole gcloud-wrapper DIR`` writes ``DIR/gcloud``; put DIR first on ``PATH``. The wrapper
 runs this module, which rewrites the command line into ``aiconsole``'s (the same groups and
@@ -90,7 +92,85 @@ def real_gcloud() -> str | None:
     return None
 
 
+CONFIG_PROPERTIES = {
+    "project": "project",
+    "core/project": "project",
+    "core.project": "project",
+    "ai_platform/region": "region",
+    "ai_platform.region": "region",
+}
+
+# gcloud's global flags that take their value as the next word
+VALUED_FLAGS = {"--format", "--project", "--configuration", "--account", "--verbosity", "--billing-project"}
+
+
+def config_answer(argv: list[str]) -> tuple[str, str] | None:
+    """What ``gcloud config get-value|get|list|set`` does here for the properties this console
+    keeps (the project, and ``ai_platform/region``), as gcloud prints it: (stdout, stderr). The
+    values are the ones this CLI's commands use (--project, $AICONSOLE_PROJECT, the config file,
+    the default); ``set`` writes the config file. None for any other command, which goes on to
+    Google's gcloud. ``--format 'value(core.project)'`` prints the bare value."""
+    words, skip = [], False
+    for word in argv:
+        if not skip and not word.startswith("-"):
+            words.append(word)
+        skip = word in VALUED_FLAGS
+    if len(words) < 2 or words[0] != "config" or words[1] not in ("get-value", "get", "list", "set"):
+        return None
+    verb, asked = words[1], words[2:]
+    if verb == "set":
+        if len(asked) != 2 or asked[0] not in CONFIG_PROPERTIES:
+            return None
+    elif (verb != "list" and len(asked) != 1) or not set(asked) <= set(CONFIG_PROPERTIES):
+        return None
+    from console.cli import config  # deferred: the wrapper answers most commands without it
+
+    if verb == "set":
+        key, value = CONFIG_PROPERTIES[asked[0]], asked[1]
+        config.save_file({**config.load_file(), key: value})
+        section = "core" if key == "project" else "ai_platform"
+        return "", f"Updated property [{section}/{key}].\n"
+    settings = config.resolve({"project": _flag_value(argv, "--project")})
+    values = {"project": settings.project, "region": settings.region}
+    if verb in ("get-value", "get"):
+        value = values[CONFIG_PROPERTIES[asked[0]]]
+        return (value + "\n", "") if value else ("", "(unset)\n")
+    keys = [CONFIG_PROPERTIES[name] for name in asked] or ["project", "region"]
+    shape = _flag_value(argv, "--format") or ""
+    if shape.startswith("value(") and shape.endswith(")"):
+        named = [field.strip() for field in shape[len("value(") : -1].split(",")]
+        if not set(named) <= set(CONFIG_PROPERTIES):
+            return None
+        return "\t".join(values[CONFIG_PROPERTIES[field]] or "" for field in named) + "\n", ""
+    lines = []
+    if "project" in keys:
+        lines += ["[core]", f"project = {values['project']}", ""]
+    if "region" in keys and values["region"]:
+        lines += ["[ai_platform]", f"region = {values['region']}", ""]
+    return "\n".join(lines) + "\n", "Your active configuration is: [default]\n"
+
+
+def _flag_value(argv: list[str], name: str) -> str | None:
+    for index, word in enumerate(argv):
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+        if word == name and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
 def run(argv: list[str]) -> int:
+    from console.cli.config import ConfigError  # deferred, as in config_answer
+
+    try:
+        answer = config_answer(argv)
+    except ConfigError as error:
+        print(f"ERROR: (gcloud.config) {error}", file=sys.stderr)
+        return 1
+    if answer is not None:
+        sys.stdout.write(answer[0])
+        sys.stderr.write(answer[1])
+        return 0
     translated = translate(argv)
     if translated is not None:
         # deferred: console.cli imports this module (its gcloud-compatible entry)

@@ -483,3 +483,35 @@ def test_an_old_runtimes_trainer_reads_gs_with_the_credentials_the_readme_says_t
     assert without["state"] == "FAILED" and "DefaultCredentialsError" in without_log
     assert with_["state"] == "SUCCEEDED", with_log
     assert "read from Cloud Storage: census rows" in with_log
+
+
+def test_a_build_script_names_its_image_from_gclouds_project(shell, tmp_path):
+    """Container samples start ``PROJECT_ID=$(gcloud config get-value project)`` and tag
+    ``gcr.io/$PROJECT_ID/…``: the wrapper answers with the console's project, and ``config set``
+    changes what every later command uses, without reaching Google's gcloud."""
+    script = tmp_path / "build.sh"
+    script.write_text(
+        "set -e\n"
+        "PROJECT_ID=$(gcloud config get-value project)\n"
+        'echo "IMAGE_URI=gcr.io/$PROJECT_ID/mnist:v1"\n'
+        "gcloud config list --format 'value(core.project)'\n"
+    )
+    result = shell("/bin/sh", str(script), AICONSOLE_PROJECT="team-vision")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["IMAGE_URI=gcr.io/team-vision/mnist:v1", "team-vision"]
+
+    assert shell("gcloud", "config", "get-value", "project").out == "default-project\n"
+    region = shell("gcloud", "config", "get-value", "ai_platform/region")
+    assert (region.code, region.out, region.err) == (0, "", "(unset)\n")
+    updated = shell("gcloud", "config", "set", "project", "team-speech")
+    assert (updated.code, updated.err) == (0, "Updated property [core/project].\n")
+    shell("gcloud", "config", "set", "ai_platform/region", "europe-west4")
+    listed = shell("gcloud", "config", "list")
+    assert listed.out == "[core]\nproject = team-speech\n\n[ai_platform]\nregion = europe-west4\n\n"
+    assert "Your active configuration is" in listed.err
+    # The CLI's own commands use what was set, and a flag still wins for one command.
+    assert shell("aiconsole", "auth", "status").out.count("team-speech") >= 1
+    assert shell("gcloud", "config", "get-value", "project", "--project", "once").out == "once\n"
+    # Any other property is Google's gcloud's business (the stand-in refuses it loudly).
+    other = shell("gcloud", "config", "get-value", "compute/zone")
+    assert other.code == 99 and "reached Google's gcloud" in other.err
