@@ -353,6 +353,12 @@ if CONTAINER_GPU_MISSING not in {"warn", "refuse"}:
 CONTAINER_IMAGE_MAX_BYTES = env_int("AICONSOLE_CONTAINER_IMAGE_MAX_BYTES", 20 * 1024**3, minimum=1024)
 # The most a gzipped one may unpack to (and never past 20 times its own size, above 256 MiB).
 CONTAINER_IMAGE_MAX_UNPACKED_BYTES = env_int("AICONSOLE_CONTAINER_IMAGE_MAX_UNPACKED_BYTES", 40 * 1024**3, minimum=1024)
+# Google's pre-built training images are built here when a job names one (jobs/runtimes/prebuilt.toml):
+# a TOML file of the site's own recipes, the Debian mirror mmdebstrap uses (its default when unset),
+# and the longest one build may take.
+PREBUILT_IMAGES = env_str("AICONSOLE_PREBUILT_IMAGES", "") or ""
+PREBUILT_DEBIAN_MIRROR = env_str("AICONSOLE_PREBUILT_DEBIAN_MIRROR", "") or ""
+PREBUILT_BUILD_MAX_SECONDS = env_float("AICONSOLE_PREBUILT_BUILD_MAX_SECONDS", 3600.0)
 # Whether a missing interpreter may be downloaded with `uv python install` ("automatic"/"never").
 PYTHON_DOWNLOADS = env_str("AICONSOLE_PYTHON_DOWNLOADS", "automatic")
 if PYTHON_DOWNLOADS not in {"automatic", "never"}:

@@ -131,10 +131,10 @@ def config_answer(argv: list[str]) -> tuple[str, str] | None:
         section = "core" if key == "project" else "ai_platform"
         return "", f"Updated property [{section}/{key}].\n"
     settings = config.resolve({"project": _flag_value(argv, "--project")})
-    values = {"project": settings.project, "region": settings.region}
+    values: dict[str, str | None] = {"project": settings.project, "region": settings.region}
     if verb in ("get-value", "get"):
-        value = values[CONFIG_PROPERTIES[asked[0]]]
-        return (value + "\n", "") if value else ("", "(unset)\n")
+        shown = values[CONFIG_PROPERTIES[asked[0]]]
+        return (shown + "\n", "") if shown else ("", "(unset)\n")
     keys = [CONFIG_PROPERTIES[name] for name in asked] or ["project", "region"]
     shape = _flag_value(argv, "--format") or ""
     if shape.startswith("value(") and shape.endswith(")"):

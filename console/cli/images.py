@@ -1,4 +1,5 @@
-"""``aiconsole images list|load|delete`` (a project's uploaded container images, over the REST API)
+"""``aiconsole images list|load|delete`` (a project's uploaded container images, over the REST API),
+``aiconsole images prebuilt`` (Google's pre-built images this machine builds, read locally)
 and ``aiconsole containers status`` (which engine runs containers on this machine, read locally
 like ``aiconsole runtimes list``).
 
@@ -9,6 +10,7 @@ host with ``podman``/``docker`` are not listed here; they run for every project 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -91,6 +93,46 @@ def cmd_containers_status(args) -> int:
     return 0 if described["engine"] else 1
 
 
+def cmd_prebuilt(args) -> int:
+    """Google's pre-built training images this machine builds: which are built, and one built now."""
+    setup_django(args.data_dir)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from jobs.containers import prebuilt as building
+    from jobs.runtimes import prebuilt
+
+    if args.build:
+        recipe = prebuilt.recipe_for(args.build) or prebuilt.catalogue().get(args.build)
+        if recipe is None:
+            why = f"{args.build} names none of Google's pre-built images; these are built here: "
+            why = prebuilt.refusal(args.build) if prebuilt.is_prebuilt(args.build) else why + prebuilt.buildable_text()
+            print(f"aiconsole images prebuilt: {why}", file=sys.stderr)
+            return 2
+        reference = args.build if prebuilt.recipe_for(args.build) else recipe.names[0]
+        try:
+            building.ensure(reference, lambda line, **_: print(line, flush=True))
+        except building.BuildFailed as error:
+            print(f"aiconsole images prebuilt: {error}", file=sys.stderr)
+            return 1
+        print(f"{recipe.name} is built: " + ", ".join(recipe.names))
+        return 0
+    rows = building.inventory()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = [("IMAGE", "BUILT", "PYTHON", "FRAMEWORKS", "BUILT FROM")]
+    for row in rows:
+        built = output.human_size(row["sizeBytes"]) if row["built"] else "-"
+        table.append((row["image"], built, row["python"] or "-", row["frameworks"] or "-", row["source"]))
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(table[0]) - 1)]
+    for line in table:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)) + "  " + line[-1])
+    print(
+        "\nEach is named as Google named it (us-docker.pkg.dev/vertex-ai/training/IMAGE:latest and the other "
+        "registries); one not built yet is built when a job names it, or now with --build IMAGE."
+    )
+    return 0
+
+
 def register(commands) -> None:
     images = common.add_group(commands, "images", "a project's uploaded container images: list, load, delete")
     listing = images.add_parser("list", help="list the images uploaded to the project")
@@ -107,6 +149,13 @@ def register(commands) -> None:
     delete.add_argument("name", metavar="NAME")
     common.connection_flags(delete, formats=False)
     delete.set_defaults(func=cmd_delete)
+
+    prebuilt = images.add_parser(
+        "prebuilt", help="Google's pre-built training images this machine builds: list them, or build one now"
+    )
+    prebuilt.add_argument("--build", metavar="IMAGE", help="build one now, e.g. pytorch-cpu.1-13 or its full name")
+    prebuilt.add_argument("--json", action="store_true", help="print the list as JSON")
+    prebuilt.set_defaults(func=cmd_prebuilt)
 
     containers = commands.add_parser("containers", help="the container engine on this machine")
     sub = containers.add_subparsers(dest="containers_command", required=True)

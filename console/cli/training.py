@@ -374,6 +374,12 @@ def _container_conflicts(training_input: dict, args) -> list[str]:
     own runtime (gcloud: "Only one of --master-image-uri, --runtime-version can be set.") and its
     own code, so no package or module either."""
     image = "--master-image-uri" if args.master_image_uri else "masterConfig.imageUri (--config)"
+    named = args.master_image_uri or (training_input.get("masterConfig") or {}).get("imageUri") or ""
+    from jobs.runtimes.prebuilt import NAME  # deferred: a pattern only, no settings
+
+    # Google's pre-built images run a trainer package (AI Platform's PyTorch images were used so);
+    # whether this server builds the one named is the server's to say.
+    in_prebuilt = bool(NAME.match(named))
     given = (
         ("--runtime-version", args.runtime_version, "runtimeVersion"),
         ("--package-path", args.package_path, None),
@@ -383,7 +389,7 @@ def _container_conflicts(training_input: dict, args) -> list[str]:
     problems = []
     for flag, value, field in given:
         name = flag if value else f"{field} (--config)" if field and training_input.get(field) else None
-        if name is None:
+        if name is None or (in_prebuilt and flag != "--runtime-version"):
             continue
         why = "" if flag == "--runtime-version" else " A custom container brings its own code: no package or module."
         problems.append(f"Only one of {image}, {name} can be set.{why}")

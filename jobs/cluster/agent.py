@@ -33,7 +33,6 @@ from aiconsole.errors import log_internal_error
 from jobs import catalogue, kinds
 from jobs.cluster import capacity
 from jobs.containers import engine as engines
-from jobs.containers import images as container_images
 from jobs.executor import containers, strategies
 from jobs.executor.preparing import (
     PrepareError,
@@ -226,8 +225,9 @@ class Agent:
         def log(message: str, **options) -> None:
             sink.service(f"{replica.label}: {message}", **options)
 
-        if launch.needs_engine:
-            self._bring_image(launch, replica, job, log)
+        if launch.needs_engine:  # its image here: loaded from the project's upload, or built (pre-built images)
+            assert isinstance(launch, strategies.ContainerLaunch)
+            launch.bring_image(containers.image_for(launch.training_input, replica.task_type), log, check)
         environment = None
         if launch.builds_environment:
             files = fetch_packages(launch.training_input, replica_dir / "packages", check, project=job.project)
@@ -276,15 +276,6 @@ class Agent:
             preexec=None if launch.needs_engine else _die_with_agent,
         )
         return launch.process(context, environment)
-
-    def _bring_image(self, launch: strategies.Launch, replica: Replica, job: Job, log) -> None:
-        image = containers.image_for(launch.training_input, replica.task_type)
-        if container_images.resolve(image) is None and container_images.load_uploaded(job.project, image):
-            log(f"loaded the project's image {image} from its stored archive.")
-        try:
-            container_images.runnable(image, job.project)
-        except container_images.ImageUnavailable as error:
-            raise PrepareError(str(error)) from None
 
     def _spawner_loop(self) -> None:
         """Every trainer is forked from this one long-lived thread: PR_SET_PDEATHSIG fires when

@@ -2,9 +2,9 @@
 
 Its uploads first, then the images an administrator put in the engine's own store, less those
 another project uploaded (its jobs alone may run them) and the engine's own infrastructure (a pod's
-pause image). The submit checks in ``images`` still
-decide what runs; this only lists, with one engine call, and an engine that is missing or fails
-lists nothing from the host rather than failing the page.
+pause image), then Google's pre-built images this machine builds (``jobs.runtimes.prebuilt``).
+The submit checks in ``images`` still decide what runs; this only lists, with one engine call,
+and an engine that is missing or fails lists nothing from the host rather than failing the page.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 from aiconsole.models import Project
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
+from jobs.runtimes import prebuilt
 
 MOST = 200  # a datalist longer than this helps nobody
 # The engines' own images, which no job runs: a pod's infra container (podman builds its pause image
@@ -31,9 +32,14 @@ def offered_images(project: Project) -> list[str]:
     host = [
         name
         for image_id, name in host_images()
-        if not _owned_elsewhere(image_id, theirs) and not name.startswith(INFRASTRUCTURE)
+        if not _owned_elsewhere(image_id, theirs)
+        and not name.startswith(INFRASTRUCTURE)
+        and not name.startswith(prebuilt.LOCAL_PREFIX)
+        and not prebuilt.is_prebuilt(name)
     ]
-    return list(dict.fromkeys(own + sorted(host)))[:MOST]
+    # Google's pre-built images, built or not (one is built when a job names it), by Vertex's name.
+    google = [recipe.names[0] for recipe in prebuilt.catalogue().values() if recipe.names]
+    return list(dict.fromkeys(own + sorted(host) + google))[:MOST]
 
 
 def host_images() -> list[tuple[str, str]]:

@@ -33,6 +33,7 @@ from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
+from jobs.runtimes import prebuilt
 from jobs.validation import roles
 
 IMAGE_SERVICE = "aiconsole.ImageService"
@@ -99,7 +100,7 @@ def _full_name(name: str) -> str:
     return name if "/" in name and ("." in first or ":" in first or first == "localhost") else f"localhost/{name}"
 
 
-def _tagged(name: str) -> str:
+def tagged(name: str) -> str:
     """``trainer`` as ``trainer:latest``, as uploads are recorded (ids and digests as they are)."""
     if name.startswith("sha256:") or "@" in name:
         return name
@@ -149,6 +150,8 @@ def _image_violations(training_input: dict, project: Project) -> list[FieldViola
         return [FieldViolation(field, f"Custom containers cannot run on this server. {engine.reason}")]
     violations = []
     for image, field in images.items():
+        if prebuilt.recipe_for(image) is not None:
+            continue  # one of Google's pre-built images: built here while the job waits, if not yet
         try:
             runnable(image, project)
         except ImageUnavailable as error:
@@ -183,7 +186,7 @@ def ownership_problem(resolved: Resolved, project: Project) -> str | None:
     owners = set(uploads.values_list("project_id", flat=True))
     if not owners or project.pk in owners:
         return None
-    reference = _full_name(_tagged(resolved.reference))
+    reference = _full_name(tagged(resolved.reference))
     spellings = {reference, reference.removeprefix("localhost/")}
     uploaded_by_that_name = ContainerImage.objects.filter(name__in=spellings).exists()
     if reference in {_full_name(name) for name in resolved.names} and not uploaded_by_that_name:
@@ -250,6 +253,13 @@ def load_image(project: Project, name: str, stream, *, actor) -> ContainerImage:
     ``project``'s. ``stream``: a binary file object (the upload)."""
     audit.authorize(actor, "ml.jobs.create", project, method=LOAD_METHOD, request={"name": name})
     name = check_name(name)
+    if prebuilt.is_prebuilt(name):
+        # Google's pre-built images are built here, for every project (jobs/containers/prebuilt.py).
+        raise InvalidArgument(
+            f"name {name} is one of Google's pre-built training images, which this console builds itself; "
+            "choose a name of your own.",
+            [FieldViolation("name", "must not be the name of one of Google's pre-built training images")],
+        )
     engine = engines.current()
     if not isinstance(engine, engines.Engine):
         raise FailedPrecondition(f"Images cannot be loaded on this server. {engine.reason}")
@@ -335,6 +345,21 @@ def _load_as(engine: engines.Engine, archive: Path, names: list[str], *, project
                 _check_name_free(engine, name, project)
             engine.call("tag", image_id, name)
             forget(name)
+
+
+def name_host_image(engine: engines.Engine, image_id: str, names: list[str]) -> list[str]:
+    """Give an image of the host's own (one the console built) ``names``, under the lock uploads are
+    named under; the names a project's upload holds are left to it, and returned."""
+    refused = []
+    with _tagging:
+        for name in names:
+            spellings = {name, _full_name(name), _full_name(name).removeprefix("localhost/")}
+            if ContainerImage.objects.filter(name__in=spellings).exists():
+                refused.append(name)
+                continue
+            engine.call("tag", image_id, name)
+            forget(name)
+    return refused
 
 
 def _check_name_free(engine: engines.Engine, name: str, project: Project) -> None:

@@ -79,6 +79,10 @@ class Staged:
         options = []
         try:
             for index, (path, mode) in enumerate(wanted):
+                if mode == "ro" and Path(path).is_relative_to(settings.ENV_DIR):
+                    # A job's installed packages: written by the console, which no account may change.
+                    options += ["--volume", f"{path}:{path}:ro"]
+                    continue
                 options += ["--volume", f"{self._stage(index, Path(path))}:{path}:{mode}"]
         except (OSError, trainer_user.TrainerUserError) as error:
             self.release()

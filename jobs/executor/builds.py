@@ -290,7 +290,7 @@ class Sandbox:
     def take_wheel(self, wheel: Path, into: Path, name: str, version: str) -> Path:
         """Copy a wheel the account built to the console's private folder ``into``: a regular file
         of the account's, reached through no link, whose name is the distribution expected."""
-        wheel_name, wheel_version = _wheel_identity(wheel.name)
+        wheel_name, wheel_version = wheel_identity(wheel.name)
         if canonical(wheel_name) != canonical(name) or _normal(wheel_version) != _normal(version):
             raise BuildError(f"The build of {name} {version} wrote {wheel.name}, another distribution.")
         with os.fdopen(self._open_own(wheel), "rb") as source:
@@ -336,7 +336,7 @@ def _identity(entry) -> tuple[str, str]:
     return name, version
 
 
-def _wheel_identity(filename: str) -> tuple[str, str]:
+def wheel_identity(filename: str) -> tuple[str, str]:
     parts = filename[: -len(".whl")].split("-")
     if not filename.endswith(".whl") or len(parts) not in (5, 6):
         raise BuildError(f"{filename} is not a wheel's name.")

@@ -45,7 +45,7 @@ COMPLETE_MARKER = ".aiconsole-complete.json"
 LAYER_PTH = "_aiconsole_runtime.pth"
 FRAMEWORK_COLUMNS = ("TensorFlow", "scikit-learn", "XGBoost", "pandas", "NumPy")
 
-Log = Callable[[str], None]
+Log = Callable[..., None]  # a job log's writer: the line, and a severity
 
 
 class EnvironmentError_(Exception):
@@ -103,35 +103,6 @@ def _locked(path: Path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _installed(sites: list[Path]) -> dict[str, str]:
-    """Every distribution in ``sites`` (in the order an interpreter searches them) with its
-    version, read from their metadata files: the first of a name wins, as imports do. Read here,
-    not by the environment's interpreter, which would run the ``.pth`` files of a job's layer
-    (the user's code) as the console."""
-    seen: dict[str, str] = {}
-    for site in sites:
-        for folder in sorted(site.iterdir()) if site.is_dir() else []:
-            meta = folder / ("METADATA" if folder.name.endswith(".dist-info") else "PKG-INFO")
-            if not folder.name.endswith((".dist-info", ".egg-info")) or not meta.is_file() or meta.is_symlink():
-                continue
-            headers = _headers(meta)
-            name = runtimes.canonical_name(headers.get("name", ""))
-            if name and name not in seen:
-                seen[name] = headers.get("version", "")
-    return seen
-
-
-def _headers(meta: Path) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    with open(meta, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            if not line.strip():
-                break
-            key, _, value = line.partition(":")
-            headers.setdefault(key.strip().lower(), value.strip())
-    return headers
 
 
 def _ready(path: Path) -> bool:
@@ -220,7 +191,7 @@ def runtime_environment(
             "variant": variant,
             "lock": lock.name,
             "lockSha256": file_digest(lock),
-            "packages": _installed([Environment(path=target, key=key).site_packages()]),
+            "packages": runtimes.distributions([Environment(path=target, key=key).site_packages()]),
             "sizeBytes": size_on_disk(target),
             BYTECODE: True,
         }  # measured once: listing runtimes never walks them
@@ -342,7 +313,9 @@ def job_environment(
             "runtime": runtime.key,
             "installed": from_index + [f"{name}=={version}" for name, version, _ in plan.own],
             "changes": _changes(from_index, frozen),
-            "packages": _installed([Environment(path=target, key=key).site_packages(), runtime.site_packages()]),
+            "packages": runtimes.distributions(
+                [Environment(path=target, key=key).site_packages(), runtime.site_packages()]
+            ),
             BYTECODE: True,
         }
         _log_changes(info, log)
@@ -351,6 +324,93 @@ def job_environment(
     environment = shared(build_once(path, key, build), account)
     log("The job environment is ready.")
     return environment
+
+
+# --- a job's packages for one of Google's pre-built images ---------------------------------------
+
+
+IMAGE_STUB = "Installer: ai-console image stub\n"
+
+
+def image_layer(
+    image: str,
+    python: str,
+    provided: dict[str, str],
+    packages: list[Path],
+    log: Log,
+    account: trainer_user.TrainerUser | None = None,
+) -> Environment:
+    """The job's packages for a pre-built image (``jobs.containers.prebuilt``), as ``pip install``
+    in that image would leave them: a folder the replicas' containers see first on ``PYTHONPATH``.
+
+    ``image`` identifies the image's contents (its recipe key), ``python`` its Python ("3.11") and
+    ``provided`` its distributions. The job's sdists are built as the project's account, on an
+    interpreter of the image's Python version; the console then installs the wheels with no build
+    step into a folder where every distribution the image has is present as a stub, so that what
+    the image provides satisfies the requirements (and a requirement it does not satisfy replaces
+    it, as pip would), and removes the stubs after."""
+    identity = ["image", image, python, sorted(provided.items())] + [f"{p.name}:{file_digest(p)}" for p in packages]
+    if account is not None:
+        identity.append(f"account:{account.uid}")
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+    path = settings.ENV_DIR / f"image-job-{key[:20]}"
+    if _ready(path):
+        log("Reusing the installed trainer packages for this image.")
+        return shared(Environment(path=path, key=key), account)
+    log("Installing the trainer packages for the image: " + ", ".join(p.name for p in packages))
+    interpreter = for_trainers(interpreter_for(python, log), log)
+
+    def build(target: Path) -> dict:
+        target.mkdir(parents=True, exist_ok=True)
+        with builds.Sandbox(account, Path(interpreter), packages) as box, tempfile.TemporaryDirectory() as private:
+            try:
+                built = box.build_sdists()
+                wheels = [
+                    box.take_wheel(
+                        Path(local.requirement), Path(private), *builds.wheel_identity(Path(local.requirement).name)
+                    )
+                    for local in built
+                ]
+            except builds.BuildError as error:
+                raise EnvironmentError_(str(error)) from None
+            stubs = _stub_distributions(target, provided)
+            run_uv(
+                ["pip", "install", "--quiet", "--no-build", COMPILE, "--link-mode", "copy", "--target", str(target)]
+                + ["--python", interpreter, *map(str, wheels)],
+                what="Installing the trainer packages",
+            )
+        for stub in stubs:
+            if (stub / "INSTALLER").is_file() and (stub / "INSTALLER").read_text() == IMAGE_STUB:
+                shutil.rmtree(stub)
+        shutil.rmtree(target / "bin", ignore_errors=True)  # scripts naming this machine's interpreter
+        added = runtimes.distributions([target])
+        replaced = {name: version for name, version in added.items() if name in provided}
+        if replaced:
+            log(
+                "The trainer packages need other versions than the image has: "
+                + ", ".join(f"{name} {provided[name]} → {version}" for name, version in sorted(replaced.items()))
+                + ".",
+                severity="WARNING",
+            )
+        return {"kind": "image-job", "image": image, "packages": added, BYTECODE: True}
+
+    environment = shared(build_once(path, key, build), account)
+    added = ", ".join(f"{name} {version}" for name, version in environment.frozen().items())
+    log(f"The trainer packages are installed for the image: {added or 'nothing the image lacks'}.")
+    return environment
+
+
+def _stub_distributions(target: Path, provided: dict[str, str]) -> list[Path]:
+    """A metadata-only stand-in for each distribution the image has, in ``target``."""
+    stubs = []
+    for name, version in provided.items():
+        stub = target / f"{name.replace('-', '_')}-{version}.dist-info"
+        stub.mkdir()
+        (stub / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+        (stub / "INSTALLER").write_text(IMAGE_STUB)
+        (stub / "RECORD").write_text("")
+        stubs.append(stub)
+    return stubs
 
 
 def _plan(box: builds.Sandbox, runtime: Environment, frozen: dict[str, str]) -> builds.Plan:

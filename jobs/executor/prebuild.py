@@ -3,7 +3,8 @@
 A job that cannot install (a pin that does not exist, a module missing from its package) used to
 learn so only once it reached the front of the queue, a minute or more after a failure that takes
 a second. So the controller hands every job still QUEUED after admission to this builder, which
-fetches its packages and builds (or finds in the cache) the environment it will run in, one job
+fetches its packages and builds (or finds in the cache) the environment it will run in (and
+builds the pre-built images a container job names that this machine has not built yet), one job
 at a time, in queue order, in a thread of its own. A job that cannot be prepared fails at once,
 from QUEUED, with the message PREPARING would have given; one that can starts, when its replicas
 fit, on an environment that is ready. Nothing is held: the runner still prepares the job itself,
@@ -80,7 +81,8 @@ def prepare_ahead(job_pk: int) -> None:
     if job is None or not job.training_input:
         return
     launch = strategies.strategy_for(job)
-    if not launch.builds_environment:
+    to_build = launch.images_to_build()
+    if not launch.builds_environment and not to_build:
         return  # a container's images are checked when it starts
     scratch = work_dir_for(job) / "queued"
 
@@ -91,8 +93,13 @@ def prepare_ahead(job_pk: int) -> None:
     sink = LogSink(job.pk)
     try:
         sink.service("Preparing the job's environment while it waits in the queue.")
-        files = fetch_packages(launch.training_input, scratch, still_queued, project=job.project)
-        launch.environment(files, sink.service, still_queued, gpu=needs_gpu(launch.training_input))
+        if launch.builds_environment:
+            files = fetch_packages(launch.training_input, scratch, still_queued, project=job.project)
+            launch.environment(files, sink.service, still_queued, gpu=needs_gpu(launch.training_input))
+        else:
+            assert isinstance(launch, strategies.ContainerLaunch)  # only a container job has images to build
+            for image in to_build:
+                launch.bring_image(image, sink.service, still_queued)
         sink.service("The job's environment is ready; it starts when its replicas fit.")
     except Cancelled:
         pass

@@ -23,8 +23,9 @@ from aiconsole import trainer_user
 from jobs import catalogue
 from jobs.builtin import algorithm as builtin
 from jobs.containers import images as container_images
+from jobs.containers import prebuilt
 from jobs.containers.staged import Staged
-from jobs.executor import containers, preparing
+from jobs.executor import containers, environments, preparing
 from jobs.executor.environments import Environment
 from jobs.executor.replicas import ReplicaProcess, failure_message, traceback_tail, trainer_command, trainer_environment
 from jobs.executor.sink import LogSink
@@ -77,6 +78,10 @@ class Launch:
 
     def preparing(self) -> str:
         return "fetching trainer packages"
+
+    def images_to_build(self) -> list[str]:
+        """Google's pre-built images the job names that this machine has not built yet."""
+        return []
 
     def prepare(self, *, packages: Path, log, check_cancel, gpu: bool) -> tuple[Environment | None, str | None]:
         """Everything before the replicas: the environment (None for a container) and the job dir."""
@@ -159,14 +164,26 @@ class ContainerLaunch(Launch):
     def preparing(self) -> str:
         return "checking its container images"
 
-    def prepare(self, *, packages: Path, log, check_cancel, gpu: bool) -> tuple[None, str | None]:
+    def images_to_build(self) -> list[str]:
+        return [image for image in self.images if prebuilt.needs_building(image)]
+
+    def bring_image(self, image: str, log, check_cancel) -> container_images.Resolved:
+        """The image, as the job's project may run it, here: an upload of the project loaded again
+        from its stored archive, one of Google's pre-built images built (once per machine)."""
+        project = self.job.project
+        if container_images.resolve(image) is None and container_images.load_uploaded(project, image):
+            log(f"Loaded the project's image {image} from its stored archive.")
+        try:
+            prebuilt.ensure(image, log, check_cancel)
+            return container_images.runnable(image, project)
+        except (prebuilt.BuildFailed, container_images.ImageUnavailable) as error:
+            raise preparing.PrepareError(str(error)) from None
+
+    def prepare(self, *, packages: Path, log, check_cancel, gpu: bool) -> tuple[Environment | None, str | None]:
         """Its images are still here and its project's, its job dir ready and its inputs lent."""
         job = self.job
         for image in self.images:
-            try:
-                resolved = container_images.runnable(image, job.project)
-            except container_images.ImageUnavailable as error:
-                raise preparing.PrepareError(str(error)) from None
+            resolved = self.bring_image(image, log, check_cancel)
             log(f"Image {image} is here (sha256:{resolved.image_id[:12]}, {resolved.size / 1e6:.1f} MB).")
         job_dir = preparing.prepare_job_dir(self.training_input, project=job.project)
         preparing.prepare_arguments(self.training_input, project=job.project)
@@ -185,9 +202,67 @@ class ContainerLaunch(Launch):
         return message + (" \n" + tail if tail else "")
 
 
+class PackageImageLaunch(ContainerLaunch):
+    """The trainer package in one of Google's pre-built images, as the original ran AI Platform's
+    PyTorch images (``--master-image-uri`` with ``--package-path``) and Vertex AI a
+    ``pythonPackageSpec.executorImageUri`` no runtime version here stands for: the image built here
+    (``jobs.containers.prebuilt``), the package installed for it as in ``pip install``
+    (``environments.image_layer``), each replica ``python -m <module>`` in its container."""
+
+    kind = "package in a pre-built image"
+    builds_environment = True  # the queue's prebuild builds the image and installs the package ahead
+
+    @property
+    def image(self) -> str:
+        return self.training_input["masterConfig"]["imageUri"]
+
+    def preparing(self) -> str:
+        return "building its pre-built image and installing its trainer packages"
+
+    def prepare(self, *, packages: Path, log, check_cancel, gpu: bool) -> tuple[Environment | None, str | None]:
+        project = self.job.project
+        files = preparing.fetch_packages(self.training_input, packages, check_cancel, project=project)
+        job_dir = preparing.prepare_job_dir(self.training_input, project=project)
+        preparing.prepare_arguments(self.training_input, project=project)
+        return self.environment(files, log, check_cancel, gpu=gpu), job_dir
+
+    def environment(self, files: list[Path], log, check_cancel, *, gpu: bool) -> Environment:
+        resolved = self.bring_image(self.image, log, check_cancel)
+        made = prebuilt.manifest(resolved.image_id)
+        if made is None:
+            raise preparing.PrepareError(f"{self.image} is not an image this console built; it cannot run a package.")
+        log(f"Image {self.image} is here (sha256:{resolved.image_id[:12]}, Python {made.python}).")
+        check_cancel()
+        try:
+            return environments.image_layer(
+                resolved.image_id,
+                made.python_minor,
+                made.packages,
+                files,
+                log,
+                preparing.trainer_account(self.job.project),
+            )
+        except environments.EnvironmentError_ as error:
+            raise preparing.PrepareError(f"Failed to install the trainer packages. {error}") from None
+
+    def process(self, context: ReplicaContext, environment: Environment | None) -> ReplicaProcess:
+        assert environment is not None  # prepared by ``prepare`` (or a worker's ``environment``)
+        told = self.job_dir_arg(context.job_dir)
+        command = [
+            "-m",
+            self.training_input["pythonModule"],
+            *self.training_input.get("args", []),
+            *context.trial_args,
+            *(["--job-dir", told] if told else []),
+        ]
+        return container_process(self, context, command=(["python"], command), layer=environment.path)
+
+
 def strategy_for(job: Job) -> Launch:
     """How ``job``'s replicas run, decided from its input (and its Vertex AI request, if any)."""
     training_input = builtin.runnable_input(job.training_input or {})  # a built-in algorithm: our package
+    if containers.runs_container(training_input) and training_input.get("packageUris"):
+        return PackageImageLaunch(job, training_input)
     if containers.runs_container(training_input):
         return ContainerLaunch(job, training_input)
     return Launch(
@@ -195,10 +270,18 @@ def strategy_for(job: Job) -> Launch:
     )
 
 
-def container_process(launch: ContainerLaunch, context: ReplicaContext) -> containers.ContainerReplicaProcess:
+def container_process(
+    launch: ContainerLaunch,
+    context: ReplicaContext,
+    *,
+    command: tuple[list[str], list[str]] | None = None,
+    layer: Path | None = None,
+) -> containers.ContainerReplicaProcess:
     """One replica as a container of its role's image (jobs/executor/containers.py). ``devices``: the
     GPUs a scaled-mode worker gave it (else taken from this host's); ``publish``: the port other
-    hosts reach it on (scaled mode), published from the worker's address into its namespace."""
+    hosts reach it on (scaled mode), published from the worker's address into its namespace.
+    ``command``: the entrypoint and arguments instead of the role's; ``layer``: a folder of Python
+    packages it sees, read-only, first on ``PYTHONPATH``."""
     pod, plan, replica, account = context.pod, context.plan, context.replica, context.account
     assert pod is not None  # the replica set or the worker made one: this host has an engine
     engine = pod.engine
@@ -207,11 +290,14 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
     told = launch.job_dir_arg(context.job_dir)
     job_dir_args = ["--job-dir", told] if told else []
     # The user's args, a trial's flags, then --job-dir last: one order for packages and containers.
-    entrypoint, args = containers.container_arguments(
+    entrypoint, args = command or containers.container_arguments(
         launch.training_input, plan.task_type, [*context.trial_args, *job_dir_args]
     )
     writable, readable = folders_for(launch.training_input, context)
-    shown = [f"{path} (read-write)" for path in writable[1:]] + [f"{path} (read-only)" for path in readable]
+    if layer is not None:
+        readable.append(layer)
+    shown = [f"{path} (read-write)" for path in writable[1:]]
+    shown += [f"{path} (read-only{', its trainer packages' if path == layer else ''})" for path in readable]
     context.sink.service(
         f"{replica.label} sees " + (", ".join(shown) if shown else "no host folder but its own") + ".",
         trial_id=context.trial_id,
@@ -233,7 +319,7 @@ def container_process(launch: ContainerLaunch, context: ReplicaContext) -> conta
         tf_config=context.tf_config,
         cluster_spec=context.cluster_spec,
         job_id=context.job.job_id,
-        extra=context.extra_env,
+        extra={**context.extra_env, **({"PYTHONPATH": str(layer)} if layer is not None else {})},
     )
     staged = Staged(name, account, engine)  # through no link and no command line (jobs/containers/staged.py)
     try:
@@ -282,7 +368,7 @@ def folders_for(training_input: dict, context: ReplicaContext) -> tuple[list[Pat
     writable = [context.replica_dir]
     if context.job_dir and not context.job_dir.startswith("gs://"):
         writable.append(Path(context.job_dir))
-    readable = []
+    readable: list[Path] = []
     account = context.account
     for path in trainer_user.argument_paths(training_input.get("args", []), project=context.job.project):
         if not path.exists() or any(path == w or path.is_relative_to(w) for w in writable):

@@ -92,6 +92,40 @@ def framework_versions(packages: dict[str, str]) -> dict[str, str]:
     return found
 
 
+def distributions(sites: list[Path]) -> dict[str, str]:
+    """Every distribution in ``sites`` (in the order an interpreter searches them) with its
+    version, read from their metadata files (dist-info, and the egg-info Debian's packages carry):
+    the first of a name wins, as imports do. Read here, never by the environment's interpreter,
+    which would run the ``.pth`` files in it (a job's layer holds the user's code)."""
+    seen: dict[str, str] = {}
+    for site in sites:
+        for entry in sorted(site.iterdir()) if site.is_dir() else []:
+            if entry.name.endswith(".dist-info"):
+                meta = entry / "METADATA"
+            elif entry.name.endswith(".egg-info"):
+                meta = entry if entry.is_file() else entry / "PKG-INFO"
+            else:
+                continue
+            if not meta.is_file() or meta.is_symlink():
+                continue
+            headers = _headers(meta)
+            name = canonical_name(headers.get("name", ""))
+            if name and name not in seen:
+                seen[name] = headers.get("version", "")
+    return seen
+
+
+def _headers(meta: Path) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    with open(meta, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            headers.setdefault(key.strip().lower(), value.strip())
+    return headers
+
+
 def _load() -> dict[str, Runtime]:
     data = tomllib.loads((HERE / "runtimes.toml").read_text())["runtime"]
     runtimes = {}

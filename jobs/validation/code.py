@@ -1,8 +1,9 @@
 """TrainingInput rules for what a job runs: Python packages, or custom containers.
 
 A job runs either Python packages (``packageUris`` and ``pythonModule``, on a runtime and Python
-version) or containers (``imageUri``, which bring their own runtime), never both; the container
-fields and ``tpuTfVersion`` are checked per replica.
+version) or containers (``imageUri``, which bring their own runtime), never both, except a package
+in one of Google's pre-built images (``jobs.runtimes.prebuilt``), as the original ran them; the
+container fields and ``tpuTfVersion`` are checked per replica.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from aiconsole.errors import Violations
 from aiconsole.v1schema import snake
 from jobs.catalogue import CLOUD_TPU, DEFAULT_RUNTIME_VERSION, RUNTIME_VERSIONS
+from jobs.runtimes import prebuilt
 from jobs.validation import roles
 from jobs.validation.schema import one_of
 
@@ -24,19 +26,34 @@ def check_code(ti: dict, path: str, errors: Violations) -> None:
     configs = {key: ti.get(key) or {} for _, _, _, key, _ in roles.ROLES}
     master_image = configs["masterConfig"].get("imageUri")
     container = any(config.get("imageUri") for config in configs.values())
+    # A trainer package in one of Google's pre-built images (AI Platform's PyTorch images were used so:
+    # --master-image-uri gcr.io/cloud-ml-public/training/pytorch-cpu.1-11 with --package-path).
+    package_in_image = bool(
+        master_image
+        and prebuilt.recipe_for(master_image) is not None
+        and (ti.get("packageUris") or ti.get("pythonModule"))
+    )
     for key, config in configs.items():
         image = config.get("imageUri")
+        field = f"{path}.{snake(key)}.image_uri"
         if image and not _IMAGE_RE.match(image):
             errors.add(
-                f"{path}.{snake(key)}.image_uri",
-                f"{key}.imageUri must be a container image reference such as gcr.io/my-project/trainer:latest.",
+                field, f"{key}.imageUri must be a container image reference such as gcr.io/my-project/trainer:latest."
             )
+        elif image and prebuilt.is_prebuilt(image) and prebuilt.recipe_for(image) is None:
+            errors.add(field, f"{key}.imageUri {prebuilt.refusal(image)}")
         if image and not master_image:
             errors.add(
-                f"{path}.{snake(key)}.image_uri",
+                field,
                 f"{key}.imageUri requires masterConfig.imageUri: a job runs either Python packages or containers.",
             )
-    _check_packages(ti, path, errors, required=not master_image)
+        elif image and package_in_image and key != "masterConfig" and image != master_image:
+            errors.add(
+                field,
+                f"{key}.imageUri cannot differ from masterConfig.imageUri with packageUris: every replica runs the "
+                "trainer package in the master's pre-built image.",
+            )
+    _check_packages(ti, path, errors, required=not master_image or package_in_image)
     if container:
         for key in ("runtimeVersion", "pythonVersion"):
             if ti.get(key):
@@ -45,14 +62,16 @@ def check_code(ti: dict, path: str, errors: Violations) -> None:
                     f"{key} cannot be set together with imageUri: a custom container brings its own runtime.",
                 )
         for key in ("packageUris", "pythonModule"):
-            if ti.get(key):
+            if ti.get(key) and not package_in_image:
                 errors.add(
                     f"{path}.{snake(key)}",
-                    f"{key} cannot be set together with imageUri: a custom container brings its own code.",
+                    f"{key} cannot be set together with imageUri: a custom container brings its own code "
+                    "(only Google's pre-built images run a trainer package, e.g. "
+                    "gcr.io/cloud-ml-public/training/pytorch-cpu.1-11).",
                 )
     else:
         _check_runtime(ti, path, errors)
-    _check_container_fields(ti, path, configs, container, errors)
+    _check_container_fields(ti, path, configs, container, errors, package_in_image=package_in_image)
 
 
 def _check_packages(ti: dict, path: str, errors: Violations, *, required: bool) -> None:
@@ -107,7 +126,9 @@ def _check_runtime(ti: dict, path: str, errors: Violations) -> None:
         )
 
 
-def _check_container_fields(ti: dict, path: str, configs: dict, container: bool, errors: Violations) -> None:
+def _check_container_fields(
+    ti: dict, path: str, configs: dict, container: bool, errors: Violations, *, package_in_image: bool = False
+) -> None:
     master_image = configs["masterConfig"].get("imageUri")
     machines = roles.role_machines(ti)
     for task, _, _, key, _ in roles.ROLES:
@@ -117,6 +138,12 @@ def _check_container_fields(ti: dict, path: str, configs: dict, container: bool,
                 continue
             if not (config.get("imageUri") or master_image):
                 errors.add(f"{field}.{snake(name)}", f"{name} can only be used with a custom container (set imageUri).")
+            elif package_in_image:
+                errors.add(
+                    f"{field}.{snake(name)}",
+                    f"{name} cannot be combined with packageUris: the image runs the trainer package "
+                    "(python -m pythonModule); put its arguments in trainingInput.args.",
+                )
             elif ti.get("args"):
                 errors.add(
                     f"{field}.{snake(name)}",

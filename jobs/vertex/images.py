@@ -6,30 +6,23 @@ pre-built images, ``…/vertex-ai/training/tf-cpu.2-11.py310:latest``, ``sklearn
 have Google's images and never claims to run them: it runs the package on the runtime version
 whose framework has the image's version (the newest such runtime), as it runs any package job,
 and says so on the job. The families and versions it can honour are read from the runtime list
-(``jobs.runtimes``), so they follow it; any other image is refused at create, naming them.
+(``jobs.runtimes``), so they follow it. Other pre-built images this machine can build
+(``pytorch-cpu.1-13``: ``jobs.runtimes.prebuilt``) run the package in the image itself; any other
+is refused at create, naming them.
 
 Pure functions over the runtime list; no database.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from jobs import runtimes
+from jobs.runtimes import prebuilt
 
 # family → the framework whose version the image's name gives (as Runtime.frameworks() labels it)
-FAMILIES = {
-    "tf-cpu": "TensorFlow",
-    "tf-gpu": "TensorFlow",
-    "sklearn-cpu": "scikit-learn",
-    "xgboost-cpu": "XGBoost",
-}
-_PREBUILT = re.compile(
-    r"^(?:[a-z0-9.-]+/)+(?:vertex-ai|vertex-ai-restricted|cloud-aiplatform)/training/"
-    r"(?P<family>[a-z0-9-]+)\.(?P<major>\d+)-(?P<minor>\d+)(?:\.py(?P<python>\d)(?P<python_minor>\d+))?"
-    r"(?::(?P<tag>[\w.-]+))?$"
-)
+FAMILIES = {**prebuilt.RUNTIME_FAMILIES, "tf-gpu": "TensorFlow"}
+_PREBUILT = prebuilt.NAME
 
 
 @dataclass(frozen=True)
@@ -62,19 +55,7 @@ class Executor:
 def honoured() -> dict[str, dict[str, str]]:
     """Every family and version this console can honour, with the runtime each maps to:
     ``{"tf-cpu": {"2.11": "2.11", …}, "sklearn-cpu": {"1.0": "2.11", …}, …}``."""
-    families: dict[str, dict[str, str]] = {}
-    for family, framework in FAMILIES.items():
-        versions: dict[str, str] = {}
-        for runtime in runtimes.RUNTIMES.values():  # oldest first: the newest runtime wins
-            version = runtime.frameworks().get(framework)
-            if version:
-                versions[".".join(version.split(".")[:2])] = runtime.name
-        families[family] = dict(sorted(versions.items(), key=lambda item: _numbers(item[0])))
-    return families
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
+    return {family: prebuilt.runtime_versions(framework) for family, framework in FAMILIES.items()}
 
 
 def honoured_names() -> list[str]:
@@ -117,21 +98,11 @@ def resolve(image: str) -> Executor | None:
 
 
 def refusal(image: str) -> str:
-    """Why an ``executorImageUri`` is refused, with the images that would be honoured."""
-    match = _PREBUILT.match(image or "")
-    if match and match["family"] in FAMILIES:
-        why = (
-            f"{image} asks for {FAMILIES[match['family']]} {int(match['major'])}.{int(match['minor'])}, which "
-            "no runtime version here has"
+    """Why an ``executorImageUri`` is refused, with the images that would run."""
+    if not prebuilt.is_prebuilt(image):
+        return (
+            f"executorImageUri {image} is not one of Vertex AI's pre-built training images (a custom image runs "
+            f"as a containerSpec.imageUri instead). Packages run on this console's runtime versions for "
+            f"{honoured_text()}; and in these images, built here: {prebuilt.buildable_text()}."
         )
-    elif match:
-        why = f"{image} is a pre-built image of a family ({match['family']}) no runtime version here provides"
-    else:
-        why = (
-            f"{image} is not one of Vertex AI's pre-built training images (a custom image runs as a "
-            "containerSpec.imageUri instead)"
-        )
-    return (
-        f"executorImageUri {why}. This console runs Python packages on its runtime versions, for these "
-        f"pre-built images (under us-docker.pkg.dev/vertex-ai/training/, any .pyNNN suffix): {honoured_text()}."
-    )
+    return f"executorImageUri {prebuilt.refusal(image)}"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs import catalogue
+from jobs.runtimes import prebuilt
 from jobs.validation.param_values import format_value
 from jobs.vertex import images, schema
 
@@ -334,12 +335,18 @@ def _package(pools: list[dict], path: str, name: str, t: Translation, errors: Vi
         errors.add(f"{first_path}.executor_image_uri", "pythonPackageSpec.executorImageUri is required.")
     else:
         executor = images.resolve(image)
-        if executor is None:
-            errors.add(f"{first_path}.executor_image_uri", images.refusal(image))
-        else:
+        if executor is not None:
             ti["runtimeVersion"], ti["pythonVersion"] = executor.runtime, executor.python
             t.engine.setdefault("notes", []).append(executor.note)
             t.engine["executor"] = {"image": image, "runtime": executor.runtime, "python": executor.python}
+        elif prebuilt.recipe_for(image) is not None:
+            # The package runs in the image itself, built here (jobs/runtimes/prebuilt.py), as on Vertex.
+            ti["masterConfig"] = {**ti.get("masterConfig", {}), "imageUri": image}
+            t.origins["job.training_input.master_config.image_uri"] = f"{first_path}.executor_image_uri"
+            t.words["imageUri"] = "executorImageUri"
+            t.engine["executor"] = {"image": image}
+        else:
+            errors.add(f"{first_path}.executor_image_uri", images.refusal(image))
     for key in ("packageUris", "pythonModule"):
         if not first.get(key):
             errors.add(f"{first_path}.{schema.snake(key)}", f"pythonPackageSpec.{key} is required.")

@@ -189,3 +189,27 @@ def test_gcloud_refuses_a_container_with_a_package_in_its_own_words(shell, conso
     assert "Only one of --master-image-uri, --package-path can be set." in result.err
     assert "reached Google's gcloud" not in result.err
     assert console.job("gcloud_box_pkg")["status"] == 404
+
+
+def test_a_package_in_one_of_googles_pre_built_images_is_the_servers_to_judge(cli, console, tmp_path):
+    """AI Platform's pre-built PyTorch images were submitted with a package (``--master-image-uri``
+    with ``--package-path``): the CLI sends such a job, and the server says what it cannot build."""
+    folder = write_trainer(tmp_path / "src")
+    result = cli(
+        "jobs",
+        "submit",
+        "training",
+        "cli_torch_gpu",
+        "--master-image-uri",
+        "gcr.io/cloud-ml-public/training/pytorch-gpu.1-13",
+        "--package-path",
+        str(folder),
+        "--module-name",
+        "trainer.task",
+        "--region",
+        "us-central1",
+    )
+    assert result.code != 0
+    assert "Only one of" not in result.err
+    assert "needs NVIDIA GPUs and CUDA" in result.err and "pytorch-cpu.1-4, 1-6" in result.err, result.err
+    assert console.job("cli_torch_gpu")["status"] == 404

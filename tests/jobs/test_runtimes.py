@@ -159,10 +159,10 @@ def test_the_gcloud_wrapper_reaches_aiconsole_and_passes_other_commands_to_the_r
         ["gcloud", "ml-engine", "local", "train", "--help"], capture_output=True, text=True, env=env, timeout=60
     )
     assert ours.returncode == 0 and "--module-name" in ours.stdout
-    theirs = subprocess.run(["gcloud", "config", "list"], capture_output=True, text=True, env=env, timeout=60)
-    assert theirs.stdout.strip() == "real gcloud: config list"
+    theirs = subprocess.run(["gcloud", "auth", "list"], capture_output=True, text=True, env=env, timeout=60)
+    assert theirs.stdout.strip() == "real gcloud: auth list"
     alone = subprocess.run(
-        ["gcloud", "config", "list"],
+        ["gcloud", "auth", "list"],
         capture_output=True,
         text=True,
         timeout=60,
