@@ -41,6 +41,17 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
+# How the user called this CLI, for the commands its hints suggest: ``gcloud ai-platform`` when the
+# gcloud wrapper ran it (console.cli.gcloud), so a script's user is told in gcloud's words.
+spoken_as = "aiconsole"
+
+
+def spoken(words: str) -> str:
+    """A command to suggest, in the words the user called this CLI with: ``aiconsole jobs describe
+    J``, or ``gcloud ai-platform jobs describe J`` through the gcloud wrapper."""
+    return f"{spoken_as} {words}"
+
+
 def add_group(commands, name: str, help_text: str) -> argparse._SubParsersAction:
     """A command group (``jobs``, ``local``, ``auth``) whose subcommands use Parser."""
     group = commands.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)

@@ -80,6 +80,17 @@ def translate(argv: list[str]) -> list[str] | None:
     return rest[:cut] + kept + rest[cut:]
 
 
+def spoken_prefix(argv: list[str]) -> str:
+    """``gcloud beta ai-platform``: the words the user called the wrapper with, up to the group."""
+    words = ["gcloud"]
+    for token in argv:
+        if token in TRACKS or token in GROUPS:
+            words.append(token)
+        if token in GROUPS:
+            break
+    return " ".join(words)
+
+
 def real_gcloud() -> str | None:
     """Google's gcloud on PATH, skipping the wrapper's own folder."""
     skip = os.environ.get(WRAPPER_DIR_VARIABLE)
@@ -174,8 +185,9 @@ def run(argv: list[str]) -> int:
     translated = translate(argv)
     if translated is not None:
         # deferred: console.cli imports this module (its gcloud-compatible entry)
-        from console.cli import main
+        from console.cli import common, main
 
+        common.spoken_as = spoken_prefix(argv)
         return main(translated)
     real = real_gcloud()
     if real is None:

@@ -24,9 +24,9 @@ def _follow_up(job_id: str, args) -> str:
     project = f" --project {args.project}" if getattr(args, "project", None) else ""
     return (
         f"Your job is still active. You may view the status of your job with the command\n\n"
-        f"  $ aiconsole jobs describe {job_id}{project}\n\n"
+        f"  $ {common.spoken(f'jobs describe {job_id}{project}')}\n\n"
         f"or continue streaming the logs with the command\n\n"
-        f"  $ aiconsole jobs stream-logs {job_id}{project}"
+        f"  $ {common.spoken(f'jobs stream-logs {job_id}{project}')}"
     )
 
 
@@ -267,7 +267,7 @@ def cmd_describe(args) -> int:
         output.emit(job, args.format or output.Format("yaml"))
     output.status(
         f"\nView job in the console at:\n{client.base}/projects/{client.project}/jobs/{args.job}/\n\n"
-        f"View its logs with:\n  $ aiconsole jobs stream-logs {args.job}"
+        f"View its logs with:\n  $ {common.spoken(f'jobs stream-logs {args.job}')}"
     )
     return 0
 

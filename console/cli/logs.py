@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from console.cli import output
+from console.cli import common, output
 from console.cli.client import ApiError, Client, CliError
 
 PAGE_SIZE = 500
@@ -79,7 +79,8 @@ def follow(
                 return state
     except KeyboardInterrupt:
         output.status(
-            f"\nStopped following the log; the job goes on. Follow it again with: aiconsole jobs stream-logs {job_id}"
+            "\nStopped following the log; the job goes on. Follow it again with: "
+            + common.spoken(f"jobs stream-logs {job_id}")
         )
         raise
 

@@ -490,11 +490,55 @@ def _python_version(root: Path, python: str) -> str:
 
 
 def installed(root: Path, python: str) -> dict[str, str]:
-    """Every distribution in the image's Python: ``{canonical name: version}``."""
+    """Every distribution in the image's Python: ``{canonical name: version}``. Debian's packages
+    sometimes record a version their metadata does not (python3-torch 1.13.1's says
+    ``1.13.0a0+gitunknown``, python3-mpmath's ``0.0.0``): the Debian package's own upstream version
+    is taken for those, so that a requirement ``torch>=1.13`` is seen satisfied, as it is."""
     local = root / "usr" / "local" / "lib" / f"python{python}"
-    return runtimes.distributions(
-        [local / "site-packages", local / "dist-packages", root / "usr/lib/python3/dist-packages"]
-    )
+    debian = root / "usr" / "lib" / "python3" / "dist-packages"
+    found = runtimes.distributions([local / "site-packages", local / "dist-packages"])
+    packaged = runtimes.distributions([debian])
+    if packaged:
+        owners, versions = _debian_owners(root, debian), _debian_versions(root)
+        for name, version in packaged.items():
+            upstream = versions.get(owners.get(name, ""), "")
+            if not _RELEASE.match(version) or version == "0.0.0":
+                version = upstream if _RELEASE.match(upstream) else version
+            found.setdefault(name, version)
+    return dict(sorted(found.items()))
+
+
+_RELEASE = re.compile(r"^\d+(?:\.\d+)*$")
+
+
+def _debian_versions(root: Path) -> dict[str, str]:
+    """Each installed Debian package's upstream version (``1.13.1`` of ``1.13.1+dfsg-4``)."""
+    status = root / "var" / "lib" / "dpkg" / "status"
+    versions = {}
+    text = status.read_text(errors="replace") if status.is_file() else ""
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        if fields.get("Package") and fields.get("Version"):
+            version = fields["Version"].split(":", 1)[-1]  # no epoch
+            versions[fields["Package"]] = re.split(r"[+~-]", version, maxsplit=1)[0]
+    return versions
+
+
+def _debian_owners(root: Path, site: Path) -> dict[str, str]:
+    """Which Debian package installed each distribution's metadata in ``site``."""
+    owners: dict[str, str] = {}
+    inside = "/" + str(site.relative_to(root)) + "/"
+    for listing in (root / "var" / "lib" / "dpkg" / "info").glob("*.list"):
+        package = listing.stem.split(":", 1)[0]
+        for line in listing.read_text(errors="replace").splitlines():
+            if (
+                line.startswith(inside)
+                and line.endswith((".egg-info", ".dist-info"))
+                and line.count("/") == inside.count("/")
+            ):
+                name = Path(line).name.rsplit(".", 1)[0].split("-", 1)[0]
+                owners.setdefault(runtimes.canonical_name(name), package)
+    return owners
 
 
 def _frameworks(packages: dict[str, str]) -> str:

@@ -176,6 +176,10 @@ def test_gcloud_beta_jobs_submit_training_with_a_config_file(shell, console, tmp
     )
     assert result.code == 0, result.err
     assert json.loads(result.out)["jobId"] == "beta_submit"
+    # What to run next is said as the script's user would type it, as gcloud says it.
+    assert "  $ gcloud beta ai-platform jobs describe beta_submit\n" in result.err
+    assert "  $ gcloud beta ai-platform jobs stream-logs beta_submit" in result.err
+    assert "aiconsole" not in result.err
     assert console.wait("beta_submit")["state"] == "SUCCEEDED"
 
 
