@@ -52,6 +52,7 @@ class Controller:
         self.serving = serving
         self.reconcile_orphans()
         SPARES.prepare()  # the first replica's reaper, started ahead
+        containers.SPARE_PODS.reopen()
         self.loop.start()
         if serving:
             kinds.start_services()
@@ -68,6 +69,7 @@ class Controller:
             runner.abandon()
         for runner in runners:
             runner.thread.join(timeout)
+        containers.SPARE_PODS.close()  # the pods made ahead that no job took
         if self.serving:
             kinds.stop_services()
 

@@ -41,7 +41,8 @@ class ReplicaSet:
     trial_id: str = ""
     extra_args: list[str] = field(default_factory=list)  # a trial's --param=value flags
     processes: list[ReplicaProcess] = field(default_factory=list)
-    pod: containers.Pod | None = None
+    pod: containers.Pod | None = None  # given: a pod the caller made and removes (a study's lone trials share one)
+    owns_pod: bool = True
 
     @property
     def training_input(self) -> dict:
@@ -64,10 +65,13 @@ class ReplicaSet:
         account = trainer_user.for_project(self.job.project)
         if self.launch.profile is not None:
             vertex.prepare_output_dirs(self.job_dir, self.job.project)
-        if self.launch.needs_engine:
+        if self.launch.needs_engine and self.pod is None:
             self.pod = containers.pod_for(self.job, self.trial_id)
             if self.pod is not None:
                 self.pod.shared = len(placements) > 1
+                self.pod.take_spare()
+        elif self.pod is not None:
+            self.owns_pod = False
         for placement in placements:
             plan = placement.plan
             replica = Replica.objects.create(
@@ -156,5 +160,5 @@ class ReplicaSet:
         for process in self.processes:
             if isinstance(process, containers.ContainerReplicaProcess):
                 process.remove()
-        if self.pod is not None:
+        if self.pod is not None and self.owns_pod:
             self.pod.remove()
