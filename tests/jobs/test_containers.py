@@ -380,3 +380,31 @@ def test_a_container_sees_neither_the_data_dir_nor_the_hosts_loopback_services(e
     assert "secret key: absent" in log
     assert "postgres: unreachable" in log
     assert "CapEff:\t0000000000000000" in log
+
+
+def test_lone_replicas_start_in_pods_made_ahead_which_go_with_their_job_and_the_console(
+    engine, executor, project, admin
+):
+    """A pod's network costs a lone replica's start about a fifth of a second, so the console keeps
+    one made ahead per project network: the next job's replica takes it and removes it when done,
+    and a console that stops leaves none behind."""
+    image = make_image(engine, PRINTER)
+    console = f"label={containers.LABEL_CONSOLE}={containers.console_label()}"
+
+    def spares() -> set[str]:
+        names = engine.call("pod", "ps", "--filter", console, "--format", "{{.Name}}").split()
+        return {name for name in names if "-spare-" in name}
+
+    first = submit_and_wait(project, admin, container_body("ahead_first", image))
+    assert first.state == "SUCCEEDED", first.error_message
+    wait_for(lambda: len(spares()) == 1, 60, message="a pod made ahead for the project's next replica")
+    [ready] = spares()
+
+    second = submit_and_wait(project, admin, container_body("ahead_second", image))
+    assert second.state == "SUCCEEDED", second.error_message
+    assert "whoami: 0:0" in lines(second)  # root inside, the project's account outside, as in a pod of its own
+    wait_for(lambda: ready not in spares(), 30, message="the pod the second job took to go with it")
+    wait_for(lambda: len(spares()) == 1, 60, message="the next pod made ahead")
+
+    controller.stop()
+    assert spares() == set(), "a console that stops removes the pods it made ahead"
