@@ -1,18 +1,23 @@
 """Runs one replica's trainer and outlives none of its descendants.
 
-``python reaper.py GRACE [--user UID:GID] -- COMMAND...``: a standalone script (standard library only, run with
-``-I -S`` so it starts in milliseconds) between the executor and the trainer. It marks itself a
-child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so a descendant that leaves the trainer's
-process group or session (``setsid``, a double fork) is re-parented here instead of to init.
-When the trainer exits, or the executor sends SIGTERM, every remaining descendant gets SIGTERM,
-then SIGKILL after GRACE seconds; the reaper then ends the way the trainer ended (its exit status,
-or the same signal), so the executor sees the trainer's outcome. Where the system has no
-subreapers (not Linux), it only passes the trainer's outcome through.
+``python reaper.py GRACE [--user UID:GID] [--gcs PATH] -- COMMAND...``: a standalone script
+(standard library only, run with ``-I -S`` so it starts in milliseconds) between the executor and
+the trainer. It marks itself a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so a descendant
+that leaves the trainer's process group or session (``setsid``, a double fork) is re-parented here
+instead of to init. When the trainer exits, or the executor sends SIGTERM, every remaining
+descendant gets SIGTERM, then SIGKILL after GRACE seconds; the reaper then ends the way the trainer
+ended (its exit status, or the same signal), so the executor sees the trainer's outcome. Where the
+system has no subreapers (not Linux), it only passes the trainer's outcome through.
 
 ``python reaper.py --ready`` is the same reaper started ahead of its replica (``replicas.SPARES``),
 so that a replica's start does not wait for an interpreter: it starts with an empty environment,
 makes itself ready, and waits for one line of JSON on stdin (``grace``, ``user``, ``command``,
-``env``, ``cwd``); then it runs that trainer as above. End of input before the line: it exits 0.
+``env``, ``cwd``, ``gcs``); then it runs that trainer as above. End of input before the line: it
+exits 0.
+
+``--gcs PATH`` (the job's view of Cloud Storage, ``jobs/executor/gcs.py``): the trainer starts in
+a mount namespace of its own, where PATH is mounted at ``/gcs``, as Vertex AI's replicas have it;
+nothing else of the host's mounts changes, and no other process sees it there.
 """
 
 # The C module behind ``signal``, and fork/exec rather than ``subprocess``: those two imports (and
@@ -26,6 +31,8 @@ import time
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 
 
 def _prctl(option, value):
@@ -115,16 +122,31 @@ def yield_as_asked():
         pass
 
 
-def start(command, user, env=None):
+def _bind_gcs(source):
+    """``source`` at /gcs, in a mount namespace of this process's own (as root, before the switch
+    to the trainer's user)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making the mounts private failed")
+    os.makedirs("/gcs", mode=0o755, exist_ok=True)
+    if libc.mount(os.fsencode(source), b"/gcs", None, MS_BIND | MS_REC, None) != 0:
+        raise OSError(ctypes.get_errno(), f"mounting {source} at /gcs failed")
+
+
+def start(command, user, env=None, gcs=None):
     """Fork and exec the trainer: in a process group of its own (its children share it), as
     ``user`` (uid, gid) with that group only, dying with the reaper (set after the user switch,
-    which would clear it), with ``env`` (else the reaper's own). An exec that fails says why on
-    stderr and exits 127, as a shell does."""
+    which would clear it), with ``env`` (else the reaper's own), and ``gcs`` at /gcs. An exec
+    that fails says why on stderr and exits 127, as a shell does."""
     pid = os.fork()
     if pid:
         return pid
     try:
         os.setpgid(0, 0)
+        if gcs is not None:
+            _bind_gcs(gcs)
         if user is not None:
             os.setgroups([])
             os.setgid(user[1])
@@ -142,18 +164,21 @@ def start(command, user, env=None):
 def main(argv):
     if argv[1:] == ["--ready"]:
         return run_when_told()
-    user = None
+    user = gcs = None
     if len(argv) > 3 and argv[2] == "--user":
         # The trainer runs as this user and its group only; the reaper stays as it is, so it can
         # still stop every descendant.
         user = tuple(int(part) for part in argv[3].split(":"))
         argv = argv[:2] + argv[4:]
+    if len(argv) > 3 and argv[2] == "--gcs":
+        gcs = argv[3]
+        argv = argv[:2] + argv[4:]
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: reaper.py GRACE [--user UID:GID] -- COMMAND... | reaper.py --ready", file=sys.stderr)
+        print("usage: reaper.py GRACE [--user UID:GID] [--gcs PATH] -- COMMAND... | reaper.py --ready", file=sys.stderr)
         return 2
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     yield_as_asked()
-    return run(float(argv[1]), start(argv[3:], user))
+    return run(float(argv[1]), start(argv[3:], user, gcs=gcs))
 
 
 def run_when_told():
@@ -176,7 +201,7 @@ def run_when_told():
         os.write(2, f"{told['cwd']}: {error.strerror or error}\n".encode())
         return 127
     user = tuple(told["user"]) if told.get("user") else None
-    return run(float(told["grace"]), start(told["command"], user, told["env"]))
+    return run(float(told["grace"]), start(told["command"], user, told["env"], told.get("gcs")))
 
 
 def run(grace, trainer):

@@ -186,6 +186,7 @@ class ReplicaProcess:
     preexec: Callable[[], None] | None = None  # scaled mode: die with the worker (PR_SET_PDEATHSIG)
     user: TrainerUser | None = None  # run as its project's account (aiconsole.trainer_user), owning only its folders
     stop_grace: float = 10.0  # SIGTERM → SIGKILL, for its reaper too (settings.STOP_GRACE_SECONDS)
+    gcs: Path | None = None  # the job's view of Cloud Storage, bound at /gcs for this trainer alone
     popen: subprocess.Popen | None = None
     started: float = 0.0
     stopped_by_platform: bool = False
@@ -199,11 +200,12 @@ class ReplicaProcess:
             env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
         spare = SPARES.take() if self.preexec is None else None  # scaled mode's die-with-the-worker is per start
-        if spare is not None and SPARES.tell(spare, self.command, env, self.cwd, self.stop_grace, self.user):
+        if spare is not None and SPARES.tell(spare, self.command, env, self.cwd, self.stop_grace, self.user, self.gcs):
             self.popen = spare
         else:
+            gcs_option = ["--gcs", str(self.gcs)] if self.gcs is not None else []
             self.popen = subprocess.Popen(
-                reaped(self.command, self.stop_grace, user_option),
+                reaped(self.command, self.stop_grace, [*user_option, *gcs_option]),
                 cwd=self.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -285,7 +287,8 @@ REAPER_MARGIN_SECONDS = 5.0
 def reaped(command: list[str], grace: float, user_option: list[str] = ()) -> list[str]:
     """``command`` under the reaper (jobs/executor/reaper.py), with the stop grace period in
     seconds: no descendant of the trainer outlives it, even one that left its process group or
-    session. ``user_option`` (``--user UID:GID``) makes the reaper start the trainer as that user."""
+    session. ``user_option`` (``--user UID:GID``, ``--gcs PATH``) makes the reaper start the trainer
+    as that user, with PATH at /gcs in a mount namespace of its own."""
     return [sys.executable, "-I", "-S", str(REAPER), repr(float(grace)), *user_option, "--", *command]
 
 
@@ -317,7 +320,7 @@ class Spares:
         self.prepare()
         return spare if spare is not None and spare.poll() is None else None
 
-    def tell(self, spare: subprocess.Popen, command, env, cwd, grace: float, user) -> bool:
+    def tell(self, spare: subprocess.Popen, command, env, cwd, grace: float, user, gcs: Path | None = None) -> bool:
         """Hand ``spare`` its trainer; False when it is gone (the caller starts a reaper anew)."""
         told = {
             "command": command,
@@ -325,6 +328,7 @@ class Spares:
             "cwd": str(cwd),
             "grace": float(grace),
             "user": [user.uid, user.gid] if user is not None else None,
+            "gcs": str(gcs) if gcs is not None else None,
         }
         assert spare.stdin is not None
         try:

@@ -16,9 +16,17 @@ from django.utils import timezone
 from aiconsole.errors import log_internal_error
 from jobs import catalogue
 from jobs.containers.staged import StagingRefused
-from jobs.executor import strategies, trials
+from jobs.executor import gcs, strategies, trials
 from jobs.executor.launch import ReplicaSet
-from jobs.executor.preparing import Cancelled, PrepareError, needs_gpu, passthrough_env, take_back_inputs, work_dir_for
+from jobs.executor.preparing import (
+    Cancelled,
+    PrepareError,
+    needs_gpu,
+    passthrough_env,
+    take_back_inputs,
+    trainer_account,
+    work_dir_for,
+)
 from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
@@ -217,6 +225,7 @@ class JobRunner(RunnerBase):
         self.replica_set: ReplicaSet | None = None
         self.replica_count = 0
         self.seed_history: list = []
+        self.gcs_view: gcs.View | None = None
 
     # --- the job's life ------------------------------------------------------------------
 
@@ -226,6 +235,8 @@ class JobRunner(RunnerBase):
             self._stop_all()
         if self.replica_set is not None:
             self.replica_set.release()  # containers and their pod, once the job's end is recorded
+        if self.gcs_view is not None:
+            self.gcs_view.stop()
 
     def _run(self, job: Job) -> None:
         self.launch = launch = strategies.strategy_for(job)  # decided once, handed on from here
@@ -236,6 +247,8 @@ class JobRunner(RunnerBase):
         if prepared is None:
             return
         environment, job_dir = prepared
+        self.gcs_view = gcs.start(job, trainer_account(job.project), self.sink.service)
+        launch.gcs = self.gcs_view.path if self.gcs_view is not None else None
         if job.is_hyperparameter_job:
             self._run_trials(job, launch, environment, job_dir)
             return

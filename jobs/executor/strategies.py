@@ -65,6 +65,7 @@ class Launch:
     kind = "package"  # "package", "container", "built-in algorithm": the job's log and page say it
     needs_engine = False  # only workers with a container engine may run it
     builds_environment = True  # the queue's prebuild has an environment to build ahead
+    gcs: Path | None = None  # the job's /gcs/ view of Cloud Storage while its replicas run (jobs.executor.gcs)
 
     def __init__(self, job: Job, training_input: dict, *, kind: str | None = None):
         self.job = job
@@ -142,6 +143,7 @@ class Launch:
             preexec=context.preexec,
             user=context.account,
             stop_grace=settings.STOP_GRACE_SECONDS,
+            gcs=self.gcs,
         )
 
     def failure(self, message: str, process: ReplicaProcess) -> str:
@@ -324,6 +326,8 @@ def container_process(
     staged = Staged(name, account, engine)  # through no link and no command line (jobs/containers/staged.py)
     try:
         options = [*staged.volumes(writable, readable), *staged.environment(env)]
+        if launch.gcs is not None:  # the console's own mount point, which no account can change
+            options += ["--volume", f"{launch.gcs}:/gcs:rw"]
     except BaseException:
         staged.release()
         raise
