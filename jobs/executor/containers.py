@@ -182,6 +182,8 @@ class SparePods:
         self._wanted: dict[tuple, int] = {}
         self._making: dict[tuple, int] = {}
         self._closed = False
+        self._closing = threading.Event()  # wakes the makers waiting out their delay
+        self._threads: list[threading.Thread] = []
 
     def take(self, engine: engines.Engine, network: str, userns: tuple[str, ...]) -> str | None:
         """A started pod on ``network`` with ``userns``, now the caller's to remove; None when none
@@ -201,14 +203,20 @@ class SparePods:
         missing = self._wanted.get(key, 0) - len(self._ready.get(key) or []) - self._making.get(key, 0)
         for _ in range(max(0, missing) if not self._closed else 0):
             self._making[key] = self._making.get(key, 0) + 1
-            threading.Thread(target=self._make, args=(key,), name="spare-pod", daemon=True).start()
+            thread = threading.Thread(target=self._make, args=(key,), name="spare-pod", daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
 
     def _make(self, key: tuple) -> None:
         engine, network, userns = key
         name = f"aic-{console_label()}-spare-{os.urandom(4).hex()}"
         made = False
-        time.sleep(self.REFILL_DELAY_SECONDS)
+        if self._closing.wait(self.REFILL_DELAY_SECONDS):
+            with self._lock:
+                self._making[key] -= 1
+            return
         try:
+            ensure_network(engine, network)  # a sweep may have removed it once no container used it
             engine.call("pod", "create", "--name", name, *owner_labels(), "--network", network, *userns)
             made = True
             engine.call("pod", "start", name)
@@ -225,18 +233,30 @@ class SparePods:
         if name:  # made after close: nobody will take it
             _remove_pod(engine, name)
 
+    def ready(self) -> set[str]:
+        """The names of the spares ready to be taken."""
+        with self._lock:
+            return {name for names in self._ready.values() for name in names}
+
     def close(self) -> None:
-        """Remove every spare not taken (the console stops)."""
+        """Remove every spare not taken, and those being made (the console stops)."""
+        self._closing.set()
         with self._lock:
             self._closed = True
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(60)
+        with self._lock:
             ready = [(key[0], name) for key, names in self._ready.items() for name in names]
             self._ready.clear()
+            self._wanted.clear()  # a console that starts again learns anew what its projects take
         for engine, name in ready:
             _remove_pod(engine, name)
 
     def reopen(self) -> None:
         with self._lock:
             self._closed = False
+            self._closing.clear()
 
 
 def _remove_pod(engine: engines.Engine, name: str) -> None:
@@ -287,7 +307,13 @@ def project_network(engine: engines.Engine, project) -> str:
     process's sweep removes it, and forgets it then."""
     if settings.CONTAINER_NETWORK == "none":
         return "none"
-    name = f"aic-{console_label()}-{project.project_id}"
+    return ensure_network(engine, f"aic-{console_label()}-{project.project_id}")
+
+
+def ensure_network(engine: engines.Engine, name: str) -> str:
+    """A project's network by its name, made when missing (``project_network``)."""
+    if name == "none":
+        return name
     with _networks_lock:
         if name in _networks:
             return name
@@ -595,7 +621,7 @@ def sweep(live_owners: set[str] | None = None) -> int:
         if engine.is_podman:
             for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):
                 if ours(pod.get("Labels")):
-                    engine.call("pod", "rm", "--force", "--ignore", pod["Id"], timeout=60)
+                    _remove_pod(engine, pod["Id"])  # one at a time: one gone meanwhile stops no other
     except (engines.EngineError, json.JSONDecodeError, KeyError) as error:
         logger.warning("Could not remove the containers an earlier console left: %s", error)
     return removed

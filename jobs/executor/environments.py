@@ -289,10 +289,7 @@ def job_environment(
     """The job's layer on top of a runtime: its packages, and its pins over the runtime's versions.
     With ``account`` (trainers run as their project's), the layer is that project's alone, and
     everything of it that must be built is built as that account (``jobs.executor.builds``)."""
-    identity = [runtime.key] + [f"{p.name}:{file_digest(p)}" for p in packages]
-    if account is not None:
-        identity.append(f"account:{account.uid}")
-    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+    key = _layer_key([runtime.key], packages, account)
     path = settings.ENV_DIR / f"job-{key[:20]}"
     if _ready(path):
         log("Reusing the cached environment for these trainer packages.")
@@ -349,10 +346,7 @@ def image_layer(
     step into a folder where every distribution the image has is present as a stub, so that what
     the image provides satisfies the requirements (and a requirement it does not satisfy replaces
     it, as pip would), and removes the stubs after."""
-    identity = ["image", image, python, sorted(provided.items())] + [f"{p.name}:{file_digest(p)}" for p in packages]
-    if account is not None:
-        identity.append(f"account:{account.uid}")
-    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+    key = _layer_key(["image", image, python, sorted(provided.items())], packages, account)
     path = settings.ENV_DIR / f"image-job-{key[:20]}"
     if _ready(path):
         log("Reusing the installed trainer packages for this image.")
@@ -398,6 +392,14 @@ def image_layer(
     added = ", ".join(f"{name} {version}" for name, version in environment.frozen().items())
     log(f"The trainer packages are installed for the image: {added or 'nothing the image lacks'}.")
     return environment
+
+
+def _layer_key(base: list, packages: list[Path], account: trainer_user.TrainerUser | None) -> str:
+    """What a job's layer is made of, as a digest: its base, its packages' contents, its account."""
+    identity = [*base, *(f"{p.name}:{file_digest(p)}" for p in packages)]
+    if account is not None:
+        identity.append(f"account:{account.uid}")
+    return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
 
 
 def _stub_distributions(target: Path, provided: dict[str, str]) -> list[Path]:

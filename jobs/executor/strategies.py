@@ -221,12 +221,7 @@ class PackageImageLaunch(ContainerLaunch):
     def preparing(self) -> str:
         return "building its pre-built image and installing its trainer packages"
 
-    def prepare(self, *, packages: Path, log, check_cancel, gpu: bool) -> tuple[Environment | None, str | None]:
-        project = self.job.project
-        files = preparing.fetch_packages(self.training_input, packages, check_cancel, project=project)
-        job_dir = preparing.prepare_job_dir(self.training_input, project=project)
-        preparing.prepare_arguments(self.training_input, project=project)
-        return self.environment(files, log, check_cancel, gpu=gpu), job_dir
+    prepare = Launch.prepare  # a package job's: its packages fetched, its environment made
 
     def environment(self, files: list[Path], log, check_cancel, *, gpu: bool) -> Environment:
         resolved = self.bring_image(self.image, log, check_cancel)

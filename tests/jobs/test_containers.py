@@ -397,8 +397,9 @@ def test_lone_replicas_start_in_pods_made_ahead_which_go_with_their_job_and_the_
 
     first = submit_and_wait(project, admin, container_body("ahead_first", image))
     assert first.state == "SUCCEEDED", first.error_message
-    wait_for(lambda: len(spares()) == 1, 60, message="a pod made ahead for the project's next replica")
-    [ready] = spares()
+    wait_for(lambda: len(containers.SPARE_PODS.ready()) == 1, 60, message="a pod made ahead for the next replica")
+    [ready] = containers.SPARE_PODS.ready()
+    assert spares() == {ready}
 
     second = submit_and_wait(project, admin, container_body("ahead_second", image))
     assert second.state == "SUCCEEDED", second.error_message
