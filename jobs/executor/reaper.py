@@ -1,6 +1,6 @@
 """Runs one replica's trainer and outlives none of its descendants.
 
-``python reaper.py GRACE [--user UID:GID] [--gcs PATH] -- COMMAND...``: a standalone script
+``python reaper.py GRACE [OPTIONS] -- COMMAND...``: a standalone script
 (standard library only, run with ``-I -S`` so it starts in milliseconds) between the executor and
 the trainer. It marks itself a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``), so a descendant
 that leaves the trainer's process group or session (``setsid``, a double fork) is re-parented here
@@ -18,6 +18,21 @@ exits 0.
 ``--gcs PATH`` (the job's view of Cloud Storage, ``jobs/executor/gcs.py``): the trainer starts in
 a mount namespace of its own, where PATH is mounted at ``/gcs``, as Vertex AI's replicas have it;
 nothing else of the host's mounts changes, and no other process sees it there.
+
+``--user UID:GID``: the trainer runs as that user, with that group only.
+
+``--lease FILE:SECONDS`` (scaled mode, ``jobs/cluster/agent.py``): the worker touches FILE each
+time it renews its leases in the database. When FILE is older than SECONDS (the worker was frozen,
+cut off from the database, or died without its death signal reaching here), the reaper stops the
+trainer on its own, within a second: SECONDS is shorter than the lease, so the trainer is gone
+before the coordinator presumes it lost and starts it elsewhere. Two copies never run at once.
+
+``--on-stop JSON`` (a command, as a JSON list): run, and waited for, before the trainer is stopped
+for any reason but its own exit: a container engine's client is the trainer, and stopping the
+client would leave its container running (``podman stop NAME``).
+
+``--no-subreaper``: the command is a container engine's client, whose monitor process must not
+become the reaper's descendant (the container's own processes are the engine's to stop).
 """
 
 # The C module behind ``signal``, and fork/exec rather than ``subprocess``: those two imports (and
@@ -161,24 +176,49 @@ def start(command, user, env=None, gcs=None):
     os._exit(127)
 
 
+USAGE = (
+    "usage: reaper.py GRACE [--user UID:GID] [--gcs PATH] [--lease FILE:SECONDS] [--on-stop JSON] "
+    "[--no-subreaper] -- COMMAND... | reaper.py --ready"
+)
+
+
 def main(argv):
     if argv[1:] == ["--ready"]:
         return run_when_told()
-    user = gcs = None
-    if len(argv) > 3 and argv[2] == "--user":
-        # The trainer runs as this user and its group only; the reaper stays as it is, so it can
-        # still stop every descendant.
-        user = tuple(int(part) for part in argv[3].split(":"))
-        argv = argv[:2] + argv[4:]
-    if len(argv) > 3 and argv[2] == "--gcs":
-        gcs = argv[3]
-        argv = argv[:2] + argv[4:]
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: reaper.py GRACE [--user UID:GID] [--gcs PATH] -- COMMAND... | reaper.py --ready", file=sys.stderr)
+    if len(argv) < 2:
+        print(USAGE, file=sys.stderr)
         return 2
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    options: dict = {}
+    rest = argv[2:]
+    while rest and rest[0] != "--":
+        if rest[0] == "--no-subreaper":
+            options["no_subreaper"], rest = "yes", rest[1:]
+        elif rest[0] in ("--user", "--gcs", "--lease", "--on-stop") and len(rest) > 1:
+            options[rest[0][2:].replace("-", "_")], rest = rest[1], rest[2:]
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
+    if len(rest) < 2:
+        print(USAGE, file=sys.stderr)
+        return 2
+    # The trainer runs as this user and its group only; the reaper stays as it is, so it can still
+    # stop every descendant.
+    user = tuple(int(part) for part in options["user"].split(":")) if "user" in options else None
+    if not options.get("no_subreaper"):
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
     yield_as_asked()
-    return run(float(argv[1]), start(argv[3:], user, gcs=gcs))
+    lease = None
+    if "lease" in options:
+        path, _, seconds = options["lease"].rpartition(":")
+        lease = (path, float(seconds))
+    on_stop = _json_loads(options["on_stop"]) if "on_stop" in options else None
+    return run(float(argv[1]), start(rest[1:], user, gcs=options.get("gcs")), lease=lease, on_stop=on_stop)
+
+
+def _json_loads(text):
+    import json
+
+    return json.loads(text)
 
 
 def run_when_told():
@@ -201,32 +241,90 @@ def run_when_told():
         os.write(2, f"{told['cwd']}: {error.strerror or error}\n".encode())
         return 127
     user = tuple(told["user"]) if told.get("user") else None
-    return run(float(told["grace"]), start(told["command"], user, told["env"], told.get("gcs")))
+    lease = (told["lease"][0], float(told["lease"][1])) if told.get("lease") else None
+    trainer = start(told["command"], user, told["env"], told.get("gcs"))
+    return run(float(told["grace"]), trainer, lease=lease, on_stop=told.get("on_stop"))
 
 
-def run(grace, trainer):
+LEASE_GRACE = 1.0  # seconds between SIGTERM and SIGKILL when the lease runs out: it must end first
+LEASE_POLL = 0.2
+
+
+def lease_age(path):
+    """Seconds since the worker last renewed its leases (``--lease``); infinite when FILE is gone."""
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
+
+
+def run_command(command):
+    """Run ``command`` (``--on-stop``) to its end, with the reaper's own output and no input."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid == 0:
+        try:
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.execvp(command[0], command)
+        except OSError as error:
+            os.write(2, f"{command[0]}: {error.strerror or error}\n".encode())
+        os._exit(127)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def run(grace, trainer, lease=None, on_stop=None):
     """Wait for the trainer (reaping whatever is re-parented here meanwhile), sweep what it left,
-    and end as it ended."""
+    and end as it ended. ``lease``: (FILE, SECONDS), see ``--lease``; ``on_stop``: a command run
+    before any stop that is not the trainer's own exit."""
+    stopping: list = []
 
     def kill_all(signum, frame):
         _signal_all(signal.SIGKILL)
 
-    def stop(signum, frame):
-        # The executor stops the replica: SIGTERM everything now, SIGKILL what is left after GRACE.
+    def stop_now(seconds):
+        if stopping:
+            return
+        stopping.append(True)
+        if on_stop:
+            run_command(on_stop)
+        # SIGTERM everything now, SIGKILL what is left after the grace.
         _signal_all(signal.SIGTERM)
         signal.signal(signal.SIGALRM, kill_all)
-        signal.setitimer(signal.ITIMER_REAL, max(grace, 0.01))
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+
+    def stop(signum, frame):  # the executor stops the replica (or the worker died: its death signal)
+        stop_now(grace)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     while True:
         try:
-            pid, status = os.waitpid(-1, 0)  # reaps re-parented descendants too
+            pid, status = os.waitpid(-1, os.WNOHANG if lease else 0)  # reaps re-parented descendants too
         except ChildProcessError:
             return 1
         if pid == trainer:
             break
-    sweep(grace)
+        if lease and pid == 0:
+            if not stopping and lease_age(lease[0]) > lease[1]:
+                os.write(
+                    2,
+                    b"The worker could not renew this replica's lease in time (it is frozen, cut off "
+                    b"from the database, or gone); the replica is stopped here so that it never runs "
+                    b"beside its replacement.\n",
+                )
+                stop_now(min(grace, LEASE_GRACE))
+            time.sleep(LEASE_POLL)
+    sweep(min(grace, LEASE_GRACE) if stopping and lease else grace)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
