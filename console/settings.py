@@ -190,6 +190,16 @@ if DATABASE_URL:
             "max_size": env_int("AICONSOLE_DATABASE_POOL_SIZE", 20, minimum=2),
             "timeout": 30,
         }
+        # A partition from the database ends a connection in seconds, not at the kernel's two-hour
+        # keepalive: a worker that cannot renew its leases learns so while they still hold.
+        for option, value in (
+            ("connect_timeout", 5),
+            ("keepalives", 1),
+            ("keepalives_idle", 5),
+            ("keepalives_interval", 2),
+            ("keepalives_count", 3),
+        ):
+            DATABASES["default"]["OPTIONS"].setdefault(option, value)
 else:
     DATABASES = {
         "default": {
@@ -368,9 +378,22 @@ if PYTHON_DOWNLOADS not in {"automatic", "never"}:
 MAX_JOB_RESTARTS = env_int("AICONSOLE_MAX_JOB_RESTARTS", 3, minimum=0)
 MAX_REPLICA_RESTARTS = env_int("AICONSOLE_MAX_REPLICA_RESTARTS", 5, minimum=0)
 # Scaled mode: workers renew their replicas' leases every heartbeat; a replica whose lease ran out
-# (its worker was killed, its host is gone) starts again elsewhere.
+# (its worker was killed, frozen, cut off) starts again elsewhere, after it stopped itself at two
+# thirds of the lease (jobs/cluster/agent.py).
 WORKER_HEARTBEAT_SECONDS = env_float("AICONSOLE_WORKER_HEARTBEAT_SECONDS", 1.0)
 WORKER_LEASE_SECONDS = env_float("AICONSOLE_WORKER_LEASE_SECONDS", 6.0)
+if WORKER_LEASE_SECONDS < 2 * WORKER_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "AICONSOLE_WORKER_LEASE_SECONDS must be at least twice AICONSOLE_WORKER_HEARTBEAT_SECONDS, "
+        f"got {WORKER_LEASE_SECONDS:g} and {WORKER_HEARTBEAT_SECONDS:g}"
+    )
+# Scaled mode: how long the coordinator's lease lasts unrenewed: a coordinator that is frozen or
+# cut off from the database is replaced this long after its last renewal (one that died, at once).
+COORDINATOR_LEASE_SECONDS = env_float("AICONSOLE_COORDINATOR_LEASE_SECONDS", 5.0)
+if COORDINATOR_LEASE_SECONDS < 2:
+    raise ImproperlyConfigured(
+        f"AICONSOLE_COORDINATOR_LEASE_SECONDS must be at least 2, got {COORDINATOR_LEASE_SECONDS:g}"
+    )
 # How long a worker has to pick up a replica handed to it before it is handed to another.
 WORKER_CLAIM_SECONDS = env_float("AICONSOLE_WORKER_CLAIM_SECONDS", 10.0)
 

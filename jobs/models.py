@@ -319,6 +319,23 @@ class Worker(models.Model):
         return f"aiconsole.worker.{self.name}"
 
 
+class CoordinatorLease(models.Model):
+    """Scaled mode: which process coordinates (``jobs.cluster.coordinator``), and until when.
+
+    One row. A candidate takes it when ``expires`` has passed (its holder was frozen or cut off
+    from the database and stopped renewing) or the holder's database session is gone (its process
+    died); ``epoch`` counts the holders, so a holder that lost it never renews another's.
+    """
+
+    holder = models.CharField(max_length=200, blank=True)
+    backend_pid = models.IntegerField(null=True, blank=True)  # the holder's database session
+    epoch = models.IntegerField(default=0)
+    expires = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.holder or 'nobody'} (epoch {self.epoch})"
+
+
 class Replica(models.Model):
     """One process of a job: the master, a worker, a parameter server or an evaluator."""
 

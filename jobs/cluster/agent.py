@@ -5,7 +5,11 @@ and the leases of the replicas (and whole jobs) it runs. In the same round trip 
 of them it must stop (a cancel, the master finished, the time limit) and which it no longer owns
 (its fencing token is stale because the coordinator presumed it lost and started the replica
 elsewhere): those it kills without writing anything more. A replica process dies with the agent
-(``PR_SET_PDEATHSIG``), so a killed worker leaves no trainer behind to race its replacement.
+(``PR_SET_PDEATHSIG``; a container's reaper stops its container), so a killed worker leaves no
+trainer behind to race its replacement; and a worker that is alive but cannot renew its leases
+(frozen, cut off from the database) has its replicas stop themselves: each reaper watches a file
+the heartbeat touches after every renewal, and stops its trainer when the file is older than two
+thirds of the lease (``reaper.py --lease``), before the coordinator starts it elsewhere.
 
 Replicas are started with the same pieces as embedded mode: the job's launch strategy
 (``jobs.executor.strategies``) prepares a replica (the package fetch and checks, the cached runtime
@@ -23,6 +27,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -44,10 +49,7 @@ from jobs.executor.preparing import (
     trainer_account,
     work_dir_for,
 )
-from jobs.executor.replicas import (
-    ReplicaProcess,
-    exit_description,
-)
+from jobs.executor.replicas import ReplicaProcess, exit_description, set_worker_lease
 from jobs.executor.runner import RunnerBase, internal_error_message
 from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
@@ -65,6 +67,20 @@ _prctl = _libc.prctl
 def _die_with_agent() -> None:
     """In the child before exec: SIGKILL when the spawning thread (the agent's spawner) dies."""
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _stop_with_agent() -> None:
+    """A container's reaper: SIGTERM when the spawner dies, so that it stops the container first."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def lease_deadline() -> float:
+    """Seconds without a renewal after which a replica stops itself: two thirds of the lease, and
+    at least a second and a half short of it, so that it is gone (a poll, a second's grace) before
+    the lease runs out and the coordinator, a backoff later, starts it elsewhere; never less than
+    a heartbeat and a half."""
+    lease = settings.WORKER_LEASE_SECONDS
+    return max(min(lease * 2 / 3, lease - 1.5), settings.WORKER_HEARTBEAT_SECONDS * 1.5)
 
 
 @dataclass
@@ -92,6 +108,10 @@ class LocalReplica:
 class Agent:
     def __init__(self, worker: Worker):
         self.worker = worker
+        folder = Path(settings.DATA_DIR) / "leases"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.lease_file = folder / worker.name  # touched after each renewal (reaper.py --lease)
+        self.renewed()
         self.replicas: dict[int, LocalReplica] = {}
         self.jobs: dict[int, RunnerBase] = {}  # whole jobs: pk → runner
         self._lock = threading.Lock()
@@ -114,9 +134,15 @@ class Agent:
         for thread in self._threads:
             thread.start()
 
+    def renewed(self) -> None:
+        """The database holds this worker's leases for another lease: its trainers may go on."""
+        self.lease_file.touch()
+
     def stop(self) -> None:
         """Leave cleanly: stop this host's replicas and hand its work back at once."""
         self._stopping.set()
+        # First, so that the coordinator tells the replicas' loss as a stop, not a silence.
+        Worker.objects.filter(pk=self.worker.pk).update(stopped=True)
         with self._lock:
             replicas, runners = list(self.replicas.values()), list(self.jobs.values())
         for runner in runners:
@@ -138,7 +164,7 @@ class Agent:
                 local.sink.close()
             # Expire the lease now, so the coordinator restarts it without waiting for the lease.
             Replica.objects.filter(pk=local.pk, attempt=local.attempt).update(lease_expires=now)
-        Worker.objects.filter(pk=self.worker.pk).update(stopped=True)
+        self.lease_file.unlink(missing_ok=True)
 
     # --- starting replicas (Celery tasks call these) ------------------------------------------
 
@@ -157,6 +183,7 @@ class Agent:
         )
         if not claimed:
             return  # delivered twice, or superseded: somebody else owns this start
+        self.renewed()
         replica = Replica.objects.select_related("job__project").get(pk=replica_pk)
         local = LocalReplica(replica.pk, attempt, replica.label, replica.task_type, replica.task_index, replica.job_id)
         local.sink = LogSink(replica.job_id, fence=local.fence)
@@ -273,7 +300,8 @@ class Agent:
             pod=pod,
             devices=devices,
             publish=replica.port if launch.needs_engine else None,
-            preexec=None if launch.needs_engine else _die_with_agent,
+            preexec=_stop_with_agent if launch.needs_engine else _die_with_agent,
+            attempt=local.attempt,
         )
         return launch.process(context, environment)
 
@@ -384,6 +412,10 @@ class Agent:
             for local in locals_:
                 mine |= Q(pk=local.pk, attempt=local.attempt)
             Replica.objects.filter(mine, worker=self.worker, state=ReplicaState.RUNNING).update(lease_expires=lease)
+        if runners:
+            Job.objects.filter(pk__in=runners, worker=self.worker, runner=self.runner_id).update(lease_expires=lease)
+        self.renewed()  # every lease renewed above: the trainers here may run another lease
+        if locals_:
             rows = {
                 row["pk"]: row
                 for row in Replica.objects.filter(pk__in=[r.pk for r in locals_]).values(
@@ -405,7 +437,6 @@ class Agent:
                 ):
                     _in_thread(self._stop, local, fenced=False)
         if runners:
-            Job.objects.filter(pk__in=runners, worker=self.worker, runner=self.runner_id).update(lease_expires=lease)
             job_rows = {
                 job_row["pk"]: job_row
                 for job_row in Job.objects.filter(pk__in=runners).values("pk", "state", "worker_id", "runner")
@@ -507,8 +538,9 @@ def register(
         containers=engines.available() is not None,
     )
     containers.set_owner(f"worker:{worker.name}")
-    containers.sweep(live_owners={f"worker:{name}" for name in capacity.live_workers().values_list("name", flat=True)})
     _agent = Agent(worker)
+    set_worker_lease(_agent.lease_file, lease_deadline())
+    containers.sweep(live_owners={f"worker:{name}" for name in capacity.live_workers().values_list("name", flat=True)})
     _agent.start()
     return _agent
 

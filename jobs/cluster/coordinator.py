@@ -1,17 +1,22 @@
 """The scaled-mode coordinator: one elected process admits, places, watches and restarts.
 
-Every ``aiconsole web`` and ``aiconsole worker`` process runs a candidate; the one holding a
-PostgreSQL session advisory lock leads. If its process dies, its database session ends, the lock
-is free, and another candidate leads within a second or two and adopts the running jobs: the
+Every ``aiconsole web`` and ``aiconsole worker`` process runs a candidate; the one holding the
+coordinator lease (a ``CoordinatorLease`` row with a deadline, renewed every second on a database
+connection whose every statement is bounded) leads. If its process dies, its database session ends
+and another candidate leads within a second or two; if it is frozen or cut off from the database,
+it stops acting when its own clock says the lease has run out, and another leads once the row's
+deadline has passed (``COORDINATOR_LEASE_SECONDS``). The new leader adopts the running jobs: the
 job's state, its replicas' placement and their leases all live in the database.
 
 The leader, every tick:
 
 - expires ``scheduling.maxWaitTime`` and relays cancels (embedded mode's controller does both);
-- finds replicas whose lease ran out (their worker was killed, its host is gone) and starts them
-  again on another worker, after a backoff, with a new fencing token: up to
-  ``MAX_REPLICA_RESTARTS`` times per replica, then the job is retried from the start, up to
-  ``MAX_JOB_RESTARTS`` times, then it fails;
+- finds replicas whose lease ran out (their worker was killed, frozen or cut off; by then the
+  replica has stopped itself, ``agent.lease_deadline``) and starts the job's whole gang again, as
+  TFJob does: the other replicas are stopped, then all are placed anew, with a new fencing token
+  and a TF_CONFIG that names where each peer now runs; up to ``MAX_REPLICA_RESTARTS`` times per
+  replica, then the job is retried from the start, up to ``MAX_JOB_RESTARTS`` times, then it
+  fails;
 - admits queued jobs in order (priority, then age) when every replica fits at once (gang
   placement), or says why a job waits, or why no worker could ever run it;
 - runs a ``ScaledJobRunner`` per admitted job: it checks the packages, hands each replica to its
@@ -31,6 +36,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
@@ -50,8 +56,8 @@ from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
 
-LEADER_LOCK = (0x4149, 0x434F)  # pg_try_advisory_lock("AI", "CO")
 TICK_SECONDS = 0.25
+RENEW_SECONDS = 1.0  # how often the leader renews its lease
 
 
 def restart_backoff(restarts: int) -> float:
@@ -59,35 +65,115 @@ def restart_backoff(restarts: int) -> float:
     return float(min(2 ** max(restarts - 1, 0), 8))
 
 
-class LeaderLock:
-    """A session-level advisory lock on its own connection: held until released or the process dies."""
+class LeaseLost(Exception):
+    """The coordinator lease ran out (by this process's own clock) or another process holds it."""
 
-    def __init__(self):
-        self._connection = None
 
-    def try_acquire(self) -> bool:
+class LeaderLease:
+    """The coordinator lease (``CoordinatorLease``), held through a connection of its own.
+
+    Every connect and statement on it is bounded (a connect timeout, a statement timeout, TCP
+    keepalives), so a partition ends in seconds, never at the database's idle timeout. ``valid``
+    is judged by this process's monotonic clock: the lease is surely ours until the moment a renewal
+    was asked, plus the lease, less a second's margin; a frozen holder that wakes up past it acts
+    no more before it has the lease again."""
+
+    def __init__(self, holder: str):
+        self.holder = holder
+        self.epoch: int | None = None
+        self._connection: Any = None
+        self._valid_until = 0.0
+        self._renewed_at = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return settings.COORDINATOR_LEASE_SECONDS
+
+    def _execute(self, query: str, params: tuple):
         import psycopg
 
+        if self._connection is None or self._connection.closed:
+            params_ = {
+                **connections["default"].get_connection_params(),
+                "autocommit": True,
+                "connect_timeout": 3,
+                "options": "-c statement_timeout=3000",
+                "keepalives": 1,
+                "keepalives_idle": 2,
+                "keepalives_interval": 1,
+                "keepalives_count": 3,
+            }
+            self._connection = psycopg.connect(**params_)
+        cursor = self._connection.execute(query, params)
+        return cursor.fetchone() if cursor.description else None
+
+    def try_acquire(self) -> bool:
+        asked = time.monotonic()
         try:
-            if self._connection is None or self._connection.closed:
-                params = connections["default"].get_connection_params()
-                self._connection = psycopg.connect(**params, autocommit=True, connect_timeout=5)
-            row = self._connection.execute("SELECT pg_try_advisory_lock(%s, %s)", LEADER_LOCK).fetchone()
-            return bool(row[0])
+            self._execute(
+                "INSERT INTO jobs_coordinatorlease (id, holder, epoch) VALUES (1, '', 0) ON CONFLICT (id) DO NOTHING",
+                (),
+            )
+            row = self._execute(
+                "UPDATE jobs_coordinatorlease SET holder = %s, epoch = epoch + 1, backend_pid = pg_backend_pid(), "
+                "expires = now() + make_interval(secs => %s) "
+                "WHERE id = 1 AND (expires IS NULL OR expires < now() OR holder = %s "
+                "OR NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = backend_pid)) RETURNING epoch",
+                (self.holder, self.seconds, self.holder),
+            )
         except Exception:
             logger.warning("Could not reach the database to elect a coordinator", exc_info=True)
-            self.release()
+            self.close()
             return False
+        if row is None:
+            return False
+        self.epoch = row[0]
+        self._renewed(asked)
+        return True
 
-    def still_held(self) -> bool:
+    def renew(self) -> bool:
+        """Renewed (at most once a second); False when the lease is lost or has run out."""
+        if time.monotonic() - self._renewed_at < RENEW_SECONDS:
+            return self.valid()
+        asked = time.monotonic()
         try:
-            self._connection.execute("SELECT 1")
-            return True
+            row = self._execute(
+                "UPDATE jobs_coordinatorlease SET expires = now() + make_interval(secs => %s) "
+                "WHERE id = 1 AND holder = %s AND epoch = %s RETURNING epoch",
+                (self.seconds, self.holder, self.epoch),
+            )
         except Exception:
-            self.release()
+            logger.warning("Could not renew the coordinator lease", exc_info=True)
+            self.close()
+            return self.valid()  # it may still be renewed before it runs out
+        if row is None:
+            self._valid_until = 0.0
             return False
+        self._renewed(asked)
+        return True
+
+    def _renewed(self, asked: float) -> None:
+        self._renewed_at = asked
+        self._valid_until = asked + self.seconds - 1.0
+
+    def valid(self) -> bool:
+        return time.monotonic() < self._valid_until
 
     def release(self) -> None:
+        """Give the lease up at once (a clean stop): another candidate leads within a second."""
+        if self.epoch is not None and self.valid():
+            try:
+                self._execute(
+                    "UPDATE jobs_coordinatorlease SET expires = NULL, holder = '' "
+                    "WHERE id = 1 AND holder = %s AND epoch = %s RETURNING epoch",
+                    (self.holder, self.epoch),
+                )
+            except Exception:
+                logger.warning("Could not give the coordinator lease up", exc_info=True)
+        self._valid_until = 0.0
+        self.close()
+
+    def close(self) -> None:
         if self._connection is not None:
             try:
                 self._connection.close()
@@ -102,7 +188,7 @@ class Coordinator:
     def __init__(self, role: str):
         self.runner_id = f"coordinator:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.role = role
-        self.lock = LeaderLock()
+        self.lease = LeaderLease(self.runner_id)
         self.leading = threading.Event()
         self.rng = random.Random()
         self.runners = Runners()
@@ -117,7 +203,7 @@ class Coordinator:
     def stop(self, timeout: float = 10.0) -> None:
         self.loop.stop(timeout)
         self._step_down()
-        self.lock.release()
+        self.lease.release()
 
     def _listen_for_wakes(self) -> None:
         """New jobs and cancels publish a wake-up on Redis, so admission does not wait for a tick."""
@@ -138,18 +224,25 @@ class Coordinator:
     # --- leadership ------------------------------------------------------------------------
 
     def _step(self) -> float:
-        """Lead if the lock is free, tick while leading; the seconds until the next try."""
+        """Lead if the lease is free, tick while leading; the seconds until the next try."""
         if not self.leading.is_set():
-            if not self.lock.try_acquire():
+            if not self.lease.try_acquire():
                 return 1.0
-            logger.info("%s (%s) is now the coordinator", self.runner_id, self.role)
+            logger.info("%s (%s) is now the coordinator (epoch %s)", self.runner_id, self.role, self.lease.epoch)
             self.leading.set()
-        if not self.lock.still_held():
-            logger.warning("%s lost the coordinator lock", self.runner_id)
+        try:
+            if not self.lease.renew():
+                raise LeaseLost
+            self.tick()
+        except LeaseLost:
+            logger.warning("%s lost the coordinator lease; it stands down", self.runner_id)
             self._step_down()
             return 0
-        self.tick()
         return TICK_SECONDS
+
+    def still_leading(self) -> bool:
+        """Whether this process may act as the coordinator now (its runners ask before they act)."""
+        return self.leading.is_set() and self.lease.valid()
 
     def _step_down(self) -> None:
         """Stop watching jobs without touching them: the next coordinator adopts them."""
@@ -169,15 +262,21 @@ class Coordinator:
 
     def tick(self) -> None:
         # What a wake-up is usually about comes first: cancels, replicas waiting to start
-        # again (running jobs keep their place ahead of new ones), then the queue.
-        self._relay_cancels()
-        self._restart_replicas()
-        self._admit()
-        self._reconcile_replicas()
-        self._reconcile_whole_jobs()
-        expire_waiting()
-        self._adopt()
-        self.retention.run_if_due()
+        # again (running jobs keep their place ahead of new ones), then the queue. Before each
+        # step, the lease: a coordinator that was frozen mid-tick acts no more once it ran out.
+        for step in (
+            self._relay_cancels,
+            self._restart_replicas,
+            self._admit,
+            self._reconcile_replicas,
+            self._reconcile_whole_jobs,
+            expire_waiting,
+            self._adopt,
+            self.retention.run_if_due,
+        ):
+            if not self.lease.valid():
+                raise LeaseLost
+            step()
 
     def _relay_cancels(self) -> None:
         """Cancels reach the runner watching the job; a worker running a job whole sees it itself."""
@@ -188,9 +287,8 @@ class Coordinator:
 
     def _adopt(self) -> None:
         """Jobs an earlier coordinator was watching: watch them from here."""
-        started = Job.objects.filter(
-            state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING], worker=None
-        ).exclude(runner=self.runner_id)
+        # Its own too: jobs it watched before it stood down and led again.
+        started = Job.objects.filter(state__in=[JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING], worker=None)
         for job in started.only("pk", "runner"):
             if job.pk in self.runners:
                 continue
@@ -212,16 +310,9 @@ class Coordinator:
             region = (job.training_input or {}).get("region") or (job.prediction_input or {}).get("region") or ""
             whole = capacity.runs_whole(job)
             plans = capacity.whole_job_plans(job) if whole else catalogue.replica_plan(job.training_input)
-            eligible = offers
-            if strategies.strategy_for(job).needs_engine:  # only workers with a container engine
-                eligible = {name: offer for name, offer in offers.items() if offer.containers}
-                if not any(offer.region == region for offer in eligible.values()):
-                    self._explain(
-                        job,
-                        f"No worker in {region} runs custom containers: start one on a host with podman or "
-                        "docker (it says so when it registers).",
-                    )
-                    continue
+            eligible = self._eligible(job, offers, region)
+            if eligible is None:
+                continue
             if whole:
                 assignments = self._place_whole(plans, eligible, region)
             else:
@@ -239,6 +330,21 @@ class Coordinator:
             else:
                 self._launch_gang(job, assignments, workers)
             offers = None  # read again: this job now holds its share
+
+    def _eligible(self, job: Job, offers: dict, region: str) -> dict | None:
+        """The workers that may run ``job``: only those with a container engine for a container
+        job (None, with the job told why, when no worker in its region has one)."""
+        if not strategies.strategy_for(job).needs_engine:
+            return offers
+        eligible = {name: offer for name, offer in offers.items() if offer.containers}
+        if not any(offer.region == region for offer in eligible.values()):
+            self._explain(
+                job,
+                f"No worker in {region} runs custom containers: start one on a host with podman or "
+                "docker (it says so when it registers).",
+            )
+            return None
+        return eligible
 
     def _place_whole(self, plans, offers, region):
         """All of a job's replicas on one worker: the one with the least room left that fits."""
@@ -306,6 +412,8 @@ class Coordinator:
             self._replica_lost(replica)
 
     def _replica_lost(self, replica: Replica) -> None:
+        """Its lease ran out: by then its trainer stopped itself (``agent.lease_deadline``). It and
+        the rest of its gang start again together, or, lost too often, it fails the job's run."""
         job = replica.job
         worker = replica.worker.name if replica.worker else "its worker"
         current = Replica.objects.filter(pk=replica.pk, attempt=replica.attempt, state__in=LIVE_REPLICA_STATES)
@@ -313,8 +421,18 @@ class Coordinator:
         sink = LogSink(job.pk)
         try:
             if replica.stop_requested or job.state not in (JobState.PREPARING, JobState.RUNNING):
-                current.update(state=ReplicaState.STOPPED, end_time=now, attempt=F("attempt") + 1)
+                if current.update(state=ReplicaState.STOPPED, end_time=now, attempt=F("attempt") + 1):
+                    sink.service(
+                        f"{replica.label} did not confirm its stop before its lease on {worker} ran out; "
+                        "its trainer stopped itself by then.",
+                        severity="WARNING",
+                    )
                 return
+            why = (
+                "which was stopped"
+                if replica.worker and replica.worker.stopped
+                else f"no heartbeat for {settings.WORKER_LEASE_SECONDS:g}s"
+            )
             if replica.restarts < settings.MAX_REPLICA_RESTARTS:
                 restarts = replica.restarts + 1
                 if current.update(
@@ -327,10 +445,18 @@ class Coordinator:
                     exit_code=None,
                     not_before=now + timedelta(seconds=restart_backoff(restarts)),
                 ):
+                    # The rest of the gang stops, to start again with it: a TF_CONFIG names every
+                    # peer, and a peer that moved is not where the others were told it is.
+                    others = current_replicas(job).filter(state__in=LIVE_REPLICA_STATES).exclude(pk=replica.pk)
+                    count = others.update(stop_requested=True)
+                    together = (
+                        f"the job's {count + 1} replicas stop and start again together, each told where the others run"
+                        if count
+                        else "it starts again elsewhere"
+                    )
                     sink.service(
-                        f"{replica.label} was lost with {worker} (no heartbeat for "
-                        f"{settings.WORKER_LEASE_SECONDS:g}s); it starts again elsewhere (restart "
-                        f"{restarts} of {settings.MAX_REPLICA_RESTARTS}).",
+                        f"{replica.label} was lost with {worker} ({why}); {together} (restart {restarts} of "
+                        f"{settings.MAX_REPLICA_RESTARTS}).",
                         severity="WARNING",
                     )
                 return
@@ -342,54 +468,87 @@ class Coordinator:
                 f"{replica.restarts + 1} times with its workers.",
             ):
                 sink.service(
-                    f"{replica.label} was lost with {worker} again, {replica.restarts + 1} times in all.",
+                    f"{replica.label} was lost with {worker} ({why}) again, {replica.restarts + 1} times in all.",
                     severity="ERROR",
                 )
         finally:
             sink.close()
 
     def _restart_replicas(self) -> None:
-        """Lost replicas waiting for a worker: place each on any worker it fits, then hand it over."""
-        now = timezone.now()
-        waiting = (
-            Replica.objects.filter(
-                state=ReplicaState.PENDING,
-                worker=None,
-                attempt__gt=0,
-                job__state__in=[JobState.PREPARING, JobState.RUNNING],
+        """Gangs with a lost replica whose backoff is over: placed again, all together."""
+        waiting = Replica.objects.filter(
+            state=ReplicaState.PENDING,
+            worker=None,
+            attempt__gt=0,
+            trial_id="",
+            job__worker=None,
+            job__state__in=[JobState.PREPARING, JobState.RUNNING],
+            not_before__lte=timezone.now(),
+        ).select_related("job__project")
+        jobs = {replica.job_id: replica.job for replica in waiting}
+        for job in jobs.values():
+            self._place_gang_again(job)
+
+    def _place_gang_again(self, job: Job) -> None:
+        """Once the rest of the gang has stopped (or its lease ran out), every replica is placed
+        anew, its TF_CONFIG made from where each peer now runs, and handed to its worker."""
+        gang = list(current_replicas(job))
+        if any(r.state in LIVE_REPLICA_STATES and not _waiting_to_start(r) for r in gang):
+            return  # the others are still stopping
+        plans = [_plan_of(r) for r in gang]
+        region = job.training_input.get("region", "")
+        offers = self._eligible(job, capacity.offers(), region)
+        if offers is None:
+            return
+        assignments = placement.place(plans, offers.values(), region, self.rng)
+        if assignments is None:
+            reason = placement.waiting_reason(plans, offers.values(), region)
+            self._explain(job, f"Its replicas wait to start again: {reason}")
+            return
+        workers = {w.name: w for w in Worker.objects.filter(name__in={a.worker for a in assignments})}
+        where = {(a.plan.task_type, a.plan.index): a for a in assignments}
+        moved = []
+        for replica in gang:
+            assignment = where[(replica.task_type, replica.task_index)]
+            replica.worker = workers[assignment.worker]
+            replica.host, replica.port = replica.worker.address, assignment.port
+            moved.append((replica, assignment))
+        configs = _configs(job, gang)
+        claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
+        starts = []
+        with transaction.atomic():
+            for replica, assignment in moved:
+                tf_config, cluster_spec = configs[replica.label]
+                attempt = replica.attempt if replica.state == ReplicaState.PENDING else replica.attempt + 1
+                updated = Replica.objects.filter(pk=replica.pk, attempt=replica.attempt, state=replica.state).update(
+                    state=ReplicaState.PENDING,
+                    attempt=attempt,
+                    worker=replica.worker,
+                    host=replica.host,
+                    port=replica.port,
+                    devices=",".join(map(str, assignment.devices)),
+                    launch={**replica.launch, "tfConfig": tf_config, "clusterSpec": cluster_spec},
+                    stop_requested=False,
+                    pid=None,
+                    exit_code=None,
+                    end_time=None,
+                    lease_expires=claim_by,
+                )
+                if not updated:  # it changed meanwhile (a cancel): the next tick looks again
+                    transaction.set_rollback(True)
+                    return
+                starts.append((replica.worker.queue, replica.pk, attempt))
+            Job.objects.filter(pk=job.pk).update(wait_reason="")
+        for queue, pk, attempt in starts:
+            tasks.send_start_replica(queue, pk, attempt)
+        if len(gang) > 1:
+            sink = LogSink(job.pk)
+            sink.service(
+                f"The job's {len(gang)} replicas start again together on {_worker_names(gang)}: "
+                + ", ".join(f"{r.label} at {r.host}:{r.port}" for r in gang)
+                + "."
             )
-            .filter(not_before__lte=now)
-            .select_related("job")
-        )
-        offers = None
-        for replica in waiting:
-            offers = offers if offers is not None else capacity.offers()
-            plan = catalogue.ReplicaPlan(
-                replica.task_type,
-                replica.task_index,
-                replica.machine_type,
-                replica.accelerator_type or None,
-                replica.accelerator_count,
-            )
-            region = replica.job.training_input.get("region", "")
-            assignments = placement.place([plan], offers.values(), region, self.rng)
-            if assignments is None:
-                continue  # it waits for room; the job keeps running
-            worker = Worker.objects.get(name=assignments[0].worker)
-            launch = dict(replica.launch)
-            launch["tfConfig"], launch["clusterSpec"] = _moved_configs(replica, worker.address, assignments[0].port)
-            if Replica.objects.filter(
-                pk=replica.pk, attempt=replica.attempt, state=ReplicaState.PENDING, worker=None
-            ).update(
-                worker=worker,
-                host=worker.address,
-                port=assignments[0].port,
-                devices=",".join(map(str, assignments[0].devices)),
-                launch=launch,
-                lease_expires=now + timedelta(seconds=settings.WORKER_CLAIM_SECONDS),
-            ):
-                tasks.send_start_replica(worker.queue, replica.pk, replica.attempt)
-                offers = None
+            sink.close()
 
     def _reconcile_whole_jobs(self) -> None:
         """Jobs run whole by a worker whose lease ran out: retried, or given up."""
@@ -439,25 +598,34 @@ def current_replicas(job: Job):
     return Replica.objects.filter(job=job, generation=job.restarts, trial_id="").select_related("worker")
 
 
+def _waiting_to_start(replica: Replica) -> bool:
+    return replica.state == ReplicaState.PENDING and replica.worker_id is None
+
+
+def _plan_of(replica: Replica) -> catalogue.ReplicaPlan:
+    return catalogue.ReplicaPlan(
+        replica.task_type,
+        replica.task_index,
+        replica.machine_type,
+        replica.accelerator_type or None,
+        replica.accelerator_count,
+    )
+
+
+def _configs(job: Job, replicas: list[Replica]) -> dict[str, tuple[dict, dict]]:
+    """Each replica's TF_CONFIG and CLUSTER_SPEC, from where every replica of the gang runs."""
+    return cluster_configs(
+        [Placement(_plan_of(r), r.host, r.port) for r in replicas],
+        job_id=job.job_id,
+        training_input=job.training_input,
+        use_chief=strategies.strategy_for(job).uses_chief(),
+    )
+
+
 def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
     """TF_CONFIG from the replicas' placements, then each replica to its worker's queue (attempt 1)."""
     training_input = job.training_input
-    placements = {
-        r.label: Placement(
-            catalogue.ReplicaPlan(
-                r.task_type, r.task_index, r.machine_type, r.accelerator_type or None, r.accelerator_count
-            ),
-            r.host,
-            r.port,
-        )
-        for r in replicas
-    }
-    configs = cluster_configs(
-        list(placements.values()),
-        job_id=job.job_id,
-        training_input=training_input,
-        use_chief=strategies.strategy_for(job).uses_chief(),
-    )
+    configs = _configs(job, replicas)
     claim_by = timezone.now() + timedelta(seconds=settings.WORKER_CLAIM_SECONDS)
     for replica in replicas:
         tf_config, cluster_spec = configs[replica.label]
@@ -471,18 +639,6 @@ def launch(job: Job, replicas: list[Replica], job_dir: str | None) -> None:
             attempt=1, launch=spec, lease_expires=claim_by
         ):
             tasks.send_start_replica(replica.worker.queue, replica.pk, 1)
-
-
-def _moved_configs(replica: Replica, host: str, port: int) -> tuple[dict, dict]:
-    """TF_CONFIG and CLUSTER_SPEC of a replica that starts again at a new address."""
-    tf_config, cluster_spec = dict(replica.launch.get("tfConfig") or {}), dict(replica.launch.get("clusterSpec") or {})
-    old, new = f"{replica.host}:{replica.port}", f"{host}:{port}"
-    for config in (tf_config, cluster_spec):
-        config["cluster"] = {
-            kind: [new if address == old else address for address in addresses]
-            for kind, addresses in (config.get("cluster") or {}).items()
-        }
-    return tf_config, cluster_spec
 
 
 class ScaledJobRunner(RunnerBase):
@@ -500,6 +656,12 @@ class ScaledJobRunner(RunnerBase):
         """This process stops coordinating: leave the job and its replicas as they are."""
         self.detached.set()
 
+    def _may_act(self) -> bool:
+        """Still this job's coordinator: not detached, and the lease is this process's."""
+        if self.detached.is_set():
+            return False
+        return self.coordinator is None or self.coordinator.still_leading()
+
     def _main(self) -> None:
         close_old_connections()
         try:
@@ -512,7 +674,7 @@ class ScaledJobRunner(RunnerBase):
                 if not self.detached.is_set():
                     take_back_inputs(job)  # what the workers lent for it, on the storage they share
         except Exception:
-            if self.detached.is_set():
+            if not self._may_act():
                 logger.exception("Coordinating job %s failed", self.job_pk)
             else:
                 self._stop_replicas(Job.objects.get(pk=self.job_pk))
@@ -561,7 +723,7 @@ class ScaledJobRunner(RunnerBase):
     def _watch_remote(self, job: Job) -> dict:
         """Until the master finishes, a replica fails or is lost for good, a cancel, or the time limit."""
         while True:
-            if self.detached.is_set():
+            if not self._may_act():
                 return {"detached": True}
             job.refresh_from_db(fields=["state", "start_time", "restarts"])
             if job.state == JobState.CANCELLING:
@@ -592,7 +754,9 @@ class ScaledJobRunner(RunnerBase):
             self.detached.wait(0.1)
 
     def _stop_replicas(self, job: Job) -> None:
-        """Ask the workers to stop what still runs, and wait until they did (or were lost)."""
+        """Ask the workers to stop what still runs, and wait until they did, or until their lease ran
+        out (a replica stops itself before that: ``agent.lease_deadline``): only then is the job
+        over, so that nothing of it runs once it shows CANCELLED, FAILED or SUCCEEDED."""
         live = current_replicas(job).filter(state__in=LIVE_REPLICA_STATES)
         live.filter(state=ReplicaState.PENDING).filter(pid=None).update(
             state=ReplicaState.STOPPED, end_time=timezone.now(), attempt=F("attempt") + 1
@@ -601,11 +765,10 @@ class ScaledJobRunner(RunnerBase):
         names = ", ".join(live.values_list("label", flat=True))
         if names:
             self.sink.service(f"Stopping {names}.")
-        deadline = time.monotonic() + settings.STOP_GRACE_SECONDS + settings.WORKER_LEASE_SECONDS + 5
-        while live.exists() and time.monotonic() < deadline and not self.detached.is_set():
-            self.detached.wait(0.1)
-            if self.coordinator is not None and not self.coordinator.leading.is_set():
+        while live.exists():
+            if not self._may_act():
                 return
+            self.detached.wait(0.1)
 
     def _release_pending(self, job: Job) -> None:
         current_replicas(job).filter(state=ReplicaState.PENDING).update(

@@ -34,7 +34,7 @@ from algorithms import catalogue as algorithm_catalogue
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.containers import staged as staging
-from jobs.executor.replicas import ReplicaProcess
+from jobs.executor.replicas import WORKER_LEASE, ReplicaProcess, lease_option, reaped
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +101,10 @@ def owner_labels() -> list[str]:
     return ["--label", f"{LABEL_CONSOLE}={console_label()}", "--label", f"{LABEL_OWNER}={_owner[0]}"]
 
 
-def container_name(replica_id: int) -> str:
-    return f"aic-{console_label()}-r{replica_id}"
+def container_name(replica_id: int, attempt: int = 0) -> str:
+    """A replica's container; in scaled mode one per start (``attempt``), so that a start on another
+    worker never meets the name of a copy that is still being stopped."""
+    return f"aic-{console_label()}-r{replica_id}" + (f"-a{attempt}" if attempt else "")
 
 
 # --- the pod ----------------------------------------------------------------------------------------------
@@ -494,8 +496,15 @@ class ContainerReplicaProcess(ReplicaProcess):
     def start(self) -> None:
         assert self.engine is not None
         env = {**self.engine.environment(), "AICONSOLE_REPLICA": str(self.replica_id)}  # found again after a restart
+        command = self.command
+        if WORKER_LEASE[0] is not None:
+            # Scaled mode: the engine's client under a reaper that stops the container itself when
+            # the worker dies (its death signal) or cannot renew the replica's lease; stopping only
+            # the client would leave the container running beside its replacement.
+            on_stop = json.dumps(self.engine.command("stop", "--time", "1", self.container))
+            command = reaped(command, self.stop_grace, ["--no-subreaper", "--on-stop", on_stop, *lease_option()])
         self.popen = subprocess.Popen(
-            self.command,
+            command,
             cwd=self.cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -199,13 +199,14 @@ class ReplicaProcess:
             self.user.hand_over(self.cwd)
             env = {**env, **self.user.environment(self.cwd)}
             user_option = self.user.reaper_option()
-        spare = SPARES.take() if self.preexec is None else None  # scaled mode's die-with-the-worker is per start
+        # Scaled mode's die-with-the-worker and lease are per start: no spare there.
+        spare = SPARES.take() if self.preexec is None and WORKER_LEASE[0] is None else None
         if spare is not None and SPARES.tell(spare, self.command, env, self.cwd, self.stop_grace, self.user, self.gcs):
             self.popen = spare
         else:
             gcs_option = ["--gcs", str(self.gcs)] if self.gcs is not None else []
             self.popen = subprocess.Popen(
-                reaped(self.command, self.stop_grace, [*user_option, *gcs_option]),
+                reaped(self.command, self.stop_grace, [*user_option, *gcs_option, *lease_option()]),
                 cwd=self.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -278,6 +279,22 @@ class ReplicaProcess:
             _kill_group(self.pid, signal.SIGKILL)
             self.popen.wait()
         _kill_group(self.pid, signal.SIGKILL)
+
+
+# Scaled mode: the file a worker touches each time it renews its leases, and the seconds after
+# which its trainers stop themselves when it has not (reaper.py's --lease). None in embedded mode.
+WORKER_LEASE: list[tuple[Path, float] | None] = [None]
+
+
+def set_worker_lease(path: Path, seconds: float) -> None:
+    """This process is a worker: every trainer it starts from now on stops itself when ``path``
+    is older than ``seconds``."""
+    WORKER_LEASE[0] = (path, seconds)
+
+
+def lease_option() -> list[str]:
+    lease = WORKER_LEASE[0]
+    return ["--lease", f"{lease[0]}:{lease[1]:g}"] if lease is not None else []
 
 
 REAPER = Path(__file__).with_name("reaper.py")

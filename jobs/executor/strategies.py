@@ -55,6 +55,7 @@ class ReplicaContext:
     devices: list[str] | None = None  # a scaled-mode worker's GPUs for it
     publish: int | None = None  # the port its peers on other hosts reach it on (scaled mode)
     preexec: Callable[[], None] | None = None  # scaled mode: die with the worker
+    attempt: int = 0  # scaled mode: which start of the replica this is (its container's name has it)
 
 
 class Launch:
@@ -310,7 +311,7 @@ def container_process(
             severity="WARNING",
             trial_id=context.trial_id,
         )
-    name = containers.container_name(replica.pk)
+    name = containers.container_name(replica.pk, context.attempt)
     env = containers.container_environment(
         passthrough=context.passthrough,
         tf_config=context.tf_config,

@@ -62,6 +62,43 @@ if args.mode == "talk":
                         raise
                     time.sleep(0.05)
             print("master heard:", peer.recv(100).decode(), flush=True)
+elif args.mode == "gang":
+    # Every replica serves its TF_CONFIG address and reaches every peer at the address TF_CONFIG
+    # gives it; the master then waits for the release flag, the others until they are stopped.
+    import threading
+    me = tf["cluster"][task["type"]][task["index"]]
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", int(me.rsplit(":", 1)[1])))
+    server.listen(16)
+    def serve():
+        while True:
+            peer, _ = server.accept()
+            peer.sendall(f"{task['type']}-{task['index']}".encode())
+            peer.close()
+    threading.Thread(target=serve, daemon=True).start()
+    heard = []
+    for address in sorted(a for addresses in tf["cluster"].values() for a in addresses if a != me):
+        host, port = address.rsplit(":", 1)
+        deadline = time.time() + 60
+        while True:
+            try:
+                peer = socket.create_connection((host, int(port)), timeout=1)
+                heard.append(peer.recv(100).decode() + "@" + address)
+                peer.close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+    print(f"{task['type']}-{task['index']} reached " + " ".join(sorted(heard)), flush=True)
+    if task["type"] in ("master", "chief"):
+        flag = os.path.join(args.job_dir, "release")
+        while not os.path.exists(flag):
+            time.sleep(0.05)
+        print("released", flush=True)
+    else:
+        time.sleep(600)
 elif args.mode == "hold":
     flag = os.path.join(args.job_dir, "release")
     while not os.path.exists(flag):
