@@ -19,6 +19,9 @@ app.conf.update(
     task_acks_late=False,  # acknowledged on receipt: a lost worker's work is found by its lease
     worker_prefetch_multiplier=1,
     task_default_queue="aiconsole.default",
+    # JSON only, never pickle: a message on Redis is data, never code (workers run as root).
+    accept_content=["json"],
+    task_serializer="json",
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
 )

@@ -119,6 +119,23 @@ def cmd_worker(args) -> int:
         + f"; replicas reachable at {worker.address}:{ports[0]}-{ports[1]}.",
         flush=True,
     )
+    useless = placement.holds_nothing(cpus, memory, machine_types, slots)
+    if useless:
+        print(f"Warning: {useless}", file=sys.stderr, flush=True)
+    if os.geteuid() == 0:
+        # Celery warns about any worker run as root; here root is needed (each project's trainers
+        # run as its own account, containers run through the engine), and the worker takes JSON
+        # messages only, so a message on Redis can never run code: say that instead.
+        import warnings
+
+        from celery.exceptions import SecurityWarning
+
+        warnings.filterwarnings("ignore", category=SecurityWarning)
+        print(
+            "This worker runs as root, as it must to run each project's trainers as that project's own "
+            "account; it accepts JSON messages only (never pickle), so nothing sent through Redis runs as root.",
+            flush=True,
+        )
     coordinator.start("worker")
     celery_worker = celery_app.Worker(
         queues=[worker.queue],
@@ -155,11 +172,12 @@ def cmd_workers(args) -> int:
     from django.utils import timezone
 
     # deferred: Django is configured by setup_django() first; the client commands never load it
-    from jobs.cluster.capacity import summaries
+    from jobs.cluster.capacity import coordinator, hidden_workers, summaries
 
     rows = [("NAME", "REGION", "STATE", "CAPACITY", "RUNNING", "LAST_HEARTBEAT")]
     now = timezone.now()
-    for row in summaries(include_gone=args.all):
+    summaries_rows = summaries(include_gone=args.all)
+    for row in summaries_rows:
         worker = row["worker"]
         running = [f"{r.job.job_id}/{r.label}" for r in row["replicas"]] + [j.job_id for j in row["jobs"]]
         cap = row["capacity"] + "".join(f", {n} x {a}" for a, n in (worker.accelerators or {}).items())
@@ -176,6 +194,18 @@ def cmd_workers(args) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    for row in summaries_rows:
+        if row["holds_nothing"]:
+            print(f"{row['worker'].name}: {row['holds_nothing']}")
+    hidden = 0 if args.all else hidden_workers()
+    if hidden:
+        print(f"{hidden} stopped or lost worker{'s' if hidden != 1 else ''} not shown (--all shows them).")
+    leader = coordinator()
+    if leader is None:
+        print("Coordinator: none yet (a web or worker process leads once it starts).")
+    else:
+        state = "" if leader["holds"] else "; its lease ran out, another process takes over"
+        print(f"Coordinator: {leader['name']} (epoch {leader['epoch']}{state}).")
     return 0
 
 

@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -60,6 +61,7 @@ from jobs.vertex import launch as vertex
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+SWEEP_HEARTBEATS = 10  # how often (in heartbeats) a worker removes what workers killed on its host left
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = _libc.prctl
 
@@ -151,6 +153,8 @@ class Agent:
             if local.process is not None:
                 local.stopping = True
                 local.process.stop(settings.STOP_GRACE_SECONDS)
+                if isinstance(local.process, containers.ContainerReplicaProcess):
+                    local.process.remove()  # and what it was given (mount points, env file)
         for runner in runners:
             runner.thread.join(30)
         now = timezone.now()
@@ -391,14 +395,23 @@ class Agent:
     # --- heartbeat -------------------------------------------------------------------------
 
     def _heartbeat_loop(self) -> None:
+        every = SWEEP_HEARTBEATS * settings.WORKER_HEARTBEAT_SECONDS
+        next_sweep = time.monotonic() + every
         while not self._stopping.is_set():
             try:
                 close_old_connections()
                 self.heartbeat()
+                if self.worker.containers and time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + every
+                    _in_thread(self._sweep_lost_workers)
             except Exception:
                 logger.exception("Heartbeat failed")
             self._stopping.wait(settings.WORKER_HEARTBEAT_SECONDS)
         connection.close()
+
+    def _sweep_lost_workers(self) -> None:
+        live = {f"worker:{name}" for name in capacity.live_workers().values_list("name", flat=True)}
+        containers.sweep_lost_workers(live)
 
     def heartbeat(self) -> None:
         now = timezone.now()

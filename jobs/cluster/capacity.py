@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import catalogue, kinds
 from jobs.cluster import placement
-from jobs.models import ACTIVE_STATES, LIVE_REPLICA_STATES, Job, Replica, Worker
+from jobs.models import ACTIVE_STATES, LIVE_REPLICA_STATES, CoordinatorLease, Job, Replica, Worker
 
 
 def live_workers():
@@ -75,6 +75,27 @@ def _subtract(offer: placement.Offer, cost: placement.Cost, devices: str) -> Non
         offer.free_devices[name] = [d for d in free if d not in taken]
 
 
+def coordinator() -> dict | None:
+    """Which process coordinates now (``jobs.cluster.coordinator``): its name in words, its epoch,
+    and whether its lease still holds; None before any process led."""
+    lease = CoordinatorLease.objects.filter(pk=1).first()
+    if lease is None or not lease.holder:
+        return None
+    _, host, pid, _ = (lease.holder.split(":") + ["", "", "", ""])[:4]
+    worker = Worker.objects.filter(hostname=host, pid=int(pid) if pid.isdigit() else None, stopped=False).first()
+    return {
+        "name": f"worker {worker.name}" if worker else f"the web process on {host} (pid {pid})",
+        "epoch": lease.epoch,
+        "holds": bool(lease.expires and lease.expires > timezone.now()),
+        "expires": lease.expires,
+    }
+
+
+def hidden_workers() -> int:
+    """Workers that stopped or were lost: listed only when asked for (``--all``, the page's link)."""
+    return Worker.objects.exclude(pk__in=live_workers().values("pk")).count()
+
+
 def summaries(*, include_gone: bool = False) -> list[dict]:
     """What the workers page and ``aiconsole workers`` show: each worker, whether it is live,
     stopped or lost, what is free on it now, and the replicas and whole jobs it runs."""
@@ -89,6 +110,9 @@ def summaries(*, include_gone: bool = False) -> list[dict]:
                 "worker": worker,
                 "state": "live" if worker.pk in live else ("stopped" if worker.stopped else "lost"),
                 "capacity": placement.capacity_text(worker.cpus, worker.memory_gb, worker.slots),
+                "holds_nothing": placement.holds_nothing(
+                    worker.cpus, worker.memory_gb, worker.machine_types or (), worker.slots
+                ),
                 "free_cpus": offer.free_cpus if offer else None,
                 "free_memory_gb": offer.free_memory_gb if offer else None,
                 "free_devices": sum(len(d) for d in offer.free_devices.values()) if offer else None,

@@ -84,12 +84,17 @@ class LeaderLease:
         self._connection: Any = None
         self._valid_until = 0.0
         self._renewed_at = 0.0
+        self._lock = threading.Lock()  # the coordinator's loop and its lease keeper share the connection
 
     @property
     def seconds(self) -> float:
         return settings.COORDINATOR_LEASE_SECONDS
 
     def _execute(self, query: str, params: tuple):
+        with self._lock:
+            return self._execute_locked(query, params)
+
+    def _execute_locked(self, query: str, params: tuple):
         import psycopg
 
         if self._connection is None or self._connection.closed:
@@ -195,10 +200,19 @@ class Coordinator:
         self.retention = AuditRetention()
         self.loop = Loop("coordinator", self._step, first_wait=0)
         self._wake_thread = threading.Thread(target=self._listen_for_wakes, name="coordinator-wake", daemon=True)
+        self._lease_thread = threading.Thread(target=self._keep_lease, name="coordinator-lease", daemon=True)
 
     def start(self) -> None:
         self.loop.start()
         self._wake_thread.start()
+        self._lease_thread.start()
+
+    def _keep_lease(self) -> None:
+        """Renew the lease every second while leading, whatever a tick is busy with."""
+        while not self.loop.stopping.is_set():
+            if self.leading.is_set():
+                self.lease.renew()
+            self.loop.stopping.wait(0.25)
 
     def stop(self, timeout: float = 10.0) -> None:
         self.loop.stop(timeout)
@@ -721,7 +735,15 @@ class ScaledJobRunner(RunnerBase):
         return prepare_job_dir(job.training_input, project=job.project)
 
     def _watch_remote(self, job: Job) -> dict:
-        """Until the master finishes, a replica fails or is lost for good, a cancel, or the time limit."""
+        """Until the master finishes, a replica fails or is lost for good, a cancel, or the time limit;
+        then until every replica has stopped. Detached when this process no longer coordinates: the
+        next coordinator adopts the job and decides it."""
+        outcome = self._outcome(job)
+        if outcome.get("detached") or self._stop_replicas(job):
+            return outcome
+        return {"detached": True}  # the lease went while its replicas were stopping
+
+    def _outcome(self, job: Job) -> dict:
         while True:
             if not self._may_act():
                 return {"detached": True}
@@ -729,10 +751,8 @@ class ScaledJobRunner(RunnerBase):
             if job.state == JobState.CANCELLING:
                 self.cancel_requested.set()
             if self.cancel_requested.is_set():
-                self._stop_replicas(job)
                 return {"cancelled": True}
             if job.start_time and (timezone.now() - job.start_time).total_seconds() > job.max_running_seconds:
-                self._stop_replicas(job)
                 return {"timed_out": True}
             replicas = list(current_replicas(job))
             if job.state == JobState.PREPARING and any(r.state == ReplicaState.RUNNING and r.pid for r in replicas):
@@ -741,22 +761,20 @@ class ScaledJobRunner(RunnerBase):
             by_state = {r.state: r for r in replicas}
             master = next((r for r in replicas if r.task_type == "master"), None)
             if ReplicaState.FAILED in by_state:
-                self._stop_replicas(job)
                 return {"failed": by_state[ReplicaState.FAILED]}
             if ReplicaState.LOST in by_state:
-                self._stop_replicas(job)
                 return {"lost": by_state[ReplicaState.LOST]}
             if master is not None and master.state == ReplicaState.SUCCEEDED:
-                self._stop_replicas(job)
                 if job.state == JobState.PREPARING:
                     job.mark_running()
                 return {"succeeded": True}
             self.detached.wait(0.1)
 
-    def _stop_replicas(self, job: Job) -> None:
+    def _stop_replicas(self, job: Job) -> bool:
         """Ask the workers to stop what still runs, and wait until they did, or until their lease ran
         out (a replica stops itself before that: ``agent.lease_deadline``): only then is the job
-        over, so that nothing of it runs once it shows CANCELLED, FAILED or SUCCEEDED."""
+        over, so that nothing of it runs once it shows CANCELLED, FAILED or SUCCEEDED. False when
+        this process stopped coordinating meanwhile."""
         live = current_replicas(job).filter(state__in=LIVE_REPLICA_STATES)
         live.filter(state=ReplicaState.PENDING).filter(pid=None).update(
             state=ReplicaState.STOPPED, end_time=timezone.now(), attempt=F("attempt") + 1
@@ -767,8 +785,9 @@ class ScaledJobRunner(RunnerBase):
             self.sink.service(f"Stopping {names}.")
         while live.exists():
             if not self._may_act():
-                return
+                return False
             self.detached.wait(0.1)
+        return True
 
     def _release_pending(self, job: Job) -> None:
         current_replicas(job).filter(state=ReplicaState.PENDING).update(

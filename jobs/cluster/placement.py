@@ -215,6 +215,27 @@ def offer_summary(offers: list[Offer]) -> str:
     return "; ".join(parts)
 
 
+def holds_nothing(cpus: float, memory_gb: float, machine_types: Iterable[str] = (), slots: int = 0) -> str | None:
+    """Why a worker with this ``--capacity`` can never run a replica (no machine type it takes
+    fits in it), or None. A worker with slots takes every machine type as a label."""
+    if slots:
+        return None
+    allowed = set(machine_types) or set(catalogue.MACHINE_TYPES)
+    sized = [
+        (m.vcpus, m.memory_gb, m.name)
+        for m in catalogue.MACHINE_TYPES.values()
+        if m.name in allowed and m.vcpus and m.memory_gb
+    ]
+    if not sized or any(need_cpus <= cpus and need_memory <= memory_gb for need_cpus, need_memory, _ in sized):
+        return None
+    need_cpus, need_memory, name = min(sized)
+    return (
+        f"--capacity cpus={cpus:g},memory={memory_gb:g} holds no machine type it takes: the smallest, "
+        f"{name}, needs {need_cpus} CPUs and {need_memory:g} GB. It will never run a replica; "
+        "give it more, or leave --capacity out to take machine types as labels."
+    )
+
+
 def capacity_text(cpus: float, memory_gb: float, slots: int) -> str:
     """A worker's capacity in words: ``8 CPUs, 32 GB``, or ``labels, 4 slots``."""
     return f"labels, {slots} slots" if slots else f"{cpus:g} CPUs, {memory_gb:g} GB"

@@ -30,6 +30,7 @@ import errno
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -173,17 +174,25 @@ def release_folder(folder: Path) -> None:
         pass
 
 
-def sweep(engine: engines.Engine, live: set[str], prefix: str) -> None:
+def sweep(engine: engines.Engine, live: set[str], prefix: str, min_age: float = 0.0) -> None:
     """Release what containers that no longer exist were given (a console killed before it removed
     them): ``live``, the names of this console's containers that still do; ``prefix``, the start of
-    every name this console gives its containers."""
+    every name this console gives its containers; ``min_age``, seconds a folder must have existed
+    (scaled mode: another worker on this host may be staging a container it has not created yet)."""
     try:
         names = os.listdir(root())
     except FileNotFoundError:
         names = []
+    now = time.time()
     for name in names:
-        if name not in live:
-            release_folder(root() / name)
+        if name in live:
+            continue
+        try:
+            if now - (root() / name).lstat().st_mtime < min_age:
+                continue
+        except FileNotFoundError:
+            continue
+        release_folder(root() / name)
     if not engine.is_podman:
         return
     try:

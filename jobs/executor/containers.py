@@ -599,6 +599,37 @@ def exit_explanation(code: int | None, process: ContainerReplicaProcess) -> str:
 # --- leftovers ------------------------------------------------------------------------------------------------
 
 
+STAGING_MIN_AGE_SECONDS = 120.0
+
+
+def sweep_lost_workers(live_owners: set[str]) -> int:
+    """Scaled mode, every so often on each worker: the containers of this host's workers that were
+    killed (their death stopped them, ``agent``) are removed, with what they were given (mount
+    points, env files); never a live worker's. The count removed."""
+    engine = engines.available()
+    if engine is None:
+        return 0
+    removed = 0
+    try:
+        found = json.loads(
+            engine.call("ps", "--all", "--format", "json", "--filter", f"label={LABEL_CONSOLE}={console_label()}")
+            or "[]"
+        )
+        for container in found:
+            owner = (container.get("Labels") or {}).get(LABEL_OWNER, "")
+            if not owner.startswith("worker:") or owner in live_owners or owner == _owner[0]:
+                continue
+            if container.get("State") == "running":
+                engine.call("stop", "--time", "1", container["Id"], timeout=60)
+            remove_container(engine, container["Id"])
+            for name in container.get("Names") or []:
+                staging.release_folder(staging.root() / name)
+            removed += 1
+    except (engines.EngineError, json.JSONDecodeError, KeyError) as error:
+        logger.warning("Could not remove the containers of lost workers: %s", error)
+    return removed
+
+
 def sweep(live_owners: set[str] | None = None) -> int:
     """Remove the containers and pods an earlier process of this console left behind (it was killed,
     the host restarted); the count of containers removed. Other consoles' are left alone, and so are
@@ -625,7 +656,9 @@ def sweep(live_owners: set[str] | None = None) -> int:
                 removed += 1
             else:
                 live.update(container.get("Names") or [])
-        staging.sweep(engine, live, prefix=container_name(0).removesuffix("r0"))
+        # Scaled mode: other live workers on this host may be staging a container right now.
+        min_age = STAGING_MIN_AGE_SECONDS if live_owners is not None else 0.0
+        staging.sweep(engine, live, prefix=container_name(0).removesuffix("r0"), min_age=min_age)
         remove_networks(engine)
         if engine.is_podman:
             for pod in json.loads(engine.call("pod", "ps", "--format", "json", *console_filter) or "[]"):

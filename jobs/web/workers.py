@@ -25,6 +25,8 @@ def workers(request):
     context = {
         "rows": capacity.summaries(include_gone=show_all),
         "show_all": show_all,
+        "hidden": 0 if show_all else capacity.hidden_workers(),
+        "coordinator": capacity.coordinator(),
         "scaled": Worker.objects.exists(),
     }
     template = "jobs/workers.html#worker-rows" if request.htmx else "jobs/workers.html"

@@ -142,7 +142,9 @@ class Copies:
         self._thread.join(5)
 
     def running(self) -> dict[str, list[int]]:
-        found: dict[str, list[int]] = defaultdict(list)
+        """The trainers running now, per replica; a trainer's own children (a shell forks before each
+        command it runs, with its own command line until the exec) are not copies of it."""
+        candidates: dict[int, tuple[str, int]] = {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -156,7 +158,11 @@ class Copies:
             tf_config = next((v[len(b"TF_CONFIG=") :] for v in environ if v.startswith(b"TF_CONFIG=")), None)
             if tf_config is not None:
                 task = json.loads(tf_config)["task"]
-                found[f"{task['type']}-{task['index']}"].append(int(name))
+                candidates[int(name)] = (f"{task['type']}-{task['index']}", _parent(int(name)))
+        found: dict[str, list[int]] = defaultdict(list)
+        for pid, (replica, parent) in candidates.items():
+            if parent not in candidates:
+                found[replica].append(pid)
         return found
 
     def _watch(self) -> None:
@@ -165,6 +171,13 @@ class Copies:
                 self.most[replica] = max(self.most[replica], len(pids))
                 self.seen[replica].update(pids)
             self._stop.wait(0.05)
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _is_trainer(argv: list[bytes]) -> bool:
@@ -361,6 +374,15 @@ def test_a_container_job_outlives_its_worker_killed_then_stopped(cluster):
     [(replica, pids)] = copies.seen.items()
     assert copies.most[replica] == 1 and len(pids) == 3, (dict(copies.most), dict(copies.seen))
     assert _containers_of(cluster, replica_pk) == []
+    # What each start's container was given (its mount points) is released: by the worker stopped
+    # with SIGTERM as it left, and for the one SIGKILLed by a live worker on the same host.
+    staged = cluster.data_dir / "staged"
+    wait_for(
+        lambda: not [p for p in staged.glob(f"*-r{replica_pk}-a*")],
+        30,
+        0.2,
+        "the containers' mount points to be released",
+    )
 
 
 def _holder(cluster: Cluster) -> tuple[str, int]:

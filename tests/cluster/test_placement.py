@@ -202,3 +202,11 @@ def test_parse_capacity():
         placement.parse_capacity("gpus=2", default_cpus=2, default_memory_gb=8)
     with pytest.raises(ValueError, match="--capacity: memory must be greater than 0"):
         placement.parse_capacity("memory=0", default_cpus=2, default_memory_gb=8)
+
+
+def test_a_capacity_that_holds_no_machine_type_is_named():
+    said = placement.holds_nothing(1, 2)
+    assert said is not None and "the smallest, n1-highmem-2, needs 2 CPUs and 13 GB" in said
+    assert placement.holds_nothing(2, 13) is None
+    assert "n1-standard-8" in (placement.holds_nothing(4, 64, ["n1-standard-8"]) or "")
+    assert placement.holds_nothing(1, 1, slots=4) is None  # machine types as labels: every one fits

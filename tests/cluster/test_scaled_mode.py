@@ -363,6 +363,15 @@ def test_workers_command_lists_workers(cluster):
     assert done.returncode == 0, done.stderr
     assert "us-central1" in done.stdout and "europe-west4" in done.stdout
     assert "2 x NVIDIA_TESLA_T4" in done.stdout and "live" in done.stdout
+    [said] = [line for line in done.stdout.splitlines() if line.startswith("Coordinator: ")]
+    assert said.startswith(("Coordinator: worker ", "Coordinator: the web process on ")), said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Celery warns only about workers run as root")
+def test_a_worker_run_as_root_says_why_instead_of_celerys_warning(cluster):
+    log = (cluster.data_dir / "big.log").read_text()
+    assert "it accepts JSON messages only (never pickle)" in log
+    assert "SecurityWarning" not in log and "superuser privileges" not in log
 
 
 def test_coordinator_moves_when_the_web_process_dies(cluster, package):

@@ -69,7 +69,30 @@ def test_platform_admin_sees_live_workers_and_their_replicas(client, superuser, 
     assert "12 CPUs, 49 GB, 1 devices" in page  # what is left: 16 - 4 CPUs, 64 - 15 GB, one T4
     assert "runs custom containers" in page  # it registered with a container engine
     assert "old-host-1" not in page
+    assert "1 stopped or lost worker not shown" in page
     assert "old-host-1" in client.get("/workers/?all=1").content.decode()
+
+
+def test_the_page_names_the_coordinator_and_a_worker_that_can_never_run_a_replica(client, superuser, workers):
+    from jobs.models import CoordinatorLease, Worker
+
+    live, _ = workers
+    Worker.objects.create(
+        name="tiny-host-1", hostname="tiny-host", address="10.0.0.8", region="us-central1", cpus=1, memory_gb=2
+    )
+    Worker.objects.filter(pk=live.pk).update(pid=4242)
+    CoordinatorLease.objects.create(
+        pk=1, holder="coordinator:gpu-host:4242:ab12cd", epoch=3, expires=timezone.now() + timedelta(seconds=5)
+    )
+    client.force_login(superuser)
+    page = client.get("/workers/").content.decode()
+    assert "Coordinator: worker gpu-host-1 (epoch 3)." in page
+    assert "holds no machine type it takes: the smallest, n1-highmem-2, needs 2 CPUs" in page
+    CoordinatorLease.objects.filter(pk=1).update(
+        holder="coordinator:web-host:77:ef34ab", expires=timezone.now() - timedelta(seconds=1)
+    )
+    page = client.get("/workers/").content.decode()
+    assert "Coordinator: the web process on web-host (pid 77) (epoch 3); its lease ran out" in page
 
 
 def test_a_worker_without_capacity_shows_its_slots(client, superuser, project, admin):
