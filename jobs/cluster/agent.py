@@ -190,7 +190,7 @@ class Agent:
         self.renewed()
         replica = Replica.objects.select_related("job__project").get(pk=replica_pk)
         local = LocalReplica(replica.pk, attempt, replica.label, replica.task_type, replica.task_index, replica.job_id)
-        local.sink = LogSink(replica.job_id, fence=local.fence)
+        local.sink = LogSink(replica.job_id, fence=local.fence, late=lambda: self._late_note(local))
         with self._lock:
             self.replicas[replica.pk] = local
         job = replica.job
@@ -236,6 +236,14 @@ class Agent:
         )
         if job.mark_running():
             announce_state(job)
+
+    def _late_note(self, local: LocalReplica) -> str:
+        return (
+            f"The lines of {local.label} that follow were printed by its start {local.attempt} on worker "
+            f"{self.worker.name} before it stopped itself there (its worker could not renew its lease in time: "
+            "it was frozen or cut off from the database); they reach the log only now that the worker is back, "
+            "after what its next start printed, and carry the time they arrived."
+        )
 
     def _prepare(self, local: LocalReplica, replica: Replica, job: Job) -> ReplicaProcess:
         """A replica of a gang, made by its job's launch strategy: its image here (an uploaded one is

@@ -61,12 +61,18 @@ class LogSink:
         on_flush=None,
         publish: bool = True,
         fence: Callable[[object], bool] | None = None,
+        late: Callable[[], str] | None = None,
     ):
         self.job_pk = job_pk
         # Scaled mode: called with a cursor inside each batch's transaction; False means this
-        # writer was superseded (its replica started again elsewhere) and the batch is dropped.
+        # writer was superseded (its replica started again elsewhere) and the batch is dropped,
+        # unless ``late`` is given: then what it printed was printed before it was superseded (it
+        # stopped itself in time, ``reaper.py --lease``) and is stored after the line ``late()``
+        # says, once, so that a freeze loses none of the rightful run's lines.
         self.fence = fence
         self.fenced = False
+        self.late = late
+        self._late_noted = False
         self.max_pending = max_pending
         self.max_pending_chars = max_pending_chars
         self.flush_interval = flush_interval
@@ -300,7 +306,12 @@ class LogSink:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOG_LOCK_CLASS, self.job_pk])
             if self.fence is not None and not self.fence(cursor):
                 self.fenced = True
-                return [], batch
+                if self.late is None:
+                    return [], batch
+                if not self._late_noted:
+                    self._late_noted = True
+                    note = (SERVICE_TASK, "", 0, "service", "WARNING", self.late(), timezone.now())
+                    batch = [note, *batch]
             last_seq = {}
             for key in {(line[_TASK], line[_TRIAL]) for line in batch}:
                 # Under the lock seq rises with id, so the newest row holds the highest seq: one

@@ -282,6 +282,11 @@ def test_a_frozen_workers_replica_stops_itself_before_its_replacement_starts(clu
     assert copies.most[replica] == 1 and len(pids) == 2, (dict(copies.most), dict(copies.seen))
     resumed = [m for _, _, m in cluster.log("frozen") if m.startswith("resuming from step")]
     assert len(resumed) == 1 and int(resumed[0].split()[-1]) >= 5
+    # What the first copy printed while its worker was frozen, before it stopped itself, reaches
+    # the log once the worker is back, after a note: no step of the rightful run is missing.
+    wait_for(lambda: "reach the log only now" in cluster.log_text("frozen"), 30, 0.1, "the late lines")
+    steps = {int(m.split()[1]) for _, _, m in cluster.log("frozen") if m.startswith("step ")}
+    assert steps == set(range(1, 61)), sorted(set(range(1, 61)) - steps)
     print(f"frozen worker: its trainer stopped after {stopped_after:.1f} s, ran elsewhere after {moved_after:.1f} s")
 
 
