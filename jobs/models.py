@@ -569,6 +569,7 @@ class JobMetric(models.Model):
 class VertexCollection(models.TextChoices):
     CUSTOM_JOBS = "customJobs"
     HYPERPARAMETER_TUNING_JOBS = "hyperparameterTuningJobs"
+    TRAINING_PIPELINES = "trainingPipelines"  # a custom training pipeline: it runs one of the two above
 
 
 class VertexJob(models.Model):
@@ -598,6 +599,14 @@ class VertexJob(models.Model):
     @property
     def resource_name(self) -> str:
         return f"projects/{self.job.project.project_id}/locations/{self.location}/{self.collection}/{self.vertex_id}"
+
+    @property
+    def runs_as(self) -> str:
+        """The collection whose resource ``request`` is: a training pipeline's task is a CustomJob
+        or a HyperparameterTuningJob (``engine["pipeline"]["runsAs"]``)."""
+        if self.collection == VertexCollection.TRAINING_PIPELINES:
+            return (self.engine or {}).get("pipeline", {}).get("runsAs", VertexCollection.CUSTOM_JOBS)
+        return self.collection
 
 
 class VertexOperation(models.Model):

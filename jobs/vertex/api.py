@@ -21,6 +21,12 @@ from jobs.vertex import resources, schema, services
 _MESSAGES = {
     VertexCollection.CUSTOM_JOBS: "CustomJob",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
+    VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+}
+_FIELDS = {
+    VertexCollection.CUSTOM_JOBS: "custom_job",
+    VertexCollection.HYPERPARAMETER_TUNING_JOBS: "hyperparameter_tuning_job",
+    VertexCollection.TRAINING_PIPELINES: "training_pipeline",
 }
 
 
@@ -29,13 +35,13 @@ def _enum_ints(request) -> bool:
 
 
 def _answer(request, vertex, collection: str) -> Response:
-    resource = resources.job_resource(vertex.job, vertex)
+    resource = resources.job_resource(vertex.job, vertex, collection=collection)
     return Response(schema.encode(resource, _MESSAGES[VertexCollection(collection)], enum_ints=_enum_ints(request)))
 
 
 def _body(request, collection: str) -> dict:
     if not isinstance(request.data, dict):
-        field = "custom_job" if collection == VertexCollection.CUSTOM_JOBS else "hyperparameter_tuning_job"
+        field = _FIELDS[VertexCollection(collection)]
         raise InvalidArgument(
             f"Invalid JSON payload received. Expected an object at '{field}'.",
             [FieldViolation(field, "Expected a JSON object.")],

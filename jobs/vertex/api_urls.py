@@ -5,7 +5,7 @@ from django.urls import re_path
 from jobs.vertex import api
 
 L = r"^projects/(?P<project_id>[^/:]+)/locations/(?P<location>[^/:]+)"
-C = L + r"/(?P<collection>customJobs|hyperparameterTuningJobs)"
+C = L + r"/(?P<collection>customJobs|hyperparameterTuningJobs|trainingPipelines)"
 ITEM = C + r"/(?P<vertex_id>[0-9]+)"
 
 urlpatterns = [

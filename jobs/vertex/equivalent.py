@@ -146,6 +146,13 @@ def _tuning_job_command(location: str, request: dict) -> tuple[str, str]:
     return shlex.join(words), yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
+_KINDS = {
+    VertexCollection.CUSTOM_JOBS: "CustomJob",
+    VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
+    VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+}
+
+
 def for_job(job: Job, uploaded: dict[str, str] | None = None) -> dict | None:
     """What the job page shows of a job created through the Vertex API; None for a v1 job."""
     vertex = VertexJob.objects.filter(job_id=job.pk).first()
@@ -154,14 +161,12 @@ def for_job(job: Job, uploaded: dict[str, str] | None = None) -> dict | None:
     return {
         "name": f"projects/{job.project.project_id}/locations/{vertex.location}/{vertex.collection}/{vertex.vertex_id}",
         "display_name": vertex.display_name,
-        "kind": "HyperparameterTuningJob"
-        if vertex.collection == VertexCollection.HYPERPARAMETER_TUNING_JOBS
-        else "CustomJob",
+        "kind": _KINDS[VertexCollection(vertex.collection)],
         "notes": list((vertex.engine or {}).get("notes") or []),
         "equivalent": build(
             project_id=job.project.project_id,
             location=vertex.location,
-            collection=vertex.collection,
+            collection=vertex.runs_as,
             # a secret-named variable's value (WANDB_API_KEY…) is not shown to whoever reads the page
             request=audit.redact(vertex.request),
             uploaded=uploaded,

@@ -1,4 +1,5 @@
-"""The ``filter`` parameter of Vertex AI's ``customJobs.list`` and ``hyperparameterTuningJobs.list``.
+"""The ``filter`` parameter of Vertex AI's ``customJobs.list``, ``hyperparameterTuningJobs.list`` and
+``trainingPipelines.list`` (whose states are ``PIPELINE_STATE_…``; either family is read).
 
 The list-filter grammar is the v1 API's (``aiconsole.filters``); the fields are Vertex's, in
 snake_case or camelCase as the SDK allows: ``display_name``, ``state`` (``JOB_STATE_SUCCEEDED``, by
@@ -13,13 +14,13 @@ from django.db.models import Q
 from aiconsole import filters as grammar
 from aiconsole.filters import FilterError, label_match, parse, text_match, time_match
 from jobs.vertex import schema
-from jobs.vertex.resources import STATES
+from jobs.vertex.resources import PIPELINE_STATES, STATES
 
 __all__ = ["FilterError", "narrow", "parse_filter"]
 
 # update_time is annotated by the list service: the latest of the other three.
 _TIME_FIELDS = ("create_time", "start_time", "end_time", "update_time")
-_ENGINE_STATES = {name: state for state, name in STATES.items()}
+_ENGINE_STATES = {name: state for state, name in [*STATES.items(), *PIPELINE_STATES.items()]}
 
 
 def _field(name: str) -> str:
@@ -33,6 +34,8 @@ def comparison(field: str, operator: str, value: str) -> Q:
         return text_match("vertex__display_name", operator, value)
     if name == "state":
         state = schema.enum_name("JobState", value)
+        if state is None and value.strip('"').startswith("PIPELINE_STATE_"):
+            state = schema.enum_name("PipelineState", value)
         if state is None:
             raise FilterError(f"Invalid filter: {value!r} is not a job state ({', '.join(schema.ENUMS['JobState'])}).")
         engine = _ENGINE_STATES.get(state)

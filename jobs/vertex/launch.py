@@ -70,7 +70,7 @@ def profile_for(job: Job) -> LaunchProfile | None:
     vertex = VertexJob.objects.filter(job_id=job.pk).first()
     if vertex is None:
         return None
-    key = "jobSpec" if vertex.collection == VertexCollection.CUSTOM_JOBS else "trialJobSpec"
+    key = "jobSpec" if vertex.runs_as == VertexCollection.CUSTOM_JOBS else "trialJobSpec"
     engine = vertex.engine or {}
     return LaunchProfile(
         vertex_id=vertex.vertex_id,

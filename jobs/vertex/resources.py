@@ -1,4 +1,6 @@
-"""The Vertex AI wire shape of a job the engine runs: a CustomJob or a HyperparameterTuningJob.
+"""The Vertex AI wire shape of a job the engine runs: a CustomJob, a HyperparameterTuningJob, or a
+custom TrainingPipeline (which answers its task's state as a pipeline's, and names its job as its
+``backingCustomJob``).
 
 Built from the job's row (state, times, error, labels, trials) and the request it was created
 with; enums by name here, as numbers on the wire when the caller asks (``schema.encode``).
@@ -23,6 +25,16 @@ STATES: dict[str, str] = {
     JobState.FAILED: "JOB_STATE_FAILED",
     JobState.CANCELLING: "JOB_STATE_CANCELLING",
     JobState.CANCELLED: "JOB_STATE_CANCELLED",
+}
+PIPELINE_STATES: dict[str, str] = {
+    JobState.STATE_UNSPECIFIED: "PIPELINE_STATE_UNSPECIFIED",
+    JobState.QUEUED: "PIPELINE_STATE_QUEUED",
+    JobState.PREPARING: "PIPELINE_STATE_PENDING",
+    JobState.RUNNING: "PIPELINE_STATE_RUNNING",
+    JobState.SUCCEEDED: "PIPELINE_STATE_SUCCEEDED",
+    JobState.FAILED: "PIPELINE_STATE_FAILED",
+    JobState.CANCELLING: "PIPELINE_STATE_CANCELLING",
+    JobState.CANCELLED: "PIPELINE_STATE_CANCELLED",
 }
 TRIAL_STATES: dict[str, str] = {
     JobState.QUEUED: "REQUESTED",
@@ -51,12 +63,16 @@ def vertex_words(message: str) -> str:
     return _REPLICA.sub(lambda m: f"replica workerpool{_POOLS[m.group(1)]}-{m.group(2)}", message)
 
 
-def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None) -> dict:
-    """The job as its collection answers it: a CustomJob, or a HyperparameterTuningJob with its
-    ``trials`` (read from ``job.trials`` unless given)."""
-    resource: dict = {"name": vertex.resource_name, "displayName": vertex.display_name}
+def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None, *, collection: str = "") -> dict:
+    """The job as ``collection`` (default: its own) answers it: a CustomJob, a HyperparameterTuningJob
+    with its ``trials`` (read from ``job.trials`` unless given), or a TrainingPipeline."""
+    collection = collection or vertex.collection
+    if collection == VertexCollection.TRAINING_PIPELINES:
+        return pipeline_resource(job, vertex)
+    name = f"projects/{job.project.project_id}/locations/{vertex.location}/{collection}/{vertex.vertex_id}"
+    resource: dict = {"name": name, "displayName": vertex.display_name}
     request = vertex.request
-    if vertex.collection == VertexCollection.CUSTOM_JOBS:
+    if collection == VertexCollection.CUSTOM_JOBS:
         resource["jobSpec"] = request.get("jobSpec", {})
     else:
         for key in ("studySpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount", "trialJobSpec"):
@@ -82,6 +98,42 @@ def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None)
         resource["labels"] = dict(job.labels)
     if "encryptionSpec" in request:
         resource["encryptionSpec"] = request["encryptionSpec"]
+    return resource
+
+
+def pipeline_resource(job: Job, vertex: VertexJob) -> dict:
+    """A custom TrainingPipeline: its own fields as given, its job's state and times as its own, and
+    its job named as the task's backing CustomJob (or HyperparameterTuningJob) once it has started."""
+    task = (vertex.engine or {}).get("pipeline") or {}
+    resource: dict = {
+        "name": vertex.resource_name,
+        "displayName": vertex.display_name,
+        "trainingTaskDefinition": task.get("trainingTaskDefinition", ""),
+        "trainingTaskInputs": task.get("trainingTaskInputs", {}),
+    }
+    if job.start_time is not None:
+        runs_as = vertex.runs_as
+        key = "backingCustomJob" if runs_as == VertexCollection.CUSTOM_JOBS else "backingHyperparameterTuningJob"
+        resource["trainingTaskMetadata"] = {
+            key: f"projects/{job.project.project_id}/locations/{vertex.location}/{runs_as}/{vertex.vertex_id}"
+        }
+    resource["state"] = PIPELINE_STATES.get(job.state, "PIPELINE_STATE_UNSPECIFIED")
+    times = [t for t in (job.create_time, job.start_time, job.end_time) if t is not None]
+    for key, value in (
+        ("createTime", job.create_time),
+        ("startTime", job.start_time),
+        ("endTime", job.end_time),
+        ("updateTime", max(times) if times else None),
+    ):
+        if value is not None:
+            resource[key] = timestamp(value)
+    error = job_error(job)
+    if error:
+        resource["error"] = error
+    if job.labels:
+        resource["labels"] = dict(job.labels)
+    if "encryptionSpec" in vertex.request:
+        resource["encryptionSpec"] = vertex.request["encryptionSpec"]
     return resource
 
 

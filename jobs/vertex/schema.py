@@ -1,4 +1,5 @@
-"""The Vertex AI v1 wire schema of CustomJob and HyperparameterTuningJob, and reading a body against it.
+"""The Vertex AI v1 wire schema of CustomJob, HyperparameterTuningJob and TrainingPipeline, and reading
+a body against it.
 
 Written from ``google.cloud.aiplatform.v1``'s protos (``tests/jobs/test_vertex_schema.py`` compares
 it with the descriptors the ``google-cloud-aiplatform`` SDK ships, so a renamed or retyped field
@@ -82,6 +83,17 @@ ENUMS: dict[str, dict[str, int]] = {
         "JOB_STATE_UPDATING": 10,
         "JOB_STATE_PARTIALLY_SUCCEEDED": 11,
     },
+    "PipelineState": {
+        "PIPELINE_STATE_UNSPECIFIED": 0,
+        "PIPELINE_STATE_QUEUED": 1,
+        "PIPELINE_STATE_PENDING": 2,
+        "PIPELINE_STATE_RUNNING": 3,
+        "PIPELINE_STATE_SUCCEEDED": 4,
+        "PIPELINE_STATE_FAILED": 5,
+        "PIPELINE_STATE_CANCELLING": 6,
+        "PIPELINE_STATE_CANCELLED": 7,
+        "PIPELINE_STATE_PAUSED": 8,
+    },
     "AcceleratorType": {
         "ACCELERATOR_TYPE_UNSPECIFIED": 0,
         "NVIDIA_TESLA_K80": 1,
@@ -147,7 +159,35 @@ _NO_STOPPING = (
     "(Optuna's MedianPruner, as for v1 tuning jobs)."
 )
 
+_NO_DATASETS = (
+    "Vertex AI managed datasets are not served here: give the training script its data by path or gs:// URI "
+    "in its args (the pipeline runs its custom job with no dataset split)."
+)
+_NO_MODEL_UPLOAD = (
+    "uploading the trained model from a pipeline is not served here yet: leave out the serving container "
+    "(model_serving_container_image_uri), and the model stays in baseOutputDirectory's model/ folder."
+)
+
 MESSAGES: dict[str, dict[str, Field]] = {
+    "TrainingPipeline": {
+        "name": _out("string"),
+        "displayName": S,
+        "inputDataConfig": _no("object", _NO_DATASETS),
+        "trainingTaskDefinition": S,
+        "trainingTaskInputs": Field("object", max_chars=None),
+        "trainingTaskMetadata": _out("object"),
+        "modelToUpload": _no("object", _NO_MODEL_UPLOAD),
+        "modelId": _no("string", _NO_MODEL_UPLOAD),
+        "parentModel": _no("string", _NO_MODEL_UPLOAD),
+        "state": _out("enum", "PipelineState"),
+        "error": _out("object"),
+        "createTime": _out("timestamp"),
+        "startTime": _out("timestamp"),
+        "endTime": _out("timestamp"),
+        "updateTime": _out("timestamp"),
+        "labels": MAP,
+        "encryptionSpec": _msg("EncryptionSpec"),
+    },
     "CustomJob": {
         "name": _out("string"),
         "displayName": S,

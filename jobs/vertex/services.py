@@ -1,5 +1,8 @@
-"""Vertex AI's JobService on the engine: create, get, list, cancel and delete CustomJobs and
-HyperparameterTuningJobs, and read the operations a deletion answers.
+"""Vertex AI's JobService and PipelineService on the engine: create, get, list, cancel and delete
+CustomJobs, HyperparameterTuningJobs and custom TrainingPipelines, and read the operations a
+deletion answers. A training pipeline is one job: it runs its task (a CustomJob, or a
+HyperparameterTuningJob) on the engine, and answers as a TrainingPipeline whose
+``trainingTaskMetadata.backingCustomJob`` is that job, which ``customJobs/<id>`` also answers.
 
 A Vertex job is a job like any other: ``create_job`` translates the body (``jobs.vertex.translate``)
 and hands the v1 TrainingInput to ``jobs.services.submit_job``, which validates, checks, queues and
@@ -28,10 +31,17 @@ from jobs.vertex import filters, resources, translate
 
 SERVICE = "aiplatform.googleapis.com"
 JOB_SERVICE = "google.cloud.aiplatform.v1.JobService"
+PIPELINE_SERVICE = "google.cloud.aiplatform.v1.PipelineService"
 OPERATIONS_SERVICE = "google.longrunning.Operations"
 NOUNS = {
     VertexCollection.CUSTOM_JOBS: "CustomJob",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
+    VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+}
+READERS = {
+    VertexCollection.CUSTOM_JOBS: translate.custom_job,
+    VertexCollection.HYPERPARAMETER_TUNING_JOBS: translate.tuning_job,
+    VertexCollection.TRAINING_PIPELINES: translate.training_pipeline,
 }
 # Vertex AI's permission (aiplatform.customJobs.<verb>, aiplatform.hyperparameterTuningJobs.<verb>) →
 # the ml.* permission checked in its place, held by the same predefined roles.
@@ -71,7 +81,8 @@ def check_location(location: str) -> None:
 
 def _method(verb: str, collection: str) -> str:
     noun = NOUNS[VertexCollection(collection)]
-    return f"{JOB_SERVICE}.{verb}{noun}{'s' if verb == 'List' else ''}"
+    service = PIPELINE_SERVICE if collection == VertexCollection.TRAINING_PIPELINES else JOB_SERVICE
+    return f"{service}.{verb}{noun}{'s' if verb == 'List' else ''}"
 
 
 def create_job(project: Project, location: str, collection: str, body: dict, *, actor) -> tuple[Job, VertexJob]:
@@ -79,9 +90,8 @@ def create_job(project: Project, location: str, collection: str, body: dict, *, 
     method = _method("Create", collection)
     services.authorize_submit(project, actor=actor, method=method, service_name=SERVICE)
     check_location(location)
-    read = translate.custom_job if collection == VertexCollection.CUSTOM_JOBS else translate.tuning_job
     try:
-        translation = read(body, location=location)
+        translation = READERS[VertexCollection(collection)](body, location=location)
     except translate.VertexError as error:
         raise InvalidArgument.from_violations(error.violations) from None
     vertex_id = new_id()
@@ -126,11 +136,17 @@ def create_job(project: Project, location: str, collection: str, body: dict, *, 
 
 def find_job(project: Project, location: str, collection: str, vertex_id: str, *, actor) -> VertexJob:
     """A Vertex job by its name; missing and invisible look the same to outsiders (404)."""
+    # A custom training pipeline's job is its backing CustomJob too.
+    collections = [collection]
+    if collection == VertexCollection.CUSTOM_JOBS:
+        collections.append(VertexCollection.TRAINING_PIPELINES)
     vertex = (
         VertexJob.objects.select_related("job__project")
-        .filter(job__project=project, collection=collection, location=location, vertex_id=vertex_id)
+        .filter(job__project=project, collection__in=collections, location=location, vertex_id=vertex_id)
         .first()
     )
+    if vertex is not None and vertex.collection != collection and vertex.runs_as != collection:
+        vertex = None
     if vertex is None:
         if not iam.can_see_project(actor, project):
             raise iam.NotFound(project.resource_name)
@@ -195,7 +211,7 @@ def cancel_job(project: Project, location: str, collection: str, vertex_id: str,
             resource_name=vertex.resource_name,
         )
     except FailedPrecondition:
-        state = resources.STATES.get(vertex.job.state, vertex.job.state)
+        state = _state_name(collection, vertex.job.state)
         raise FailedPrecondition(
             f"{NOUNS[VertexCollection(collection)]} {vertex.resource_name} is in state {state} and cannot be cancelled."
         ) from None
@@ -214,7 +230,7 @@ def delete_job(project: Project, location: str, collection: str, vertex_id: str,
         job = Job.objects.select_for_update().get(pk=vertex.job.pk)
         if not job.is_terminal:
             raise FailedPrecondition(
-                f"{noun} {name} is in state {resources.STATES.get(job.state, job.state)}: only a finished job "
+                f"{noun} {name} is in state {_state_name(collection, job.state)}: only a finished job "
                 "can be deleted; cancel it first."
             )
         operation_id = new_id()
@@ -243,6 +259,11 @@ def delete_job(project: Project, location: str, collection: str, vertex_id: str,
         )
         job.delete()
     return operation.body
+
+
+def _state_name(collection: str, state: str) -> str:
+    states = resources.PIPELINE_STATES if collection == VertexCollection.TRAINING_PIPELINES else resources.STATES
+    return states.get(state, state)
 
 
 def get_operation(project: Project, location: str, operation_id: str, *, actor) -> dict:

@@ -605,3 +605,72 @@ def _domain(param: dict) -> set[str] | None:
     if high - low > 100_000:
         return None
     return {str(v) for v in range(low, high + 1)}
+
+
+# --- TrainingPipeline -------------------------------------------------------------------------------
+
+PIPELINE = "training_pipeline"
+SCHEMAS = "gs://google-cloud-aiplatform/schema/trainingjob/definition/"
+CUSTOM_TASK = SCHEMAS + "custom_task_1.0.0.yaml"
+TUNING_TASK = SCHEMAS + "hyperparameter_tuning_task_1.0.0.yaml"
+_TASK_INPUTS = f"{PIPELINE}.training_task_inputs"
+
+
+def training_pipeline(body: object, *, location: str) -> Translation:
+    """Read a TrainingPipeline create body: a custom task runs as a CustomJob (its inputs are a
+    CustomJobSpec), a hyperparameter tuning task as a HyperparameterTuningJob (its inputs are the
+    study, the trial job and the counts), exactly as the SDK's CustomTrainingJob,
+    CustomPythonPackageTrainingJob and CustomContainerTrainingJob make them. The translation's
+    ``engine["pipeline"]`` keeps the pipeline's own fields, echoed back in answers."""
+    errors = Violations()
+    request = schema.parse(body, "TrainingPipeline", PIPELINE, errors)
+    if errors:
+        raise VertexError(errors)
+    display_name = _display_name(request, PIPELINE, errors)
+    definition = request.get("trainingTaskDefinition", "")
+    inputs = request.get("trainingTaskInputs")
+    if definition not in (CUSTOM_TASK, TUNING_TASK):
+        kind = "an AutoML task" if "/automl_" in definition else "not a training task this server knows"
+        errors.add(
+            f"{PIPELINE}.training_task_definition",
+            f"trainingTaskDefinition must be {CUSTOM_TASK} or {TUNING_TASK}: this server runs custom training "
+            f"pipelines only; {definition or 'none was given'} is {kind}.",
+        )
+    if inputs is None:
+        errors.add(_TASK_INPUTS, "trainingTaskInputs is required: the worker pools the pipeline's job runs.")
+    if errors:
+        raise VertexError(errors)
+    labels = request.get("labels") or {}
+    inner = {"displayName": display_name, **({"labels": labels} if labels else {})}
+    if "encryptionSpec" in request:
+        inner["encryptionSpec"] = request["encryptionSpec"]
+    try:
+        if definition == CUSTOM_TASK:
+            translation = custom_job({**inner, "jobSpec": inputs}, location=location)
+            runs_as = "customJobs"
+        else:
+            translation = tuning_job({**inner, **(inputs or {})}, location=location)
+            runs_as = "hyperparameterTuningJobs"
+    except VertexError as error:
+        raise VertexError([FieldViolation(_pipeline_path(v.field), v.description) for v in error.violations]) from None
+    translation.origins = {v1: _pipeline_path(vertex) for v1, vertex in translation.origins.items()}
+    translation.engine["pipeline"] = {
+        "runsAs": runs_as,
+        "trainingTaskDefinition": definition,
+        "trainingTaskInputs": inputs,
+    }
+    return translation
+
+
+def _pipeline_path(path: str) -> str:
+    """A path in the CustomJob or HyperparameterTuningJob read from a pipeline's task inputs, as
+    the pipeline's field it came from."""
+    for own in ("display_name", "labels", "encryption_spec"):  # the pipeline's own fields, given to its job
+        for prefix in (CUSTOM_JOB, TUNING_JOB):
+            if path == f"{prefix}.{own}" or path.startswith(f"{prefix}.{own}."):
+                return PIPELINE + path[len(prefix) :]
+    for prefix in (f"{CUSTOM_JOB}.job_spec", TUNING_JOB, CUSTOM_JOB):
+        if path == prefix or path.startswith((prefix + ".", prefix + "[")):
+            target = _TASK_INPUTS if prefix != CUSTOM_JOB else PIPELINE
+            return target + path[len(prefix) :]
+    return path

@@ -13,13 +13,16 @@ from google.cloud.aiplatform_v1.types import (
     io,
     job_state,
     machine_resources,
+    pipeline_state,
     study,
+    training_pipeline,
 )
 from google.protobuf.descriptor import FieldDescriptor
 
 from jobs.vertex import schema
 
 SDK_MESSAGES = {
+    "TrainingPipeline": training_pipeline.TrainingPipeline,
     "CustomJob": custom_job.CustomJob,
     "CustomJobSpec": custom_job.CustomJobSpec,
     "WorkerPoolSpec": custom_job.WorkerPoolSpec,
@@ -47,6 +50,7 @@ SDK_MESSAGES = {
 }
 SDK_ENUMS = {
     "JobState": job_state.JobState,
+    "PipelineState": pipeline_state.PipelineState,
     "AcceleratorType": accelerator_type.AcceleratorType,
     "Scheduling.Strategy": custom_job.Scheduling.Strategy,
     "StudySpec.Algorithm": study.StudySpec.Algorithm,
