@@ -174,21 +174,13 @@ with open(os.path.join(os.environ["AIP_MODEL_DIR"], "model.txt"), "w") as model:
 """
 
 
-@pytest.mark.executor
-@pytest.mark.django_db(transaction=True)
-def test_the_sdks_custom_training_job_runs_a_local_script_through_a_pipeline(
-    live_server, admin, project, executor, gcs_emulator, tmp_path
-):
-    from django.conf import settings
+@pytest.fixture
+def sdk(live_server, admin, project, executor, gcs_emulator):
+    """The SDK as a notebook points it at the console: REST, the endpoint, a token, a staging bucket."""
     from google.cloud import aiplatform
-    from google.cloud.aiplatform.compat.types import pipeline_state
     from google.oauth2.credentials import Credentials
 
     gcs_emulator.make_bucket("pipeline-staging")
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    output = settings.STORAGE_DIR / "outputs" / "project-a" / "pipeline"
-    output.parent.mkdir(parents=True, exist_ok=True)
     _, raw = create_token(admin)
     aiplatform.init(
         project="project-a",
@@ -198,14 +190,73 @@ def test_the_sdks_custom_training_job_runs_a_local_script_through_a_pipeline(
         credentials=Credentials(token=raw),
         staging_bucket="gs://pipeline-staging",
     )
+    return aiplatform
+
+
+@pytest.fixture
+def output(tmp_path):
+    from django.conf import settings
+
+    folder = settings.STORAGE_DIR / "outputs" / "project-a" / tmp_path.name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _succeeded(job) -> Job:
+    from google.cloud.aiplatform.compat.types import pipeline_state
+
+    assert job.state == pipeline_state.PipelineState.PIPELINE_STATE_SUCCEEDED
+    engine = VertexJob.objects.get(vertex_id=job.resource_name.rsplit("/", 1)[1]).job
+    assert engine.state == JobState.SUCCEEDED
+    return engine
+
+
+def _log(job: Job) -> list[str]:
+    return list(LogLine.objects.filter(job=job, task_name="master-replica-0").values_list("message", flat=True))
+
+
+@pytest.mark.executor
+@pytest.mark.django_db(transaction=True)
+def test_the_sdks_custom_training_job_runs_a_local_script_through_a_pipeline(sdk, output, tmp_path):
+    aiplatform = sdk
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
     job = aiplatform.CustomTrainingJob(display_name="sdk-pipeline", script_path=str(script), container_uri=TF_IMAGE)
     model = job.run(args=["--epochs", "3"], replica_count=1, machine_type="n1-standard-4", base_output_dir=str(output))
     assert model is None  # no serving container: nothing to upload, as on Vertex
-    assert job.state == pipeline_state.PipelineState.PIPELINE_STATE_SUCCEEDED
-    engine = VertexJob.objects.get(vertex_id=job.resource_name.rsplit("/", 1)[1]).job
-    assert engine.state == JobState.SUCCEEDED and engine.job_id.startswith("sdk_pipeline_")
-    log = list(LogLine.objects.filter(job=engine, task_name="master-replica-0").values_list("message", flat=True))
-    assert "pipeline script ran 3 epochs" in log
+    engine = _succeeded(job)
+    assert engine.job_id.startswith("sdk_pipeline_")
+    assert "pipeline script ran 3 epochs" in _log(engine)
     assert (output / "model" / "model.txt").read_text() == "trained"
     listed = aiplatform.CustomTrainingJob.list(filter='display_name="sdk-pipeline"')
     assert [j.resource_name for j in listed] == [job.resource_name]
+
+
+@pytest.mark.executor
+@pytest.mark.django_db(transaction=True)
+def test_the_sdks_python_package_training_job_runs_a_package_from_cloud_storage(sdk, output, gcs_emulator):
+    from tests.helpers.jobs import build_package
+
+    local = build_package(output.parent / "built", {"trainer/__init__.py": "", "trainer/task.py": SCRIPT})
+    uri = gcs_emulator.upload("pipeline-staging", "packages/trainer-0.1.tar.gz", local.read_bytes())
+    job = sdk.CustomPythonPackageTrainingJob(
+        display_name="sdk-package",
+        python_package_gcs_uri=uri,
+        python_module_name="trainer.task",
+        container_uri=TF_IMAGE,
+    )
+    assert job.run(args=["--epochs", "4"], replica_count=1, base_output_dir=str(output)) is None
+    assert "pipeline script ran 4 epochs" in _log(_succeeded(job))
+    assert (output / "model" / "model.txt").read_text() == "trained"
+
+
+@pytest.mark.executor
+@pytest.mark.django_db(transaction=True)
+def test_the_sdks_container_training_job_runs_its_image(sdk, output):
+    from tests.helpers.images import make_image, require_engine
+
+    image = make_image(require_engine(), 'echo "container pipeline: $*"\necho boxed > "$AIP_MODEL_DIR/model.txt"\n')
+    job = sdk.CustomContainerTrainingJob(display_name="sdk-container", container_uri=image)
+    assert job.run(args=["--epochs", "5"], replica_count=1, base_output_dir=str(output)) is None
+    assert "container pipeline: --epochs 5" in _log(_succeeded(job))
+    assert (output / "model" / "model.txt").read_text() == "boxed\n"
