@@ -117,6 +117,11 @@ class Aborted(ServiceError):
     status = "ABORTED"
 
 
+class Unimplemented(ServiceError):
+    http_status = 501
+    status = "UNIMPLEMENTED"
+
+
 def log_internal_error(logger, what: str) -> str:
     """Log the exception being handled under a short new id, and return the id.
 

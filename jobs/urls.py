@@ -22,6 +22,12 @@ urlpatterns = [
     path("projects/<str:project_id>/images/delete/", image_views.image_delete, name="image_delete"),
     path("projects/<str:project_id>/data/analysis/", builtin_views.data_analysis, name="data_analysis"),
     path("projects/<str:project_id>/jobs/<str:job_id>/", detail.job_detail, name="detail"),
+    re_path(
+        r"^(?P<console>agent-platform|vertex-ai|ai/platform)/locations/(?P<location>[^/]+)/(?P<kind>[a-z-]+)/"
+        r"(?P<vertex_id>[0-9]+)/?$",
+        detail.vertex_console_link,
+        name="vertex_console_link",
+    ),
     path("projects/<str:project_id>/jobs/<str:job_id>/fragments/<slug:name>/", detail.job_fragment, name="fragment"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", detail.job_logs, name="logs"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", detail.job_logs_download, name="logs_download"),

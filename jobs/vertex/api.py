@@ -13,8 +13,8 @@ from django.db.models import prefetch_related_objects
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from aiconsole import accounts, paging
-from aiconsole.errors import FieldViolation, InvalidArgument
+from aiconsole import accounts, iam, paging
+from aiconsole.errors import FieldViolation, InvalidArgument, Unimplemented
 from jobs.models import VertexCollection
 from jobs.vertex import resources, schema, services
 
@@ -93,3 +93,19 @@ def job_cancel(request, project_id, location, collection, vertex_id):
 def operation_item(request, project_id, location, operation_id):
     project = accounts.find_project(project_id, actor=request.user)
     return Response(services.get_operation(project, location, operation_id, actor=request.user))
+
+
+@api_view(["GET", "POST", "PATCH", "PUT", "DELETE"])
+def not_served(request, project_id, location, rest):
+    """A Vertex AI collection or method this console does not serve (``endpoints``, ``models``,
+    ``datasets``…): UNIMPLEMENTED in Google's envelope, which the SDK raises as
+    ``MethodNotImplemented``, naming what is served. Only for someone who may see the project."""
+    project = accounts.find_project(project_id, actor=request.user)
+    served = ", ".join(collection.value for collection in VertexCollection)
+    if rest in {*VertexCollection.values, "operations"}:  # served: only this name is not one of them
+        raise iam.NotFound(request.path.removeprefix("/v1/"))
+    raise Unimplemented(
+        f"Vertex AI's {rest} are not served by this console. Under {project.resource_name}/locations/{location} "
+        f"it serves {served} (create, get, list, cancel, delete) and operations/ID; models and prediction are "
+        "served by its v1 API (projects/P/models)."
+    )

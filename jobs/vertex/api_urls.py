@@ -13,4 +13,6 @@ urlpatterns = [
     re_path(ITEM + r":cancel$", api.job_cancel, name="api-vertex-job-cancel"),
     re_path(ITEM + r"$", api.job_item, name="api-vertex-job"),
     re_path(L + r"/operations/(?P<operation_id>[0-9]+)$", api.operation_item, name="api-vertex-operation"),
+    # Anything else of Vertex AI under a location: Google's envelope, saying what is served.
+    re_path(L + r"/(?P<rest>[^/:]+)(?:[/:].*)?$", api.not_served, name="api-vertex-not-served"),
 ]

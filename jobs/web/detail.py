@@ -25,7 +25,7 @@ from jobs.builtin import algorithm as builtin
 from jobs.executor import queue
 from jobs.logs import stream as logstream
 from jobs.logs.stream import LogFilter
-from jobs.models import ACTIVE_STATES, JobState, Severity
+from jobs.models import ACTIVE_STATES, JobState, Severity, VertexJob
 from jobs.training import page as training_page
 
 LOG_LINES_PER_PAGE = 1000
@@ -63,6 +63,17 @@ def job_detail(request, project_id, job_id):
     opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+def vertex_console_link(request, location, vertex_id, **_):
+    """The Google Cloud console link the Vertex SDK logs (``/agent-platform/locations/L/training/N``,
+    and its older ``/vertex-ai/`` and ``/ai/platform/`` forms), opened on this console's host: the
+    job's page, for whoever may read the job; anyone else finds nothing (404)."""
+    vertex = VertexJob.objects.select_related("job__project").filter(location=location, vertex_id=vertex_id).first()
+    if vertex is None or not iam.can(request.user, "ml.jobs.get", vertex.job):
+        raise Http404("No such job.")
+    return redirect("jobs:detail", vertex.job.project.project_id, vertex.job.job_id)
 
 
 @login_required

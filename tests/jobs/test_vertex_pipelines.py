@@ -161,6 +161,42 @@ def test_a_viewer_reads_pipelines_but_cannot_create_one(client, api, project, vi
     assert refused.status_code == 403
 
 
+@pytest.fixture
+def as_user(client):
+    """``call(user, method, path)`` with the user's bearer token."""
+
+    def call(user, method: str, path: str):
+        _, raw = create_token(user)
+        response = getattr(client, method.lower())(path, HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return response.status_code, (response.json() if response.content else None)
+
+    return call
+
+
+def test_what_this_console_does_not_serve_of_vertex_says_so_in_googles_envelope(as_user, api, project, outsider):
+    status, error = api("GET", f"{BASE}/endpoints")
+    assert status == 501 and error["error"]["status"] == "UNIMPLEMENTED"
+    assert "endpoints are not served by this console" in error["error"]["message"]
+    assert "trainingPipelines" in error["error"]["message"]
+    assert api("POST", f"{BASE}/models:upload", {})[0] == 501
+    assert api("GET", f"{BASE}/customJobs/not-a-number")[0] == 404  # a served collection: just not found
+    assert as_user(outsider, "GET", f"{BASE}/endpoints")[0] == 404  # nothing said to someone outside
+
+
+def test_the_sdks_console_link_opens_the_jobs_page_for_whoever_may_read_it(
+    client, api, admin, project, outsider, package_path
+):
+    _, created = api("POST", f"{BASE}/trainingPipelines", _pipeline(trainingTaskInputs=_inputs(package_path)))
+    number = created["name"].rsplit("/", 1)[1]
+    job = VertexJob.objects.get(vertex_id=number).job
+    client.force_login(admin)
+    response = client.get(f"/agent-platform/locations/us-central1/training/{number}?project=project-a")
+    assert response.status_code == 302 and response["Location"] == f"/projects/project-a/jobs/{job.job_id}/"
+    assert client.get(f"/vertex-ai/locations/us-central1/training/{number}").status_code == 302
+    client.force_login(outsider)
+    assert client.get(f"/agent-platform/locations/us-central1/training/{number}").status_code == 404
+
+
 # --- the SDK, unchanged, against a live console ------------------------------------------------------
 
 SCRIPT = """
