@@ -108,6 +108,8 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    # An access token a service-account key was exchanged for (aiconsole.service_keys) ends here.
+    expires = models.DateTimeField(null=True, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -117,6 +119,22 @@ class ApiToken(models.Model):
     @classmethod
     def new_raw_key(cls) -> str:
         return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class ServiceAccountKey(models.Model):
+    """A key of a user's Google-style service-account key file (``aiconsole credentials create``):
+    the public half only. ``google.auth.default()`` signs with the private half, which only the file
+    holds; a JWT signed with it is exchanged for an access token, or accepted as one."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_keys")
+    key_id = models.CharField(max_length=40, unique=True)  # the file's private_key_id, a JWT's kid
+    public_key = models.TextField()  # PEM
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_id[:12]}… ({self.user})"
 
 
 class AuditEntryQuerySet(models.QuerySet):

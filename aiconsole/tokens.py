@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from aiconsole import audit, iam
+from aiconsole import audit, iam, service_keys
 from aiconsole.models import ApiToken, hash_token
 
 TOKEN_SERVICE = "aiconsole.TokenService"
@@ -103,10 +103,13 @@ def authenticate_bearer(raw: str):
     raw = raw.strip()
     if not raw:
         return None
+    if service_keys.looks_like_jwt(raw):  # signed with a service-account key file's key
+        return service_keys.authenticate_jwt(raw)
     token = (
         ApiToken.objects.select_related("user")
         .only("id", "last_used", "user")
         .filter(key_hash=hash_token(raw), revoked=None)
+        .filter(Q(expires=None) | Q(expires__gt=timezone.now()))
         .first()
     )
     if token is None or not token.user.is_active:

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
-from aiconsole import openapi, profile_views, user_views
+from aiconsole import oauth_views, openapi, profile_views, user_views
 from jobs.api import openapi as jobs_openapi
 from jobs.api import views as job_api
 from jobs.web import views as job_views
@@ -29,6 +29,7 @@ urlpatterns = [
     path("users/<str:username>/reactivate/", user_views.user_reactivate, name="user_reactivate"),
     path("users/<str:username>/admin/", user_views.user_admin, name="user_admin"),
     path("set-password/<str:uid>/<str:token>/", user_views.password_link, name="password_link"),
+    path("oauth2/token", oauth_views.token, name="oauth2_token"),  # service-account key files' token_uri
     path("v1/", include("aiconsole.api_urls")),
     path("v1/", include("jobs.api_urls")),
     path("v1/", include("models_registry.api_urls")),

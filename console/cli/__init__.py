@@ -16,7 +16,7 @@ import sys
 # imports what it uses rather than every command's module (a third of a client command's start);
 # anything else (``--help``, a mistyped command) builds all of it, and argparse lists every command.
 COMMANDS = {
-    "console.cli.server": ("up", "token", "manage"),
+    "console.cli.server": ("up", "token", "credentials", "manage"),
     "console.cli.cluster": ("web", "worker", "workers"),
     "console.cli.admin": ("projects", "users", "audit"),
     "console.cli.auth": ("auth",),

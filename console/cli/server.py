@@ -433,6 +433,56 @@ def cmd_token_create(args) -> int:
     return 0
 
 
+def cmd_credentials_create(args) -> int:
+    """A service-account key file for a user, which google.auth.default() reads unchanged."""
+    setup_django(args.data_dir)
+    migrate()
+    from django.contrib.auth import get_user_model
+
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from aiconsole import service_keys
+
+    user = get_user_model().objects.filter(username=args.username, is_active=True).first()
+    if user is None:
+        print(f"aiconsole: no active user named {args.username!r}", file=sys.stderr)
+        return 2
+    url = args.url.rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        print(f"aiconsole credentials create: --url: expected http(s)://HOST[:PORT], got {args.url!r}", file=sys.stderr)
+        return 2
+    output = os.path.abspath(args.output)
+    if os.path.lexists(output):
+        print(
+            f"aiconsole credentials create: --output: {output} exists; a key file is never written over",
+            file=sys.stderr,
+        )
+        return 2
+    content = service_keys.create_key(user, project_id=args.project, token_uri=f"{url}/oauth2/token")
+    descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(service_keys.key_file_text(content))
+    print(f"Wrote a service-account key for {user.get_username()} to {output} (keep it secret: it acts as them).")
+    print(f"export GOOGLE_APPLICATION_CREDENTIALS={output}")
+    return 0
+
+
+def cmd_credentials_revoke(args) -> int:
+    """Revoke a key: its file, and every token it was exchanged for, stop working at once."""
+    setup_django(args.data_dir)
+    migrate()
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from aiconsole import service_keys
+    from aiconsole.models import ServiceAccountKey
+
+    key = ServiceAccountKey.objects.select_related("user").filter(key_id=args.key_id).first()
+    if key is None:
+        print(f"aiconsole: no service-account key {args.key_id!r} (its file's private_key_id)", file=sys.stderr)
+        return 2
+    service_keys.revoke_key(key)
+    print(f"Revoked the key {key.key_id} of {key.user.get_username()}, and the access tokens it was exchanged for.")
+    return 0
+
+
 def cmd_manage(args) -> int:
     setup_django(args.data_dir)
     from django.core.management import execute_from_command_line
@@ -456,6 +506,22 @@ def register(commands) -> None:
     create.add_argument("--name", help="a note to tell tokens apart")
     create.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
     create.set_defaults(func=cmd_token_create)
+
+    credentials = commands.add_parser("credentials", help="default credentials for Google's client libraries")
+    credentials_commands = credentials.add_subparsers(dest="credentials_command", required=True)
+    key = credentials_commands.add_parser(
+        "create", help="write a service-account key file that google.auth.default() reads, acting as a user"
+    )
+    key.add_argument("username")
+    key.add_argument("--output", required=True, help="the key file to write (it must not exist)")
+    key.add_argument("--project", default="default-project", help="the file's project_id")
+    key.add_argument("--url", default="http://127.0.0.1:8000", help="this console's address, for token_uri")
+    key.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    key.set_defaults(func=cmd_credentials_create)
+    revoke = credentials_commands.add_parser("revoke", help="revoke a key file (by its private_key_id)")
+    revoke.add_argument("key_id")
+    revoke.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
+    revoke.set_defaults(func=cmd_credentials_revoke)
 
     manage = commands.add_parser("manage", help="run a Django management command")
     manage.add_argument("rest", nargs=argparse.REMAINDER)
