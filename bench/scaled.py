@@ -9,14 +9,20 @@ Everything runs on this host against the local PostgreSQL and Redis: ``aiconsole
    statement notes its own (same clock: one host).
 2. Worker kill → replica running again: a checkpointing trainer runs; the worker holding it is
    SIGKILLed; the time until the replica's new start has a live process (lease 6 s, the default).
-3. Chaos: for a bounded number of rounds, jobs run while trainers, workers and the web process
+3. Faults, each injected for real per round, the time until the work runs again, and the seconds
+   during which two live copies of one replica existed (sampled from /proc every 20 ms; target 0):
+   a worker frozen (SIGSTOP) past its lease (when its trainer stopped itself, when it ran again
+   elsewhere), a worker stopped with SIGTERM, a gang of three replicas over two workers whose
+   worker holding a non-master replica is SIGKILLed (until all three reached each other again at
+   their new TF_CONFIG addresses), and the coordinator frozen (until another process leads).
+4. Chaos: for a bounded number of rounds, jobs run while trainers, workers and the web process
    are SIGKILLed at random (killed processes are started again). A sampler scans /proc all along
    for two live processes of one replica. At the end: every job in exactly one terminal state
    (and never seen leaving one), no two live copies of a replica, no gap or repeat in any log
    sequence.
 
-Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--chaos-rounds N]`` (about
-6 minutes; it needs PostgreSQL and Redis on 127.0.0.1, as the scaled-mode tests do).
+Run: ``.venv/bin/python bench/scaled.py [--latency-runs N] [--kills N] [--fault-rounds N]
+[--chaos-rounds N]`` (about 10 minutes; it needs PostgreSQL and Redis on 127.0.0.1, as the scaled-mode tests do).
 """
 
 from __future__ import annotations
@@ -158,6 +164,134 @@ def bench_recovery(cluster: Cluster, package: Path, kills: int) -> dict:
     }
 
 
+class Duplicates:
+    """Samples /proc every 20 ms: the seconds during which some replica had two live copies."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> Duplicates:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _sample(self) -> None:
+        last = time.monotonic()
+        while not self._stop.is_set():
+            doubled = [
+                f"replica {replica}: {leaders}"
+                for replica, pids in replica_processes().items()
+                if len(leaders := main_pid_of_group(pids)) > 1
+            ]
+            now = time.monotonic()
+            if doubled:
+                self.seconds += now - last
+                self.seen.extend(doubled)
+            last = now
+            self._stop.wait(0.02)
+
+
+def _running_again(cluster: Cluster, job_id: str, before: dict) -> bool:
+    replica = cluster.replicas(job_id)[0]
+    return replica["attempt"] > before["attempt"] and bool(replica["pid"]) and alive(replica["pid"])
+
+
+def _holder(cluster: Cluster) -> str:
+    rows = cluster.sql("SELECT holder FROM jobs_coordinatorlease")
+    return rows[0][0] if rows else ""
+
+
+def bench_faults(cluster: Cluster, package: Path, rounds: int) -> dict:
+    """Each fault once per round (see the module's docstring); seconds from the fault."""
+    lease = 6.0  # the default AICONSOLE_WORKER_LEASE_SECONDS, which these workers run with
+    seconds: dict[str, list[float]] = {
+        "frozen worker: its trainer stopped itself": [],
+        "frozen worker: replica running elsewhere": [],
+        "worker stopped (SIGTERM): replica running elsewhere": [],
+        "gang of 3, a worker killed: all reached each other again": [],
+        "coordinator frozen: another leads": [],
+    }
+    say(f"faults: {rounds} rounds of a frozen worker, a stopped worker, a killed gang worker, a frozen coordinator")
+    with Duplicates() as duplicates:
+        for index in range(rounds):
+            job_id = f"frozen_{index}"
+            cluster.submit(job_id, package, args=["--mode", "count", "--steps", "100"])
+            wait_for(lambda j=job_id: any(m == "step 3" for *_, m in cluster.log(j)), 120, 0.05, "step 3")
+            [before] = cluster.replicas(job_id)
+            worker = next(p for p in cluster.workers.values() if p.pid == before["worker_pid"])
+            worker.send_signal(signal.SIGSTOP)
+            fault = time.monotonic()
+            try:
+                wait_for(lambda b=before: not alive(b["pid"]), 30, 0.02, "the frozen worker's trainer to stop")
+                seconds["frozen worker: its trainer stopped itself"].append(time.monotonic() - fault)
+                wait_for(lambda j=job_id, b=before: _running_again(cluster, j, b), 60, 0.02, "the replica elsewhere")
+                seconds["frozen worker: replica running elsewhere"].append(time.monotonic() - fault)
+                time.sleep(max(0.0, fault + lease + 2 - time.monotonic()))  # frozen past its lease
+            finally:
+                worker.send_signal(signal.SIGCONT)
+            assert cluster.wait_state(job_id, TERMINAL, 120)["state"] == "SUCCEEDED", cluster.log_text(job_id)
+
+            job_id = f"stopped_{index}"
+            cluster.submit(job_id, package, args=["--mode", "count", "--steps", "60"])
+            wait_for(lambda j=job_id: any(m == "step 3" for *_, m in cluster.log(j)), 120, 0.05, "step 3")
+            [before] = cluster.replicas(job_id)
+            name = next(n for n, p in cluster.workers.items() if p.pid == before["worker_pid"])
+            cluster.workers[name].send_signal(signal.SIGTERM)
+            fault = time.monotonic()
+            wait_for(lambda j=job_id, b=before: _running_again(cluster, j, b), 60, 0.02, "the replica elsewhere")
+            seconds["worker stopped (SIGTERM): replica running elsewhere"].append(time.monotonic() - fault)
+            cluster.workers.pop(name).wait(30)
+            cluster.start_worker(f"{name}-s{index}", *WORKER_ARGS)
+            assert cluster.wait_state(job_id, TERMINAL, 120)["state"] == "SUCCEEDED", cluster.log_text(job_id)
+
+            job_id = f"gang_{index}"
+            gang = {"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "workerType": "n1-standard-8"}
+            cluster.submit(job_id, package, args=["--mode", "gang"], workerCount="2", **gang)
+
+            def reached(j: str = job_id) -> int:
+                return sum(" reached " in m for *_, m in cluster.log(j))
+
+            try:
+                wait_for(lambda: reached() == 3, 120, 0.05, "the gang to reach each other")
+            except AssertionError as error:
+                said = f"{error}; its state and log:\n{cluster.job(job_id)}\n{cluster.log_text(job_id)}"
+                raise SystemExit(said) from None
+            replicas = cluster.replicas(job_id)
+            victim = next(r for r in replicas if not r["label"].startswith("master"))
+            name = next(n for n, p in cluster.workers.items() if p.pid == victim["worker_pid"])
+            cluster.workers[name].send_signal(signal.SIGKILL)
+            fault = time.monotonic()
+            cluster.workers.pop(name).wait(10)
+            cluster.start_worker(f"{name}-k{index}", *WORKER_ARGS)  # 24 CPUs: one worker of 16 cannot hold it
+            wait_for(lambda: reached() == 6, 120, 0.05, "the gang to start again together")
+            seconds["gang of 3, a worker killed: all reached each other again"].append(time.monotonic() - fault)
+            cluster.release(job_id)
+            assert cluster.wait_state(job_id, TERMINAL, 120)["state"] == "SUCCEEDED", cluster.log_text(job_id)
+
+            holder = _holder(cluster)
+            pid = int(holder.split(":")[2])
+            frozen = next(p for p in [*cluster.processes] if p.pid == pid)
+            frozen.send_signal(signal.SIGSTOP)
+            fault = time.monotonic()
+            try:
+                wait_for(lambda h=holder: _holder(cluster) not in ("", h), 60, 0.02, "another coordinator")
+                seconds["coordinator frozen: another leads"].append(time.monotonic() - fault)
+            finally:
+                frozen.send_signal(signal.SIGCONT)
+    return {
+        "rounds": rounds,
+        **{what: {"p50_s": round(statistics.median(v), 2), "max_s": round(max(v), 2)} for what, v in seconds.items()},
+        "duplicate_seconds": round(duplicates.seconds, 3),
+        "duplicates_seen": duplicates.seen[:5],
+    }
+
+
 def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict:
     rng = random.Random(seed)
     duplicates: list[str] = []
@@ -259,6 +393,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-runs", type=int, default=15)
     parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--fault-rounds", type=int, default=3)
     parser.add_argument("--chaos-rounds", type=int, default=8)
     parser.add_argument("--seed", type=int, default=7)
     add_env_dir_flag(parser)
@@ -303,6 +438,9 @@ def measure(args, work: Path, env_dir: Path) -> None:
         if args.kills:
             results["recovery"] = bench_recovery(cluster, package, args.kills)
             print("recovery", results["recovery"], flush=True)
+        if args.fault_rounds:
+            results["faults"] = bench_faults(cluster, package, args.fault_rounds)
+            print("faults", results["faults"], flush=True)
         if args.chaos_rounds:
             results["chaos"] = bench_chaos(cluster, package, args.chaos_rounds, args.seed)
             print("chaos", results["chaos"], flush=True)

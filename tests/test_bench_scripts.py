@@ -99,7 +99,10 @@ SHORT_RUNS = {
     "vertex.py": (["--rounds", "1"], "ratio SDK at 50 ms / v1"),
     # Builds Google's PyTorch image from Debian's packages: its one short run is the real one.
     "prebuilt.py": ([], "second / first"),
-    "scaled.py": (["--latency-runs", "1", "--kills", "0", "--chaos-rounds", "0"], "scaled_over_embedded_p50"),
+    "scaled.py": (
+        ["--latency-runs", "1", "--kills", "0", "--fault-rounds", "1", "--chaos-rounds", "0"],
+        "duplicate_seconds",
+    ),
     "pages.py": (
         [
             "--jobs",
