@@ -30,3 +30,12 @@ JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 def is_job_id(text: str) -> bool:
     """Whether ``text`` is a well-formed job id (letters, digits, underscores; a letter first)."""
     return bool(JOB_ID.fullmatch(text or ""))
+
+
+def vertex_job_id(display_name: str, vertex_id: str) -> str:
+    """The console's job id for a Vertex job: its display name made a v1 id, then its number (what
+    ``gcloud ai custom-jobs stream-logs`` follows, ``console.cli.vertex``)."""
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", display_name).strip("_")[:80]
+    if not stem or not stem[0].isalpha():
+        stem = f"job_{stem}".rstrip("_")
+    return f"{stem}_{vertex_id}"

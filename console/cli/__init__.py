@@ -26,6 +26,7 @@ COMMANDS = {
     "console.cli.resources": ("operations", "locations", "explain"),
     "console.cli.runtimes": ("runtimes",),
     "console.cli.images": ("images", "containers"),
+    "console.cli.vertex": ("ai",),
     "console.cli.gcloud": ("gcloud-wrapper",),
 }
 

@@ -1,5 +1,6 @@
 """A ``gcloud`` for existing shell scripts: ``gcloud ai-platform …`` and ``gcloud ml-engine …`` (and
-their ``beta`` and ``alpha`` forms) reach the console, ``gcloud config get-value|list|set`` answer
+their ``beta`` and ``alpha`` forms), and Vertex AI's ``gcloud ai custom-jobs|hp-tuning-jobs …``, reach
+the console, ``gcloud config get-value|list|set`` answer
 for the console's project and region (build scripts name images ``gcr.io/$PROJECT_ID/…`` from
 them), every other ``gcloud`` command goes to Google's own when it is
 installed.
@@ -19,10 +20,11 @@ import stat
 import sys
 from pathlib import Path
 
-GROUPS = {"ai-platform", "ml-engine"}
+GROUPS = {"ai-platform", "ml-engine", "ai"}  # "ai": Vertex AI's custom-jobs and hp-tuning-jobs (console.cli.vertex)
 # gcloud's release tracks: ``gcloud beta ai-platform …`` runs the same commands (their beta flags too).
 TRACKS = {"beta", "alpha"}
 WRAPPER_DIR_VARIABLE = "AICONSOLE_GCLOUD_WRAPPER_DIR"
+VERTEX_GROUPS = {"custom-jobs", "hp-tuning-jobs"}
 # gcloud's global flags: kept (aiconsole's commands take them) or dropped, and whether each takes a value.
 KEPT = {"--project": True, "--format": True, "--region": True}
 DROPPED = {
@@ -48,6 +50,7 @@ def translate(argv: list[str]) -> list[str] | None:
     kept: list[str] = []
     rest: list[str] = []
     group_seen = track_seen = False
+    group = ""
     index = 0
     while index < len(argv):
         token = argv[index]
@@ -68,7 +71,7 @@ def translate(argv: list[str]) -> list[str] | None:
         elif not group_seen and not token.startswith("-"):
             if token not in GROUPS:
                 return None
-            group_seen = True
+            group_seen, group = True, token
         elif group_seen:
             rest.append(token)
         else:
@@ -76,6 +79,10 @@ def translate(argv: list[str]) -> list[str] | None:
         index += 1
     if not group_seen:
         return None
+    if group == "ai":  # ``aiconsole ai …``: only the groups served here; any other goes to Google's gcloud
+        if not rest or rest[0] not in VERTEX_GROUPS:
+            return None
+        rest = ["ai", *rest]
     cut = rest.index("--") if "--" in rest else len(rest)
     return rest[:cut] + kept + rest[cut:]
 
@@ -192,7 +199,8 @@ def run(argv: list[str]) -> int:
     real = real_gcloud()
     if real is None:
         print(
-            "gcloud: AI Console handles only `gcloud ai-platform …` and `gcloud ml-engine …`, and no other "
+            "gcloud: AI Console handles only `gcloud ai-platform …`, `gcloud ml-engine …` and `gcloud ai "
+            "custom-jobs|hp-tuning-jobs …`, and no other "
             "gcloud (the Google Cloud SDK) is on PATH for: gcloud " + shlex.join(argv),
             file=sys.stderr,
         )

@@ -15,7 +15,6 @@ method name (``google.cloud.aiplatform.v1.JobService.CreateCustomJob``).
 
 from __future__ import annotations
 
-import re
 import secrets
 
 from django.db import transaction
@@ -27,6 +26,7 @@ from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project, RoleBinding
 from jobs import catalogue, services
 from jobs.models import Job, VertexCollection, VertexJob, VertexOperation
+from jobs.naming import vertex_job_id
 from jobs.vertex import filters, resources, translate
 
 SERVICE = "aiplatform.googleapis.com"
@@ -60,14 +60,6 @@ def new_id() -> str:
     return str(10 ** (_ID_DIGITS - 1) + secrets.randbelow(9 * 10 ** (_ID_DIGITS - 1)))
 
 
-def engine_job_id(display_name: str, vertex_id: str) -> str:
-    """The console's job id for a Vertex job: its display name made a v1 id, then its number."""
-    stem = re.sub(r"[^A-Za-z0-9_]+", "_", display_name).strip("_")[:80]
-    if not stem or not stem[0].isalpha():
-        stem = f"job_{stem}".rstrip("_")
-    return f"{stem}_{vertex_id}"
-
-
 def parent_name(project: Project, location: str) -> str:
     return f"{project.resource_name}/locations/{location}"
 
@@ -96,7 +88,7 @@ def create_job(project: Project, location: str, collection: str, body: dict, *, 
         raise InvalidArgument.from_violations(error.violations) from None
     vertex_id = new_id()
     v1_body: dict = {
-        "jobId": engine_job_id(translation.display_name, vertex_id),
+        "jobId": vertex_job_id(translation.display_name, vertex_id),
         "trainingInput": translation.training_input,
     }
     if translation.labels:

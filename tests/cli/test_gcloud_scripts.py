@@ -519,3 +519,70 @@ def test_a_build_script_names_its_image_from_gclouds_project(shell, tmp_path):
     # Any other property is Google's gcloud's business (the stand-in refuses it loudly).
     other = shell("gcloud", "config", "get-value", "compute/zone")
     assert other.code == 99 and "reached Google's gcloud" in other.err
+
+
+def test_gcloud_ai_custom_jobs_create_stream_logs_describe_list_and_cancel(shell, console, tmp_path):
+    """Vertex AI's gcloud commands through the wrapper: a job from a --config file with a package,
+    followed to its end, described and listed; another cancelled; any other `gcloud ai` group still
+    goes to Google's gcloud."""
+    package = build_package(
+        console.storage / "packages" / "default-project" / "vertex-gcloud",
+        {
+            "trainer/__init__.py": "",
+            "trainer/task.py": "import sys, time\nprint('vertex via gcloud', sys.argv[1:], flush=True)\n"
+            "if '--sleep' in sys.argv:\n    time.sleep(120)\n",
+        },
+    )
+    config = tmp_path / "config.yaml"
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": 1,
+        "pythonPackageSpec": {
+            "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py310:latest",
+            "packageUris": [str(package)],
+            "pythonModule": "trainer.task",
+        },
+    }
+    config.write_text(yaml.safe_dump({"workerPoolSpecs": [pool]}))
+    created = shell(
+        "gcloud", "ai", "custom-jobs", "create", "--region=us-central1", "--display-name=from-gcloud",
+        f"--config={config}", "--args=--epochs=2", "--format=json",
+    )  # fmt: skip
+    assert created.code == 0, created.err
+    name = json.loads(created.out)["name"]
+    assert name.startswith("projects/default-project/locations/us-central1/customJobs/")
+    assert f"CustomJob [{name}] is submitted successfully." in created.err
+    assert f"  $ gcloud ai custom-jobs stream-logs {name}" in created.err and "aiconsole" not in created.err
+
+    followed = shell("gcloud", "ai", "custom-jobs", "stream-logs", name, "--region", "us-central1")
+    assert followed.code == 0, followed.err
+    assert "vertex via gcloud ['--epochs=2']" in followed.out
+    described = shell("gcloud", "ai", "custom-jobs", "describe", name.rsplit("/", 1)[1], "--region=us-central1")
+    assert described.code == 0 and yaml.safe_load(described.out)["state"] == "JOB_STATE_SUCCEEDED"
+    listed = shell("gcloud", "ai", "custom-jobs", "list", "--region=us-central1", '--filter=display_name="from-gcloud"')
+    assert listed.code == 0 and name.rsplit("/", 1)[1] in listed.out and "from-gcloud" in listed.out
+
+    held = {**pool, "pythonPackageSpec": {**pool["pythonPackageSpec"], "args": ["--sleep"]}}
+    config.write_text(yaml.safe_dump({"workerPoolSpecs": [held]}))
+    second = shell(
+        "gcloud", "ai", "custom-jobs", "create", "--region=us-central1", "--display-name=to-cancel",
+        f"--config={config}", "--format=json",
+    )  # fmt: skip
+    number = json.loads(second.out)["name"].rsplit("/", 1)[1]
+    cancelled = shell("gcloud", "ai", "custom-jobs", "cancel", number, "--region=us-central1")
+    assert cancelled.code == 0 and f"Request to cancel CustomJob [{number}] has been sent" in cancelled.err
+    wait_for(
+        lambda: (
+            "JOB_STATE_CANCELLED"
+            in shell("gcloud", "ai", "custom-jobs", "describe", number, "--region=us-central1").out
+        ),
+        60,
+        0.5,
+        "the job to be cancelled",
+    )
+
+    refused = shell("gcloud", "ai", "custom-jobs", "create", "--region=us-central1", "--display-name=x",
+                    "--worker-pool-spec=machine-type=n1-standard-4,local-package-path=.")  # fmt: skip
+    assert refused.code == 2 and "local-package-path" in refused.err
+    elsewhere = shell("gcloud", "ai", "endpoints", "list", "--region=us-central1")
+    assert elsewhere.code == 99 and "reached Google's gcloud: ai endpoints list" in elsewhere.err
