@@ -25,5 +25,6 @@ urlpatterns = [
     re_path(J + r":testIamPermissions$", iam_api.job_test_iam_permissions, name="api-job-test-iam-permissions"),
     re_path(r"^projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/:]+)/logs$", log_api.job_logs, name="api-job-logs"),
     re_path(J + r"/metrics$", metrics_api.job_metrics, name="api-job-metrics"),
+    re_path(J + r"/trials$", api.job_trials, name="api-job-trials"),
     re_path(J + r"$", api.job_item, name="api-job"),
 ]

@@ -30,6 +30,11 @@ urlpatterns = [
     ),
     path("projects/<str:project_id>/jobs/<str:job_id>/fragments/<slug:name>/", detail.job_fragment, name="fragment"),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/", detail.job_logs, name="logs"),
+    path(
+        "projects/<str:project_id>/jobs/<str:job_id>/trials/download/",
+        detail.job_trials_download,
+        name="trials_download",
+    ),
     path("projects/<str:project_id>/jobs/<str:job_id>/logs/download/", detail.job_logs_download, name="logs_download"),
     path("projects/<str:project_id>/jobs/<str:job_id>/cancel/", detail.job_cancel, name="cancel"),
     path("projects/<str:project_id>/jobs/<str:job_id>/labels/", annotation_views.job_labels, name="labels"),

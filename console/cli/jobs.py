@@ -415,6 +415,24 @@ def cmd_metrics(args) -> int:
     return 0
 
 
+@common.command("jobs.trials")
+def cmd_trials(args) -> int:
+    """A tuning job's trials, as the study page's download gives them (every trial, or those a
+    state names), as CSV or JSON."""
+    client = common.client(args)
+    params = {"trial_sort": args.sort or "", "trial_state": args.state or ""}
+    answer = client.get(client.job_path(args.job, "/trials"), params=params)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(answer, indent=1) + "\n")
+        return 0
+    names = answer.get("columns") or []
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(csvsafe.row(names))
+    for trial in answer.get("trials") or []:
+        writer.writerow(csvsafe.row("" if trial.get(name) is None else trial.get(name) for name in names))
+    return 0
+
+
 # --- compare -----------------------------------------------------------------------------------
 
 
@@ -623,6 +641,14 @@ def register(commands) -> None:
     )
     common.connection_flags(metrics, formats=False)
     metrics.set_defaults(func=cmd_metrics)
+
+    trials = jobs.add_parser("trials", help="print a tuning job's trials: parameters, objective, other metrics")
+    trials.add_argument("job", metavar="JOB")
+    trials.add_argument("--state", help="only trials in this state, e.g. SUCCEEDED")
+    trials.add_argument("--sort", help="best (the default), trial, or a column such as objective or p.learning_rate")
+    trials.add_argument("--format", choices=["csv", "json"], default="csv", help="csv (the default) or json")
+    common.connection_flags(trials, formats=False)
+    trials.set_defaults(func=cmd_trials)
 
     comparing = jobs.add_parser("compare", help="print how jobs' inputs differ and their final metrics")
     comparing.add_argument("jobs", metavar="JOB", nargs="+", help="job ids, or JOB/TRIAL for a tuning job's trial")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from aiconsole import accounts, audit, iam, paging
-from aiconsole.errors import FieldViolation, InvalidArgument
+from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from jobs import catalogue, services
+from jobs.tuning import export
 from jobs.wire import job_resource
 
 
@@ -135,3 +137,18 @@ def api_not_found(request, *args, **kwargs):
 
     message = f"The requested URL {request.path} was not found on this server."
     return JsonResponse({"error": {"code": 404, "message": message, "status": "NOT_FOUND", "details": []}}, status=404)
+
+
+@api_view(["GET"])
+def job_trials(request, project_id, job_id):
+    """A study's trials (our extension): ``{"columns", "trials"}``, or CSV with ``?alt=csv``; the
+    trial table's query keys (``trial_sort``, ``trial_state``, ``cols``, ``min.X``/``max.X``…) choose
+    the rows and columns, as the page's download does."""
+    project = accounts.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user, without_output=True)
+    if not job.is_hyperparameter_job:
+        raise FailedPrecondition(f"Job {job_id} is not a hyperparameter tuning job: it has no trials.")
+    names, rows = export.columns_and_rows(job, request.query_params)
+    if request.query_params.get("alt") == "csv":
+        return HttpResponse(export.as_csv(names, rows), content_type="text/csv")
+    return Response(export.as_json(names, rows))

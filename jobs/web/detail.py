@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -27,6 +27,7 @@ from jobs.logs import stream as logstream
 from jobs.logs.stream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity, VertexJob
 from jobs.training import page as training_page
+from jobs.tuning import export
 
 LOG_LINES_PER_PAGE = 1000
 SEVERITY_ORDER = [s.value for s in Severity]
@@ -63,6 +64,23 @@ def job_detail(request, project_id, job_id):
     opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+def job_trials_download(request, project_id, job_id):
+    """A study's trial table as its view shows it (the page's query string), every matching row: CSV,
+    or JSON with ``?format=json`` (``jobs.tuning.export``). A read of the job, audited as one."""
+    project = accounts.find_project(project_id, actor=request.user)
+    job = services.get_job(project, job_id, actor=request.user, without_output=True)
+    names, rows = export.columns_and_rows(job, request.GET)
+    if request.GET.get("format") == "json":
+        response = HttpResponse(json.dumps(export.as_json(names, rows), indent=1), content_type="application/json")
+        suffix = "json"
+    else:
+        response = HttpResponse(export.as_csv(names, rows), content_type="text/csv")
+        suffix = "csv"
+    response["Content-Disposition"] = f'attachment; filename="{job.job_id}-trials.{suffix}"'
+    return response
 
 
 @login_required
