@@ -372,6 +372,9 @@ def bench_chaos(cluster: Cluster, package: Path, rounds: int, seed: int) -> dict
             if seqs != list(range(1, len(seqs) + 1)):
                 gaps.append(f"{job_id} {task}")
     states = [cluster.job(job_id)["state"] for job_id in jobs]
+    for job_id, state in zip(jobs, states, strict=True):
+        if state == "FAILED" and job_id not in trainer_killed:  # what the invariant is about: say why
+            say(f"{job_id} FAILED with no trainer of it killed; its log:\n{cluster.log_text(job_id)[-4000:]}")
     return {
         "rounds": rounds,
         "jobs": len(jobs),

@@ -315,12 +315,17 @@ def _audit_patch(actor, job: Job, update_mask: str, body: dict, response: dict) 
 NOTE_MAX_CHARS = 500
 
 
+def normalized_note(note: str) -> str:
+    """A note as it is stored: its ends trimmed, its line breaks ``\\n``."""
+    return note.strip().replace("\r\n", "\n")
+
+
 def update_job_note(job: Job, note: str, *, actor) -> Job:
     """The console's note on a job (not a v1 field), for whoever may patch the job: audited as a patch
     of ``note``, as a label change is audited as a patch of ``labels``."""
     method = f"{JOB_SERVICE}.UpdateJob"
     audit.authorize(actor, "ml.jobs.update", job, method=method)
-    note = note.strip().replace("\r\n", "\n")
+    note = normalized_note(note)
     if len(note) > NOTE_MAX_CHARS:
         raise InvalidArgument.from_violations(
             [FieldViolation("job.note", f"A note is at most {NOTE_MAX_CHARS} characters; this one has {len(note)}.")]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from aiconsole import accounts
+from aiconsole import accounts, audit
 from aiconsole.errors import InvalidArgument
 from jobs import services
 
@@ -59,17 +60,41 @@ def _answer(request, project, job, *, saved: str = "", **typed):
 @login_required
 @require_POST
 def job_labels(request, project_id, job_id):
+    """The panel's one Save: its labels and its note, together. Each is saved only where it changed;
+    a refusal of either saves neither, and keeps both as they were typed (so a note typed before a
+    label was fixed is never lost). A post of the labels alone (an older page, a script) keeps the note."""
     project, job = _job(request, project_id, job_id)
-    typed = request.POST.get("labels", "")
-    labels, errors = parse_labels(typed)
+    # Whoever may not patch the job is refused even when nothing changed.
+    audit.authorize(request.user, "ml.jobs.update", job, method=f"{services.JOB_SERVICE}.UpdateJob")
+    typed_labels = request.POST.get("labels")
+    typed_note = request.POST.get("note")
+    labels, errors = parse_labels(typed_labels) if typed_labels is not None else (None, [])
+    field = "labels" if errors else ""
+    changed = []
     if not errors:
         try:
-            job = services.update_job(job, {"labels": labels}, "labels", actor=request.user)
+            with transaction.atomic():
+                if labels is not None and labels != (job.labels or {}):
+                    field = "labels"
+                    job = services.update_job(job, {"labels": labels}, "labels", actor=request.user)
+                    changed.append("Labels")
+                if typed_note is not None and services.normalized_note(typed_note) != job.note:
+                    field = "note"
+                    job = services.update_job_note(job, typed_note, actor=request.user)
+                    changed.append("Note")
         except InvalidArgument as error:
-            errors = [f"Labels: {v.description}" for v in error.violations] or [error.message]
+            name = "Labels" if field == "labels" else "Note"
+            errors = [f"{name}: {v.description}" for v in error.violations] or [error.message]
+            job.refresh_from_db()
     if errors:
-        return _answer(request, project, job, errors=errors, error_field="labels", typed_labels=typed)
-    return _answer(request, project, job, saved="Labels saved.")
+        typed = {"typed_labels": typed_labels, "typed_note": typed_note}
+        return _answer(request, project, job, errors=errors, error_field=field, **typed)
+    saved = (
+        " and ".join(changed).capitalize() + " saved."
+        if changed
+        else "Nothing changed: the labels and note are as they were."
+    )
+    return _answer(request, project, job, saved=saved)
 
 
 @login_required

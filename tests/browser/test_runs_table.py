@@ -93,12 +93,12 @@ def test_a_label_edited_on_the_job_page_shows_in_the_list_and_filters_it(page, c
     page.goto(f"{JOBS}runs_mid/")
     page.get_by_text("Edit labels and note").click()
     page.get_by_label("Labels", exact=True).fill("team=vision\nbatch=b2")
-    page.get_by_role("button", name="Save labels").click()
+    page.get_by_role("button", name="Save labels and note").click()
     expect(page.locator("#job-annotations").get_by_role("status")).to_have_text("Labels saved.")
     expect(page.locator("#job-annotations .label-list")).to_contain_text("team=vision")
 
     page.get_by_label("Labels", exact=True).fill("Team=vision")
-    page.get_by_role("button", name="Save labels").click()
+    page.get_by_role("button", name="Save labels and note").click()
     expect(page.locator("#job-annotations").get_by_role("alert")).to_contain_text("Labels: Label key")
     expect(page.get_by_label("Labels", exact=True)).to_have_value("Team=vision")  # kept as typed
 
@@ -115,7 +115,7 @@ def test_a_note_saved_on_the_job_page_shows_in_the_list(page, console, runs):
     note = "Best so far: lr 0.3. " + "Next, try a schedule that decays the rate after the second step. " * 2
     page.get_by_text("Edit labels and note").click()
     page.get_by_label("Note", exact=True).fill(note)
-    page.get_by_role("button", name="Save note").click()
+    page.get_by_role("button", name="Save labels and note").click()
     expect(page.locator("#job-annotations").get_by_role("status")).to_have_text("Note saved.")
     expect(page.locator("#job-annotations [data-note]")).to_have_text(note.strip())
     assert axe_violations(page) == []

@@ -111,9 +111,11 @@ elif args.mode == "count":
     while step < args.steps:
         time.sleep(0.1)
         step += 1
-        with open(checkpoint + ".tmp", "w") as out:
+        # A temporary file of its own: a gang's replicas all checkpoint into the one job dir.
+        scratch = f"{checkpoint}.{task['type']}{task['index']}.tmp"
+        with open(scratch, "w") as out:
             out.write(str(step))
-        os.replace(checkpoint + ".tmp", checkpoint)
+        os.replace(scratch, checkpoint)
         print(f"step {step}", flush=True)
 """
 

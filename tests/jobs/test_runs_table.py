@@ -268,11 +268,40 @@ def test_a_note_over_500_characters_is_refused_keeping_the_text(client, admin, r
     assert Job.objects.get(job_id="run_a").note == ""
 
 
+def test_one_save_keeps_a_typed_note_when_the_labels_are_refused_then_saves_both(client, admin, runs):
+    """The panel is one form: a note typed beside a bad label is neither lost nor half-saved."""
+    client.force_login(admin)
+    typed = {"labels": "Team=ml", "note": "lr 0.1 overfits"}
+
+    page = client.post(labels_url(), typed, headers={"HX-Request": "true"})
+    text = html.unescape(page.content.decode())
+    assert 'role="alert"' in text and ">Team=ml</textarea>" in text and ">lr 0.1 overfits</textarea>" in text
+    job = Job.objects.get(job_id="run_a")
+    assert job.labels == {} and job.note == ""  # neither saved
+
+    page = client.post(labels_url(), {**typed, "labels": "team=ml"}, headers={"HX-Request": "true"})
+    assert "Labels and note saved." in page.content.decode()
+    job = Job.objects.get(job_id="run_a")
+    assert job.labels == {"team": "ml"} and job.note == "lr 0.1 overfits"
+
+    again = client.post(labels_url(), {**typed, "labels": "team=ml"}, headers={"HX-Request": "true"})
+    assert "Nothing changed" in again.content.decode()
+    assert AuditEntry.objects.filter(method_name="google.cloud.ml.v1.JobService.UpdateJob").count() == 2
+
+
+def test_a_refused_note_saves_no_label_either(client, admin, runs):
+    client.force_login(admin)
+    page = client.post(labels_url(), {"labels": "team=ml", "note": "y" * 501}, headers={"HX-Request": "true"})
+    assert "Note: A note is at most 500 characters" in page.content.decode()
+    assert Job.objects.get(job_id="run_a").labels == {}
+
+
 @pytest.mark.parametrize("persona", ["viewer", "developer"])  # neither holds ml.jobs.update
 def test_viewer_cannot_edit_labels_or_note(client, persona, request, runs):
     client.force_login(request.getfixturevalue(persona))
 
     assert client.post(labels_url(), {"labels": "team=ml"}).status_code == 403
+    assert client.post(labels_url(), {"labels": "", "note": ""}).status_code == 403  # even changing nothing
     assert client.post(note_url(), {"note": "mine"}).status_code == 403
     job = Job.objects.get(job_id="run_a")
     assert job.labels == {} and job.note == ""
