@@ -277,7 +277,7 @@ class Agent:
             environment = launch.environment(files, log, check, gpu=gpu_build(bool(replica.devices)))
         if replica.task_type == "master" and not replica.trial_id:  # a tuning job collects per trial
             local.metrics = metrics.Collector(
-                job.pk, job_dir=spec.get("jobDir"), metric_file=metrics.metric_file(replica_dir)
+                job.pk, job_dir=spec.get("jobDir"), metric_file=metrics.metric_file(replica_dir), say=sink.service
             )
         pod, devices = None, None
         extra = {**metrics.trainer_env(replica_dir), **_vertex_env(launch, replica, spec)}

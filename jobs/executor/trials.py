@@ -77,7 +77,7 @@ class TrialRun:
         hp_args = [f"--{name}={value}" for name, value in self.trial.hyperparameters.items()]
         job_dir = trial_job_dir(loop.job_dir, self.trial_id, project=loop.job.project)
         if job_dir:
-            self.events = metrics.event_scanner(job_dir, tags={loop.tag})
+            self.events = metrics.event_scanner(job_dir, tags={loop.tag}, since=metrics.job_started_after(loop.job.pk))
         self.replica_set = ReplicaSet(
             job=loop.job,
             launch=loop.launch,

@@ -39,7 +39,7 @@ from django.db import connection, transaction
 from aiconsole import csvsafe, paging, storage
 from aiconsole.errors import FieldViolation, InvalidArgument
 from jobs.metrics import compare, tfevents
-from jobs.models import JobMetric, MetricPoint, MetricSource
+from jobs.models import Job, JobMetric, MetricPoint, MetricSource
 
 logger = logging.getLogger(__name__)
 
@@ -180,15 +180,39 @@ class HypertuneReader:
         return True
 
 
-def event_scanner(job_dir: str, tags: set[str] | None = None, max_bytes: int | None = None) -> tfevents.EventScanner:
-    """The reader of a job dir's event files, opening them from its storage root down."""
+def event_scanner(
+    job_dir: str, tags: set[str] | None = None, max_bytes: int | None = None, since: float | None = None
+) -> tfevents.EventScanner:
+    """The reader of a job dir's event files, opening them from its storage root down; ``since``:
+    files last written before it (the job's creation) are another job's and never read."""
     if storage.is_gcs_uri(job_dir):
-        return tfevents.EventScanner(job_dir, tags=tags, max_bytes=max_bytes)
+        return tfevents.EventScanner(job_dir, tags=tags, max_bytes=max_bytes, since=since)
     try:
         base = storage.base_of(Path(job_dir))
     except storage.StorageError:
         base = None
-    return tfevents.EventScanner(Path(job_dir), tags=tags, base=base, max_bytes=max_bytes)
+    return tfevents.EventScanner(Path(job_dir), tags=tags, base=base, max_bytes=max_bytes, since=since)
+
+
+def job_started_after(job_pk: int) -> float | None:
+    """The Unix time a job's event files must be newer than: its creation (its own trainers start
+    after it, and write their first summaries later still)."""
+    created = Job.objects.filter(pk=job_pk).values_list("create_time", flat=True).first()
+    return created.timestamp() if created is not None else None
+
+
+def earlier_users(job_pk: int, job_dir: str) -> list[str]:
+    """The project's other jobs, created before this one, that named the same job dir."""
+    job = Job.objects.filter(pk=job_pk).values("project_id", "create_time").first()
+    if job is None or not job_dir:
+        return []
+    same = Job.objects.filter(project_id=job["project_id"], training_input__jobDir=job_dir)
+    return list(
+        same.filter(create_time__lt=job["create_time"])
+        .exclude(pk=job_pk)
+        .order_by("-create_time")
+        .values_list("job_id", flat=True)[:5]
+    )
 
 
 class _Budget:
@@ -244,7 +268,8 @@ class Collector:
         self.trial_id = trial_id
         self.metric_file = metric_file
         self.hypertune = HypertuneReader(metric_file) if metric_file is not None else None
-        self.events = event_scanner(job_dir, max_bytes=EVENT_READ_BYTES) if job_dir else None
+        since = job_started_after(job_pk) if job_dir else None
+        self.events = event_scanner(job_dir, max_bytes=EVENT_READ_BYTES, since=since) if job_dir else None
         self.say = say
         self._polled = 0.0
         self.stored = 0
@@ -255,6 +280,22 @@ class Collector:
         except Exception:
             logger.exception("Could not clear the earlier metrics of job %s", job_pk)
         self.budget = _budget_for(job_pk, cleared)
+        if job_dir and not trial_id and say is not None:
+            self._say_if_shared(job_dir)
+
+    def _say_if_shared(self, job_dir: str) -> None:
+        """A job dir an earlier job of the project used: say that only this job's files count."""
+        try:
+            earlier = earlier_users(self.job_pk, job_dir)
+        except Exception:
+            logger.exception("Could not look for earlier jobs of job dir %s", job_dir)
+            return
+        if earlier and self.say is not None:
+            self.say(
+                f"The job dir {job_dir} was used before by {', '.join(earlier)}: this job's metrics and curves "
+                "are read only from the event files it writes (files already there are left out); TensorBoard "
+                "shows the whole folder. Give each job a job dir of its own (<parent>/<job id>)."
+            )
 
     def poll(self, *, final: bool = False) -> int:
         """Store what was reported since the last poll (at most once a second unless ``final``,

@@ -126,14 +126,15 @@ def event_scalars(record: bytes, run: str, tags: frozenset[str] | None) -> list[
     return scalars
 
 
-def find_event_files(root: Path, max_entries: int) -> Iterator[tuple[Path, int]]:
-    """(path, size) of event files under root: the bounded walk that never follows links
-    (aiconsole.walks); stops quietly after ``max_entries`` entries or ``WALK_SECONDS``."""
+def find_event_files(root: Path, max_entries: int) -> Iterator[tuple[Path, int, float]]:
+    """(path, size, last modified) of event files under root: the bounded walk that never follows
+    links (aiconsole.walks); stops quietly after ``max_entries`` entries or ``WALK_SECONDS``."""
     try:
         for path in walks.walk_files(root, max_entries=max_entries, max_seconds=WALK_SECONDS):
             if path.name.startswith(EVENT_FILE_PREFIX):
                 try:
-                    yield path, path.stat(follow_symlinks=False).st_size
+                    info = path.stat(follow_symlinks=False)
+                    yield path, info.st_size, info.st_mtime
                 except OSError:
                     continue  # gone since it was listed
     except walks.WalkLimitError as error:
@@ -144,6 +145,7 @@ def find_event_files(root: Path, max_entries: int) -> Iterator[tuple[Path, int]]
 class _FileState:
     offset: int = 0
     corrupt: bool = False
+    earlier: bool = False  # last written before ``since``: another run's, never read
 
 
 class EventScanner:
@@ -164,6 +166,7 @@ class EventScanner:
         max_entries: int = 20000,
         base: Path | None = None,
         max_bytes: int | None = None,
+        since: float | None = None,
     ):
         self.gcs = isinstance(root, str) and root.startswith("gs://")
         self.root = root.rstrip("/") if self.gcs else Path(root)
@@ -174,6 +177,10 @@ class EventScanner:
         self.max_files = max_files
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        # Files last written before this (a Unix time: the job's creation) are another job's, one that
+        # used the same folder before: never read as this one's.
+        self.since = since
+        self.earlier_files = 0
         self.behind = False
         self._files: dict[Path | str, _FileState] = {}
 
@@ -190,11 +197,13 @@ class EventScanner:
             if self.gcs
             else find_event_files(self.root, self.max_entries)
         )
-        for path, size in listed:
+        for path, size, modified in listed:
             if path not in self._files and len(self._files) < self.max_files:
-                self._files[path] = _FileState()
+                earlier = self.since is not None and modified < self.since
+                self._files[path] = _FileState(earlier=earlier)
+                self.earlier_files += earlier
             state = self._files.get(path)
-            if state is not None and not state.corrupt and size > state.offset:
+            if state is not None and not state.corrupt and not state.earlier and size > state.offset:
                 grown.append(path)
         scalars, budget = [], self.max_bytes
         self.behind = False
@@ -256,9 +265,9 @@ class EventScanner:
         return scalars
 
 
-def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int]]:
-    """(gs:// URI, size) of event files under a gs:// folder, listing at most ``max_entries``
-    objects; a listing that fails (no credentials, no bucket) yields nothing, logged."""
+def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int, float]]:
+    """(gs:// URI, size, last modified) of event files under a gs:// folder, listing at most
+    ``max_entries`` objects; a listing that fails (no credentials, no bucket) yields nothing, logged."""
 
     try:
         bucket, prefix = storage.parse_gcs_uri(root, require_object=False)
@@ -266,7 +275,8 @@ def find_gcs_event_files(root: str, max_entries: int) -> Iterator[tuple[str, int
         blobs = storage.gcs_client().list_blobs(bucket, prefix=prefix, max_results=max_entries, timeout=WALK_SECONDS)
         for blob in blobs:
             if blob.name.rpartition("/")[2].startswith(EVENT_FILE_PREFIX):
-                yield f"gs://{bucket}/{blob.name}", blob.size or 0
+                updated = blob.updated.timestamp() if blob.updated is not None else float("inf")
+                yield f"gs://{bucket}/{blob.name}", blob.size or 0, updated
     except Exception as error:
         logger.warning("Cannot list event files under %s: %s", root, error)
 

@@ -511,6 +511,16 @@ def _custom_machines(data: dict) -> dict:
     return machines
 
 
+def sibling_job_dir(job_dir: str, job_id: str) -> str:
+    """A job dir of its own for a copy of a job: ``<parent>/<new job id>``, as the original's samples
+    name theirs (``gs://bucket/jobs/$JOB_NAME``), so the copy's checkpoints and event files never mix
+    with the original's."""
+    if not job_dir:
+        return ""
+    parent = job_dir.rstrip("/").rpartition("/")[0]
+    return f"{parent}/{job_id}" if parent and not parent.endswith(":/") else job_dir
+
+
 def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, kept_uris: tuple[str, ...] = ()) -> dict:
     """Form values that describe ``job`` again, to edit before submitting a new job.
 
@@ -521,14 +531,15 @@ def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, ke
     """
     ti = job.training_input or {}
     scheduling = ti.get("scheduling") or {}
+    new_id = job_id or (f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy")
     initial = {
-        "job_id": job_id or (f"{job.job_id}_resumed" if resume else f"{job.job_id}_copy"),
+        "job_id": new_id,
         "cloned_from": job.job_id,
         "labels": "\n".join(f"{k}={v}" for k, v in (job.labels or {}).items()),
         "package_uris": "\n".join(u for u in ti.get("packageUris") or [] if u not in kept_uris),
         "python_module": ti.get("pythonModule", ""),
         "args": shlex.join(ti.get("args") or []),
-        "job_dir": ti.get("jobDir", ""),
+        "job_dir": sibling_job_dir(ti.get("jobDir", ""), new_id),
         "region": ti.get("region", ""),
         "runtime_version": ti.get("runtimeVersion", ""),
         "python_version": ti.get("pythonVersion", ""),

@@ -155,6 +155,8 @@ def test_clone_prefills_the_form_with_a_new_id_and_the_jobs_input(project, devel
     assert response.status_code == 200
     form = response.context["form"]
     assert re.fullmatch(r"trainer_\d{8}_\d{6}", form.initial["job_id"])
+    # A job dir of its own beside the original's, never the original's (its curves would be drawn as the clone's).
+    assert form.initial["job_dir"] == f"gs://bucket/{form.initial['job_id']}"
     assert form.initial["package_uris"] == PACKAGE and form.initial["worker_count"] == "2"
     assert form.initial["master_accelerator_type"] == "NVIDIA_TESLA_T4"
     assert form.initial["args"] == "--epochs 5 '--name=a b'"

@@ -352,3 +352,17 @@ def test_a_keras_job_with_a_tensorboard_callback_lists_its_curves_per_run(run_jo
     # Keras' own per-epoch curves; TF 2.11 also writes evaluation_*_vs_iterations under validation.
     assert {key: sorted(steps.get(key, [])) for key in curves} == {key: [0, 1, 2] for key in curves}
     assert all(0.0 <= p["value"] <= 1.0 for p in points if p["tag"] == "epoch_accuracy")
+
+
+@pytest.mark.executor
+def test_a_job_reusing_anothers_job_dir_draws_only_its_own_curves(run_job, package_factory, get_metrics, admin):
+    """A clone run in its original's job dir: the original's event files are there; the clone's
+    metrics are what the clone wrote, and its log says the folder was used before."""
+    shared = job_dir_for("first_run")
+    first = run_job("first_run", package_factory(SUMMARY_TASK), jobDir=shared)
+    assert first.state == JobState.SUCCEEDED, log_text(first)[-2000:]
+    second = run_job("second_run", package_factory("print('no summaries this time')"), jobDir=shared)
+    assert second.state == JobState.SUCCEEDED, log_text(second)[-2000:]
+    assert every_point(get_metrics, second, admin) == []  # none of first_run's curves
+    assert f"The job dir {shared} was used before by first_run" in log_text(second)
+    assert len(every_point(get_metrics, first, admin)) == 6  # the original keeps its own

@@ -260,3 +260,15 @@ def test_a_gs_job_dir_is_read_incrementally_through_cloud_storage(tmp_path, gcs_
     assert values(scanner.poll()) == [("train", "loss", 0, 1.0), ("train", "loss", 1, 0.5)]
     assert scanner.poll() == []  # nothing new: nothing read twice
     assert EventScanner("gs://no-such-bucket-here/jobs").poll() == []  # a listing that fails reads nothing
+
+
+def test_event_files_last_written_before_the_job_was_created_are_another_jobs(tmp_path):
+    """A job dir a clone reuses: the original's event files are there already and are not this
+    job's curves; what this job writes after its creation is."""
+    old = write_events(tmp_path / "train", event(1, simple("loss", 9.0)))
+    os.utime(old, (1_000_000, 1_000_000))  # written long before
+    scanner = EventScanner(tmp_path, since=2_000_000)
+    assert scanner.poll() == [] and scanner.earlier_files == 1
+    write_events(tmp_path / "mine", event(1, simple("loss", 0.5)))
+    assert values(scanner.poll()) == [("mine", "loss", 1, 0.5)]
+    assert values(EventScanner(tmp_path).poll()) == [("mine", "loss", 1, 0.5), ("train", "loss", 1, 9.0)]
