@@ -42,6 +42,8 @@ class JobPage:
     # The section a job that ended opens on, ``finished_opens_on(job)`` (a study's trials, a training
     # job's metrics when it reported any); None: its log, as a job that runs opens on.
     finished_opens_on: Callable[[object], str | None] = lambda job: None
+    # The section a RUNNING job opens on (a study's trials); None: its log.
+    running_opens_on: Callable[[object], str | None] = lambda job: None
     fragment: Callable[..., object] = lambda request, job, part: None
     # The log's replica choices this kind's jobs can have beyond their replicas' rows (the
     # planned ones, before they start): ``log_tasks(job)``.

@@ -97,6 +97,7 @@ def curve_study(job) -> curves.Study | None:
 def page() -> kinds.JobPage:
     return kinds.JobPage(
         finished_opens_on=lambda job: "trials",
+        running_opens_on=lambda job: "trials",
         sections=sections,
         fragment=fragment,
         log_tasks=training.log_tasks,

@@ -27,7 +27,7 @@ from jobs.logs import stream as logstream
 from jobs.logs.stream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity, VertexJob
 from jobs.training import page as training_page
-from jobs.tuning import export
+from jobs.tuning import export, study
 
 LOG_LINES_PER_PAGE = 1000
 SEVERITY_ORDER = [s.value for s in Severity]
@@ -61,7 +61,10 @@ def job_detail(request, project_id, job_id):
         context.update(section.context)
     # What the page shows first (without a hash or a log query): a job that runs, its log; one that
     # ended, its kind's results when it has some (JobPage.finished_opens_on), else its log too.
-    opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
+    if job.state == JobState.RUNNING:  # a running study opens on its trials; other jobs on the log
+        opens = page.running_opens_on(job) or "logs"
+    else:
+        opens = "logs" if job.state in ACTIVE_STATES else page.finished_opens_on(job) or "logs"
     context.update(sections=sections, tabs=_tabs(sections), open_tab=opens)
     return render(request, "jobs/job_detail.html", context)
 
@@ -144,6 +147,7 @@ def _status_context(request, job) -> dict:
         "deploy_problem": _deploy_problem(job),
         "can_clone": bool(job.training_input) and iam.can(request.user, "ml.jobs.create", job.project),
         "builtin_clone": bool(job.training_input) and builtin.is_builtin_job(job),
+        "study_progress": study.progress(job),
     }
 
 

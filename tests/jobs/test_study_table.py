@@ -278,3 +278,17 @@ def test_a_rounded_value_keeps_its_whole_value_in_its_cells_title(client, admin,
     whole = {text: float(title) for title, text in titled}
     assert all(f"{whole[text]:.4g}" == text for text in shown)
     assert float(shown[0]) <= 0.1 and len(shown[0]) <= 7
+
+
+def test_a_studys_header_says_its_progress_and_best_so_far_and_a_running_one_opens_on_its_trials(client, admin, tuned):
+    client.force_login(admin)
+    Job.objects.filter(pk=tuned.pk).update(state=JobState.RUNNING, start_time=timezone.now())
+    Trial.objects.create(job=tuned, trial_id="5", number=5, hyperparameters={"depth": "5"}, state=JobState.RUNNING)
+    page = client.get("/projects/project-a/jobs/tuned/").content.decode()
+    progress = re.search(r"<span data-progress>(.*?)</span>", page, re.S)[1]
+    assert re.sub(r"<[^>]+>", "", progress) == "4 of 5 trials done, 1 running · best so far 0.2 (trial 2)"
+    assert 'data-open="trials"' in page  # a running study opens on its trials, not its log
+    plain = services.submit_job(tuned.project, body("plain_run"), actor=admin)
+    Job.objects.filter(pk=plain.pk).update(state=JobState.RUNNING, start_time=timezone.now())
+    page = client.get("/projects/project-a/jobs/plain_run/").content.decode()
+    assert "data-progress" not in page and 'data-open="logs"' in page
