@@ -174,9 +174,21 @@ function makeTabs(container) {
     panelsOf(tab.dataset.tabFor).forEach((panel) => panel.dispatchEvent(new CustomEvent("tab:shown", { bubbles: true })));
   }
 
+  // A tab the user picks goes in the address (?tab=), so a copied link or a reload opens it again;
+  // a #fragment pointing into another tab's panel would win over it, so it goes.
+  function remember(tab) {
+    const url = new URL(location.href);
+    url.searchParams.set("tab", tab.dataset.tabFor);
+    const other = tabFor(url.hash);
+    if (other && other !== tab) url.hash = "";
+    history.replaceState(history.state, "", url);
+  }
+
   container.addEventListener("click", (event) => {
     const tab = event.target.closest("[role=tab]");
-    if (tab) select(tab, false);
+    if (!tab) return;
+    select(tab, false);
+    remember(tab);
   });
   container.addEventListener("keydown", (event) => {
     const index = tabs.indexOf(document.activeElement);
@@ -184,7 +196,9 @@ function makeTabs(container) {
     const next = { ArrowRight: index + 1, ArrowLeft: index - 1, Home: 0, End: tabs.length - 1 }[event.key];
     if (next === undefined) return;
     event.preventDefault();
-    select(tabs[(next + tabs.length) % tabs.length], true);
+    const tab = tabs[(next + tabs.length) % tabs.length];
+    select(tab, true);
+    remember(tab);
   });
   window.addEventListener("hashchange", () => {
     const tab = tabFor(location.hash);

@@ -119,6 +119,11 @@ def test_a_study_page_has_keyboard_tabs_a_readable_trial_table_and_replicas_by_t
     # Shown for the first time, the tab fetches its charts and Plotly draws them: seconds on a busy
     # 2-core machine, past the default five (the full suite failed here once, beside another console).
     expect(page.locator("#study-charts figure.chart").first.locator(".main-svg").first).to_be_visible(timeout=30_000)
+    # The tab is in the address: a copied link, or a reload, opens the same view.
+    expect(page).to_have_url(re.compile(r"[?&]tab=charts\b"))
+    page.goto(page.url)
+    expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+    page.get_by_role("tab", name="Charts").focus()
     page.keyboard.press("End")
     expect(page.get_by_role("tab", name="Training input")).to_have_attribute("aria-selected", "true")
     page.keyboard.press("ArrowRight")  # wraps around
