@@ -144,7 +144,12 @@ def _status_context(request, job) -> dict:
         "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
         "position": job.job_position(),
         "waiting": queue.explain(job, actor=request.user),
-        "deploy_problem": _deploy_problem(job),
+        "deploy_problem": (problem := _deploy_problem(job)),
+        # Said only where a model could be: a training job's own job dir (a study's best trial
+        # is deployed from its table; a job without a job dir saved nothing the console can find).
+        "deploy_note": problem
+        if problem and (job.training_input or {}).get("jobDir") and not job.is_hyperparameter_job
+        else None,
         "can_clone": bool(job.training_input) and iam.can(request.user, "ml.jobs.create", job.project),
         "builtin_clone": bool(job.training_input) and builtin.is_builtin_job(job),
         "study_progress": study.progress(job),

@@ -12,7 +12,7 @@ from aiconsole.models import AuditEntry
 from jobs import services
 from jobs.models import Job, JobState
 from jobs.web.forms import JobSubmitForm
-from tests.helpers.jobs import submit
+from tests.helpers.jobs import body, submit
 
 SUBMIT = "/projects/project-a/jobs/new/"
 
@@ -115,12 +115,19 @@ def test_permission_denied_names_the_role_and_the_projects_admins(project, admin
     assert admin.username in html
 
 
-def test_a_succeeded_job_without_a_job_dir_explains_instead_of_offering_deploy(project, developer):
+def test_nothing_to_deploy_is_said_only_where_a_model_could_be(project, developer, settings):
     job = submit(project, "no_dir", developer)
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
     html = signed_in(developer).get("/projects/project-a/jobs/no_dir/").content.decode()
+    assert "Deploy as model version" not in html and "Nothing to deploy" not in html  # no job dir: no model
+
+    folder = settings.STORAGE_DIR / "job-dirs" / "project-a" / "empty_dir"
+    folder.mkdir(parents=True)
+    job = services.submit_job(project, body("empty_dir", jobDir=str(folder)), actor=developer)
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+    html = signed_in(developer).get("/projects/project-a/jobs/empty_dir/").content.decode()
     assert "Deploy as model version" not in html
-    assert "Nothing to deploy" in html and "no job directory" in html
+    assert "Nothing to deploy" in html and "no model file" in html
 
 
 def test_warning_kinds_read_as_words():
