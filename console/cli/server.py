@@ -416,17 +416,25 @@ def _run_web(host: str, port: int) -> int:
         kinds.stop_services()
 
 
+def _active_user(username: str):
+    """The active user of that name, or None after saying so (server-side commands, Django set up)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        print(f"aiconsole: no active user named {username!r}", file=sys.stderr)
+    return user
+
+
 def cmd_token_create(args) -> int:
     setup_django(args.data_dir)
     migrate()
-    from django.contrib.auth import get_user_model
 
     # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole.tokens import create_token
 
-    user = get_user_model().objects.filter(username=args.username, is_active=True).first()
+    user = _active_user(args.username)
     if user is None:
-        print(f"aiconsole: no active user named {args.username!r}", file=sys.stderr)
         return 2
     _, raw = create_token(user, name=args.name or "created with aiconsole token create")
     print(raw)
@@ -437,14 +445,12 @@ def cmd_credentials_create(args) -> int:
     """A service-account key file for a user, which google.auth.default() reads unchanged."""
     setup_django(args.data_dir)
     migrate()
-    from django.contrib.auth import get_user_model
 
     # deferred: Django is configured by setup_django() first; the client commands never load it
     from aiconsole import service_keys
 
-    user = get_user_model().objects.filter(username=args.username, is_active=True).first()
+    user = _active_user(args.username)
     if user is None:
-        print(f"aiconsole: no active user named {args.username!r}", file=sys.stderr)
         return 2
     url = args.url.rstrip("/")
     if not url.startswith(("http://", "https://")):

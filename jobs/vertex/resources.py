@@ -82,23 +82,7 @@ def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None,
         if rows:
             resource["trials"] = [trial_resource(trial, job, vertex) for trial in rows]
     resource["state"] = STATES.get(job.state, "JOB_STATE_UNSPECIFIED")
-    times = [t for t in (job.create_time, job.start_time, job.end_time) if t is not None]
-    for key, value in (
-        ("createTime", job.create_time),
-        ("startTime", job.start_time),
-        ("endTime", job.end_time),
-        ("updateTime", max(times) if times else None),
-    ):
-        if value is not None:
-            resource[key] = timestamp(value)
-    error = job_error(job)
-    if error:
-        resource["error"] = error
-    if job.labels:
-        resource["labels"] = dict(job.labels)
-    if "encryptionSpec" in request:
-        resource["encryptionSpec"] = request["encryptionSpec"]
-    return resource
+    return _with_times_error_labels(resource, job, vertex)
 
 
 def pipeline_resource(job: Job, vertex: VertexJob) -> dict:
@@ -118,6 +102,11 @@ def pipeline_resource(job: Job, vertex: VertexJob) -> dict:
             key: f"projects/{job.project.project_id}/locations/{vertex.location}/{runs_as}/{vertex.vertex_id}"
         }
     resource["state"] = PIPELINE_STATES.get(job.state, "PIPELINE_STATE_UNSPECIFIED")
+    return _with_times_error_labels(resource, job, vertex)
+
+
+def _with_times_error_labels(resource: dict, job: Job, vertex: VertexJob) -> dict:
+    """What every Vertex resource of a job says alike: its times, its error, its labels, its key."""
     times = [t for t in (job.create_time, job.start_time, job.end_time) if t is not None]
     for key, value in (
         ("createTime", job.create_time),

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -142,6 +143,29 @@ def scratch_database() -> tuple[str, object]:
 def drop_database(url: str, admin) -> None:
     admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
     admin.close()
+
+
+@contextmanager
+def scratch_services():
+    """A new PostgreSQL database and a flushed Redis database for one test module: (their URLs).
+    Without PostgreSQL or Redis the module skips, except in CI (``CI=true``), where it fails."""
+    import pytest
+    import redis
+
+    for name, port in (("PostgreSQL", 5432), ("Redis", 6379)):
+        problem = service_up("127.0.0.1", port)
+        if problem:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"{name} must be running at 127.0.0.1:{port} in CI: {problem}")
+            pytest.skip(f"no {name} at 127.0.0.1:{port}: {problem}")
+    database_url, admin = scratch_database()
+    redis_url = f"redis://127.0.0.1:6379/{10 + uuid.uuid4().int % 6}"
+    redis.Redis.from_url(redis_url).flushdb()
+    try:
+        yield database_url, redis_url
+    finally:
+        redis.Redis.from_url(redis_url).flushdb()
+        drop_database(database_url, admin)
 
 
 def cluster_env(data_dir: Path, database_url: str, redis_url: str, **extra: str) -> dict:

@@ -32,9 +32,8 @@ from tests.cluster.harness import (
     Cluster,
     alive,
     cluster_env,
-    drop_database,
     free_port,
-    scratch_database,
+    scratch_services,
     service_up,
 )
 from tests.helpers.jobs import build_package
@@ -59,38 +58,28 @@ def _host_address() -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    for name, port in (("PostgreSQL", 5432), ("Redis", 6379)):
-        problem = service_up("127.0.0.1", port)
-        if problem:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"{name} must be running at 127.0.0.1:{port} in CI: {problem}")
-            pytest.skip(f"no {name} at 127.0.0.1:{port}: {problem}")
-    database_url, admin = scratch_database()
-    redis_url = f"redis://127.0.0.1:6379/{10 + uuid.uuid4().int % 6}"
-    redis.Redis.from_url(redis_url).flushdb()
-    data_dir = tmp_path_factory.mktemp("faults")
-    env = cluster_env(
-        data_dir,
-        database_url,
-        redis_url,
-        AICONSOLE_WORKER_HEARTBEAT_SECONDS="0.5",
-        AICONSOLE_WORKER_LEASE_SECONDS=str(LEASE_SECONDS),
-        AICONSOLE_COORDINATOR_LEASE_SECONDS=str(COORDINATOR_LEASE_SECONDS),
-    )
-    instance = Cluster(env, data_dir, database_url)
-    instance.address = _host_address()  # containers cannot reach the host's loopback
-    try:
-        instance.start_web()
-        done = instance.cli("token", "create", "admin")
-        assert done.returncode == 0, done.stderr
-        instance.token = done.stdout.strip()
-        for name in ("f1", "f2", "f3"):
-            _start_worker(instance, name)
-        yield instance
-    finally:
-        instance.stop()
-        redis.Redis.from_url(redis_url).flushdb()
-        drop_database(database_url, admin)
+    with scratch_services() as (database_url, redis_url):
+        data_dir = tmp_path_factory.mktemp("faults")
+        env = cluster_env(
+            data_dir,
+            database_url,
+            redis_url,
+            AICONSOLE_WORKER_HEARTBEAT_SECONDS="0.5",
+            AICONSOLE_WORKER_LEASE_SECONDS=str(LEASE_SECONDS),
+            AICONSOLE_COORDINATOR_LEASE_SECONDS=str(COORDINATOR_LEASE_SECONDS),
+        )
+        instance = Cluster(env, data_dir, database_url)
+        instance.address = _host_address()  # containers cannot reach the host's loopback
+        try:
+            instance.start_web()
+            done = instance.cli("token", "create", "admin")
+            assert done.returncode == 0, done.stderr
+            instance.token = done.stdout.strip()
+            for name in ("f1", "f2", "f3"):
+                _start_worker(instance, name)
+            yield instance
+        finally:
+            instance.stop()
 
 
 def _start_worker(cluster: Cluster, name: str) -> subprocess.Popen:

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 
 import pytest
 
@@ -28,9 +27,7 @@ from tests.cluster.harness import (
     Cluster,
     alive,
     cluster_env,
-    drop_database,
-    scratch_database,
-    service_up,
+    scratch_services,
 )
 from tests.helpers.jobs import build_package
 from tests.helpers.waiting import wait_for
@@ -45,20 +42,8 @@ LEASE_SECONDS = 3.0
 
 @pytest.fixture(scope="module")
 def services():
-    for name, port in (("PostgreSQL", 5432), ("Redis", 6379)):
-        problem = service_up("127.0.0.1", port)
-        if problem:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"{name} must be running at 127.0.0.1:{port} in CI: {problem}")
-            pytest.skip(f"no {name} at 127.0.0.1:{port}: {problem}")
-    database_url, admin = scratch_database()
-    redis_url = f"redis://127.0.0.1:6379/{10 + uuid.uuid4().int % 6}"
-    redis.Redis.from_url(redis_url).flushdb()
-    try:
-        yield database_url, redis_url
-    finally:
-        redis.Redis.from_url(redis_url).flushdb()
-        drop_database(database_url, admin)
+    with scratch_services() as urls:
+        yield urls
 
 
 @pytest.fixture(scope="module")
