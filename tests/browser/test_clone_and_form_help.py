@@ -57,6 +57,9 @@ def test_clone_a_finished_job_change_one_field_and_submit(page, console, tmp_pat
     expect(page.get_by_label("Package URIs")).to_have_value("")
     expect(page.get_by_label("Arguments")).to_have_value("--epochs 3 '--name=a b'")
     expect(page.get_by_label("Labels")).to_have_value("team=ml")
+    # A job dir of its own beside the original's: the clone's curves and checkpoints never mix with it.
+    own_dir = str(console.storage / "out" / "default-project" / job_id)
+    expect(page.get_by_label("Job directory")).to_have_value(own_dir)
     assert str(console.storage / "packages") not in page.content()  # no server path on the page
 
     page.get_by_label("Arguments").fill("--epochs 4 '--name=a b'")  # the one change
@@ -64,7 +67,7 @@ def test_clone_a_finished_job_change_one_field_and_submit(page, console, tmp_pat
     page.wait_for_url(f"**{JOBS}{job_id}/", timeout=60_000)
     clone = console.wait(job_id)
     assert clone["state"] == "SUCCEEDED", clone
-    expected = {**source["trainingInput"], "args": ["--epochs", "4", "--name=a b"]}
+    expected = {**source["trainingInput"], "args": ["--epochs", "4", "--name=a b"], "jobDir": own_dir}
     assert clone["trainingInput"] == expected
     assert clone["trainingInput"]["packageUris"] == source["trainingInput"]["packageUris"]
     assert clone["labels"] == {"team": "ml"}
