@@ -332,7 +332,7 @@ def test_a_link_to_a_chart_opens_the_charts_tab_and_scrolls_to_it(page, study, c
     figure.get_by_role("button", name="Copy link to this chart").click()
     expect(figure.get_by_role("status")).to_have_text("Link to this chart copied.")
     link = page.evaluate("() => navigator.clipboard.readText()")
-    assert link == f"{console.url}{study}#chart-intermediate"
+    assert link == f"{console.url}{study}?tab=charts#chart-intermediate"  # the page's address, the tab in it
 
     # Opened afresh, the link shows the chart: its tab, fetched and drawn, scrolled to once it came in.
     page.goto("about:blank")

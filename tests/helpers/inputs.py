@@ -20,8 +20,10 @@ from django.conf import settings
 
 
 def input_folder(destination: Path, build: Callable[..., None], *args) -> Path:
-    """``destination`` holding what ``build(folder, *args)`` puts in a folder: a copy of the cached one."""
-    shutil.copytree(_cached(build, *args), destination, dirs_exist_ok=True)
+    """``destination`` holding what ``build(folder, *args)`` puts in a folder: a copy of the cached one,
+    its files written now (as a trainer writes them: the console reads only event files written after
+    their job was created, ``jobs.metrics.points.job_started_after``)."""
+    shutil.copytree(_cached(build, *args), destination, dirs_exist_ok=True, copy_function=shutil.copy)
     return destination
 
 
