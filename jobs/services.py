@@ -315,6 +315,22 @@ def _audit_patch(actor, job: Job, update_mask: str, body: dict, response: dict) 
 NOTE_MAX_CHARS = 500
 
 
+def update_job_annotations(job: Job, *, labels: dict | None, note: str | None, actor) -> tuple[Job, list[str]]:
+    """The job page's one Save: its labels and its note together, each only where it changed (None:
+    not given); a refusal of either (InvalidArgument, its field ``job.labels`` or ``job.note``) saves
+    neither. The job as it is now, and what changed ("labels", "note")."""
+    audit.authorize(actor, "ml.jobs.update", job, method=f"{JOB_SERVICE}.UpdateJob")  # even when nothing changes
+    changed = []
+    with transaction.atomic():
+        if labels is not None and labels != (job.labels or {}):
+            job = update_job(job, {"labels": labels}, "labels", actor=actor)
+            changed.append("labels")
+        if note is not None and normalized_note(note) != job.note:
+            job = update_job_note(job, note, actor=actor)
+            changed.append("note")
+    return job, changed
+
+
 def normalized_note(note: str) -> str:
     """A note as it is stored: its ends trimmed, its line breaks ``\\n``."""
     return note.strip().replace("\r\n", "\n")

@@ -245,9 +245,7 @@ class Coordinator:
             logger.info("%s (%s) is now the coordinator (epoch %s)", self.runner_id, self.role, self.lease.epoch)
             self.leading.set()
         try:
-            if not self.lease.renew():
-                raise LeaseLost
-            self.tick()
+            self.tick()  # the lease keeper renews it; each step checks it first
         except LeaseLost:
             logger.warning("%s lost the coordinator lease; it stands down", self.runner_id)
             self._step_down()

@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -201,15 +201,13 @@ def job_started_after(job_pk: int) -> float | None:
     return created.timestamp() if created is not None else None
 
 
-def earlier_users(job_pk: int, job_dir: str) -> list[str]:
-    """The project's other jobs, created before this one, that named the same job dir."""
-    job = Job.objects.filter(pk=job_pk).values("project_id", "create_time").first()
-    if job is None or not job_dir:
-        return []
+def earlier_users(job: Mapping, job_dir: str) -> list[str]:
+    """The project's other jobs, created before ``job`` (its ``pk``, ``project_id`` and
+    ``create_time``), that named the same job dir."""
     same = Job.objects.filter(project_id=job["project_id"], training_input__jobDir=job_dir)
     return list(
         same.filter(create_time__lt=job["create_time"])
-        .exclude(pk=job_pk)
+        .exclude(pk=job["pk"])
         .order_by("-create_time")
         .values_list("job_id", flat=True)[:5]
     )
@@ -268,7 +266,8 @@ class Collector:
         self.trial_id = trial_id
         self.metric_file = metric_file
         self.hypertune = HypertuneReader(metric_file) if metric_file is not None else None
-        since = job_started_after(job_pk) if job_dir else None
+        job = Job.objects.filter(pk=job_pk).values("pk", "project_id", "create_time").first() if job_dir else None
+        since = job["create_time"].timestamp() if job else None
         self.events = event_scanner(job_dir, max_bytes=EVENT_READ_BYTES, since=since) if job_dir else None
         self.say = say
         self._polled = 0.0
@@ -280,13 +279,13 @@ class Collector:
         except Exception:
             logger.exception("Could not clear the earlier metrics of job %s", job_pk)
         self.budget = _budget_for(job_pk, cleared)
-        if job_dir and not trial_id and say is not None:
-            self._say_if_shared(job_dir)
+        if job and job_dir and not trial_id and say is not None:
+            self._say_if_shared(job, job_dir)
 
-    def _say_if_shared(self, job_dir: str) -> None:
+    def _say_if_shared(self, job: Mapping, job_dir: str) -> None:
         """A job dir an earlier job of the project used: say that only this job's files count."""
         try:
-            earlier = earlier_users(self.job_pk, job_dir)
+            earlier = earlier_users(job, job_dir)
         except Exception:
             logger.exception("Could not look for earlier jobs of job dir %s", job_dir)
             return

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -64,37 +63,26 @@ def job_labels(request, project_id, job_id):
     a refusal of either saves neither, and keeps both as they were typed (so a note typed before a
     label was fixed is never lost). A post of the labels alone (an older page, a script) keeps the note."""
     project, job = _job(request, project_id, job_id)
-    # Whoever may not patch the job is refused even when nothing changed.
+    # Whoever may not patch the job is refused before anything typed is read back to them.
     audit.authorize(request.user, "ml.jobs.update", job, method=f"{services.JOB_SERVICE}.UpdateJob")
     typed_labels = request.POST.get("labels")
     typed_note = request.POST.get("note")
     labels, errors = parse_labels(typed_labels) if typed_labels is not None else (None, [])
     field = "labels" if errors else ""
-    changed = []
+    changed: list[str] = []
     if not errors:
         try:
-            with transaction.atomic():
-                if labels is not None and labels != (job.labels or {}):
-                    field = "labels"
-                    job = services.update_job(job, {"labels": labels}, "labels", actor=request.user)
-                    changed.append("Labels")
-                if typed_note is not None and services.normalized_note(typed_note) != job.note:
-                    field = "note"
-                    job = services.update_job_note(job, typed_note, actor=request.user)
-                    changed.append("Note")
+            job, changed = services.update_job_annotations(job, labels=labels, note=typed_note, actor=request.user)
         except InvalidArgument as error:
-            name = "Labels" if field == "labels" else "Note"
-            errors = [f"{name}: {v.description}" for v in error.violations] or [error.message]
+            field = "note" if any(v.field.endswith("note") for v in error.violations) else "labels"
+            errors = [f"{field.capitalize()}: {v.description}" for v in error.violations] or [error.message]
             job.refresh_from_db()
     if errors:
         typed = {"typed_labels": typed_labels, "typed_note": typed_note}
         return _answer(request, project, job, errors=errors, error_field=field, **typed)
-    saved = (
-        " and ".join(changed).capitalize() + " saved."
-        if changed
-        else "Nothing changed: the labels and note are as they were."
-    )
-    return _answer(request, project, job, saved=saved)
+    if not changed:
+        return _answer(request, project, job, saved="Nothing changed: the labels and note are as they were.")
+    return _answer(request, project, job, saved=" and ".join(changed).capitalize() + " saved.")
 
 
 @login_required
