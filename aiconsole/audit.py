@@ -43,9 +43,6 @@ def genesis_hash(log_type: str) -> str:
     return hashlib.sha256(f"aiconsole-audit-genesis:{log_type}".encode()).hexdigest()
 
 
-GENESIS_HASH = genesis_hash(LogType.ADMIN_ACTIVITY)
-
-
 def principal_of(actor) -> str:
     if actor is None or actor is iam.SYSTEM:
         return "system"

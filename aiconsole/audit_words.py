@@ -21,6 +21,8 @@ PAST = {
     "Get": "read",
     "List": "listed",
     "Load": "loaded",
+    "Open": "opened",
+    "Close": "closed",
     "Patch": "updated",
     "Predict": "sent predictions to",
     "Purge": "purged",
@@ -58,6 +60,9 @@ PHRASES = {
     "DataService.UploadDataFile": "uploaded a data file to project {name}",
     "ImageService.LoadImage": "loaded a container image into project {name}",
     "ModelService.UploadModel": "uploaded a model file to project {name}",
+    "WebAccessService.OpenShell": "opened a shell into {replica} of job {job}",
+    "WebAccessService.CloseShell": "closed a shell into {replica} of job {job}",
+    "WebAccessService.GetRecording": "downloaded the recording of a shell into {replica} of job {job}",
 }
 # The resource kind a path segment names: projects/p/jobs/j → "job".
 KINDS = {
@@ -96,6 +101,8 @@ def _resource(resource_name: str) -> tuple[str, str, dict]:
         if key in PLACES:
             index += 2
             continue
+        if key == "webAccess":
+            found["replica"] = "/".join(parts[index + 1 :])
         if key in ("outputs", "logs"):
             tail = "/".join(parts[index + 1 :])
             found["path"] = tail or "the folder"
@@ -113,7 +120,13 @@ def sentence(method_name: str, resource_name: str, *, granted: bool = True, crea
     if key == "JobService.CreateJob" and not created:
         phrase = "submitted a job to project {name}"
     if phrase:
-        text = phrase.format(kind=kind or "resource", name=name, job=parts.get("job", name), path=parts["path"])
+        text = phrase.format(
+            kind=kind or "resource",
+            name=name,
+            job=parts.get("job", name),
+            path=parts["path"],
+            replica=parts.get("replica") or "a replica",
+        )
     else:
         words = _words(method)
         verb = PAST.get(words[0], words[0].lower() + "ed") if words else "used"

@@ -29,13 +29,16 @@ _OPERATIONS = {"ml.operations.cancel", "ml.operations.get", "ml.operations.list"
 _LOCATIONS = {"ml.locations.get", "ml.locations.list"}
 _PROJECT = {"ml.projects.getConfig", "resourcemanager.projects.get"}
 
-# The console's own extension (not in the original's ml roles): managing a project's members and
-# reading its audit log. Only roles/ml.admin holds them.
+# The console's own extension (not in the original's ml roles): managing a project's members,
+# reading its audit log, and its notification rules (named as Cloud Monitoring's channels). Only
+# roles/ml.admin holds them.
 CONSOLE_PERMISSIONS = frozenset(
     {
         "resourcemanager.projects.getIamPolicy",
         "resourcemanager.projects.setIamPolicy",
         "logging.privateLogEntries.list",
+        "monitoring.notificationChannels.list",
+        "monitoring.notificationChannels.update",
     }
 )
 ALL_PERMISSIONS = frozenset(
@@ -123,7 +126,6 @@ ROLES: dict[str, Role] = {
         _role("roles/ml.operationOwner", "AI Platform Operation Owner", {"project"}, _OPERATIONS),
     )
 }
-PROJECT_ROLES = [name for name, role in ROLES.items() if "project" in role.grantable_on]
 ADMIN_ROLE = "roles/ml.admin"
 
 

@@ -7,6 +7,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpResponseBadRequest, JsonResponse
 
 
@@ -15,6 +16,7 @@ class RequestContext:
     request_id: str = ""
     caller_ip: str = ""
     user_agent: str = ""
+    origin: str = ""  # scheme://host[:port] the request came to: for links in answers (webAccessUris)
 
 
 current_request: contextvars.ContextVar[RequestContext] = contextvars.ContextVar(
@@ -28,7 +30,15 @@ def request_context(request) -> RequestContext:
         request_id=request.headers.get("X-Request-Id", "")[:40] or uuid.uuid4().hex,
         caller_ip=request.META.get("REMOTE_ADDR", "") or "",
         user_agent=request.headers.get("User-Agent", "")[:500],
+        origin=_origin(request),
     )
+
+
+def _origin(request) -> str:
+    try:
+        return f"{request.scheme}://{request.get_host()}"
+    except DisallowedHost:  # answered 400 elsewhere; no link from it
+        return ""
 
 
 def scope_header(scope, name: bytes) -> str:

@@ -288,3 +288,35 @@ class AuditChain(models.Model):
     def compute_seal(self) -> str:
         message = f"{self.log_type}|{self.anchor_seq}|{self.anchor_hash}|{self.head_seq}|{self.head_hash}"
         return _audit_hmac("aiconsole.audit-chain-state", message)
+
+
+class UserPreference(models.Model):
+    """One choice a user made about how the console shows things to them (``jobs.list.columns``: the
+    jobs list's columns and their order), kept so a page opens as they left it. Read and written only
+    for the signed-in user, through ``aiconsole.preferences``; each feature checks its own values."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preferences")
+    name = models.CharField(max_length=100)
+    value = models.JSONField()
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="unique_preference_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.name}"
+
+
+class ProjectRetention(models.Model):
+    """How long a project's job records and files are kept, set by a platform admin: past ``days``
+    (0: kept for ever) after a job ended, its log lines, metric points and the job dir the console
+    made for it are deleted by the daily clean-up (``jobs.executor.cleanup``), unless the job carries
+    ``keep=true`` or the label ``protect_label`` names."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="retention")
+    days = models.PositiveIntegerField(default=0)
+    protect_label = models.CharField(max_length=63, blank=True, default="")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.project}: {self.days} days"

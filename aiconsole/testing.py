@@ -40,6 +40,8 @@ if "AICONSOLE_TEST_KEEP_ENV" not in os.environ:
         cache_home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
         os.environ.setdefault("AICONSOLE_ENV_DIR", str(cache_home / "aiconsole" / "test-envs"))
     os.environ.setdefault("AICONSOLE_STOP_GRACE_SECONDS", "3")
+    # Tests that count a job's points count its own: the ones about sampled resource use turn it on.
+    os.environ.setdefault("AICONSOLE_SYSTEM_METRICS_SECONDS", "0")
     os.environ.setdefault("AICONSOLE_SECRET_KEY", "test-secret-key-that-trainers-must-never-see")
 
 # As the console's entry points do before Django starts (aiconsole.datadir).

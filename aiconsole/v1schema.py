@@ -16,56 +16,14 @@ This module is pure data and imports no app, so the core ``aiconsole`` package c
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from aiconsole import protojson
+from aiconsole.protojson import Field, proto_name
+
 PREFIX = "GoogleCloudMlV1__"
-MAX_CHARS = 1024  # longest string a field may hold unless it says otherwise
 URI_CHARS = 2048  # a gs:// object name is at most 1024 bytes; a local path at most 4096
 ARG_CHARS = 4096
-
-# Value types, in the discovery document's terms:
-#   string, bytes (string/byte), timestamp (string/google-datetime), duration (string/google-duration),
-#   int64 (string/int64), int32 (integer/int32), double (number/double), bool (boolean),
-#   fieldmask (string/google-fieldmask), enum (string with enum values), message ($ref),
-#   map (object of strings), object (any JSON object, e.g. an operation's metadata).
-TYPES = (
-    "string",
-    "bytes",
-    "timestamp",
-    "duration",
-    "fieldmask",
-    "int64",
-    "int32",
-    "double",
-    "bool",
-    "enum",
-    "message",
-    "map",
-    "object",
-)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a message.
-
-    ``ref`` names the enum (its proto name, a key of ENUMS) or the message (its discovery id).
-    ``max_chars`` bounds each string (None: no bound); ``max_items`` bounds a repeated field.
-    """
-
-    type: str
-    ref: str = ""
-    repeated: bool = False
-    output_only: bool = False
-    max_chars: int | None = MAX_CHARS
-    max_items: int | None = None
-    unsupported: str = ""  # the reason this server refuses a value for the field
-    ours: str = ""  # why we added a field the discovery document does not have
-
-    def __post_init__(self):
-        if self.type not in TYPES:
-            raise ValueError(f"Unknown field type {self.type!r}; one of {', '.join(TYPES)}.")
 
 
 @dataclass(frozen=True)
@@ -371,14 +329,8 @@ def message(name: str) -> Message:
     return MESSAGES[name if name.startswith(PREFIX) else PREFIX + name]
 
 
-def proto_name(name: str) -> str:
-    """``GoogleCloudMlV1__TrainingInput`` -> ``TrainingInput``, the name the proto and its errors use."""
-    return name.split("__", 1)[-1]
-
-
-def snake(name: str) -> str:
-    """A JSON (camelCase) field name as its proto field name, which field paths use."""
-    return re.sub(r"([A-Z])", r"_\1", name).lower()
+# What the one reader of request bodies needs of this schema (``jobs.validation`` reads Job bodies with it).
+READER = protojson.Schema("google.cloud.ml.v1", lambda name: message(name).fields, ENUMS)
 
 
 # --- OpenAPI -------------------------------------------------------------------------------------------
@@ -388,7 +340,7 @@ _SCALAR_SCHEMAS = {
     "string": {"type": "string"},
     "bytes": {"type": "string"},
     "timestamp": {"type": "string", "format": "date-time"},
-    "duration": {"type": "string", "pattern": r"^\d+(\.\d{1,9})?s$", "description": "Duration in seconds, e.g. 3600s"},
+    "duration": {"type": "string", "pattern": r"^-?\d+(\.\d{1,9})?s$", "description": "Duration in seconds: 3600s"},
     "int64": INT64_SCHEMA,
     "int32": {"type": "integer"},
     "double": {"type": "number"},

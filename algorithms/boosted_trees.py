@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms import trainer
-from algorithms.catalogue import BOOSTED_TREES, CLASSIFICATION
+from algorithms.definitions import BOOSTED_TREES, CLASSIFICATION
 from algorithms.table import DataError
 
 

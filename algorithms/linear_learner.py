@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms import trainer
-from algorithms.catalogue import CLASSIFICATION, LINEAR_LEARNER
+from algorithms.definitions import CLASSIFICATION, LINEAR_LEARNER
 from algorithms.table import DataError
 
 ADAPTIVE_FACTOR = 5.0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from algorithms import analysis
-from algorithms.catalogue import CLASSIFICATION
+from algorithms.definitions import CLASSIFICATION
 from algorithms.table import DataError, Table, as_number, is_missing
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from algorithms import files, preprocess
-from algorithms.catalogue import (
+from algorithms.definitions import (
     CLASSIFICATION,
     Algorithm,
     model_type_of,

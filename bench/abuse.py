@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, log_tail, say, scratch, wait_until  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 PROJECT = "default-project"

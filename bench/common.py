@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.support.waiting import wait_for
+
 SYSTEM_CACHE = Path("/var/cache/aiconsole")
 STARTED = time.monotonic()
 
@@ -104,15 +106,11 @@ def scratch(prefix: str) -> Iterator[Path]:
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
-    """Poll until ``predicate`` returns something true; SystemExit naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+    """``wait_for``, ending the benchmark (SystemExit naming ``what``) after ``timeout``."""
+    try:
+        return wait_for(predicate, timeout, interval, what)
+    except AssertionError:
+        raise SystemExit(f"gave up after {timeout:.0f} s waiting for {what}") from None
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

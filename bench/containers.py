@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.run import PROJECT, Console, percentile  # noqa: E402
-from tests.helpers import images  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support import images  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 CONTAINER_FIRST_LINE = """\
 busybox adjtimex | sed -n 's/.*time.tv_sec: *//p; s/.*time.tv_usec: *//p' | tr '\\n' ' ' > "$2/first_line_at"

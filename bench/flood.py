@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.logs import FIRST_LINE_TASK, Session, bench_first_line, submit  # noqa: E402
 from bench.run import PROJECT, Console, percentile  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 # Prints flat out until the bench leaves a "stop" file in the job dir (checked every 50,000 lines).
 FLOOD_TASK = """\

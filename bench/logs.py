@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.run import PROJECT, Console, percentile  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 FIRST_LINE_TASK = """\
 import time; print("first line", time.time(), flush=True)

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from bench import run  # noqa: E402
 from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.run import free_port, percentile  # noqa: E402
-from tests.helpers.models import TRAIN  # noqa: E402
+from bench.support.saved_models import TRAIN  # noqa: E402
 
 PROJECT = "default-project"
 INSTANCE = [0.9, 0.8, 0.1, 0.2]

@@ -14,8 +14,8 @@ while the page settles: the main thread's time in long tasks (over 50 ms: the pa
 while one runs) up to the load event and in the 5 s after it, and the longest; a re-sort of the
 trial table clicked 500 ms after the load event, click to painted; once the page is at rest, a
 re-sort and a range filter, and a click on the Charts tab until every chart is drawn (each chart's
-Plotly figure has its SVG, or the chart is a note with nothing to draw, checked on every animation
-frame). Medians are printed.
+plot has its SVG, Plotly's or the parallel coordinates' own, or the chart is a note with nothing to
+draw, checked on every animation frame). Medians are printed.
 
 With ``--baseline DIR`` (another checkout, say ``git worktree add /tmp/base main``) the study page is
 measured on a second console running that checkout's code, with the same trials copied into its
@@ -28,6 +28,7 @@ Run: ``.venv/bin/python bench/pages.py`` (several minutes; ``--help`` for sizes)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
 import statistics
@@ -40,8 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import say, scratch  # noqa: E402
+from bench.support import harness  # noqa: E402
 from bench.tuning import STUDY_SPEC, study_trials  # noqa: E402  (the study bench/tuning.py's page() measures)
-from tests.browser import harness  # noqa: E402
 
 TIMING = """() => {
   const n = performance.getEntriesByType("navigation")[0];
@@ -51,10 +52,15 @@ TIMING = """() => {
 }"""
 
 
+# A chart's plot drawn: Plotly's traces, or the parallel coordinates' SVG (static/parallel.js); a
+# baseline from before that drew them with Plotly's WebGL parcoords, the .parcoords element Plotly adds.
+DRAWN = ".js-plotly-plot .trace, .js-plotly-plot .parcoords, .parallel-plot[data-drawn]"
+
 # Installed before every page load: records the main thread's long tasks from the start of navigation
 # (when and how long), and checks on each animation frame (so only once the main thread is free to
 # paint) whether the study's charts are all drawn, wherever the page draws them.
 CHARTS_PROBE = """(() => {
+  const DRAWN = $DRAWN;
   window.__chartsDrawn = null;
   window.__longTasks = [];
   try {
@@ -62,10 +68,11 @@ CHARTS_PROBE = """(() => {
       for (const entry of list.getEntries()) window.__longTasks.push({start: entry.startTime, ms: entry.duration});
     }).observe({type: "longtask", buffered: true});
   } catch (error) {}
-  // A chart with a plot (.plotly-graph-div) is drawn once Plotly drew its traces; one without
-  // (a note: too few trials for importance) has nothing to draw.
-  const drawn = (figure) => figure.querySelector(".plotly-graph-div") === null
-    || figure.querySelector(".js-plotly-plot .trace, .js-plotly-plot .parcoords") !== null;
+  // A chart with a plot is drawn once Plotly drew its traces (.plotly-graph-div; a console before
+  // static/parallel.js drew its parallel coordinates with Plotly too) or static/parallel.js its SVG
+  // (.parallel-plot); one without (a note: too few trials for importance) has nothing to draw.
+  const drawn = (figure) => figure.querySelector(".plotly-graph-div, .parallel-plot") === null
+    || figure.querySelector(DRAWN) !== null;
   window.__allChartsDrawn = () => {
     const figures = [...document.querySelectorAll("#study-charts figure.chart")];
     return figures.length >= (window.__chartsExpected || 1) && figures.every(drawn);
@@ -89,7 +96,7 @@ CHARTS_PROBE = """(() => {
   // their tab (a page that fetches them when their tab is first shown).
   window.__atRest = () => document.readyState === "complete" && !document.querySelector(".htmx-request")
     && (window.__chartsDrawn !== null || unseen());
-})()"""
+})()""".replace("$DRAWN", json.dumps(DRAWN))
 
 # The first seconds of a load: the main thread's time in long tasks and the longest, up to the load
 # event and in the ``after`` ms after it (a task running at its end counted up to it).
@@ -110,24 +117,36 @@ STUDY_TIMING = """() => ({
   figures: document.querySelectorAll("#study-charts figure.chart").length,
   tables: document.querySelectorAll("#study-charts figure.chart details table").length,
   html_kb: performance.getEntriesByType("navigation")[0].decodedBodySize / 1024,
-  fragments_kb: performance.getEntriesByType("resource").filter((r) => r.name.includes("part="))
+  fragments_kb: performance.getEntriesByType("resource").filter((r) => r.name.includes("/fragments/charts/"))
     .reduce((sum, r) => sum + r.decodedBodySize / 1024, 0),
 })"""
 
 # The page at rest: a click on the Charts tab until every chart in it is drawn (at once where they
-# were drawn with the page), and the longest task meanwhile.
+# were drawn with the page), and the longest task meanwhile; and until the charts of the first screen
+# (those whose top is inside the window) are.
 CHARTS_TAB = """async () => {
+  const DRAWN = $DRAWN;
   const start = performance.now();
+  let firstScreen = null;
   document.getElementById("tab-charts").click();
+  const seen = () => [...document.querySelectorAll("#study-charts figure.chart")]
+    .filter((figure) => figure.getBoundingClientRect().top < innerHeight);
+  const drawnHere = (figure) => figure.querySelector(".plotly-graph-div, .parallel-plot") === null
+    || figure.querySelector(DRAWN) !== null;
   await new Promise((resolve) => {
-    const check = () => (window.__allChartsDrawn() ? resolve() : requestAnimationFrame(check));
+    const check = () => {
+      const shown = seen();
+      if (firstScreen === null && shown.length && shown.every(drawnHere)) firstScreen = performance.now() - start;
+      if (window.__allChartsDrawn()) resolve();
+      else requestAnimationFrame(check);
+    };
     check();
   });
   const ms = performance.now() - start;
   await new Promise((resolve) => setTimeout(resolve, 0));  // the observer's last entries
   const tasks = window.__longTasks.filter((t) => t.start + t.ms > start).map((t) => t.ms);
-  return {tab_ms: ms, tab_longest: Math.max(0, ...tasks)};
-}"""
+  return {tab_ms: ms, first_screen_ms: firstScreen === null ? ms : firstScreen, tab_longest: Math.max(0, ...tasks)};
+}""".replace("$DRAWN", json.dumps(DRAWN))
 
 
 def fill_jobs(db: Path, template_id: int, count: int) -> float:
@@ -275,15 +294,16 @@ def fill_compare(db: Path, template_id: int, jobs: int, points: int) -> tuple[fl
 
 # Installed before each load of the compare page: when every chart on it is drawn (as CHARTS_PROBE).
 COMPARE_PROBE = """(() => {
+  const DRAWN = $DRAWN;
   window.__chartsDrawn = null;
-  const drawn = (figure) => figure.querySelector(".js-plotly-plot .trace, .js-plotly-plot .parcoords") !== null;
+  const drawn = (figure) => figure.querySelector(DRAWN) !== null;
   const check = () => {
     const figures = [...document.querySelectorAll("#compare-curves figure.chart, #compare-parallel figure.chart")];
     if (figures.length && figures.every(drawn)) window.__chartsDrawn = performance.now();
     else requestAnimationFrame(check);
   };
   requestAnimationFrame(check);
-})()"""
+})()""".replace("$DRAWN", json.dumps(DRAWN))
 
 
 def fill_curves(db: Path, template_id: int, runs: int, points: int) -> float:
@@ -468,7 +488,7 @@ def measure_study(page, console, path: str) -> dict:
     Charts tab opened; another load, and a re-sort clicked ``EARLY_CLICK_MS`` after its load event."""
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     fragment = server_time(
-        console, path + "?part=trials&trial_sort=-p.learning_rate", cookies, 1, {"HX-Request": "true"}
+        console, path + "fragments/trials/?trial_sort=-p.learning_rate", cookies, 1, {"HX-Request": "true"}
     )
     whole = server_time(console, path, cookies, 1)
     page.goto(path, wait_until="load")
@@ -535,9 +555,9 @@ def print_study(label: str, r: dict, loads: int) -> None:
         f"(max {r['max_early_resort']:.0f})"
     )
     print(
-        f"  {'':34} at rest: Charts tab clicked to all charts drawn {r['tab_ms']:.0f} (longest task "
-        f"{r['tab_longest']:.0f});   HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB"
-        f"   data tables {r['tables']}"
+        f"  {'':34} at rest: Charts tab clicked to the first screen's charts drawn {r['first_screen_ms']:.0f}, "
+        f"to all charts drawn {r['tab_ms']:.0f} (longest task {r['tab_longest']:.0f})"
+        f"\n  {'':34} HTML {r['html_kb']:,.0f} kB + fragments {r['fragments_kb']:,.0f} kB   data tables {r['tables']}"
     )
     print(
         f"  {'':34} trial table sorted by a parameter: server {1000 * r['fragment']:.0f} ms (whole page "
@@ -580,7 +600,7 @@ def main() -> None:
     args = parser.parse_args()
     if harness.ensure_chromium() is None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
-    from playwright.sync_api import sync_playwright
+    from bench.support.needs_playwright import sync_playwright  # exits naming its install command where missing
 
     with scratch("aiconsole-bench-pages-") as folder:  # as root, trainers run as another user
         say("starting a console and filling its database")
@@ -723,7 +743,9 @@ def main() -> None:
             f"{ratio('fcp')}   long tasks in the {FIRST_SECONDS_MS / 1000:.0f} s after load {ratio('busy_after')}   "
             f"longest task after load {ratio('longest_after')}   re-sort {EARLY_CLICK_MS} ms after load "
             f"{ratio('early_resort')}   re-sort at rest {ratio('resort')}   range filter {ratio('filter')}   "
-            f"trial table on the server {ratio('fragment')}   Charts tab to drawn {ratio('tab_ms')}"
+            f"trial table on the server {ratio('fragment')}   Charts tab to its first screen drawn "
+            f"{ratio('first_screen_ms')}   to all drawn {ratio('tab_ms')}   longest task meanwhile "
+            f"{ratio('tab_longest')}   fragments {ratio('fragments_kb')}"
         )
 
     if controls is not None:

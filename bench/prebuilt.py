@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.run import PROJECT, Console  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 TRAINER = """\
 import argparse, json, os, time

@@ -8,7 +8,10 @@
    (what the platform costs the work) and the wall time from submit to SUCCEEDED seen by a client.
 
 Run: ``.venv/bin/python bench/run.py [--latency-runs N] [--overhead-pairs N]`` (about 2 minutes once
-the runtime is built; a first run builds it, minutes more). ``--help`` for the rest.
+the runtime is built; a first run builds it, minutes more). ``--help`` for the rest;
+``--system-metrics-seconds S`` samples each replica's use of the machine every S seconds (0: not at
+all; unset: the console's default); ``--sampling-pairs N`` measures what that sampling costs the
+trainer instead: the same trainer on a console that samples and on one that does not, alternated.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, log_tail, say, scratch, wait_until  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 PROJECT = "default-project"
@@ -272,6 +275,38 @@ def bench_overhead(console: Console, storage: Path, pairs: int, steps: int) -> d
     }
 
 
+def bench_sampling(sampled: Console, unsampled: Console, pairs: int, steps: int) -> dict:
+    """The trainer's own run time on a console that samples its replicas (jobs/metrics/system.py)
+    and on one that does not, side by side, alternated pair by pair so the host's drift hits both."""
+    consoles = {"sampled": sampled, "unsampled": unsampled}
+    packages = {}
+    for kind, console in consoles.items():
+        storage = console.data_dir / "storage"
+        packages[kind] = build_package(storage / "work-pkg" / PROJECT, {"trainer/task.py": WORK_TASK})
+        console.submit(
+            "sampling_warmup", packages[kind], storage / "out" / PROJECT / "sampling_warmup", ["--steps", "1000"]
+        )
+        console.wait("sampling_warmup")
+    say(f"sampling's cost, {pairs} alternated pairs of {steps:,} hashing steps")
+    own: dict[str, list[float]] = {"sampled": [], "unsampled": []}
+    for index in range(pairs):
+        for kind in ("sampled", "unsampled") if index % 2 == 0 else ("unsampled", "sampled"):
+            console = consoles[kind]
+            job_id = f"sampling_{index}"
+            _, seconds = run_platform(
+                console, packages[kind], job_id, console.data_dir / "storage" / "out" / PROJECT / job_id, steps
+            )
+            own[kind].append(seconds)
+    med = statistics.median
+    return {
+        "pairs": pairs,
+        "sampled_trainer_s": med(own["sampled"]),
+        "unsampled_trainer_s": med(own["unsampled"]),
+        "ratio": med(own["sampled"]) / med(own["unsampled"]),
+        "pair_ratios": [a / b for a, b in zip(own["sampled"], own["unsampled"], strict=True)],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-runs", type=int, default=20)
@@ -282,14 +317,49 @@ def main() -> None:
         default=6_000_000,
         help="hashing steps of the overhead trainer (about 3 s at the default)",
     )
+    parser.add_argument(
+        "--system-metrics-seconds",
+        help="the console's AICONSOLE_SYSTEM_METRICS_SECONDS (0: no sampling of the replicas; unset: its default)",
+    )
+    parser.add_argument(
+        "--sampling-pairs",
+        type=int,
+        default=0,
+        help="instead of the rest: this many alternated pairs of the overhead trainer on a console that samples "
+        "its replicas (every --system-metrics-seconds, or its default) and on one that does not",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     add_env_dir_flag(parser)
     args = parser.parse_args()
     if args.latency_runs < 1 or args.overhead_pairs < 1:
         parser.error("--latency-runs and --overhead-pairs must be at least 1")
+    if args.sampling_pairs:
+        with scratch("aiconsole-bench-") as folder:
+            every = args.system_metrics_seconds or "5"
+            sampled = Console(folder / "sampled", env_cache(args.env_dir), AICONSOLE_SYSTEM_METRICS_SECONDS=every)
+            unsampled = Console(folder / "unsampled", env_cache(args.env_dir), AICONSOLE_SYSTEM_METRICS_SECONDS="0")
+            try:
+                result = bench_sampling(sampled, unsampled, args.sampling_pairs, args.overhead_steps)
+            finally:
+                sampled.stop()
+                unsampled.stop()
+        print(f"Sampling every {every} s, {result['pairs']} alternated pairs (medians):")
+        print(
+            f"  trainer's own run time: unsampled {result['unsampled_trainer_s']:.3f} s, "
+            f"sampled {result['sampled_trainer_s']:.3f} s, ratio {result['ratio']:.3f} (goal ≤ 1.01)"
+        )
+        print("  per pair: " + ", ".join(f"{ratio:.3f}" for ratio in result["pair_ratios"]))
+        if args.json:
+            args.json.write_text(json.dumps({"sampling": result}, indent=2))
+        return
     with scratch("aiconsole-bench-") as folder:
         data_dir = folder / "data"
-        console = Console(data_dir, env_cache(args.env_dir))
+        sampling = (
+            {}
+            if args.system_metrics_seconds is None
+            else {"AICONSOLE_SYSTEM_METRICS_SECONDS": args.system_metrics_seconds}
+        )
+        console = Console(data_dir, env_cache(args.env_dir), **sampling)
         try:
             storage = data_dir / "storage"
             latency = bench_latency(console, storage, args.latency_runs)

@@ -44,7 +44,7 @@ import redis  # noqa: E402
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.run import LATENCY_TASK, Console, percentile  # noqa: E402
-from tests.cluster.harness import (  # noqa: E402
+from bench.support.cluster import (  # noqa: E402
     SERVER,
     TERMINAL,
     TRAINER,
@@ -55,8 +55,8 @@ from tests.cluster.harness import (  # noqa: E402
     scratch_database,
     service_up,
 )
-from tests.helpers.jobs import build_package  # noqa: E402
-from tests.helpers.waiting import wait_for  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
+from bench.support.waiting import wait_for  # noqa: E402
 
 WORKER_ARGS = ["--region", "us-central1", "--capacity", "cpus=16,memory=64"]
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
-from tests.browser import harness, trainers  # noqa: E402
+from bench.support import harness, trainers  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 P = f"/projects/{harness.PROJECT}"
@@ -70,7 +70,7 @@ def prepare(console: harness.LiveConsole) -> None:
 def main(args: argparse.Namespace) -> None:
     if harness.ensure_chromium() is None:
         raise SystemExit("needs /usr/bin/chromium (scripts/install-chromium)")
-    from playwright.sync_api import sync_playwright
+    from bench.support.needs_playwright import sync_playwright  # exits naming its install command where missing
 
     VIEWPORTS["desktop"]["width"] = args.desktop_width
     out = args.out.resolve()

@@ -8,6 +8,10 @@ Each round runs, in turn (the order rotating round by round, so drift hits all a
    ``_JOB_WAIT_TIME`` seconds (5 in google-cloud-aiplatform).
 3. **SDK at 50 ms**: the same call with the SDK's own polling interval set to the v1 client's 50 ms
    (a benchmark-only patch of ``google.cloud.aiplatform.jobs._JOB_WAIT_TIME``).
+4. **Pipeline**: ``aiplatform.CustomTrainingJob(script_path=…).run()``, unchanged: the SDK packages the
+   script, uploads it to the staging bucket (an in-memory Cloud Storage emulator the console reads
+   too), creates a TrainingPipeline and polls it every 5 s.
+5. **Pipeline at 50 ms**: the same with ``training_jobs._JOB_WAIT_TIME`` at 50 ms.
 
 For the SDK jobs the server's own time is read from the job's Vertex resource (``createTime`` to
 ``endTime``, in microseconds): what the client waits beyond it is its polling. Reported as medians
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
 import time
@@ -32,15 +37,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 try:
+    from gcp_storage_emulator.server import create_server
     from google.cloud import aiplatform
     from google.cloud.aiplatform import jobs as sdk_jobs
-except ImportError:  # the console's own install has no SDK: this bench runs a real notebook's client
-    sys.exit("bench/vertex.py runs Google's Vertex AI SDK: .venv/bin/pip install google-cloud-aiplatform")
+    from google.cloud.aiplatform import training_jobs as sdk_pipelines
+except ImportError as missing:  # the console's install has the SDK but not the storage emulator its client writes to
+    sys.exit(
+        f"bench/vertex.py runs Google's Vertex AI SDK against a Cloud Storage emulator; {missing.name} is missing: "
+        ".venv/bin/pip install gcp-storage-emulator google-cloud-aiplatform"
+    )
 from google.oauth2.credentials import Credentials  # noqa: E402
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch  # noqa: E402
 from bench.run import PROJECT, Console  # noqa: E402
-from tests.helpers.jobs import build_package  # noqa: E402
+from bench.support.packages import build_package  # noqa: E402
 
 TASK = """\
 import time
@@ -48,6 +58,7 @@ time.sleep(1.0)
 """
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11.py310:latest"  # runtime 2.11, as the v1 jobs
 SDK_INTERVAL = sdk_jobs._JOB_WAIT_TIME
+PIPELINE_INTERVAL = sdk_pipelines._JOB_WAIT_TIME
 
 
 def _seconds(stamp) -> float:
@@ -88,6 +99,32 @@ def run_sdk(package: Path, name: str, storage: Path, interval: float) -> tuple[f
     return wall, _seconds(resource.end_time) - _seconds(resource.create_time)
 
 
+def run_pipeline(script: Path, name: str, storage: Path, interval: float) -> tuple[float, float]:
+    """``CustomTrainingJob.run()``'s wall time and the server's createTime → endTime of its pipeline."""
+    sdk_pipelines._JOB_WAIT_TIME = interval
+    job = aiplatform.CustomTrainingJob(display_name=name, script_path=str(script), container_uri=IMAGE)
+    started = time.perf_counter()
+    job.run(replica_count=1, machine_type="n1-standard-4", base_output_dir=str(storage / "out" / PROJECT / name))
+    wall = time.perf_counter() - started
+    resource = job.gca_resource
+    if resource.state.name != "PIPELINE_STATE_SUCCEEDED":
+        raise SystemExit(f"{name} ended {resource.state.name}: {resource.error.message}")
+    return wall, _seconds(resource.end_time) - _seconds(resource.create_time)
+
+
+def start_storage_emulator():
+    """An in-memory Cloud Storage the SDK uploads the script to and the console reads it from."""
+    logging.getLogger("gcp_storage_emulator").setLevel(logging.CRITICAL)
+    server = create_server("127.0.0.1", 0, in_memory=True)
+    server.start()
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{server._api._httpd.server_address[1]}"
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    gcs.Client(project=PROJECT, credentials=AnonymousCredentials()).create_bucket("bench-staging")
+    return server
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the three runs (default 5)")
@@ -99,39 +136,50 @@ def main() -> None:
     for name in list(logging.root.manager.loggerDict):  # the SDK logs every call at INFO, module by module
         if name.startswith("google.cloud.aiplatform"):
             logging.getLogger(name).setLevel(logging.WARNING)
-    samples: dict[str, list[float]] = {"v1": [], "sdk": [], "sdk_fast": [], "sdk_server": [], "sdk_fast_server": []}
+    kinds = ("v1", "sdk", "sdk_fast", "pipeline", "pipeline_fast")
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    samples.update({f"{kind}_server": [] for kind in kinds[1:]})
+    emulator = start_storage_emulator()
     with scratch("aiconsole-bench-vertex-") as folder:
         data_dir = folder / "data"
         console = Console(data_dir, env_cache(args.env_dir))
         try:
             storage = data_dir / "storage"
             package = build_package(storage / "vertex-pkg" / PROJECT, {"trainer/task.py": TASK})
+            script = folder / "train.py"
+            script.write_text(TASK)
             aiplatform.init(
                 project=PROJECT,
                 location="us-central1",
                 api_endpoint=console.url,
                 api_transport="rest",
                 credentials=Credentials(token=console.token),
-                staging_bucket="gs://unused-staging",
+                staging_bucket="gs://bench-staging",
             )
             say("a first v1 job and a first SDK job build the job's environment (on a new machine the runtime too)")
             run_v1(console, package, "warmup_v1", storage)
             run_sdk(package, "warmup-sdk", storage, 0.05)
-            runs = ("v1", "sdk", "sdk_fast")
+            run_pipeline(script, "warmup-pipeline", storage, 0.05)
             for index in range(args.rounds):
-                order = runs[index % 3 :] + runs[: index % 3]
+                order = kinds[index % len(kinds) :] + kinds[: index % len(kinds)]
                 say(f"round {index + 1} of {args.rounds}: {', '.join(order)}")
                 for kind in order:
+                    name = f"{kind.replace('_', '-')}-{index}"
                     if kind == "v1":
                         samples["v1"].append(run_v1(console, package, f"v1_{index}", storage))
+                        continue
+                    if kind.startswith("sdk"):
+                        wall, server = run_sdk(package, name, storage, SDK_INTERVAL if kind == "sdk" else 0.05)
                     else:
-                        interval = SDK_INTERVAL if kind == "sdk" else 0.05
-                        wall, server = run_sdk(package, f"{kind.replace('_', '-')}-{index}", storage, interval)
-                        samples[kind].append(wall)
-                        samples[f"{kind}_server"].append(server)
+                        interval = PIPELINE_INTERVAL if kind == "pipeline" else 0.05
+                        wall, server = run_pipeline(script, name, storage, interval)
+                    samples[kind].append(wall)
+                    samples[f"{kind}_server"].append(server)
         finally:
             sdk_jobs._JOB_WAIT_TIME = SDK_INTERVAL
+            sdk_pipelines._JOB_WAIT_TIME = PIPELINE_INTERVAL
             console.stop()
+            emulator.stop()
     med = {kind: statistics.median(values) for kind, values in samples.items()}
     report = {
         "rounds": args.rounds,
@@ -140,6 +188,8 @@ def main() -> None:
         "sdk_over_v1": med["sdk"] / med["v1"],
         "sdk_fast_over_v1": med["sdk_fast"] / med["v1"],
         "sdk_client_wait_s": med["sdk"] - med["sdk_server"],
+        "pipeline_over_v1": med["pipeline"] / med["v1"],
+        "pipeline_fast_over_v1": med["pipeline_fast"] / med["v1"],
     }
     print(
         f"A one-second trainer to SUCCEEDED, {args.rounds} rounds (medians; server = the job's createTime → endTime):"
@@ -152,6 +202,18 @@ def main() -> None:
     print(
         f"  SDK CustomJob.run(), polling every 50 ms:      {med['sdk_fast']:.3f} s   "
         f"(server {med['sdk_fast_server']:.3f} s)"
+    )
+    print(
+        f"  SDK CustomTrainingJob.run(), unchanged:       {med['pipeline']:.3f} s   "
+        f"(server {med['pipeline_server']:.3f} s)"
+    )
+    print(
+        f"  SDK CustomTrainingJob.run(), polling 50 ms:   {med['pipeline_fast']:.3f} s   "
+        f"(server {med['pipeline_fast_server']:.3f} s)"
+    )
+    print(
+        f"  ratio pipeline / v1: {report['pipeline_over_v1']:.2f};  "
+        f"ratio pipeline at 50 ms / v1: {report['pipeline_fast_over_v1']:.3f}"
     )
     print(f"  ratio SDK / v1: {report['sdk_over_v1']:.2f};  ratio SDK at 50 ms / v1: {report['sdk_fast_over_v1']:.3f}")
     if args.json:

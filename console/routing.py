@@ -16,6 +16,7 @@ from django.conf import settings
 from django.urls import re_path
 
 from jobs.logs.consumers import JobLogConsumer
+from jobs.webaccess.consumer import ShellConsumer
 
 
 def _header(scope, name: bytes) -> str:
@@ -64,5 +65,9 @@ class SameOriginOnly:
 websocket_urlpatterns: list = [
     re_path(
         r"^ws/projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/logs/$", SameOriginOnly(JobLogConsumer.as_asgi())
+    ),
+    re_path(
+        r"^ws/projects/(?P<project_id>[^/]+)/jobs/(?P<job_id>[^/]+)/shell/(?P<label>[a-z]+-replica-[0-9]+)/$",
+        SameOriginOnly(ShellConsumer.as_asgi()),
     ),
 ]

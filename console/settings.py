@@ -256,6 +256,9 @@ ANALYSIS_SECONDS = env_float("AICONSOLE_ANALYSIS_SECONDS", 60.0)
 ANALYSIS_WORKERS = env_int("AICONSOLE_ANALYSIS_WORKERS", max(1, (os.cpu_count() or 2) // 2), minimum=1)
 ANALYSIS_WAIT_SECONDS = env_float("AICONSOLE_ANALYSIS_WAIT_SECONDS", 2.0)
 ANALYSIS_CACHE_ENTRIES = env_int("AICONSOLE_ANALYSIS_CACHE_ENTRIES", 32, minimum=1)
+# A finished study's charts are kept once built (jobs/tuning/kept.py), per process, up to this many
+# MB of their HTML (a 2,000-trial study's take ~3 MB); 0 keeps none.
+STUDY_CHARTS_CACHE_MB = env_int("AICONSOLE_STUDY_CHARTS_CACHE_MB", 64, minimum=0)
 # SIGTERM → SIGKILL grace when stopping a replica's process group.
 STOP_GRACE_SECONDS = env_float("AICONSOLE_STOP_GRACE_SECONDS", 10.0)
 # Each step of building a job's packages as its project's account (jobs/executor/builds.py).
@@ -270,6 +273,14 @@ LOG_LINE_MAX_BYTES = env_int("AICONSOLE_LOG_LINE_MAX_BYTES", 32 * 1024, minimum=
 # Most metric points one job stores (a tuning job's trials together); its log says when it has
 # more (jobs/metrics/points.py). The job page draws every point it stores, so this bounds that page too.
 METRIC_POINTS_MAX = env_int("AICONSOLE_METRIC_POINTS_MAX", 100_000, minimum=1)
+# How often a running replica's CPU, memory, network and GPUs are sampled into its job's metrics
+# (jobs/metrics/system.py); 0 samples nothing.
+SYSTEM_METRICS_SECONDS = env_float("AICONSOLE_SYSTEM_METRICS_SECONDS", 5.0)
+if SYSTEM_METRICS_SECONDS < 0:
+    raise ImproperlyConfigured("AICONSOLE_SYSTEM_METRICS_SECONDS must be 0 (off) or more")
+# Most points of its replicas' sampled use one job stores (a study's trials together), apart from
+# METRIC_POINTS_MAX: 200,000 is about 7 hours of 8 replicas' 5 readings every 5 s.
+SYSTEM_METRIC_POINTS_MAX = env_int("AICONSOLE_SYSTEM_METRIC_POINTS_MAX", 200_000, minimum=1)
 # A client that takes longer than this to send a request's head, stops sending its body or reading
 # an answer for this long is disconnected (console/cli/server.py): slow clients cannot hold every
 # connection the console can accept.
@@ -389,6 +400,27 @@ if WORKER_LEASE_SECONDS < 2 * WORKER_HEARTBEAT_SECONDS:
     )
 # Scaled mode: how long the coordinator's lease lasts unrenewed: a coordinator that is frozen or
 # cut off from the database is replaced this long after its last renewal (one that died, at once).
+# Notifications (jobs/notifications): webhooks may reach public addresses only, unless these CIDR
+# networks allow more (a private chat server, a test's loopback); e-mail goes through this server.
+WEBHOOK_ALLOWED_NETWORKS = env_list("AICONSOLE_WEBHOOK_ALLOWED_NETWORKS", [])
+# Web access (jobs.webaccess): the longest a job may hold a failed replica for its shell (its
+# ``aiconsole-hold-failed-replica`` label, in minutes), and the most of one shell's recording kept.
+WEB_ACCESS_HOLD_MAX_MINUTES = env_int("AICONSOLE_WEB_ACCESS_HOLD_MAX_MINUTES", 60, minimum=1)
+WEB_ACCESS_RECORDING_MAX_BYTES = env_int("AICONSOLE_WEB_ACCESS_RECORDING_MAX_MB", 64, minimum=1) * 1024 * 1024
+CONSOLE_URL = env_str("AICONSOLE_URL", "http://127.0.0.1:8000") or "http://127.0.0.1:8000"  # links in them
+EMAIL_HOST = env_str("AICONSOLE_EMAIL_HOST", "localhost") or "localhost"
+EMAIL_PORT = env_int("AICONSOLE_EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("AICONSOLE_EMAIL_USER", "") or ""
+EMAIL_HOST_PASSWORD = env_str("AICONSOLE_EMAIL_PASSWORD", "") or ""
+EMAIL_USE_TLS = env_bool("AICONSOLE_EMAIL_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("AICONSOLE_EMAIL_FROM", "aiconsole@localhost") or "aiconsole@localhost"
+EMAIL_TIMEOUT = 10
+
+# Vertex AI over gRPC (console/grpc_front.py), beside the web port: "off" serves REST only.
+GRPC_PORT = env_str("AICONSOLE_GRPC_PORT", "8443") or "8443"
+if GRPC_PORT != "off" and not GRPC_PORT.isdigit():
+    raise ImproperlyConfigured(f"AICONSOLE_GRPC_PORT must be a port number or off, got {GRPC_PORT!r}")
+GRPC_NAMES = env_list("AICONSOLE_GRPC_NAMES", [])  # more names for its certificate than this machine's
 COORDINATOR_LEASE_SECONDS = env_float("AICONSOLE_COORDINATOR_LEASE_SECONDS", 5.0)
 if COORDINATOR_LEASE_SECONDS < 2:
     raise ImproperlyConfigured(
@@ -402,6 +434,9 @@ WORKER_CLAIM_SECONDS = env_float("AICONSOLE_WORKER_CLAIM_SECONDS", 10.0)
 # How long ``aiconsole audit purge`` keeps entries: Admin Activity at least 400 days, as the original.
 AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS = env_int("AICONSOLE_AUDIT_ADMIN_ACTIVITY_RETENTION_DAYS", 400, minimum=400)
 AUDIT_DATA_ACCESS_RETENTION_DAYS = env_int("AICONSOLE_AUDIT_DATA_ACCESS_RETENTION_DAYS", 30, minimum=1)
+# The jobs' environment layers (under ENV_DIR) unused this many days are removed by the daily
+# clean-up (``aiconsole gc``); 0 keeps them. A project's own records follow its retention.
+ENVIRONMENT_RETENTION_DAYS = env_int("AICONSOLE_ENVIRONMENT_RETENTION_DAYS", 0, minimum=0)
 # A Google Cloud project: audit entries and job logs are also written to its Cloud Logging.
 # Unset means nothing ever tries to reach Google.
 CLOUD_LOGGING_PROJECT = env_str("AICONSOLE_CLOUD_LOGGING_PROJECT")

@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from aiconsole import oauth_views, openapi, profile_views, user_views
 from jobs.api import openapi as jobs_openapi
 from jobs.api import views as job_api
+from jobs.vertex import api_urls as vertex_urls
 from jobs.web import views as job_views
 from jobs.web import workers as worker_views
 from models_registry import openapi as models_openapi
@@ -31,7 +32,9 @@ urlpatterns = [
     path("set-password/<str:uid>/<str:token>/", user_views.password_link, name="password_link"),
     path("oauth2/token", oauth_views.token, name="oauth2_token"),  # service-account key files' token_uri
     path("v1/", include("aiconsole.api_urls")),
+    path("v1/", include("models_registry.vertex.api_urls")),  # before jobs': its last route refuses the rest
     path("v1/", include("jobs.api_urls")),
+    path("ui/", include(vertex_urls.ui_urlpatterns)),
     path("v1/", include("models_registry.api_urls")),
     path("upload/v1/projects/<str:project_id>/packages", job_api.package_upload, name="api-package-upload"),
     path("v1/openapi.json", openapi.document_view(*API_DESCRIPTIONS), name="openapi"),

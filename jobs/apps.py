@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.conf import settings
+from django.db.models.signals import post_delete
 
 
 def _training_plans(job) -> list:
@@ -43,6 +44,20 @@ def _builtin_page():
     return page.page()
 
 
+def _notify_start() -> None:
+    # deferred: the watcher imports models, loaded once the apps are
+    from jobs.notifications import watch
+
+    watch.start()
+
+
+def _notify_stop() -> None:
+    # deferred: as above
+    from jobs.notifications import watch
+
+    watch.stop()
+
+
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Training jobs"
@@ -53,11 +68,15 @@ class JobsConfig(AppConfig):
         from jobs import kinds, services
         from jobs.builtin import algorithm as builtin
         from jobs.containers import images as container_images
+        from jobs.models import Job
+        from jobs.webaccess import sessions as web_access
 
         # Each feature's own submission rules, on top of the one validator and submit check.
         kinds.register_training_rule(builtin.check_training_input)
         kinds.register_submission_check(builtin.check_submission)
         kinds.register_submission_check(container_images.check_submission)
+        kinds.register_output_addition(web_access.add_web_access_uris)
+        post_delete.connect(web_access.job_deleted, sender=Job, dispatch_uid="web-access-recordings")
 
         def training(name: str, matches, page, **more) -> kinds.JobKind:
             return kinds.JobKind(
@@ -82,3 +101,5 @@ class JobsConfig(AppConfig):
             training("tuning", lambda ti, pi: ti is not None and bool(ti.get("hyperparameters")), _tuning_page)
         )
         kinds.register(training("training", lambda ti, pi: ti is not None, _training_page))
+        # Word when jobs end, wait, or a study improves: watched from the web process (jobs.notifications).
+        kinds.register_service(kinds.BackgroundService("notifications", start=_notify_start, stop=_notify_stop))

@@ -22,7 +22,6 @@ LEGACY = "legacy"
 TPU = "tpu"
 
 CLOUD_TPU = "cloud_tpu"
-TASK_TYPES = ("master", "worker", "ps", "evaluator")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,12 +214,6 @@ _CLOUD_TPU = MachineType(CLOUD_TPU, TPU, None, None, 0.0, description="a TPU VM 
 MACHINE_TYPES: dict[str, MachineType] = {
     m.name: m for m in [*_N1_BY_NAME.values(), *_a2_types(), *_LEGACY_CPU, *_LEGACY_GPU, _CLOUD_TPU]
 }
-
-
-def machine_category(machine_type: str | None) -> str | None:
-    """Return "compute_engine", "legacy" or "tpu" for a known machine type, else None."""
-    machine = MACHINE_TYPES.get(machine_type or "")
-    return machine.category if machine else None
 
 
 def machine_summary(machine_type: str) -> str:

@@ -36,7 +36,7 @@ class JobPage:
     replicas, outputs): ``sections(request, job)`` gives its sections in tab order, the last being
     its input (shown after every job's own) unless ``input_last`` is False (a batch prediction's one
     section is its input and its results: first); ``fragment(request, job, part)`` answers the
-    ``?part=`` refreshes those sections make (None: not one of this kind's parts)."""
+    refreshes those sections make, one URL each (``fragments/<part>/``; None: not one of this kind's parts)."""
 
     sections: Callable[..., list[PageSection]]
     # The section a job that ended opens on, ``finished_opens_on(job)`` (a study's trials, a training
@@ -99,6 +99,12 @@ class _Registry:
     submission_checks: list[Callable[..., list]] = field(default_factory=list)
     # Why a SUCCEEDED training job offers no "Deploy as model version" (None: it does); set by models_registry.
     deploy_problem: Callable[[object], str | None] | None = None
+    # What an upper app does once a job has SUCCEEDED (models_registry uploads a Vertex training
+    # pipeline's model): ``hook(job)``, run by the job's runner after the state is written.
+    success_hooks: list[Callable[[object], None]] = field(default_factory=list)
+    # What an upper app adds to a job's ``trainingOutput`` as the API shows it (web access adds the
+    # shells' ``webAccessUris`` while they are open): ``add(job, output)`` changes ``output`` in place.
+    output_additions: list[Callable[[Any, dict], None]] = field(default_factory=list)
 
 
 _registry = _Registry()
@@ -139,6 +145,29 @@ def register_service(service: BackgroundService) -> None:
 
 def register_deploy_problem(check: Callable[[object], str | None]) -> None:
     _registry.deploy_problem = check
+
+
+def register_output_addition(add: Callable[[Any, dict], None]) -> None:
+    if add not in _registry.output_additions:
+        _registry.output_additions.append(add)
+
+
+def output_additions() -> list[Callable[[Any, dict], None]]:
+    return list(_registry.output_additions)
+
+
+def register_success_hook(hook: Callable[[object], None]) -> None:
+    if hook not in _registry.success_hooks:
+        _registry.success_hooks.append(hook)
+
+
+def job_succeeded(job) -> None:
+    """Run what the apps do after a job succeeded; one that fails is logged, the rest still run."""
+    for hook in _registry.success_hooks:
+        try:
+            hook(job)
+        except Exception:
+            logger.exception("After %s succeeded, %s failed", job, getattr(hook, "__name__", hook))
 
 
 def of(training_input: dict | None, prediction_input: dict | None) -> JobKind:

@@ -366,6 +366,10 @@ class Replica(models.Model):
     stop_requested = models.BooleanField(default=False)
     generation = models.IntegerField(default=0)  # the job's restarts when this row was made
     error_message = models.TextField(blank=True)  # why it failed, in the original's words
+    # Web access (``enableWebAccess``, jobs.webaccess): the port on ``host`` where the process that
+    # runs it opens shells into it, and, for a failed replica held for its shell, until when.
+    shell_port = models.IntegerField(null=True, blank=True)
+    shell_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["pk"]
@@ -494,12 +498,14 @@ class Trial(models.Model):
 class MetricSource(models.TextChoices):
     HYPERTUNE = "hypertune"
     TFEVENTS = "tfevents"
+    SYSTEM = "system"  # the replica's CPU, memory, network and GPUs, sampled by the console (jobs.metrics.system)
 
 
 class MetricPoint(models.Model):
-    """One reported value of a job's (or a trial's) metric: a cloudml-hypertune report or a
-    TensorFlow summary scalar. Stored as the executor reads them, so the curves outlive the job
-    dir; written in bulk and read by keyset on the id (``jobs.metrics.points``)."""
+    """One reported value of a job's (or a trial's) metric: a cloudml-hypertune report, a
+    TensorFlow summary scalar, or a replica's use of the machine the console sampled (``run`` its
+    name). Stored as the executor reads them, so the curves outlive the job dir; written in bulk and
+    read by keyset on the id (``jobs.metrics.points``)."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
     trial_id = models.CharField(max_length=10, blank=True)
@@ -570,6 +576,7 @@ class VertexCollection(models.TextChoices):
     CUSTOM_JOBS = "customJobs"
     HYPERPARAMETER_TUNING_JOBS = "hyperparameterTuningJobs"
     TRAINING_PIPELINES = "trainingPipelines"  # a custom training pipeline: it runs one of the two above
+    BATCH_PREDICTION_JOBS = "batchPredictionJobs"  # a batch prediction job (models_registry.vertex.batch)
 
 
 class VertexJob(models.Model):
@@ -610,17 +617,139 @@ class VertexJob(models.Model):
 
 
 class VertexOperation(models.Model):
-    """A long-running operation the Vertex API answered (a job's deletion), kept so that
-    ``…/operations/{id}`` reads it back as the SDK polls it."""
+    """A long-running operation the Vertex API answered (a job's deletion, a model's upload), kept
+    so that ``…/operations/{id}`` reads it back as the SDK polls it.
+
+    One that is not done yet names what it waits for (``waits_for``, e.g. ``version:12``, the
+    version a model upload deploys); whoever finishes that work writes the operation's end."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="vertex_operations")
     operation_id = models.CharField(max_length=20, unique=True)
     location = models.CharField(max_length=40)
     body = models.JSONField(default=dict)  # the Operation: name, metadata, done, response or error
     create_time = models.DateTimeField(default=timezone.now)
+    waits_for = models.CharField(max_length=64, blank=True, default="", db_index=True)
 
     class Meta:
         ordering = ["-pk"]
 
     def __str__(self) -> str:
         return self.body.get("name", self.operation_id)
+
+
+class NotificationEvent(models.TextChoices):
+    JOB_SUCCEEDED = "JOB_SUCCEEDED"
+    JOB_FAILED = "JOB_FAILED"
+    JOB_CANCELLED = "JOB_CANCELLED"
+    JOB_WAITING = "JOB_WAITING"  # still QUEUED after the rule's waitingMinutes
+    STUDY_BEST_IMPROVED = "STUDY_BEST_IMPROVED"
+
+
+class NotificationRule(models.Model):
+    """A project's rule: on these events of its jobs, tell this webhook or these addresses
+    (``jobs.notifications``). The secret signs each webhook body (HMAC-SHA256)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notification_rules")
+    rule_id = models.CharField(max_length=20, unique=True)
+    display_name = models.CharField(max_length=128, blank=True)
+    events = models.JSONField(default=list)
+    webhook_uri = models.CharField(max_length=2048, blank=True)
+    webhook_format = models.CharField(max_length=8, default="json")  # json, or slack
+    secret = models.CharField(max_length=64)
+    emails = models.JSONField(default=list, blank=True)
+    waiting_minutes = models.PositiveIntegerField(default=30)
+    create_time = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return self.resource_name
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project.project_id}/notificationRules/{self.rule_id}"
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "PENDING"  # due at next_attempt_time
+    SENDING = "SENDING"
+    DELIVERED = "DELIVERED"
+    FAILED = "FAILED"  # every attempt failed
+
+
+class NotificationDelivery(models.Model):
+    """One event told (or to be told) by one rule; each attempt's outcome is kept on it. At most one
+    per rule, job, event and ``key`` (a study's improving trial), whichever process noticed it."""
+
+    rule = models.ForeignKey(NotificationRule, on_delete=models.CASCADE, related_name="deliveries")
+    job = models.ForeignKey(Job, null=True, on_delete=models.SET_NULL, related_name="+")
+    event = models.CharField(max_length=24, choices=NotificationEvent.choices)
+    key = models.CharField(max_length=64, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    state = models.CharField(max_length=10, choices=DeliveryState.choices, default=DeliveryState.PENDING)
+    attempts = models.JSONField(default=list, blank=True)  # [{"time", "outcome"}]
+    next_attempt_time = models.DateTimeField(default=timezone.now, db_index=True)
+    create_time = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [models.UniqueConstraint(fields=["rule", "job", "event", "key"], name="one_delivery_per_event")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.event} {self.key}"
+
+
+class ProjectQuota(models.Model):
+    """A limit on what a project's running jobs hold at once (``jobs.quotas``): CPUS, REPLICAS or an
+    accelerator type, in one region or (``region`` empty) in all."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quotas")
+    metric = models.CharField(max_length=40)
+    region = models.CharField(max_length=40, blank=True, default="")
+    limit = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["metric", "region"]
+        constraints = [models.UniqueConstraint(fields=["project", "metric", "region"], name="one_quota_per_metric")]
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.metric} {self.region or '*'} ≤ {self.limit}"
+
+
+class ProjectShare(models.Model):
+    """A project's weight in the fair queue (1: an equal share; 2: owed twice as much)."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="share")
+    weight = models.FloatField(default=1.0)
+
+    def __str__(self) -> str:
+        return f"{self.project} × {self.weight:g}"
+
+
+class WebAccessSession(models.Model):
+    """One shell a user opened into a replica (``enableWebAccess``): who, when, how much went each
+    way, and where its recording is (an asciicast file in the data dir, ``jobs.webaccess.recording``)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="shell_sessions")
+    replica_label = models.CharField(max_length=40)
+    trial_id = models.CharField(max_length=10, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    principal = models.CharField(max_length=200)  # as the audit log names the user, kept when the user goes
+    started = models.DateTimeField(default=timezone.now)
+    ended = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=300, blank=True)
+    input_bytes = models.BigIntegerField(default=0)
+    output_bytes = models.BigIntegerField(default=0)
+    recording = models.CharField(max_length=200, blank=True)  # the file's name under the recordings folder
+
+    class Meta:
+        ordering = ["-started", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.replica_label} by {self.principal}"

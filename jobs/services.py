@@ -7,6 +7,8 @@ API, the CLI and the executor are thin adapters around these functions.
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from aiconsole.errors import (
 from aiconsole.models import Project
 from jobs import catalogue, dispatch, filters, kinds, runtimes, validation
 from jobs.models import Job
+from jobs.quotas import admission as quotas
 from jobs.wire import job_resource
 
 JOB_SERVICE = "google.cloud.ml.v1.JobService"
@@ -117,6 +120,8 @@ def submit_job(
     prediction_input = job_body.get("predictionInput")
     kind = kinds.of(training_input, prediction_input)
     kind.check(job_body[kind.input_field], project=project, actor=actor)
+    # One that can never fit its project's quota is refused now, not left waiting for ever.
+    quotas.check_submission(Job(project=project, training_input=training_input, prediction_input=prediction_input))
     try:
         with transaction.atomic():
             job = Job.objects.create(
@@ -486,6 +491,37 @@ def kept_upload(project: Project, ref: str) -> dict | None:
     if not path.is_file() or path.is_symlink():
         return None
     return {"uri": str(path), "ref": ref, "name": path.name, "size": path.stat().st_size}
+
+
+PACKAGE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip", ".whl")  # what upload_package takes
+UPLOADS_OFFERED = 50  # the newest packages the submit form offers again
+UPLOADS_SCANNED = 5000  # a project's upload folders read to find them, at most
+
+
+def uploaded_packages(project: Project, *, limit: int = UPLOADS_OFFERED) -> list[dict]:
+    """The trainer packages ``upload_package`` stored for ``project``, newest first, as ``kept_upload``
+    describes them plus when (``uploaded``, seconds since the epoch): what the submit form offers to
+    use again instead of a new upload. Read from the project's upload folder, never through a link."""
+    root = Path(settings.STORAGE_DIR).resolve() / "packages" / project.project_id
+    found: list[dict] = []
+    try:
+        folders = list(itertools.islice(os.scandir(root), UPLOADS_SCANNED))
+    except OSError:
+        return []
+    for folder in folders:
+        if not folder.is_dir(follow_symlinks=False):
+            continue
+        try:
+            files = [entry for entry in os.scandir(folder.path) if entry.is_file(follow_symlinks=False)]
+        except OSError:
+            continue
+        for entry in files:
+            ref = f"{folder.name}/{entry.name}"
+            if _UPLOAD_REF.fullmatch(ref) and entry.name.lower().endswith(PACKAGE_SUFFIXES):
+                stat = entry.stat(follow_symlinks=False)
+                found.append({"ref": ref, "name": entry.name, "size": stat.st_size, "uploaded": stat.st_mtime})
+    found.sort(key=lambda package: (-package["uploaded"], package["name"]))
+    return found[:limit]
 
 
 def uploaded_name(uri: str, project: Project) -> str | None:

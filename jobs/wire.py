@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from jobs import kinds
 from jobs.models import Job, JobState
+from jobs.quotas import admission as quotas
 
 
 def rfc3339(value: datetime | None) -> str | None:
@@ -30,7 +31,9 @@ def job_resource(job: Job) -> dict:
     if job.error_message:
         resource["errorMessage"] = job.error_message
     if job.training_input is not None:
-        resource["trainingOutput"] = kinds.of_job(job).training_output(job)
+        resource["trainingOutput"] = output = kinds.of_job(job).training_output(job)
+        for add in kinds.output_additions():
+            add(job, output)
     elif job.prediction_input is not None:
         # Batch prediction jobs keep their PredictionOutput in the same output column.
         resource["predictionOutput"] = job.training_output or {}
@@ -38,7 +41,7 @@ def job_resource(job: Job) -> dict:
         resource["labels"] = job.labels
     resource["etag"] = job.etag
     if job.state == JobState.QUEUED:
-        resource["jobPosition"] = str(job.job_position())
+        resource["jobPosition"] = str(quotas.position(job))  # in the fair queue's line
     return resource
 
 

@@ -166,7 +166,7 @@ BAD_TOKEN = (
 )
 
 
-def _caller(request):
+def caller(request):
     """(user, refusal): a bearer token as the API takes it, else the signed-in session with CSRF."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, raw = header.partition(" ")
@@ -188,7 +188,7 @@ def too_large() -> Answer:
     )
 
 
-def _read_body(request) -> bytes | None:
+def read_body(request) -> bytes | None:
     """The request body, or None when it is over the limit (checked before reading it all)."""
     limit = conf.max_request_bytes()
     try:
@@ -224,10 +224,10 @@ def predict(request, project_id, model, version=None):
     reach Django; this view answers the rest (and all of them without it)."""
     if request.method != "POST":
         return error_answer(405, "UNIMPLEMENTED", f"Method {request.method} is not allowed: use POST.").django()
-    user, refusal = _caller(request)
+    user, refusal = caller(request)
     if refusal is not None:
         return refusal.django()
-    body = _read_body(request)
+    body = read_body(request)
     if body is None:
         return too_large().django()
     return prediction_answer(user, body, project_id, model, version).django()

@@ -32,8 +32,9 @@ def _serving_start() -> None:
     """Resume version deployments a stopped console left unfinished; warm minNodes processes."""
     # deferred: serving runs only in the process that runs jobs
     from models_registry import deploy
-    from models_registry.serving import supervisor  # deferred: as above
+    from models_registry.serving import containers, supervisor  # deferred: as above
 
+    containers.sweep()  # serving containers an earlier console process left
     deploy.resume()
     supervisor.start()
 
@@ -43,6 +44,20 @@ def _serving_stop() -> None:
     from models_registry.serving import supervisor
 
     supervisor.stop()
+
+
+def _read_batch_prediction_job(body, **context):
+    # deferred: as for the pipeline's upload
+    from models_registry.vertex import batch
+
+    return batch.read(body, **context)
+
+
+def _upload_pipeline_model(job) -> None:
+    # deferred: the Vertex services load the serving supervisor, wanted only once a job succeeded
+    from models_registry.vertex import pipelines
+
+    pipelines.upload_trained_model(job)
 
 
 class ModelsRegistryConfig(AppConfig):
@@ -70,3 +85,8 @@ class ModelsRegistryConfig(AppConfig):
         )
         kinds.register_service(kinds.BackgroundService("model serving", start=_serving_start, stop=_serving_stop))
         kinds.register_deploy_problem(services.deploy_problem)
+        kinds.register_success_hook(_upload_pipeline_model)
+        # Vertex AI's batch prediction jobs are read here (their model is the registry's).
+        from jobs.vertex import services as vertex_jobs
+
+        vertex_jobs.register_reader("batchPredictionJobs", _read_batch_prediction_job)

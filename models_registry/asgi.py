@@ -22,9 +22,14 @@ from aiconsole.front import FrontPool, front_call, front_headers
 from aiconsole.middleware import scope_context, scope_header
 from aiconsole.tokens import authenticate_bearer
 from models_registry import api, conf
+from models_registry.vertex import api as vertex_api
 
 # No NUL in a name: such a path goes on to Django, which refuses it (aiconsole.middleware).
 PREDICT_PATH = re.compile(r"^/v1/projects/([^/:\x00]+)/models/([^/:\x00]+)(?:/versions/([^/:\x00]+))?:predict$")
+# Vertex AI's endpoints (models_registry.vertex): project, location, endpoint, predict or rawPredict.
+ENDPOINT_PATH = re.compile(
+    r"^/v1/projects/([^/:\x00]+)/locations/([^/:\x00]+)/endpoints/([0-9]+):(predict|rawPredict)$"
+)
 POOL = FrontPool("predict", threads=8)  # mostly waiting on a serving process
 
 
@@ -34,7 +39,7 @@ class PredictFront:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "POST":
-            match = PREDICT_PATH.match(scope["path"])
+            match = PREDICT_PATH.match(scope["path"]) or ENDPOINT_PATH.match(scope["path"])
             authorization = scope_header(scope, b"authorization") if match else ""
             bearer = match and authorization[:7].lower() == "bearer "
             django_headers = front_headers(scope) if bearer else None  # None: Django answers
@@ -80,6 +85,9 @@ def _answer(token: str, body: bytes, names: tuple):
         user = authenticate_bearer(token)
         if user is None:
             return api.error_answer(401, "UNAUTHENTICATED", api.BAD_TOKEN)
+        if len(names) == 4:  # a Vertex AI endpoint
+            project_id, location, endpoint_id, verb = names
+            return vertex_api.endpoint_answer(user, body, project_id, location, endpoint_id, raw=verb == "rawPredict")
         project_id, model, version = names
         return api.prediction_answer(user, body, project_id, model, version)
     except Exception:

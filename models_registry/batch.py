@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from jobs import catalogue
 from jobs.executor.runner import RunnerBase
-from jobs.models import Job, Replica, ReplicaState
+from jobs.models import Job, Replica, ReplicaState, VertexJob
 from models_registry import conf, files
 from models_registry.models import Model, Version, VersionState
 from models_registry.serving import supervisor
@@ -245,7 +245,10 @@ class BatchPredictionRunner(RunnerBase):
         batch_size = int(pi.get("batchSize") or DEFAULT_BATCH_SIZE)
         csv = pi.get("outputDataFormat") == "CSV"
         count = len(self.processes)
-        names = [f"prediction.results-{i:05d}-of-{count:05d}" for i in range(count)]
+        if VertexJob.objects.filter(job_id=self.job_pk).exists():  # Vertex AI's names for its shards
+            names = [f"predictions_{i + 1:05d}.jsonl" for i in range(count)]
+        else:
+            names = [f"prediction.results-{i:05d}-of-{count:05d}" for i in range(count)]
         shards = [_Shard(output.create(name), csv) for name in names]
         batches: queue.Queue = queue.Queue(maxsize=count * 4)
         failures: list[BaseException] = []

@@ -9,9 +9,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-# 1.5 MB, the original's online prediction request limit.
-DEFAULT_MAX_REQUEST_BYTES = 1_572_864
-
 
 def idle_seconds() -> float:
     """How long a version with autoScaling.minNodes 0 keeps its serving processes after the last

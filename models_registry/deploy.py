@@ -24,8 +24,9 @@ from aiconsole.errors import log_internal_error
 from models_registry import conf, files
 from models_registry.models import Model, Operation, OperationType, Version, VersionState, new_etag
 from models_registry.resources import EMPTY, version_resource
-from models_registry.serving import supervisor
+from models_registry.serving import containers, supervisor
 from models_registry.serving.processes import ServingError
+from models_registry.vertex import operations
 
 logger = logging.getLogger("aiconsole.models")
 
@@ -89,14 +90,21 @@ def _deploy(version: Version, operation: Operation | None) -> None:
     name, dest = str(version), version_dir(version)  # read before it is seen READY (as in _fail)
     shutil.rmtree(dest, ignore_errors=True)  # an earlier attempt a restart interrupted
     dest.parent.mkdir(parents=True, exist_ok=True)
-    files.fetch_deployment(
-        version.deployment_uri, dest, lambda: _check_cancel(operation), project=version.model.project
-    )
-    detected = files.detect_model(dest, version.framework, version.deployment_uri)
+    custom = containers.is_custom(version)
+    if version.deployment_uri:
+        files.fetch_deployment(
+            version.deployment_uri, dest, lambda: _check_cancel(operation), project=version.model.project
+        )
+    if custom:  # its own serving container reads the artifacts as they are, whatever they hold
+        Version.objects.filter(pk=version.pk).update(local_dir=str(dest) if version.deployment_uri else "")
+        described = ("its serving container", (version.container_spec or {}).get("imageUri", ""))
+    else:
+        detected = files.detect_model(dest, version.framework, version.deployment_uri)
+        Version.objects.filter(pk=version.pk).update(
+            local_dir=str(detected.model_dir), model_file=detected.model_file, framework=detected.framework
+        )
+        described = (detected.framework, detected.model_file)
     _check_cancel(operation)
-    Version.objects.filter(pk=version.pk).update(
-        local_dir=str(detected.model_dir), model_file=detected.model_file, framework=detected.framework
-    )
     version.refresh_from_db()
     load_ms = supervisor.get().warm(version)
     _check_cancel(operation)
@@ -105,10 +113,12 @@ def _deploy(version: Version, operation: Operation | None) -> None:
         if ready and operation is not None:
             version.model.refresh_from_db(fields=["default_version"])
             operation.finish(response=version_resource(version, typed=True))
+        if ready:
+            operations.finish_uploads(version)
     if not ready:
         supervisor.get().retire(version.pk)
         return
-    logger.info("%s is READY (%s, %s loaded in %.0f ms)", name, detected.framework, detected.model_file, load_ms)
+    logger.info("%s is READY (%s, %s loaded in %.0f ms)", name, *described, load_ms)
 
 
 def _fail(version: Version, operation: Operation | None, reason: str, code: int = CODE_INVALID_ARGUMENT) -> None:
@@ -124,6 +134,7 @@ def _fail(version: Version, operation: Operation | None, reason: str, code: int 
         version.mark_failed(message)
         if operation is not None:
             operation.finish(error={"code": code, "message": message})
+        operations.finish_uploads(version)
     logger.warning("%s FAILED: %s", name, message)
 
 

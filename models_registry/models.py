@@ -24,6 +24,11 @@ def new_etag() -> str:
     return base64.b64encode(secrets.token_bytes(8)).decode()
 
 
+def new_vertex_id() -> str:
+    """A resource number as Vertex AI gives them: 19 decimal digits, never starting with 0."""
+    return str(10**18 + secrets.randbelow(9 * 10**18))
+
+
 class Framework(models.TextChoices):
     FRAMEWORK_UNSPECIFIED = "FRAMEWORK_UNSPECIFIED"
     TENSORFLOW = "TENSORFLOW"
@@ -66,6 +71,12 @@ class Model(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # How Vertex AI names the same model (projects/P/locations/L/models/<vertex_id>), and what it
+    # shows: the display name given at upload (the v1 name for a model made through v1). A model
+    # uploaded through Vertex AI lives in its location; one made through v1 answers in every one.
+    vertex_id = models.CharField(max_length=20, unique=True, default=new_vertex_id)
+    display_name = models.CharField(max_length=128, blank=True)
+    location = models.CharField(max_length=40, blank=True)
 
     objects = ModelQuerySet.as_manager()
 
@@ -112,9 +123,19 @@ class Version(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Vertex AI's view of the version: its number within the model (1, 2, …), its aliases
+    # ("default" on the model's default version is implied, never stored), and the serving
+    # container it was uploaded with (the pre-built image whose framework it is served by).
+    vertex_version = models.PositiveIntegerField(null=True, blank=True)
+    aliases = models.JSONField(default=list, blank=True)
+    container_spec = models.JSONField(null=True, blank=True)
+    training_pipeline = models.CharField(max_length=300, blank=True)  # the pipeline that uploaded it
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["model", "name"], name="unique_version_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "name"], name="unique_version_name"),
+            models.UniqueConstraint(fields=["model", "vertex_version"], name="unique_vertex_version"),
+        ]
         ordering = ["-pk"]
 
     def __str__(self) -> str:
@@ -246,3 +267,55 @@ class PredictionLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.version} {self.time:%H:%M:%S} {self.status_code}"
+
+
+class Endpoint(models.Model):
+    """A Vertex AI Endpoint: models' versions deployed to it answer its predictions, chosen per
+    request by ``traffic_split`` (deployed model id → percent, summing to 100 when any is deployed).
+
+    It has no IAM policy of its own: the project's roles govern it (``ml.models.*``), and a
+    prediction is checked against the model that answers it, as a v1 prediction is.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="endpoints")
+    vertex_id = models.CharField(max_length=20, unique=True, default=new_vertex_id)
+    location = models.CharField(max_length=40)
+    display_name = models.CharField(max_length=128)
+    description = models.TextField(blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    traffic_split = models.JSONField(default=dict, blank=True)
+    etag = models.CharField(max_length=16, default=new_etag)
+    create_time = models.DateTimeField(default=timezone.now)
+    update_time = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return self.resource_name
+
+    @property
+    def resource_name(self) -> str:
+        return f"projects/{self.project.project_id}/locations/{self.location}/endpoints/{self.vertex_id}"
+
+
+class DeployedModel(models.Model):
+    """One version deployed to an endpoint; the version's own serving processes answer for it."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.CASCADE, related_name="deployed_models")
+    deployed_id = models.CharField(max_length=20)
+    # PROTECT: a deployed version is undeployed before it (or its model) can be deleted.
+    version = models.ForeignKey(Version, on_delete=models.PROTECT, related_name="deployments")
+    display_name = models.CharField(max_length=128, blank=True)
+    resources = models.JSONField(default=dict, blank=True)  # {"dedicatedResources": …} or automaticResources
+    create_time = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "deployed_id"], name="unique_deployed_id")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.deployed_id}"

@@ -10,7 +10,6 @@ from jobs.wire import rfc3339
 from models_registry.models import Operation
 
 OPERATIONS = "google.longrunning.Operations"
-CANCELLED_STATUS = {"code": 1, "message": "Operation was cancelled."}
 
 
 def operation_resource(operation: Operation) -> dict:

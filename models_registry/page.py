@@ -12,6 +12,7 @@ from django.urls import reverse
 from aiconsole.errors import ServiceError
 from jobs import kinds
 from jobs.outputs import files
+from jobs.vertex import equivalent as vertex_equivalent
 from models_registry import batch, conf
 
 FILES_SHOWN = 50  # output files listed in the section; the outputs browser has the rest
@@ -34,7 +35,7 @@ def _output_files(request, job) -> tuple[list, str]:
         shown.append(
             {
                 "entry": entry,
-                "errors": entry.name.startswith("prediction.errors_stats"),
+                "errors": entry.name.startswith(("prediction.errors_stats", "errors_")),
                 "open_url": f"{reverse('jobs:output_file', args=args)}?{query}",
                 "download_url": f"{reverse('jobs:output_download', args=args)}?{query}",
             }
@@ -65,6 +66,7 @@ def sections(request, job) -> list[kinds.PageSection]:
         "prediction_json": json.dumps(prediction_input, indent=2, sort_keys=True),
         "serving_processes": batch.replicas_needed(prediction_input),
         "serving_cap": conf.batch_max_workers(),
+        "vertex": vertex_equivalent.for_job(job),  # a Vertex AI BatchPredictionJob: its name and body
     }
     return [
         kinds.PageSection("prediction", "Prediction", "models_registry/_prediction_section.html", "prediction", context)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from aiconsole import archives, audit, filters, iam, storage, walks
 from aiconsole.errors import (
@@ -312,51 +312,65 @@ def create_version(model: Model, body, *, actor) -> Operation:
     method = f"{MODEL_SERVICE}.CreateVersion"
     audit.authorize(actor, "ml.versions.create", model, method=method)
     data = spec.validate_version(body)
-    _check_deployment_uri(data["deploymentUri"], model.project)
-    reason = runtimes.unavailable_reason(data["runtimeVersion"], data["pythonVersion"])
-    if reason:
-        raise InvalidArgument.from_violations([FieldViolation("version.python_version", reason)])
+    check_version_source(data, model.project)
     try:
         with transaction.atomic():
-            locked = Model.objects.select_for_update().select_related("project").get(pk=model.pk)
-            version = Version.objects.create(
-                model=locked,
-                name=data["name"],
-                description=data["description"],
-                deployment_uri=data["deploymentUri"],
-                runtime_version=data["runtimeVersion"],
-                python_version=data["pythonVersion"],
-                framework=data["framework"],
-                machine_type=data["machineType"],
-                auto_scaling=data["autoScaling"],
-                manual_scaling=data["manualScaling"],
-                request_logging_config=data["requestLoggingConfig"],
-                labels=data["labels"],
-                created_by=actor if getattr(actor, "pk", None) else None,
-            )
-            if locked.default_version_id is None:
-                locked.default_version = version
-                locked.touch("default_version")
-            version.model = locked
-            operation = _new_operation(
-                locked, OperationType.CREATE_VERSION, "create", version=version, target_version=version
-            )
+            version, operation = add_version(model, data, actor=actor)
             audit.record(
                 actor=actor,
-                project=locked.project,
+                project=version.model.project,
                 method=method,
-                resource_name=locked.resource_name,
+                resource_name=version.model.resource_name,
                 permission="ml.versions.create",
-                request={"parent": locked.resource_name, "version": body},
+                request={"parent": version.model.resource_name, "version": body},
                 response={"name": operation.resource_name},
             )
-            deploy.enqueue(version.pk)
     except IntegrityError:
         raise AlreadyExists(
             f"Field: version.name Error: {DUPLICATE_VERSION}", [FieldViolation("version.name", DUPLICATE_VERSION)]
         ) from None
     model.refresh_from_db()
     return operation
+
+
+def check_version_source(data: dict, project: Project, field: str = "version") -> None:
+    """What a validated version needs from this machine: its files' place and its runtime's Python."""
+    _check_deployment_uri(data["deploymentUri"], project)
+    reason = runtimes.unavailable_reason(data["runtimeVersion"], data["pythonVersion"])
+    if reason:
+        raise InvalidArgument.from_violations([FieldViolation(f"{field}.python_version", reason)])
+
+
+def add_version(model: Model, data: dict, *, actor, default: bool = False, **vertex) -> tuple[Version, Operation]:
+    """Inside the caller's transaction: a CREATING version from validated ``data`` (numbered for
+    Vertex AI after the model's last), its CREATE_VERSION operation, and its deployment queued for
+    after commit. It becomes the model's default when it is the first, or when ``default``."""
+    locked = Model.objects.select_for_update().select_related("project").get(pk=model.pk)
+    last = locked.versions.aggregate(last=Max("vertex_version"))["last"] or 0
+    version = Version.objects.create(
+        model=locked,
+        name=data["name"],
+        description=data["description"],
+        deployment_uri=data["deploymentUri"],
+        runtime_version=data["runtimeVersion"],
+        python_version=data["pythonVersion"],
+        framework=data["framework"],
+        machine_type=data["machineType"],
+        auto_scaling=data["autoScaling"],
+        manual_scaling=data["manualScaling"],
+        request_logging_config=data["requestLoggingConfig"],
+        labels=data["labels"],
+        created_by=actor if getattr(actor, "pk", None) else None,
+        vertex_version=last + 1,
+        **vertex,
+    )
+    if locked.default_version_id is None or default:
+        locked.default_version = version
+        locked.touch("default_version")
+    version.model = locked
+    operation = _new_operation(locked, OperationType.CREATE_VERSION, "create", version=version, target_version=version)
+    deploy.enqueue(version.pk)
+    return version, operation
 
 
 def get_version(model: Model, name: str, *, actor, audited: bool = True) -> Version:
@@ -596,15 +610,21 @@ def prediction_target(
     raise iam.NotFound(f"{model.resource_name}/versions/{version_name}")
 
 
-def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Prediction:
+def predict(
+    model: Model, version: Version | None, body: bytes, *, actor, method: str = PREDICT, permission: str = ""
+) -> Prediction:
     """projects.predict: the named version, or the model's default, answers the instances.
 
-    ``ml.versions.predict`` when a version is named, ``ml.models.predict`` otherwise; audited as
-    Data Access. The body goes to the version's serving process as it came, and its answer back.
+    ``ml.versions.predict`` when a version is named, ``ml.models.predict`` otherwise (or the
+    ``permission`` given, on the model: Vertex AI's endpoints); audited as Data Access under
+    ``method``. The body goes to the version's serving process as it came, and its answer back.
     """
 
-    permission = "ml.versions.predict" if version is not None else "ml.models.predict"
-    audit.authorize(actor, permission, version or model, method=PREDICT, data_access=True)
+    if not permission:
+        permission = "ml.versions.predict" if version is not None else "ml.models.predict"
+    checked = model if permission.startswith("ml.models.") else (version or model)
+    service = "aiplatform.googleapis.com" if method != PREDICT else None
+    audit.authorize(actor, permission, checked, method=method, data_access=True, service_name=service)
     target = version if version is not None else model.default_version
     if target is None:
         raise FailedPrecondition(
@@ -633,10 +653,11 @@ def predict(model: Model, version: Version | None, body: bytes, *, actor) -> Pre
     audit.record(
         actor=actor,
         project=model.project,
-        method=PREDICT,
+        method=method,
         resource_name=(version or model).resource_name,
         permission=permission,
         data_access=True,
+        service_name=service,
     )
     if model.online_prediction_logging:
         requestlog.record(target, actor, result.status, (time.perf_counter() - started) * 1000, body, result.body)

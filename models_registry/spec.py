@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from aiconsole import v1schema
+from aiconsole import protojson, v1schema
 from aiconsole.errors import FieldViolation, InvalidArgument, Violations, clipped
-from aiconsole.v1schema import Field
+from aiconsole.protojson import Field, snake
 from jobs import catalogue, runtimes
 from jobs import validation as job_spec
 from models_registry import conf
@@ -41,7 +41,6 @@ def _problems() -> Problems:
     return Violations()
 
 
-_snake = v1schema.snake
 _STRINGISH = ("string", "bytes", "timestamp", "duration", "enum", "int64")
 
 
@@ -83,24 +82,12 @@ def check_types(body, fields: dict[str, Field], prefix: str) -> Problems:
         kind = _json_kind(fields[key])
         if value is not None and not _type_ok(value, kind):
             problems.add(
-                f"{prefix}.{_snake(key)}",
-                f"Invalid value at '{prefix}.{_snake(key)}': expected {kind.replace('strings', 'a list of strings')}.",
+                f"{prefix}.{snake(key)}",
+                f"Invalid value at '{prefix}.{snake(key)}': expected {kind.replace('strings', 'a list of strings')}.",
             )
         elif kind in ("string", "strings"):
-            check_length(value, key, f"{prefix}.{_snake(key)}", problems, fields[key])
+            protojson.fits(value, fields[key], key, f"{prefix}.{snake(key)}", problems)
     return problems
-
-
-def check_length(value, key: str, field: str, problems: Problems, spec: Field = v1schema.S) -> None:
-    """A string (or each string of a list) within its field's limit, a list within its item limit."""
-    most_items, most_chars = spec.max_items, spec.max_chars
-    if isinstance(value, list) and most_items is not None and len(value) > most_items:
-        problems.add(field, f"{key} can list at most {most_items} values; got {len(value)}.")
-        return
-    for i, item in enumerate(value if isinstance(value, list) else [value]):
-        if isinstance(item, str) and most_chars is not None and len(item) > most_chars:
-            where = f"{field}[{i}]" if isinstance(value, list) else field
-            problems.add(where, f"{key} is too long: at most {most_chars} characters; got {len(item)}.")
 
 
 def check_name(name, field: str, problems: Problems) -> None:
@@ -229,12 +216,12 @@ def check_request_logging(config, problems: Problems, prefix: str = "version") -
         if not isinstance(table, str):
             problems.add(f"{field}.bigquery_table_name", "Must be a string.")
         elif len(table) > _LOGGING_FIELDS["bigqueryTableName"].max_chars:
-            check_length(
+            protojson.fits(
                 table,
+                _LOGGING_FIELDS["bigqueryTableName"],
                 "bigqueryTableName",
                 f"{field}.bigquery_table_name",
                 problems,
-                _LOGGING_FIELDS["bigqueryTableName"],
             )
         elif table:
             result["bigqueryTableName"] = table
@@ -248,7 +235,7 @@ def validate_version(body) -> dict:
     check_name(body.get("name"), "version.name", problems)
     for key, reason in UNSUPPORTED_VERSION_FIELDS.items():
         if body.get(key):
-            problems.add(f"version.{_snake(key)}", reason)
+            problems.add(f"version.{snake(key)}", reason)
     uri = body.get("deploymentUri") or ""
     if not uri.strip():
         problems.add(
@@ -313,7 +300,7 @@ def mask_paths(update_mask: str | None, allowed: tuple[str, ...], what: str) -> 
             ]
         )
     aliases = {p: p for p in allowed}
-    aliases.update({_snake(p).replace("._", "."): p for p in allowed})
+    aliases.update({snake(p).replace("._", "."): p for p in allowed})
     unknown = [p for p in paths if p not in aliases]
     if unknown:
         raise InvalidArgument.from_violations(

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from aiconsole import accounts, iam, storage, team_views
 from aiconsole.errors import ServiceError
-from jobs import catalogue, naming
+from jobs import catalogue, job_ids
 from jobs import services as job_services
 from jobs.builtin import algorithm as builtin
 from jobs.models import JobState
@@ -352,7 +352,7 @@ def batch_new(request, project_id):
     else:
         iam.require(request.user, "ml.jobs.create", project)  # only shows the form
     models = list(services.list_models(project, actor=request.user).order_by("name"))
-    job_id = request.POST.get("job_id") or naming.suggest_job_id(
+    job_id = request.POST.get("job_id") or job_ids.suggest_job_id(
         lambda job_id: project.jobs.filter(job_id=job_id).exists(), "batch"
     )
     context = {
@@ -363,7 +363,7 @@ def batch_new(request, project_id):
         "formats": ("JSON", "TEXT"),
         "job_id": job_id,
         "output_base": str(storage_dir(project)),
-        "default_output": str(storage_dir(project) / job_id) if naming.is_job_id(job_id) else "",
+        "default_output": str(storage_dir(project) / job_id) if job_ids.is_job_id(job_id) else "",
     }
     if request.method == "POST":
         try:
@@ -410,7 +410,7 @@ def _batch_body(post, project) -> dict:
     source = post.get("source", "")
     job_id = post.get("job_id", "").strip()
     output_path = post.get("output_path", "").strip()
-    if not output_path and naming.is_job_id(job_id):
+    if not output_path and job_ids.is_job_id(job_id):
         output_path = str(storage_dir(project) / job_id)  # each job its own folder, as the form suggests
     prediction_input = {
         "dataFormat": post.get("data_format", "JSON"),

@@ -8,33 +8,71 @@
 // --- drawing -------------------------------------------------------------------------------------
 
 // Charts come as JSON (script.chart-figure, each before the element it is drawn in) and are drawn
-// one per task: a 2,000-trial study's ~9 charts take seconds to draw, and the page keeps answering
+// one per task: a 2,000-trial study's ~10 charts take seconds to draw, and the page keeps answering
 // input between them. Charts swapped in by htmx too. A chart in a hidden tab (console.js's tabs) is
 // drawn when its tab is shown, not before: a study's page opens on its trials, and drawing charts
 // nobody sees would keep a sort clicked meanwhile waiting. Once drawn, showing the tab again only
 // fits a chart whose width changed while it was hidden.
+//
+// The charts in view are drawn first (an IntersectionObserver says which), the first screen's before
+// the rest, so what the reader looks at is there soonest; a chart scrolled to goes next. The others
+// follow in page order, one per task, so the tab is whole by the time the reader scrolls down.
 const chartQueue = [];
 let chartTimer = null;
+const chartsInView = new Set();
+const chartsPlaced = new WeakSet();  // the observer has said where they are at least once
+const chartWatch = window.IntersectionObserver ? new IntersectionObserver((entries) => {
+  entries.forEach((entry) => {
+    chartsPlaced.add(entry.target);
+    if (entry.isIntersecting) chartsInView.add(entry.target);
+    else chartsInView.delete(entry.target);
+  });
+  scheduleChart();
+}, { rootMargin: "100px 0px" }) : null;
 
 function queueCharts() {
   document.querySelectorAll("script.chart-figure:not([data-queued])").forEach((data) => {
     if (data.closest("[hidden]")) return;
     data.dataset.queued = "true";
     chartQueue.push(data);
+    if (chartWatch) chartWatch.observe(data.nextElementSibling);
   });
   if (chartQueue.length && !window.Plotly) loadPlotly();
+  scheduleChart();
+}
+
+function scheduleChart() {
   if (chartQueue.length && chartTimer === null && window.Plotly) chartTimer = setTimeout(drawNextChart, 0);
 }
 
+// Where in the queue the next chart to draw is: the first in view, else (once the observer has
+// placed every one still on the page) the first in page order; -1 while the observer has not.
+function nextChart() {
+  const seen = chartQueue.findIndex((data) => chartsInView.has(data.nextElementSibling));
+  if (seen >= 0) return seen;
+  const unplaced = (data) => data.isConnected && !chartsPlaced.has(data.nextElementSibling);
+  return chartWatch && chartQueue.some(unplaced) ? -1 : 0;
+}
+
 function drawNextChart() {
-  const data = chartQueue.shift();
-  chartTimer = chartQueue.length ? setTimeout(drawNextChart, 0) : null;
+  chartTimer = null;
+  const index = nextChart();
+  if (index < 0) return;  // the observer's first report schedules the next
+  const [data] = chartQueue.splice(index, 1);
+  const graph = data.nextElementSibling;
+  if (chartWatch && graph) {
+    chartWatch.unobserve(graph);
+    chartsInView.delete(graph);
+  }
+  scheduleChart();
   if (!data.isConnected) return;
   if (data.closest("[hidden]")) {
     delete data.dataset.queued;  // its tab was left before its turn: drawn when shown again
     return;
   }
-  drawChart(data.nextElementSibling, JSON.parse(data.textContent));
+  // Parallel coordinates are drawn as SVG by static/parallel.js, not by Plotly.
+  if (data.dataset.chart === "parallel") window.aiconsoleParallel.draw(graph, JSON.parse(data.textContent));
+  else drawChart(graph, JSON.parse(data.textContent));
 }
 
 // plotly.min.js (3.5 MB, a long task to compile and run) is loaded by the first chart shown: a job
@@ -64,7 +102,9 @@ document.addEventListener("tab:shown", (event) => {
 });
 
 // A metric chart's figure as the server sent it (arrays decoded), redrawn from it on each change.
+// A study's learning curves (figure.controlled-chart) take the same controls.
 const chartSources = new WeakMap();
+const CONTROLLED = "figure.metric-chart, figure.controlled-chart";
 
 // What charts.py's Chart.figure_json sets, for figures built before it did (the data analysis
 // page keeps its drawn charts): no Share, no logo, only the buttons that work offline.
@@ -76,7 +116,7 @@ const REMOVED_BUTTONS = ["sendChartToCloud", "select2d", "lasso2d", "autoScale2d
 function drawChart(graph, figure) {
   figure.config = { modeBarButtonsToRemove: REMOVED_BUTTONS, ...(figure.config || {}), ...OFFLINE_CONFIG,
     modeBarButtonsToAdd: [COPY_LINK_BUTTON] };
-  if (graph.closest("figure.metric-chart")) {
+  if (graph.closest(CONTROLLED)) {
     decodeArrays(figure);
     chartSources.set(graph, figure);
     figure = withControls(figure, chartControls());
@@ -122,16 +162,36 @@ function themed(figure) {
 
 if (darkScheme && darkScheme.addEventListener) {
   darkScheme.addEventListener("change", () => {
-    document.querySelectorAll(".js-plotly-plot").forEach((chart) => Plotly.relayout(chart, themeLayout(chart.layout)));
+    document.querySelectorAll(".js-plotly-plot").forEach((chart) => {
+      Plotly.relayout(chart, themeLayout(chart.layout));
+    });
   });
 }
 
 document.addEventListener("DOMContentLoaded", () => { setUpControls(); queueCharts(); });
 document.addEventListener("htmx:afterSettle", () => { setUpControls(); queueCharts(); });
+// A study's metrics panel drawing every trial's lines or only the best ones' (its "Show every trial"):
+// the page's URL says which (?metric_lines=all), so a copied link opens the same panel.
+document.addEventListener("htmx:afterSwap", (event) => {
+  const panel = document.querySelector("#metrics[data-lines]");
+  if (!panel) return;
+  const asked = event.detail.requestConfig && event.detail.requestConfig.elt;
+  if (asked && asked.matches && asked.matches("[data-every-trial]")) {
+    panel.querySelector("[data-every-trial]").focus();  // the pressed button was swapped: focus its successor
+  }
+  const url = new URL(location.href);
+  if (panel.dataset.lines === "all") url.searchParams.set("metric_lines", "all");
+  else url.searchParams.delete("metric_lines");
+  if (url.href !== location.href) history.replaceState(history.state, "", url);
+});
 // The charts' first request failed: say so instead of "Loading the charts…" for ever.
 ["htmx:responseError", "htmx:sendError"].forEach((name) => document.addEventListener(name, (event) => {
-  const note = event.detail.elt.matches("#study-charts[aria-busy]") && event.detail.elt.querySelector(".note");
+  const asked = event.detail.elt;
+  const note = asked.matches("#study-charts[aria-busy]") && asked.querySelector(".note");
   if (note) note.textContent = "The charts could not be loaded. Reload the page to try again.";
+  // A chart's data table (fetched when its Data is first opened).
+  const table = asked.matches("details.chart-data") && asked.querySelector(".chart-table > p");
+  if (table) table.textContent = "The data could not be loaded. Reload the page to try again.";
 }));
 // plotly.min.js loads async, so that the page and the charts' request need not wait for it.
 document.addEventListener("load", (event) => {
@@ -206,13 +266,18 @@ function saveControls(controls) {
 }
 
 // TensorBoard's smoothing: an exponential moving average, debiased so the line starts at the data.
-function smoothed(values, weight) {
+// With ``gaps`` (a trace of many lines, a non-number between two), each line is smoothed on its own.
+function smoothed(values, weight, gaps = false) {
   const out = new Float64Array(values.length);
   let last = 0;
   let count = 0;
   for (let i = 0; i < values.length; i++) {
     const value = values[i];
-    if (!Number.isFinite(value)) { out[i] = value; continue; }
+    if (!Number.isFinite(value)) {
+      out[i] = value;
+      if (gaps) { last = 0; count = 0; }
+      continue;
+    }
     last = last * weight + (1 - weight) * value;
     count += 1;
     out[i] = last / (1 - Math.pow(weight, count));
@@ -220,12 +285,18 @@ function smoothed(values, weight) {
   return out;
 }
 
+// Relative time runs from a line's first point (in a trace of many lines, from each one's own).
 function xValues(trace, xaxis) {
   const wall = trace.meta && trace.meta.wall;
   if (xaxis === "step" || !wall || !wall.length) return trace.x;
   const out = new Float64Array(wall.length);
-  const first = wall[0];
-  for (let i = 0; i < wall.length; i++) out[i] = xaxis === "wall" ? wall[i] * 1000 : wall[i] - first;
+  const gaps = Boolean(trace.meta.gaps);
+  let first = null;
+  for (let i = 0; i < wall.length; i++) {
+    if (gaps && !Number.isFinite(wall[i])) { out[i] = NaN; first = null; continue; }
+    if (first === null) first = wall[i];
+    out[i] = xaxis === "wall" ? wall[i] * 1000 : wall[i] - first;
+  }
   return out;
 }
 
@@ -238,7 +309,8 @@ const LINE_POINTS_MIN = 250;
 
 function decimated(trace, limit) {
   const y = trace.y;
-  if (!y || y.length <= limit) return trace;
+  // A trace of many lines keeps every point: its gaps between lines must stay where they are.
+  if (!y || y.length <= limit || (trace.meta && trace.meta.gaps)) return trace;
   const buckets = Math.max(1, Math.floor(limit / 2));
   const size = y.length / buckets;
   const keep = [];
@@ -257,11 +329,12 @@ function decimated(trace, limit) {
   if (keep[keep.length - 1] !== y.length - 1) keep.push(y.length - 1);
   const pick = (values) => {
     if (!values || values.length !== y.length) return values;
+    if (Array.isArray(values)) return keep.map((i) => values[i]);  // customdata: each point's trial
     const out = new Float64Array(keep.length);
     for (let i = 0; i < keep.length; i++) out[i] = values[keep[i]];
     return out;
   };
-  return { ...trace, x: pick(trace.x), y: pick(y) };
+  return { ...trace, x: pick(trace.x), y: pick(y), customdata: pick(trace.customdata) };
 }
 
 // The figure to draw for these settings, built from the server's figure (never changed).
@@ -281,7 +354,8 @@ function withControls(source, controls) {
       hoverinfo: "skip", legendgroup: group, meta: { ...meta, raw: true } };
     delete raw.hovertemplate;
     faint.push(decimated(raw, limit));
-    return decimated({ ...trace, x, y: smoothed(trace.y, controls.smooth), mode: "lines", legendgroup: group }, limit);
+    const y = smoothed(trace.y, controls.smooth, Boolean(meta.gaps));
+    return decimated({ ...trace, x, y, mode: "lines", legendgroup: group }, limit);
   });
   const layout = source.layout || {};
   const metric = (layout.meta && layout.meta.metric) || "";
@@ -299,7 +373,8 @@ function withControls(source, controls) {
 }
 
 function metricGraphs() {
-  return [...document.querySelectorAll("figure.metric-chart .js-plotly-plot")].filter((g) => chartSources.has(g));
+  return [...document.querySelectorAll(CONTROLLED.split(", ").map((figure) => figure + " .js-plotly-plot").join(", "))]
+    .filter((g) => chartSources.has(g));
 }
 
 // Applies new settings to every metric chart on the page; resolves once all are redrawn.
@@ -436,4 +511,5 @@ function fitToolbar(graph) {
   });
 }
 
-window.aiconsoleCharts = { draw: drawChart, controls: chartControls, setControls: setChartControls, smoothed };
+window.aiconsoleCharts = { draw: drawChart, controls: chartControls, setControls: setChartControls, smoothed,
+  copyLink: copyChartLink };

@@ -16,11 +16,29 @@ const relativeFormat = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" 
 const UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600],
   ["minute", 60], ["second", 1]];
 
-function relativeTime(when) {
-  const seconds = (when.getTime() - Date.now()) / 1000;
-  if (Math.abs(seconds) < 45) return relativeFormat.format(0, "second");
-  const [unit, size] = UNITS.find(([, size]) => Math.abs(seconds) >= size);
-  return relativeFormat.format(Math.round(seconds / size), unit);
+// ``now``: one instant for every time of a pass; ``unit``: the unit a group of times shares (the
+// one its oldest time is told in), so "Created 1 minute ago" never sits above "Started now".
+function relativeUnit(seconds) {
+  if (Math.abs(seconds) < 45) return null;
+  return UNITS.find(([, size]) => Math.abs(seconds) >= size);
+}
+
+function relativeTime(when, now = Date.now(), unit = undefined) {
+  const seconds = (when.getTime() - now) / 1000;
+  const chosen = unit === undefined ? relativeUnit(seconds) : unit;
+  if (!chosen || Math.abs(seconds) < 1) return relativeFormat.format(0, "second");
+  const [name, size] = chosen;
+  return relativeFormat.format(Math.round(seconds / size), name);
+}
+
+// The unit shared by the times inside a [data-time-group] (a job's Created, Started, Ended).
+function groupUnit(el, now) {
+  const group = el.closest("[data-time-group]");
+  if (!group) return undefined;
+  const seconds = [...group.querySelectorAll("time[datetime]")]
+    .map((t) => (new Date(t.getAttribute("datetime")).getTime() - now) / 1000)
+    .filter((s) => !isNaN(s));
+  return seconds.length ? relativeUnit(Math.min(...seconds)) : undefined;
 }
 
 // Absolute times say their time zone ("14 Jan 2025, 13:05:09 CET"); the relative hint is taken
@@ -31,26 +49,27 @@ const absoluteFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium",
 const shortFormat = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "numeric", minute: "2-digit" });
 const shortYearFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 
-function timeText(el, when) {
-  if (!el.closest("td")) return absoluteFormat.format(when) + " (" + relativeTime(when) + ")";
+function timeText(el, when, now = Date.now()) {
+  if (!el.closest("td")) return absoluteFormat.format(when) + " (" + relativeTime(when, now, groupUnit(el, now)) + ")";
   return (when.getFullYear() === new Date().getFullYear() ? shortFormat : shortYearFormat).format(when);
 }
 
-function timeTitle(el, when) {
+function timeTitle(el, when, now = Date.now()) {
   const utc = when.toISOString().replace(".000Z", "Z") + " (UTC)";
   if (!el.closest("td")) return utc;
-  return absoluteFormat.format(when) + " (" + relativeTime(when) + ") · " + utc;
+  return absoluteFormat.format(when) + " (" + relativeTime(when, now) + ") · " + utc;
 }
 
 function localizeTimes(root) {
   const logTables = new Set();
+  const now = Date.now();
   root.querySelectorAll("time[datetime]").forEach((el) => {
     const table = el.closest(".logs");
     if (table) { logTables.add(table); return; }
     const when = new Date(el.getAttribute("datetime"));
     if (isNaN(when)) return;
-    el.title = timeTitle(el, when);
-    el.textContent = timeText(el, when);
+    el.title = timeTitle(el, when, now);
+    el.textContent = timeText(el, when, now);
     el.dataset.localized = "true";
   });
   logTables.forEach((table) => table.querySelectorAll("tbody").forEach((body) => localizeLogRows([...body.rows])));
@@ -121,12 +140,15 @@ document.addEventListener("DOMContentLoaded", () => {
   toggleCustomMachines();
   document.querySelectorAll("[data-tabs]").forEach(makeTabs);
   // The relative hints move on; log rows keep what they show (and are many).
-  setInterval(() => document.querySelectorAll("main time[datetime]").forEach((el) => {
-    const when = new Date(el.getAttribute("datetime"));
-    if (isNaN(when) || el.closest(".logs")) return;
-    el.textContent = timeText(el, when);
-    el.title = timeTitle(el, when);
-  }), 30000);
+  setInterval(() => {
+    const now = Date.now();
+    document.querySelectorAll("main time[datetime]").forEach((el) => {
+      const when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when) || el.closest(".logs")) return;
+      el.textContent = timeText(el, when, now);
+      el.title = timeTitle(el, when, now);
+    });
+  }, 30000);
 });
 
 // A job's sections as tabs (WAI-ARIA tabs, automatic activation): the links in [data-tabs]

@@ -78,6 +78,16 @@
     python.value = kept;
   }
 
+  // --- A job dir named after the job (<folder>/<job id>, as suggested) follows the id typed (or
+  // suggested from the module), until the user edits the job dir. -----------------------------
+  function followJobId(idField) {
+    const current = form();
+    const dir = current && current.querySelector('input[name="job_dir"][data-folder]');
+    const id = idField.value.trim();
+    if (!dir || !id || dir.value !== dir.dataset.suggested) return;
+    dir.value = dir.dataset.suggested = dir.dataset.folder + "/" + id;
+  }
+
   // --- The live preview: estimate, command, REST body, and the server's reading of the YAML. --
   let timer = null, sequence = 0, lastSource = "form";
   function schedulePreview(source) {
@@ -127,6 +137,7 @@
     }
     if (target.name === "code") showCode();
     if (target.name === "runtime_version" && event.type === "change") offerPythons();
+    if (target.name === "job_id" && event.type === "input") followJobId(target);
     if (target.tagName === "SELECT" && /_type$/.test(target.name) && !/accelerator/.test(target.name)) {
       describeMachine(target);
     }

@@ -28,6 +28,7 @@ document.addEventListener("input", (event) => {
   let head = event.target.value.trim().split(".")[0].replace(/\W/g, "_");
   if (!/^[A-Za-z]/.test(head)) head = "job" + (head ? "_" + head : "");
   id.value = id.dataset.suggested = head + "_" + stamp[1];
+  id.dispatchEvent(new Event("input", { bubbles: true }));  // what follows the id (the job dir) follows it
 });
 
 // A form that mirrors its page's URL (the jobs list's search and filters, data-url-state) shows

@@ -2,8 +2,9 @@
 // - Hovering a trial in a chart (a point, a line) or in the table marks it everywhere: its row,
 //   and its points or line in every chart on the page.
 // - Clicking a trial's point or line opens that trial's logs.
-// - Brushing an axis of the parallel-coordinates chart filters the table by that column's range
-//   (the same "Filter by value" fields a user can type in, so the URL keeps it).
+// - Brushing an axis of the parallel-coordinates chart (static/parallel.js, its "parallel:brush"
+//   events) filters the table by that column's range (the same "Filter by value" fields a user can
+//   type in, so the URL keeps it).
 // The page works without this file: the table sorts and filters through links and a form.
 (() => {
   const table = () => document.getElementById("trial-table");
@@ -31,7 +32,7 @@
     const x = [], y = [];
     let lines = false;
     (chart._fullData || []).forEach((trace) => {
-      if (trace.meta && trace.meta.highlight) return;
+      if (trace.meta && (trace.meta.highlight || trace.meta.raw)) return;  // not a smoothed line's faint original
       const own = trace.meta && trace.meta.trial !== undefined;
       if (!trace.customdata && !own) return;
       if (trial !== null && own && String(trace.meta.trial) !== trial) return;
@@ -81,22 +82,19 @@
     location.assign(location.pathname + "?" + query.toString() + "#logs");
   }
 
-  // Brushing: each axis' constraint range becomes that column's from/to (or its categories).
-  function brushed(chart) {
-    const trace = chart._fullData[0];
+  // Brushing: each axis' range becomes that column's from/to (or its categories); an axis without
+  // one clears its column's.
+  function brushed({ axes, ranges }) {
     const form = filters();
-    if (!form || !trace.meta || !trace.meta.axes) return;
-    trace.dimensions.forEach((dimension, index) => {
-      const axis = trace.meta.axes[index];
-      if (!axis) return;
-      let ranges = dimension.constraintrange;
-      if (ranges && !Array.isArray(ranges[0])) ranges = [ranges];
-      const low = ranges ? Math.min(...ranges.map((r) => r[0])) : null;
-      const high = ranges ? Math.max(...ranges.map((r) => r[1])) : null;
+    if (!form) return;
+    axes.forEach((axis, index) => {
+      const range = ranges[index];
+      const low = range ? range[0] : null;
+      const high = range ? range[1] : null;
       if (axis.categories) {
         form.querySelectorAll(`input[type=checkbox][name="in.${CSS.escape(axis.key)}"]`).forEach((box) => {
           const position = axis.categories.indexOf(box.value);
-          box.checked = !ranges || ranges.some((r) => position >= r[0] && position <= r[1]);
+          box.checked = !range || (position >= low && position <= high);
         });
         return;
       }
@@ -108,6 +106,33 @@
     });
     brushing = true;
     form.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+
+  // The other way: the table's filters (the page's URL) as brushes on the axes of their columns, so
+  // a link to a brushed study shows its brushes. A column's categories kept that are not next to
+  // each other on its axis are no one range: that axis stays unbrushed.
+  function filtersAsBrushes(axes) {
+    const form = filters();
+    if (!form) return [];
+    return axes.map((axis) => {
+      if (axis.categories) {
+        const boxes = [...form.querySelectorAll(`input[type=checkbox][name="in.${CSS.escape(axis.key)}"]`)];
+        const kept = axis.categories.map((c) => boxes.some((box) => box.value === c && box.checked));
+        const first = kept.indexOf(true);
+        const last = kept.lastIndexOf(true);
+        if (!boxes.length || kept.every(Boolean) || first < 0 || kept.slice(first, last + 1).includes(false)) return null;
+        return [first - 0.25, last + 0.25];
+      }
+      const bound = (name) => {
+        const input = form.querySelector(`input[name="${name}.${CSS.escape(axis.key)}"]`);
+        const value = input && input.value !== "" ? Number(input.value) : NaN;
+        if (!Number.isFinite(value) || (axis.log && value <= 0)) return null;
+        return axis.log ? Math.log10(value) : value;
+      };
+      const low = bound("min");
+      const high = bound("max");
+      return low === null && high === null ? null : [low === null ? -Infinity : low, high === null ? Infinity : high];
+    });
   }
 
   // The table is in another tab than the charts: a note under the parallel coordinates says what a
@@ -137,14 +162,21 @@
     const chart = event.target;
     if (!chart.closest("#study-charts, #metrics") || chart.dataset.trialLinked) return;
     chart.dataset.trialLinked = "true";
+    if (chart.matches(".parallel-plot")) {
+      brushNote(chart);
+      window.aiconsoleParallel.setBrushes(chart, filtersAsBrushes(window.aiconsoleParallel.axes(chart)));
+      return;
+    }
     chart.on("plotly_hover", (data) => { const trial = trialOf(data.points[0]); if (trial) mark(trial); });
     chart.on("plotly_unhover", () => mark(null));
     chart.on("plotly_click", (data) => { const trial = trialOf(data.points[0]); if (trial) openTrial(trial); });
-    if (chart.data[0] && chart.data[0].type === "parcoords") {
-      let pending = null;  // one request per brush gesture, not one per mouse move
-      brushNote(chart);
-      chart.on("plotly_restyle", () => { clearTimeout(pending); pending = setTimeout(() => brushed(chart), 250); });
-    }
+  });
+
+  let pending = null;  // one request for a run of key presses, not one per press
+  document.addEventListener("parallel:brush", (event) => {
+    if (!event.target.closest("#study-charts")) return;
+    clearTimeout(pending);
+    pending = setTimeout(() => brushed(event.detail), 250);
   });
 
   // The table marks its trials in the charts: a row hovered or focused.

@@ -12,8 +12,8 @@ from django.conf import settings
 from hypothesis import Phase
 from hypothesis import settings as hypothesis_settings
 
-from tests.helpers.jobs import TASK_HEADER, build_package
-from tests.helpers.waiting import wait_for
+from bench.support.packages import TASK_HEADER, build_package
+from bench.support.waiting import wait_for
 
 pytest_plugins = ["tests.gcs_emulator", "tests.fixtures.serving"]
 
@@ -212,6 +212,8 @@ def run_job(executor, job_body, admin, project):
         wait_for(
             lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, timeout, message=f"job {job_id} to finish"
         )
+        # And its runner done with what follows the end (what it lent taken back, its logs closed).
+        wait_for(lambda: executor.runners.get(job.pk) is None, 30, message=f"job {job_id}'s runner to let go")
         job.refresh_from_db()
         return job
 

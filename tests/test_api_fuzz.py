@@ -21,9 +21,9 @@ import uvicorn
 from hypothesis import HealthCheck, Phase, settings
 
 from aiconsole.openapi import build_document
+from bench.support.waiting import wait_for
 from console.urls import API_DESCRIPTIONS
 from jobs.executor.replicas import free_port
-from tests.helpers.waiting import wait_for
 
 schema = schemathesis.openapi.from_dict(build_document(*API_DESCRIPTIONS))
 # Random requests per operation: 25, or fewer where the loaded profile says so (the fast lane's 10).

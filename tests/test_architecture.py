@@ -110,6 +110,36 @@ def test_a_function_local_import_of_our_own_code_says_why_it_is_deferred():
     assert silent == [], "\n".join(silent)
 
 
+# What only the test suite installs (pyproject's "test" extra); the benchmarks run from the console's.
+TEST_ONLY = {"tests", "pytest", "pytest_django", "playwright", "gcp_storage_emulator", "schemathesis", "hypertune"}
+# The one module that imports Playwright for the two benchmarks that drive Chromium, or exits
+# naming its install command; bench/vertex.py asks for the storage emulator the same way.
+ASKS_FOR_ITS_INSTALL = {
+    "bench/support/needs_playwright.py": {"playwright"},
+    "bench/vertex.py": {"gcp_storage_emulator"},
+}
+
+
+def test_the_benchmarks_import_nothing_only_the_test_suite_installs():
+    """bench/ runs from the README's console install: what it shares with the tests lives in
+    bench/support/, which the tests import, never the other way round."""
+    reaching = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top in TEST_ONLY and top not in ASKS_FOR_ITS_INSTALL.get(name, set()):
+                    reaching.append(f"{name}:{node.lineno} imports {module}")
+    assert reaching == [], "\n".join(reaching)
+
+
 def _module_names(tree: ast.AST) -> dict[str, str]:
     """The names under which a file holds modules of ours (``from jobs import filters`` gives
     ``filters``; ``import jobs.filters as f`` gives ``f``)."""
@@ -248,9 +278,12 @@ JOBS_ORDER = (
     "apps",
     "web",
     "api",
+    "notifications",
     "cluster",
     "tensorboard",
     "executor",
+    "webaccess",
+    "usage",
     "builtin",
     "tuning",
     "training",
@@ -263,12 +296,13 @@ JOBS_ORDER = (
     "containers",
     "wire",
     "validation",
+    "quotas",
     "filters",
     "dispatch",
     "kinds",
     "catalogue",
     "runtimes",
-    "naming",
+    "job_ids",
     "models",
 )
 

@@ -97,6 +97,8 @@ SHORT_RUNS = {
     "outputs.py": (["--files", "300", "--csv-mb", "1", "--repeats", "1"], "csv preview, 1 MB / 1 KB"),
     "containers.py": (["--latency-runs", "1", "--cancel-runs", "1", "--no-study"], "container / package p50"),
     "vertex.py": (["--rounds", "1"], "ratio SDK at 50 ms / v1"),
+    "vertex_predict.py": (["--rounds", "1", "--requests", "10"], "ratios of p50 to v1"),
+    "admission.py": (["--projects", "3", "--queued", "60", "--repeats", "1"], "ratio fair / first come"),
     # Builds Google's PyTorch image from Debian's packages: its one short run is the real one.
     "prebuilt.py": ([], "second / first"),
     "scaled.py": (
@@ -125,6 +127,7 @@ SHORT_RUNS = {
         "ratio this checkout / baseline",
     ),
     "screenshots.py": (["--out", "{scratch}"], "tuning-study-phone-dark.png"),
+    "webshell.py": (["--keys", "20", "--rounds", "1"], "ratio console / direct pty"),
     "startup.py": (["--runs", "1", "--other", "{root}"], "aiconsole up to /login/"),
     "abuse.py": (
         [
@@ -152,7 +155,16 @@ SHORT_RUNS = {
 }
 # Where the environment is already built: the suite's own cache (aiconsole/testing.py), given as
 # --env-dir; what takes minutes on a new machine is the same build the suite makes first.
-NO_ENV_DIR = {"fronts_cpu.py", "runtimes.py", "tuning.py", "api_list.py", "metrics.py", "pages.py", "outputs.py"}
+NO_ENV_DIR = {
+    "admission.py",
+    "fronts_cpu.py",
+    "runtimes.py",
+    "tuning.py",
+    "api_list.py",
+    "metrics.py",
+    "pages.py",
+    "outputs.py",
+}
 NEEDS_CHROMIUM = {"pages.py", "screenshots.py"}
 # Seconds each may take; most take under a minute. Building an image from nothing downloads and
 # unpacks some 1.4 GB of Debian packages.
@@ -167,7 +179,7 @@ def test_every_benchmark_has_a_short_run():
 def _services_for(name: str) -> None:
     """Skip (fail in CI) when what a benchmark needs beyond this checkout is missing, as its tests do."""
     if name in NEEDS_CHROMIUM:
-        from tests.browser import harness
+        from bench.support import harness
 
         if harness.ensure_chromium() is None:
             if harness.in_ci():
@@ -178,7 +190,7 @@ def _services_for(name: str) -> None:
 
         require_engine()
     if name == "scaled.py":
-        from tests.cluster.harness import service_up
+        from bench.support.cluster import service_up
 
         for service, port in (("PostgreSQL", 5432), ("Redis", 6379)):
             problem = service_up("127.0.0.1", port)

@@ -18,7 +18,7 @@ import sys
 COMMANDS = {
     "console.cli.server": ("up", "token", "credentials", "manage"),
     "console.cli.cluster": ("web", "worker", "workers"),
-    "console.cli.admin": ("projects", "users", "audit"),
+    "console.cli.admin": ("projects", "users", "audit", "gc"),
     "console.cli.auth": ("auth",),
     "console.cli.jobs": ("jobs",),
     "console.cli.local": ("local",),
@@ -26,6 +26,8 @@ COMMANDS = {
     "console.cli.resources": ("operations", "locations", "explain"),
     "console.cli.runtimes": ("runtimes",),
     "console.cli.images": ("images", "containers"),
+    "console.cli.notifications": ("notifications",),
+    "console.cli.quotas": ("quotas",),
     "console.cli.vertex": ("ai",),
     "console.cli.gcloud": ("gcloud-wrapper",),
 }

@@ -1,7 +1,7 @@
 """Administration commands that run on the server's own machine.
 
 ``projects create|add-iam-policy-binding|remove-iam-policy-binding``,
-``users create|list|set-password|deactivate|reactivate`` and ``audit verify|purge`` work on the
+``users create|list|set-password|deactivate|reactivate``, ``audit verify|purge`` and ``gc`` work on the
 data dir directly (like ``token create``), through the same
 services as the console. They act as the ``system`` principal: whoever can run them already holds
 the data dir. Their audit entries carry the user agent ``aiconsole-cli``.
@@ -272,6 +272,49 @@ def cmd_audit_purge(args) -> int:
     return 0
 
 
+# --- clean-up -------------------------------------------------------------------------------------
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+@_as_cli_call
+def cmd_gc(args) -> int:
+    _start(args)
+    # deferred: Django is configured by setup_django() first; the client commands never load it
+    from aiconsole import iam
+    from aiconsole.errors import ServiceError
+    from jobs.executor import cleanup
+    from jobs.usage import services
+
+    project = None
+    if args.project:
+        project = _project(args.project)
+        if project is None:
+            return _fail(f"No project {args.project}.")
+    if args.set_retention is not None:
+        if project is None:
+            return _fail("--set-retention needs --project.")
+        try:
+            services.set_retention(project, args.set_retention, args.protect_label or "", actor=iam.SYSTEM)
+        except ServiceError as error:
+            return _refused(error)
+        print(f"{project.project_id} keeps its jobs' records {args.set_retention or 'for ever'} days after they end.")
+        return 0
+    items = cleanup.plan(project=project) if args.dry_run else cleanup.run(project=project)
+    for item in items:
+        rows = f" ({item.count} rows)" if item.count else ""
+        print(f"{item.project or '-'}\t{item.kind}\t{item.target}{rows}\t{_size(item.bytes)}")
+    verb = "Would free" if args.dry_run else "Freed"
+    print(f"{verb} {_size(sum(item.bytes for item in items))} in {len(items)} items.")
+    return 0
+
+
 def register(commands) -> None:
     def data_dir(parser):
         parser.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
@@ -324,3 +367,14 @@ def register(commands) -> None:
     purge = data_dir(audit_commands.add_parser("purge", help="delete entries past their retention"))
     purge.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     purge.set_defaults(func=cmd_audit_purge)
+
+    gc = data_dir(
+        commands.add_parser("gc", help="remove records and files past the projects' retention (on the server)")
+    )
+    gc.add_argument("--dry-run", action="store_true", help="list what would be removed and the space it frees")
+    gc.add_argument("--project", help="only this project")
+    gc.add_argument(
+        "--set-retention", type=int, metavar="DAYS", help="set --project's retention: days after a job ends (0: keep)"
+    )
+    gc.add_argument("--protect-label", help="with --set-retention: jobs carrying this label are kept (as keep=true)")
+    gc.set_defaults(func=cmd_gc)

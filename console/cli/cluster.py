@@ -37,7 +37,7 @@ def cmd_web(args) -> int:
     # deferred: Django is configured by setup_django() first; the client commands never load it
     import console.celery  # noqa: F401  the coordinator here sends scaled mode's tasks through its app
     from aiconsole.bootstrap import ensure_admin_and_project
-    from console.cli.server import serve_web
+    from console.cli.server import grpc_process, serve_web
     from jobs.cluster import coordinator
 
     result = ensure_admin_and_project()
@@ -49,9 +49,14 @@ def cmd_web(args) -> int:
 
     coordinator.start("web")
     kinds.start_services()  # online prediction is served by the web process, as in embedded mode
+    vertex_grpc = grpc_process(args.host, args.port)  # Vertex AI over gRPC, in a process of its own
+    if vertex_grpc is not None:
+        vertex_grpc.start()
     try:
         return serve_web(args.host, args.port)
     finally:
+        if vertex_grpc is not None:
+            vertex_grpc.stop()
         kinds.stop_services()
         coordinator.stop()
 

@@ -385,14 +385,14 @@ def cmd_stream_logs(args) -> int:
 METRIC_COLUMNS = ["tag", "step", "value", "time", "trialId", "source", "run"]  # the console's CSV download's
 
 
-def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str = "") -> list[dict]:
+def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str = "", source: str = "") -> list[dict]:
     """Every point of the job's metrics (our extension), page by page."""
     points: list[dict] = []
     token = ""
     while True:
         answer = client.get(
             client.job_path(job_id, "/metrics"),
-            params={"tag": tag, "trialId": trial_id, "pageSize": 10_000, "pageToken": token},
+            params={"tag": tag, "trialId": trial_id, "source": source, "pageSize": 10_000, "pageToken": token},
         )
         points += answer.get("metrics") or []
         token = answer.get("nextPageToken") or ""
@@ -403,7 +403,7 @@ def fetch_metrics(client: Client, job_id: str, *, tag: str = "", trial_id: str =
 @common.command("jobs.metrics.points")
 def cmd_metrics(args) -> int:
     client = common.client(args)
-    points = fetch_metrics(client, args.job, tag=args.tag or "", trial_id=args.trial_id or "")
+    points = fetch_metrics(client, args.job, tag=args.tag or "", trial_id=args.trial_id or "", source=args.source or "")
     if args.format == "json":
         sys.stdout.write(json.dumps(points, indent=1) + "\n")
         return 0
@@ -629,10 +629,17 @@ def register(commands) -> None:
     common.connection_flags(stream, formats=False)
     stream.set_defaults(func=cmd_stream_logs)
 
-    metrics = jobs.add_parser("metrics", help="print a job's metrics (hypertune reports, TF summary scalars)")
+    metrics = jobs.add_parser(
+        "metrics", help="print a job's metrics (hypertune reports, TF summary scalars, its replicas' resource use)"
+    )
     metrics.add_argument("job", metavar="JOB")
     metrics.add_argument("--tag", help="only this metric, e.g. accuracy or epoch_loss")
     metrics.add_argument("--trial-id", help="only this trial of a tuning job")
+    metrics.add_argument(
+        "--source",
+        choices=["hypertune", "tfevents", "system"],
+        help="only these points; system: each replica's CPU, memory, network and GPUs (run: the replica)",
+    )
     metrics.add_argument(
         "--format",
         choices=["csv", "json"],

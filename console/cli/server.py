@@ -64,6 +64,8 @@ def cmd_up(args) -> int:
         # deferred: Django is configured by setup_django() first; the client commands never load it
         from aiconsole.events import RELAY_VARIABLE
 
+        if args.process == "grpc":
+            return _run_grpc(args.host, args.port)
         if not os.environ.get(RELAY_VARIABLE):
             print(f"aiconsole up: --process {args.process} is started by 'aiconsole up' itself", file=sys.stderr)
             return 2
@@ -129,6 +131,49 @@ def serve_web(host: str, port: int) -> int:
     # stopped (docker stop, systemd). Ours turns it into an ordinary exit, as Ctrl+C is.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server.run()
+    return 0
+
+
+def grpc_process(host: str, port: int) -> Child | None:
+    """The process that serves Vertex AI over gRPC beside the web port (console/grpc_front.py), unless
+    AICONSOLE_GRPC_PORT is off. A process of its own: the web process forks serving processes, and
+    gRPC's threads must not be in a process that forks."""
+    from django.conf import settings
+
+    if settings.GRPC_PORT == "off":
+        return None
+    command = [sys.executable, "-c", CHILD_ENTRY, "up", "--host", host, "--port", str(port), "--process", "grpc"]
+    return Child("grpc", command, dict(os.environ))
+
+
+def _run_grpc(host: str, web_port: int) -> int:
+    """The gRPC process: says where it serves (or why it does not), then serves until stopped."""
+    from django.conf import settings
+
+    # deferred: only this process reads the SDK's transports (a second or more of imports)
+    from console import grpc_front
+
+    received = _stop_on((signal.SIGTERM, signal.SIGINT))
+    running = None
+    missing = grpc_front.available()
+    if missing:
+        print(f'Vertex AI over gRPC is not served: {missing}; the SDK works with api_transport="rest".', flush=True)
+    else:
+        try:
+            running = grpc_front.start(
+                host,
+                int(settings.GRPC_PORT),
+                settings.DATA_DIR,
+                web_url=grpc_front.web_address(host, web_port),
+                extra_names=settings.GRPC_NAMES,
+            )
+            print(running.banner(host), flush=True)
+        except RuntimeError as error:  # the port is taken: REST still serves; nothing to restart
+            print(f"Vertex AI over gRPC is not served: port {settings.GRPC_PORT}: {error}", file=sys.stderr, flush=True)
+    while not received:
+        time.sleep(0.2)
+    if running is not None:
+        running.stop()
     return 0
 
 
@@ -347,6 +392,9 @@ class Supervisor:
         env = {**os.environ, RELAY_VARIABLE: self.folder}
         base = [sys.executable, "-c", CHILD_ENTRY, "up", "--host", host, "--port", str(port), "--process"]
         self.children = [Child("worker", [*base, "worker"], env), Child("web", [*base, "web"], env)]
+        grpc = grpc_process(host, port)
+        if grpc is not None:
+            self.children.append(grpc)
         self.signals: list[int] = []
 
     def _on_signal(self, signum, frame) -> None:
@@ -502,7 +550,7 @@ def register(commands) -> None:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8000)
     up.add_argument("--data-dir", dest="data_dir", default=argparse.SUPPRESS)
-    up.add_argument("--process", choices=["web", "worker"], help=argparse.SUPPRESS)  # what 'up' starts
+    up.add_argument("--process", choices=["web", "worker", "grpc"], help=argparse.SUPPRESS)  # what 'up' starts
     up.set_defaults(func=cmd_up)
 
     token = commands.add_parser("token", help="API tokens")

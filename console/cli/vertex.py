@@ -159,7 +159,7 @@ def cmd_cancel(args) -> int:
 
 @common.command("ai.stream-logs")
 def cmd_stream_logs(args) -> int:
-    from jobs.naming import vertex_job_id  # pure: no Django settings needed
+    from jobs.job_ids import vertex_job_id  # pure: no Django settings needed
 
     client = common.client(args)
     number = _number(args.job)

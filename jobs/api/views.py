@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from aiconsole import accounts, audit, iam, paging
 from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from jobs import catalogue, services
+from jobs.quotas import admission as quotas
 from jobs.tuning import export
 from jobs.wire import job_resource
 
@@ -152,3 +153,12 @@ def job_trials(request, project_id, job_id):
     if request.query_params.get("alt") == "csv":
         return HttpResponse(export.as_csv(names, rows), content_type="text/csv")
     return Response(export.as_json(names, rows))
+
+
+@api_view(["GET", "PATCH"])
+def project_quotas(request, project_id):
+    """projects/P/quotas: GET the limits, weight and usage; PATCH ``{"limits": [...], "weight": W}``."""
+    project = accounts.find_project(project_id, actor=request.user)
+    if request.method == "PATCH":
+        return Response(quotas.set_quotas(project, request.data, actor=request.user))
+    return Response(quotas.read_quotas(project, actor=request.user))

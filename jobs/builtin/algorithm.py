@@ -4,7 +4,7 @@ A job whose ``masterConfig.imageUri`` names a built-in algorithm image runs the 
 package shipped in this repository. ``runnable_input`` turns such a TrainingInput into what the
 executor runs for any trainer (``packageUris`` with our wheel, ``pythonModule``), so logs,
 cancel, tuning and scaled mode need nothing special. The argument rules live in
-``algorithms.catalogue`` and are applied by ``jobs.validation`` (``check_training_input`` below);
+``algorithms.definitions`` and are applied by ``jobs.validation`` (``check_training_input`` below);
 ``check_submission`` adds what needs the filesystem: the data file itself.
 """
 
@@ -22,7 +22,7 @@ from django.conf import settings
 import algorithms
 from aiconsole import storage
 from algorithms import analysis
-from algorithms import catalogue as algos
+from algorithms import definitions as algos
 from algorithms.table import DataError, check_target, decode, read_text
 from jobs import runtimes
 from jobs.catalogue import MACHINE_TYPES, SCALE_TIERS, TPU

@@ -12,7 +12,7 @@ import shlex
 
 from django import forms
 
-from algorithms import catalogue as algos
+from algorithms import definitions as algos
 from jobs import catalogue
 
 # Form fields that become --name=value arguments, per algorithm (common ones for both).

@@ -1,6 +1,6 @@
 """The job page's sections of a built-in algorithm job (``jobs.kinds.JobPage``): its results (the
 algorithm, the evaluation on each split, the data summary, Deploy), then a tuning job's sections
-when it tunes, then a training job's; and the ``?part=builtin`` refresh of its results."""
+when it tunes, then a training job's; and the refresh of its results (``fragments/builtin/``)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from aiconsole import accounts, iam, storage
 from aiconsole.errors import ServiceError
 from algorithms.table import DataError
-from jobs import naming, services
+from jobs import job_ids, services
 from jobs.builtin import analysis as analysis_runner
 from jobs.builtin.forms import BuiltinJobForm, DataAnalysisForm, initial_from_builtin_job
 
@@ -39,7 +39,7 @@ def builtin_submit(request, project_id):
 
 def _clone_initial(project, job) -> dict:
     """A built-in job's "Clone": its algorithm, data and arguments, under a new suggested id."""
-    new_id = naming.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists(), "builtin")
+    new_id = job_ids.suggest_job_id(lambda job_id: project.jobs.filter(job_id=job_id).exists(), "builtin")
     return initial_from_builtin_job(job, job_id=new_id, default_job_dir=_default_job_dir(project, job.job_id))
 
 

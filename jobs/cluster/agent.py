@@ -54,9 +54,12 @@ from jobs.executor.replicas import ReplicaProcess, exit_description, set_worker_
 from jobs.executor.runner import RunnerBase, internal_error_message
 from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
+from jobs.metrics import system
 from jobs.models import Job, JobState, Replica, ReplicaState, Worker, new_etag
 from jobs.services import announce_state
 from jobs.vertex import launch as vertex
+from jobs.webaccess import holds
+from jobs.webaccess import host as webaccess
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +100,9 @@ class LocalReplica:
     process: ReplicaProcess | None = None
     metrics: metrics.Collector | None = None  # the master's: the job's metric points (jobs.metrics.points)
     launch: strategies.Launch | None = None  # how it runs, decided when it is prepared
+    trial_id: str = ""
     stopping: bool = False
+    holding: bool = False  # failed, and held for its shell (web access) until its hold ends
     done: threading.Event = field(default_factory=threading.Event)
 
     def fence(self, cursor) -> bool:
@@ -115,6 +120,7 @@ class Agent:
         self.lease_file = folder / worker.name  # touched after each renewal (reaper.py --lease)
         self.renewed()
         self.replicas: dict[int, LocalReplica] = {}
+        self.sampler = system.Sampler("agent-usage")  # every replica's use of this worker, one thread for all
         self.jobs: dict[int, RunnerBase] = {}  # whole jobs: pk → runner
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -143,6 +149,7 @@ class Agent:
     def stop(self) -> None:
         """Leave cleanly: stop this host's replicas and hand its work back at once."""
         self._stopping.set()
+        self.sampler.close()
         # First, so that the coordinator tells the replicas' loss as a stop, not a silence.
         Worker.objects.filter(pk=self.worker.pk).update(stopped=True)
         with self._lock:
@@ -191,6 +198,7 @@ class Agent:
         replica = Replica.objects.select_related("job__project").get(pk=replica_pk)
         local = LocalReplica(replica.pk, attempt, replica.label, replica.task_type, replica.task_index, replica.job_id)
         local.sink = LogSink(replica.job_id, fence=local.fence, late=lambda: self._late_note(local))
+        local.trial_id = replica.trial_id
         with self._lock:
             self.replicas[replica.pk] = local
         job = replica.job
@@ -224,7 +232,11 @@ class Agent:
                 f"The replica {replica.task_type} {replica.task_index} could not be started.",
             )
             return
-        Replica.objects.filter(pk=replica.pk, attempt=attempt).update(pid=process.pid)
+        # shells into it, on this worker's address, for a job with web access
+        shell_port = webaccess.offer_replica(
+            process, training_input=job.training_input or {}, labels=job.labels, address=self.worker.address
+        )
+        Replica.objects.filter(pk=replica.pk, attempt=attempt).update(pid=process.pid, shell_port=shell_port)
         if local.stopping:  # a stop came while it was being forked: the heartbeat left it to us
             local.stopping = False
             self._stop(local, fenced=False)
@@ -234,8 +246,24 @@ class Agent:
             + (f", GPUs {replica.devices}" if replica.devices else "")
             + ")."
         )
+        self._sample(local, replica, process)
         if job.mark_running():
             announce_state(job)
+
+    def _sample(self, local: LocalReplica, replica: Replica, process: ReplicaProcess) -> None:
+        """Have this worker's sampler watch the replica's use of it (its own network namespace
+        when it is a container: scaled mode gives each its own) until it ends; a trial's under its trial."""
+        _cpus, memory = system.machine_limits(replica.machine_type)
+        sink = local.sink
+        self.sampler.add(
+            local.job_pk,
+            local.label,
+            process.usage_probe(memory, own_network=True),
+            trial_id=local.trial_id,
+            machine_type=replica.machine_type,
+            gpus=process.gpu_devices(replica.accelerator_count),
+            say=(lambda message: sink.service(message, trial_id=local.trial_id)) if sink is not None else None,
+        )
 
     def _late_note(self, local: LocalReplica) -> str:
         return (
@@ -335,7 +363,9 @@ class Agent:
         while not self._stopping.is_set():
             with self._lock:
                 running = [
-                    (r, r.process) for r in self.replicas.values() if r.process is not None and not r.done.is_set()
+                    (r, r.process)
+                    for r in self.replicas.values()
+                    if r.process is not None and not r.done.is_set() and not r.holding
                 ]
             for local, process in running:
                 code = process.poll()
@@ -353,16 +383,46 @@ class Agent:
                             f"status of {exit_description(code)}."
                         )
                         message = local.launch.failure(said, process) if local.launch else said
+                        if self._hold_for_shell(local, process, code, message):
+                            continue
                     self._finish(local, state, code, message)
                 except Exception:
                     logger.exception("Recording the exit of %s failed", local.label)
             self._stopping.wait(0.05)
+
+    def _hold_for_shell(self, local: LocalReplica, process: ReplicaProcess, code: int, message: str) -> bool:
+        """A failed replica of a job with web access that asked (``aiconsole-hold-failed-replica``)
+        stays RUNNING, its shell open, that many minutes or until the job is stopped; then it
+        fails as it would have. Whether it is held."""
+        labels, training_input = Job.objects.filter(pk=local.job_pk).values_list(
+            "labels", "training_input"
+        ).first() or ({}, {})
+        row = Replica.objects.filter(pk=local.pk, attempt=local.attempt)
+        say = local.sink.service if local.sink is not None else lambda *said, **how: None
+        address = self.worker.address
+        held = holds.begin(
+            process, labels=labels, training_input=training_input, address=address, row=row, say=say,
+            where="on this worker, ",
+        )  # fmt: skip
+        if not held:
+            return False
+        local.holding = True
+
+        def release() -> None:
+            local.done.wait(held)  # a stop (the job cancelled) finishes it sooner
+            holds.end(process, address=address, row=row)
+            self._finish(local, ReplicaState.FAILED, code, message)
+
+        _in_thread(release)
+        return True
 
     def _finish(self, local: LocalReplica, state: str, code: int | None, message: str = "") -> None:
         """Store what remains of its log, then its end, if this is still its current start."""
         if local.done.is_set():
             return
         local.done.set()
+        self.sampler.remove(local.job_pk, local.label, trial_id=local.trial_id)
+        holds.let_go([local.pk], address=self.worker.address)  # not held, or no longer: its shells end with it
         sink = local.sink
         if sink is not None:
             if state == ReplicaState.SUCCEEDED or state == ReplicaState.FAILED:
@@ -390,6 +450,8 @@ class Agent:
         local.process.wait_output()
         if fenced:
             local.done.set()
+            self.sampler.remove(local.job_pk, local.label, trial_id=local.trial_id)
+            holds.let_go([local.pk], address=self.worker.address)
             if local.sink is not None:
                 local.sink.fenced = True
                 local.sink.close()

@@ -52,6 +52,7 @@ from jobs.executor.replicas import Placement, cluster_configs
 from jobs.executor.runner import RunnerBase, record_crash
 from jobs.executor.sink import LogSink
 from jobs.models import LIVE_REPLICA_STATES, Job, JobState, Replica, ReplicaState, Worker, new_etag
+from jobs.quotas import admission as quotas
 from jobs.services import announce_state
 
 logger = logging.getLogger(__name__)
@@ -316,32 +317,67 @@ class Coordinator:
     # --- admission -------------------------------------------------------------------------
 
     def _admit(self) -> None:
-        offers = None
-        for job in Job.objects.queued_in_order().filter(worker=None).select_related("project"):
-            offers = offers if offers is not None else capacity.offers()
-            region = (job.training_input or {}).get("region") or (job.prediction_input or {}).get("region") or ""
-            whole = capacity.runs_whole(job)
-            plans = capacity.whole_job_plans(job) if whole else catalogue.replica_plan(job.training_input)
-            eligible = self._eligible(job, offers, region)
-            if eligible is None:
-                continue
-            if whole:
-                assignments = self._place_whole(plans, eligible, region)
-            else:
-                assignments = placement.place(plans, eligible.values(), region, self.rng)
-            if assignments is None:
-                never = placement.never_fits(plans, list(eligible.values()), region)
-                if never:
-                    self._explain(job, never)
-                    continue  # it does not hold up the jobs behind it
-                self._explain(job, placement.waiting_reason(plans, eligible.values(), region))
-                break  # first come first served: later jobs do not jump the line
-            workers = {w.name: w for w in Worker.objects.filter(name__in={a.worker for a in assignments})}
-            if whole:
-                self._hand_over_whole(job, workers[assignments[0].worker])
-            else:
-                self._launch_gang(job, assignments, workers)
-            offers = None  # read again: this job now holds its share
+        """Place what fits, in the fair queue's order (``jobs.quotas``), each job within its project's
+        quotas; the rightful next job that no worker has room for yet stops the line."""
+        queued = list(Job.objects.queued_in_order().filter(worker=None).select_related("project"))
+        if not queued:
+            return
+        usage = quotas.running_usage()
+        limits = quotas.quotas_of({job.project_id for job in queued})
+        offers = capacity.offers()
+        # What the workers have in all, for the fair shares: their replica slots, CPUs and accelerators.
+        totals: dict[str, int] = {quotas.REPLICAS: 0, quotas.CPUS: 0}
+        for offer in offers.values():
+            totals[quotas.REPLICAS] += offer.slots or 0
+            totals[quotas.CPUS] += int(offer.cpus or 0)
+            for kind, count in offer.accelerators.items():
+                totals[kind] = totals.get(kind, 0) + int(count)
+        order = quotas.fair_order(queued, usage, {k: v for k, v in totals.items() if v})
+        job = next(order, None)
+        while job is not None:
+            outcome = self._admit_one(job, offers, usage, limits)
+            if outcome is None:
+                return  # the rightful next waits for room: nobody jumps it
+            if outcome == quotas.ADMITTED:
+                offers = capacity.offers()  # read again: this job now holds its share
+            try:
+                job = order.send(outcome)
+            except StopIteration:
+                job = None
+
+    def _admit_one(self, job: Job, offers: dict, usage, limits) -> str | None:
+        """Place one job: ADMITTED when placed; WAITS when its quota holds it (its project's later
+        jobs wait behind it); PASSED when nothing could ever run it (it holds up nobody); None when
+        the line stops at it."""
+        need = quotas.demand(job)
+        blocked = quotas.blocking_quota(job, need, usage, limits.get(job.project_id, []))
+        if blocked:
+            self._explain(job, blocked)
+            return quotas.WAITS
+        region = (job.training_input or {}).get("region") or (job.prediction_input or {}).get("region") or ""
+        whole = capacity.runs_whole(job)
+        plans = capacity.whole_job_plans(job) if whole else catalogue.replica_plan(job.training_input or {})
+        eligible = self._eligible(job, offers, region)
+        if eligible is None:
+            return quotas.PASSED
+        if whole:
+            assignments = self._place_whole(plans, eligible, region)
+        else:
+            assignments = placement.place(plans, eligible.values(), region, self.rng)
+        if assignments is None:
+            never = placement.never_fits(plans, list(eligible.values()), region)
+            if never:
+                self._explain(job, never)
+                return quotas.PASSED  # it does not hold up the jobs behind it
+            self._explain(job, placement.waiting_reason(plans, eligible.values(), region))
+            return None
+        workers = {w.name: w for w in Worker.objects.filter(name__in={a.worker for a in assignments})}
+        if whole:
+            self._hand_over_whole(job, workers[assignments[0].worker])
+        else:
+            self._launch_gang(job, assignments, workers)
+        usage.add(job, need)
+        return quotas.ADMITTED
 
     def _eligible(self, job: Job, offers: dict, region: str) -> dict | None:
         """The workers that may run ``job``: only those with a container engine for a container

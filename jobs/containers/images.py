@@ -28,8 +28,8 @@ from django.db import transaction
 from aiconsole import audit, iam
 from aiconsole.errors import AlreadyExists, FailedPrecondition, FieldViolation, InvalidArgument
 from aiconsole.models import Project
-from aiconsole.v1schema import snake
-from algorithms import catalogue as algorithm_catalogue
+from aiconsole.protojson import snake
+from algorithms import definitions as algos
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.models import ContainerImage
@@ -125,7 +125,7 @@ def check_submission(training_input: dict, *, project: Project) -> list[FieldVio
     runnable here by this project, an engine, the image in its store, not another project's upload;
     and, with ``AICONSOLE_CONTAINER_GPU_MISSING=refuse``, the GPUs it asks for. A built-in
     algorithm's image is the console's own, checked by its own rules."""
-    if algorithm_catalogue.for_training_input(training_input):
+    if algos.for_training_input(training_input):
         return []
     violations = _image_violations(training_input, project)
     gpu = gpu_problem(training_input) if not violations else None

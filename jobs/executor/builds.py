@@ -22,6 +22,7 @@ never does is run that code.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import selectors
@@ -139,18 +140,22 @@ class Sandbox:
 
     def _own_cache(self) -> None:
         """The account's uv cache: kept between its builds, started again if another owns it (a
-        project's account changed with its database)."""
-        try:
-            owner = self.cache.lstat().st_uid
-        except FileNotFoundError:
-            owner = None
-        if owner is not None and owner != self.owner[0]:
-            shutil.rmtree(self.cache, ignore_errors=True)
-            owner = None
-        if owner is None:
-            self.cache.mkdir(mode=0o700)
-            if self.account is not None:
-                self.account.hand_over(self.cache)
+        project's account changed with its database). Under a lock: two builds of one project at once
+        (two queued jobs prepared ahead) would otherwise see each other's cache half made, still the
+        console's, and remove it under the other's build."""
+        with open(self.base / ".cache.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                owner = self.cache.lstat().st_uid
+            except FileNotFoundError:
+                owner = None
+            if owner is not None and owner != self.owner[0]:
+                shutil.rmtree(self.cache, ignore_errors=True)
+                owner = None
+            if owner is None:
+                self.cache.mkdir(mode=0o700)
+                if self.account is not None:
+                    self.account.hand_over(self.cache)
 
     # --- running as the account ----------------------------------------------------------------
 

@@ -26,15 +26,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from django.conf import settings
 
 from aiconsole import trainer_user
-from algorithms import catalogue as algorithm_catalogue
+from algorithms import definitions as algos
 from jobs import catalogue
 from jobs.containers import engine as engines
 from jobs.containers import staged as staging
 from jobs.executor.replicas import WORKER_LEASE, ReplicaProcess, lease_option, reaped
+from jobs.metrics import system
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ _ACCOUNT_VARIABLES = {"HOME", "USER", "LOGNAME"}
 def runs_container(training_input: dict | None) -> bool:
     """Whether the job runs the user's container image (not a built-in algorithm's)."""
     image = ((training_input or {}).get("masterConfig") or {}).get("imageUri")
-    return bool(image) and algorithm_catalogue.by_image(image) is None
+    return bool(image) and algos.by_image(image) is None
 
 
 _CONFIG_KEYS = {
@@ -492,6 +494,7 @@ class ContainerReplicaProcess(ReplicaProcess):
     removed: bool = False
     devices: list[str] = field(default_factory=list)
     staged: staging.Staged | None = None  # its folders and environment, released with it
+    holds_for_shell: ClassVar[bool] = False  # its shell is inside it, and ends with it
 
     def start(self) -> None:
         assert self.engine is not None
@@ -515,6 +518,46 @@ class ContainerReplicaProcess(ReplicaProcess):
         )
         self.started = time.monotonic()
         self._start_readers()
+
+    def shell(self) -> tuple[list[str], Path, dict[str, str]]:
+        """A shell inside the container (web access): its user, its working folder and its
+        environment, bash where the image has it. Asked right after the start, it waits (a
+        while) for the engine to have made the container."""
+        assert self.engine is not None
+        deadline = time.monotonic() + SHELL_WAIT_SECONDS
+        while self.init_pid() is None and self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        command = self.engine.command(
+            "exec",
+            "--interactive",
+            "--tty",
+            "--env",
+            "TERM=xterm-256color",
+            "--env",
+            rf"PS1=\u@{self.label}:\w\$ ",
+            self.container,
+            "/bin/sh",
+            "-c",
+            "if command -v bash >/dev/null 2>&1; then exec bash --norc -i; else exec sh -i; fi",
+        )
+        return command, self.cwd, self.engine.environment()
+
+    def usage_probe(self, memory_limit: int | None, *, own_network: bool) -> system.ProcessTree:
+        """The container's processes, found from its init, and its network when its namespace is its own."""
+        return system.container_tree(self.init_pid, memory_limit=memory_limit, network=own_network)
+
+    def gpu_devices(self, accelerator_count: int) -> list[str] | None:
+        return system.gpu_devices(accelerator_count, None, self.devices) if self.devices else None
+
+    def init_pid(self) -> int | None:
+        """The host's pid of the container's init, once the engine has started it; None before."""
+        if self.engine is None or self.popen is None or self.popen.poll() is not None:
+            return None
+        try:
+            answer = self.engine.call("inspect", "--format", "{{.State.Pid}}", self.container).strip()
+        except engines.EngineError:
+            return None
+        return int(answer) if answer.isdigit() and int(answer) > 0 else None
 
     def stop(self, grace: float) -> None:
         """Stop the container (SIGTERM, SIGKILL after ``grace``) and wait for its status; ``remove``
@@ -551,6 +594,7 @@ class ContainerReplicaProcess(ReplicaProcess):
             self.staged.release()
 
 
+SHELL_WAIT_SECONDS = 30.0  # a shell asked for as the container starts waits this long for it
 REMOVE_TRIES = 6  # 0.25 s, then 0.5 s … : about 5 s in all
 
 

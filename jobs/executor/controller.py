@@ -26,6 +26,7 @@ from jobs.executor.replicas import SPARES, stop_orphan
 from jobs.executor.runner import RunnerBase
 from jobs.executor.sink import LogSink
 from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.quotas import admission as quotas
 
 logger = logging.getLogger(__name__)
 
@@ -93,22 +94,48 @@ class Controller:
                 Job.objects.get(pk=pk).mark_cancelled()
 
     def _admit(self) -> None:
+        """Start what fits, in the fair queue's order (``jobs.quotas``): the project owed the most
+        first, then priority, then first come; a job its project's quota holds back waits, and the
+        rightful next job that finds no room stops the line (nobody jumps it). Then have the next
+        jobs' environments built ahead, so one that cannot install fails now, not at its turn."""
+        # Each project's first jobs are all a pass can reach: it admits a few and prepares 20 ahead.
+        queued = quotas.waiting_line(per_project=PREPARED_AHEAD + 1)
+        usage = quotas.running_usage()
+        # A job started a moment ago reads QUEUED until its runner marks it PREPARING: it holds its
+        # share already, and must not get a second runner (whose end would uncount the first).
+        starting = [job for job in queued if self.runners.get(job.pk) is not None]
+        for held in starting:
+            usage.add(held, quotas.demand(held))
+        queued = [job for job in queued if self.runners.get(job.pk) is None]
+        if not queued:
+            self.prebuilder.take([])
+            return
+        limits = quotas.quotas_of({job.project_id for job in queued})
+        order = quotas.fair_order(queued, usage, quotas.console_capacity())
         waiting: list[int] = []
-        for job in Job.objects.queued_in_order().only("pk", "training_input", "prediction_input"):
-            need = len(kinds.of_job(job).plans(job))
+        full = False
+        job: Job | None = next(order, None)
+        while job is not None and len(waiting) < PREPARED_AHEAD:
+            need = quotas.demand(job)
+            replicas = need.amounts[quotas.REPLICAS]
             busy = self.runners.busy_replicas()
-            if waiting or (busy and busy + need > settings.MAX_REPLICAS):
-                # First come first served: later jobs do not jump the line. Their environments
-                # are built meanwhile, so one that cannot install fails now, not at its turn.
-                if job.training_input:
-                    waiting.append(job.pk)
-                if len(waiting) >= PREPARED_AHEAD:
-                    break
-                continue
-            runner = kinds.of_job(job).runner()(job.pk, self.runner_id, on_done=self._finished)
-            runner.replica_count = need
-            self.runners.add(runner)
-            runner.start()
+            outcome = quotas.ADMITTED  # once the line is full, followed as if each went in its turn
+            if quotas.blocking_quota(job, need, usage, limits.get(job.project_id, [])):
+                outcome = quotas.WAITS  # its project's quota holds it back; the others go on
+            elif full or (busy and busy + replicas > settings.MAX_REPLICAS):
+                full = True  # the rightful next waits for room: what follows is only prepared ahead
+            else:
+                runner = kinds.of_job(job).runner()(job.pk, self.runner_id, on_done=self._finished)
+                runner.replica_count = replicas
+                self.runners.add(runner)
+                runner.start()
+                usage.add(job, need)
+            if (full or outcome == quotas.WAITS) and job.training_input:
+                waiting.append(job.pk)
+            try:
+                job = order.send(outcome)
+            except StopIteration:
+                job = None
         self.prebuilder.take(waiting)
 
     def _finished(self, runner: RunnerBase) -> None:

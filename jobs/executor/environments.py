@@ -26,7 +26,9 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -257,6 +259,48 @@ def built_runtime(runtime: runtimes.Runtime, python: str, variant: str = "cpu") 
     return None
 
 
+def used(path: Path) -> None:
+    """Note that a job takes the layer now: its marker's time is its last use, which the clean-up
+    reads (``unused_job_layers``)."""
+    try:
+        os.utime(path / COMPLETE_MARKER)
+    except OSError:
+        pass  # a marker the console cannot touch only makes the layer look older; it is rebuilt if removed
+
+
+def unused_job_layers(before: float) -> list[tuple[Path, int]]:
+    """The jobs' layers (``job-…``, never a runtime) last used before ``before`` (seconds since the
+    epoch), with their size."""
+    found = []
+    try:
+        entries = [entry for entry in os.scandir(settings.ENV_DIR) if entry.name.startswith("job-")]
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            last_use = os.lstat(os.path.join(entry.path, COMPLETE_MARKER)).st_mtime
+        except OSError:
+            continue  # being built, or a leftover that build_once replaces
+        if last_use < before:
+            found.append((Path(entry.path), size_on_disk(Path(entry.path))))
+    return sorted(found)
+
+
+def remove_job_layer(path: Path, before: float) -> bool:
+    """Remove a job's layer under its build lock, if it is still unused since ``before``: a job
+    that took it meanwhile touched its marker, and keeps it."""
+    with _locked(path):
+        try:
+            if os.lstat(path / COMPLETE_MARKER).st_mtime >= before:
+                return False
+        except OSError:
+            return False
+        shutil.rmtree(path)
+    return True
+
+
 def size_on_disk(path: Path) -> int:
     """Bytes under a folder, links not followed."""
     total = 0
@@ -293,6 +337,7 @@ def job_environment(
     path = settings.ENV_DIR / f"job-{key[:20]}"
     if _ready(path):
         log("Reusing the cached environment for these trainer packages.")
+        used(path)
         _log_changes(Environment(path=path, key=key).info(), log)
         return shared(Environment(path=path, key=key), account)
     log("Installing the trainer packages: " + ", ".join(p.name for p in packages))
@@ -395,11 +440,86 @@ def image_layer(
 
 
 def _layer_key(base: list, packages: list[Path], account: trainer_user.TrainerUser | None) -> str:
-    """What a job's layer is made of, as a digest: its base, its packages' contents, its account."""
-    identity = [*base, *(f"{p.name}:{file_digest(p)}" for p in packages)]
+    """What a job's layer is made of, as a digest: its base, its packages' contents, its account. A
+    wheel's file name is part of what it is (its tags); an sdist's is not (the Vertex SDK stages its
+    script's package under a name with the time in it)."""
+    identity = [*base, *(f"{_name_part(p)}:{contents_digest(p)}" for p in packages)]
     if account is not None:
         identity.append(f"account:{account.uid}")
     return hashlib.sha256(json.dumps(identity).encode()).hexdigest()
+
+
+def _name_part(package: Path) -> str:
+    return package.name if package.name.lower().endswith(".whl") else "source"
+
+
+_CONTENTS_MAX_ENTRIES = 20_000
+_CONTENTS_MAX_BYTES = 1 << 30
+
+
+class _TooMuch(Exception):
+    pass
+
+
+def contents_digest(path: Path) -> str:
+    """A package's digest by what it holds (each member's name, kind, executable bit and bytes),
+    not by the archive's own bytes: the same sources packaged again (the Vertex SDK packages a local
+    script on every run, ``--package-path`` makes a new sdist on every submit) differ only in the
+    times tar and gzip write, and should share one environment. The file's own digest for what is
+    not an archive read here, or one past the bounds."""
+    name = path.name.lower()
+    try:
+        if name.endswith((".tar.gz", ".tgz", ".tar")):
+            return "contents:" + _tar_contents(path)
+        if name.endswith((".zip", ".whl")):
+            return "contents:" + _zip_contents(path)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, _TooMuch):
+        pass
+    return file_digest(path)
+
+
+def _member_digest(handle, budget: list[int]) -> str:
+    digest = hashlib.sha256()
+    while chunk := handle.read(1 << 16):
+        budget[0] -= len(chunk)
+        if budget[0] < 0:
+            raise _TooMuch()
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tar_contents(path: Path) -> str:
+    entries: list[str] = []
+    budget = [_CONTENTS_MAX_BYTES]
+    with tarfile.open(path, "r:*") as archive:
+        for member in archive:
+            if len(entries) >= _CONTENTS_MAX_ENTRIES:
+                raise _TooMuch()
+            if member.isfile():
+                handle = archive.extractfile(member)
+                content = _member_digest(handle, budget) if handle is not None else ""
+                entries.append(f"f:{member.name}:{bool(member.mode & 0o111)}:{content}")
+            elif member.issym() or member.islnk():
+                entries.append(f"l:{member.name}:{member.linkname}")
+            elif member.isdir():
+                entries.append(f"d:{member.name.rstrip('/')}")
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
+
+
+def _zip_contents(path: Path) -> str:
+    entries: list[str] = []
+    budget = [_CONTENTS_MAX_BYTES]
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if len(entries) >= _CONTENTS_MAX_ENTRIES:
+                raise _TooMuch()
+            if info.is_dir():
+                entries.append(f"d:{info.filename.rstrip('/')}")
+                continue
+            with archive.open(info) as handle:
+                executable = bool((info.external_attr >> 16) & 0o111)
+                entries.append(f"f:{info.filename}:{executable}:{_member_digest(handle, budget)}")
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
 
 
 def _stub_distributions(target: Path, provided: dict[str, str]) -> list[Path]:

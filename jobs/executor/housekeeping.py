@@ -2,7 +2,7 @@
 
 Each is made of these parts rather than one extending the other: a loop thread woken by
 dispatch, the table of the job runners it watches, and the chores either does on its ticks
-(``scheduling.maxWaitTime`` and the audit log's retention).
+(``scheduling.maxWaitTime``, and once a day the audit log's retention and the projects' clean-up).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole import audit
+from jobs.executor import cleanup
 from jobs.executor.runner import RunnerBase
 from jobs.models import Job, JobState
 from jobs.services import announce_state
@@ -117,7 +118,8 @@ def expire_waiting() -> None:
 
 
 class AuditRetention:
-    """The audit log's retention, applied once a day (neither mode has a scheduler of its own)."""
+    """The audit log's retention and the projects' clean-up (``cleanup``: their retention, unused
+    environments), applied once a day (neither mode has a scheduler of its own)."""
 
     def __init__(self) -> None:
         self._last: float | None = None
@@ -127,6 +129,10 @@ class AuditRetention:
         if self._last is not None and now - self._last < PURGE_INTERVAL_SECONDS:
             return
         self._last = now
+        try:
+            cleanup.run()
+        except Exception:
+            logger.exception("The daily clean-up failed; it is tried again tomorrow")
         try:
             removed = audit.purge()
         except audit.ChainBroken:

@@ -8,8 +8,10 @@ job's container image in a pod of its own).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +25,20 @@ from jobs.executor.environments import Environment
 from jobs.executor.replicas import Placement, ReplicaProcess, cluster_configs, free_port
 from jobs.executor.sink import LogSink
 from jobs.executor.strategies import Launch, ReplicaContext
+from jobs.metrics import system
 from jobs.models import Job, Replica, ReplicaState
 from jobs.vertex import launch as vertex
+from jobs.webaccess import host as webaccess
+
+
+def all_at_once(calls: Iterable[Callable[[], object]]) -> None:
+    """Make each call in a thread of its own and wait for them all: stopping several replicas (or
+    trials) takes one grace period, not one each."""
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @dataclass
@@ -43,6 +57,8 @@ class ReplicaSet:
     processes: list[ReplicaProcess] = field(default_factory=list)
     pod: containers.Pod | None = None  # given: a pod the caller made and removes (a study's lone trials share one)
     owns_pod: bool = True
+    sampler: system.Sampler | None = None  # its runner's: each replica's use of the machine, while it runs
+    plans: dict[int, catalogue.ReplicaPlan] = field(default_factory=dict)  # by replica row id
 
     @property
     def training_input(self) -> dict:
@@ -115,6 +131,7 @@ class ReplicaSet:
                 pod=self.pod,
             )
             self.processes.append(self.launch.process(context, self.environment))
+            self.plans[replica.pk] = plan
         return self.processes
 
     def start(self) -> None:
@@ -124,7 +141,14 @@ class ReplicaSet:
         for process in self.processes:
             process.start()
             Replica.objects.filter(pk=process.replica_id).update(
-                state=ReplicaState.RUNNING, pid=process.pid, start_time=timezone.now()
+                state=ReplicaState.RUNNING,
+                pid=process.pid,
+                start_time=timezone.now(),
+                shell_port=webaccess.offer_replica(
+                    process,
+                    training_input=self.training_input,
+                    labels=None if self.trial_id else self.job.labels,  # a trial's replica is not held
+                ),
             )
             if isinstance(process, containers.ContainerReplicaProcess):
                 self.sink.service(
@@ -133,20 +157,41 @@ class ReplicaSet:
                 )
             elif not self.trial_id:
                 self.sink.service(f"Started {process.label} (pid {process.pid}).")
+            self._sample(process)
+
+    def _sample(self, process: ReplicaProcess) -> None:
+        """Have the runner's sampler watch the replica's use of the machine until it stops."""
+        plan = self.plans.get(process.replica_id)
+        if self.sampler is None or plan is None or not self.sampler.enabled():
+            return
+        _cpus, memory = system.machine_limits(plan.machine_type)
+        own_network = self.pod is None or not self.pod.shared  # a shared pod's traffic is no one replica's
+        self.sampler.add(
+            self.job.pk,
+            process.label,
+            process.usage_probe(memory, own_network=own_network),
+            trial_id=self.trial_id,
+            machine_type=plan.machine_type,
+            gpus=process.gpu_devices(plan.accelerator_count),
+            say=lambda message: self.sink.service(message, trial_id=self.trial_id),
+        )
+
+    def unsample(self) -> None:
+        """Its replicas are sampled no more."""
+        if self.sampler is not None:
+            for process in self.processes:
+                self.sampler.remove(self.job.pk, process.label, trial_id=self.trial_id)
 
     def stop(self, *, said: bool = False) -> None:
         """Stop every replica still running (in parallel: SIGTERM, SIGKILL after the grace), record
         each STOPPED, and reap what finished ones left in their groups. ``said``: each stop is in
         the job's log."""
+        self.unsample()
         running = [p for p in self.processes if p.poll() is None]
         if said:
             for process in running:
                 self.sink.service(f"Stopping {process.label}.", trial_id=self.trial_id)
-        threads = [threading.Thread(target=p.stop, args=(settings.STOP_GRACE_SECONDS,)) for p in running]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        all_at_once(functools.partial(p.stop, settings.STOP_GRACE_SECONDS) for p in running)
         for process in running:
             process.wait_output()
             Replica.objects.filter(pk=process.replica_id).update(

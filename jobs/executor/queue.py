@@ -1,6 +1,7 @@
 """Why a QUEUED job still waits, in words for its page: what it needs, what is free, who is ahead.
 
-The embedded executor admits the queue in order (``scheduling.priority`` first, then first come)
+The embedded executor admits the queue in the fair queue's order (``jobs.quotas``: the project owed
+the most first, then ``scheduling.priority``, then first come), each job within its project's quotas,
 while the replicas of the running jobs and the next job fit in ``AICONSOLE_MAX_REPLICAS``; a job
 larger than that runs alone once nothing else runs (``controller.Controller._admit``). ``explain``
 reads the same facts from the database, so any process can say why a job waits; ``reason`` is the
@@ -16,6 +17,7 @@ from django.conf import settings
 
 from jobs import kinds
 from jobs.models import ACTIVE_STATES, Job, JobState
+from jobs.quotas import admission as quotas
 
 SHOWN_AHEAD = 5  # jobs ahead named on the page; the rest are counted
 
@@ -23,15 +25,18 @@ SHOWN_AHEAD = 5  # jobs ahead named on the page; the rest are counted
 @dataclass(frozen=True)
 class Holder:
     """A job that holds replica slots (running) or will before this one (ahead in the queue);
-    ``job_id`` is empty for a job the reader may not see (another project's)."""
+    ``job_id`` is empty for a job the reader may not see (``foreign``: it is another project's)."""
 
     job_id: str
     replicas: int
     project_id: str = ""
+    foreign: bool = False
 
     @property
     def name(self) -> str:
-        return self.job_id or "a job you cannot see"
+        if self.job_id:
+            return self.job_id
+        return "a job of another project" if self.foreign else "a job you cannot see"
 
 
 @dataclass
@@ -41,6 +46,11 @@ class QueueReason:
     free: str  # what is free and who holds the rest
     ahead: list[Holder] = field(default_factory=list)  # the first SHOWN_AHEAD jobs ahead of it
     ahead_count: int = 0
+    # ``free`` in parts, for the page to link each holder: "1 of 4 replica slots are free", the slots
+    # the running jobs hold, and those jobs.
+    slots_free: str = ""
+    busy: int = 0
+    running: list[Holder] = field(default_factory=list)
 
 
 def _slots(count: int) -> str:
@@ -58,13 +68,12 @@ def reason(
     slots on the machine, the ``running`` jobs' holdings, and the jobs ``ahead`` in the queue."""
     busy = sum(h.replicas for h in running)
     free = max(0, limit - busy)
+    slots_free = f"{free} of {limit} replica slots are free"
     count = len(ahead) if ahead_count is None else ahead_count
     beyond = f", more than the {limit} this console runs at once" if need > limit else ""
     needs = f"It needs {_slots(need)} (one per replica{beyond})."
     holding = f" in use by {_holders(running)}" if running else ""
-    free_text = (
-        f"{free} of {limit} replica slots are free{';' if running else '.'}{f' {busy}{holding}.' if running else ''}"
-    )
+    free_text = f"{slots_free}{';' if running else '.'}{f' {busy}{holding}.' if running else ''}"
     if count:
         first = ahead[0].name if ahead else "another job"
         summary = (
@@ -80,7 +89,16 @@ def reason(
         summary = f"Waiting for {_slots(need - free)} more to free up: {_slots(free)} free, it needs {need}."
     else:
         summary = "Nothing holds it back: it starts as soon as the executor next looks at the queue."
-    return QueueReason(summary=summary, needs=needs, free=free_text, ahead=ahead[:SHOWN_AHEAD], ahead_count=count)
+    return QueueReason(
+        summary=summary,
+        needs=needs,
+        free=free_text,
+        ahead=ahead[:SHOWN_AHEAD],
+        ahead_count=count,
+        slots_free=slots_free,
+        busy=busy,
+        running=running,
+    )
 
 
 def _held(job: Job) -> int:
@@ -95,8 +113,9 @@ def explain(job: Job, *, actor) -> QueueReason | None:
     console's: jobs ``actor`` may not see are counted, never named."""
     if job.state != JobState.QUEUED:
         return None
-    fields = ("pk", "job_id", "training_input", "prediction_input", "project__project_id")
-    queue = list(Job.objects.queued_in_order().select_related("project").only(*fields))
+    fields = ("pk", "job_id", "training_input", "prediction_input", "project__project_id", "priority", "create_time")
+    usage = quotas.running_usage()
+    queue = quotas.projected_order(quotas.waiting_line(), usage, quotas.console_capacity())  # the fair line
     position = next((i for i, queued in enumerate(queue) if queued.pk == job.pk), len(queue))
     held = list(
         Job.objects.filter(state__in=ACTIVE_STATES - {JobState.QUEUED})
@@ -113,12 +132,16 @@ def explain(job: Job, *, actor) -> QueueReason | None:
 
     def holder(other: Job) -> Holder:
         if other.pk not in visible:
-            return Holder("", _held(other))
+            return Holder("", _held(other), foreign=other.project_id != job.project_id)
         return Holder(other.job_id, _held(other), other.project.project_id)
 
     ahead = [holder(other) for other in shown]
     running = [holder(other) for other in held]
     explained = reason(_held(job), settings.MAX_REPLICAS, running, ahead, position)
+    limits = quotas.quotas_of({job.project_id}).get(job.project_id, [])
+    blocked = quotas.blocking_quota(job, quotas.demand(job), usage, limits)
+    if blocked:  # its project's quota, not the machine, holds it back
+        explained.summary = blocked
     if settings.EXECUTOR != "inprocess":
         # Workers on other hosts hold their own capacity: the coordinator's reason says what none has.
         explained.summary = job.wait_reason or (

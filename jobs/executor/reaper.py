@@ -33,6 +33,9 @@ client would leave its container running (``podman stop NAME``).
 
 ``--no-subreaper``: the command is a container engine's client, whose monitor process must not
 become the reaper's descendant (the container's own processes are the engine's to stop).
+
+``--tty``: the command is an interactive shell (``jobs/webaccess``): it leads a session of its own
+with the terminal on its stdin as its controlling terminal, so job control and Ctrl+C work in it.
 """
 
 # The C module behind ``signal``, and fork/exec rather than ``subprocess``: those two imports (and
@@ -150,16 +153,26 @@ def _bind_gcs(source):
         raise OSError(ctypes.get_errno(), f"mounting {source} at /gcs failed")
 
 
-def start(command, user, env=None, gcs=None):
+TIOCSCTTY = 0x540E
+
+
+def start(command, user, env=None, gcs=None, tty=False):
     """Fork and exec the trainer: in a process group of its own (its children share it), as
     ``user`` (uid, gid) with that group only, dying with the reaper (set after the user switch,
-    which would clear it), with ``env`` (else the reaper's own), and ``gcs`` at /gcs. An exec
-    that fails says why on stderr and exits 127, as a shell does."""
+    which would clear it), with ``env`` (else the reaper's own), and ``gcs`` at /gcs. ``tty``: in
+    a session of its own instead, its stdin its controlling terminal. An exec that fails says why
+    on stderr and exits 127, as a shell does."""
     pid = os.fork()
     if pid:
         return pid
     try:
-        os.setpgid(0, 0)
+        if tty:
+            import fcntl
+
+            os.setsid()
+            fcntl.ioctl(0, TIOCSCTTY, 0)
+        else:
+            os.setpgid(0, 0)
         if gcs is not None:
             _bind_gcs(gcs)
         if user is not None:
@@ -178,7 +191,7 @@ def start(command, user, env=None, gcs=None):
 
 USAGE = (
     "usage: reaper.py GRACE [--user UID:GID] [--gcs PATH] [--lease FILE:SECONDS] [--on-stop JSON] "
-    "[--no-subreaper] -- COMMAND... | reaper.py --ready"
+    "[--no-subreaper] [--tty] -- COMMAND... | reaper.py --ready"
 )
 
 
@@ -191,8 +204,8 @@ def main(argv):
     options: dict = {}
     rest = argv[2:]
     while rest and rest[0] != "--":
-        if rest[0] == "--no-subreaper":
-            options["no_subreaper"], rest = "yes", rest[1:]
+        if rest[0] in ("--no-subreaper", "--tty"):
+            options[rest[0][2:].replace("-", "_")], rest = "yes", rest[1:]
         elif rest[0] in ("--user", "--gcs", "--lease", "--on-stop") and len(rest) > 1:
             options[rest[0][2:].replace("-", "_")], rest = rest[1], rest[2:]
         else:
@@ -212,7 +225,8 @@ def main(argv):
         path, _, seconds = options["lease"].rpartition(":")
         lease = (path, float(seconds))
     on_stop = _json_loads(options["on_stop"]) if "on_stop" in options else None
-    return run(float(argv[1]), start(rest[1:], user, gcs=options.get("gcs")), lease=lease, on_stop=on_stop)
+    trainer = start(rest[1:], user, gcs=options.get("gcs"), tty=bool(options.get("tty")))
+    return run(float(argv[1]), trainer, lease=lease, on_stop=on_stop)
 
 
 def _json_loads(text):
@@ -327,7 +341,8 @@ def run(grace, trainer, lease=None, on_stop=None):
     sweep(min(grace, LEASE_GRACE) if stopping and lease else grace)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig != signal.SIGKILL:  # its handler cannot be set (nor need be): the kernel's OOM killer's signal
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
 

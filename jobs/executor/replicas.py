@@ -23,11 +23,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from aiconsole.trainer_user import TrainerUser
 from jobs import catalogue, runtimes
 from jobs.executor.sink import LogSink
 from jobs.logs.lines import LineSplitter
+
+if TYPE_CHECKING:
+    from jobs.metrics import system
 
 CLUSTER_TYPES = ("master", "worker", "ps")
 _SIGNAL_NAMES = {
@@ -192,6 +196,8 @@ class ReplicaProcess:
     stopped_by_platform: bool = False
     stderr_tail: deque = field(default_factory=lambda: deque(maxlen=200))
     _readers: list[threading.Thread] = field(default_factory=list)
+    # Whether a shell can still be opened into it once it failed (its folder and environment stay).
+    holds_for_shell: ClassVar[bool] = True
 
     def start(self) -> None:
         env, user_option = self.env, []
@@ -257,8 +263,38 @@ class ReplicaProcess:
     def pid(self) -> int | None:
         return self.popen.pid if self.popen else None
 
+    def usage_probe(self, memory_limit: int | None, *, own_network: bool) -> system.ProcessTree:
+        """What the console samples of it (jobs.metrics.system): its reaper's descendants, whose
+        network is the host's (never reported as theirs)."""
+        # deferred: `aiconsole local train` loads this module without Django, and the sampler reads models
+        from jobs.metrics import system
+
+        return system.ProcessTree(lambda: self.pid, memory_limit=memory_limit)
+
+    def gpu_devices(self, accelerator_count: int) -> list[str] | None:
+        """The GPUs it was given, to sample; None for none."""
+        # deferred: as above
+        from jobs.metrics import system
+
+        return system.gpu_devices(accelerator_count, self.env.get("CUDA_VISIBLE_DEVICES"))
+
     def poll(self) -> int | None:
         return self.popen.poll() if self.popen else None
+
+    def shell(self) -> tuple[list[str], Path, dict[str, str]]:
+        """How to start an interactive shell into this replica (web access, ``jobs.webaccess``):
+        as its account, in its working folder, with its environment and its view of /gcs, under a
+        reaper of its own, so that nothing the shell starts outlives it."""
+        env, options = dict(self.env), ["--tty"]
+        if self.user is not None:
+            env.update(self.user.environment(self.cwd))
+            options += self.user.reaper_option()
+        if self.gcs is not None:
+            options += ["--gcs", str(self.gcs)]
+        env["PS1"] = rf"\u@{self.label}:\w\$ "
+        # bash without the host's rc files, whose prompt would hide which replica this is
+        shell = ["/bin/bash", "--norc", "-i"] if os.access("/bin/bash", os.X_OK) else ["/bin/sh", "-i"]
+        return reaped(shell, SHELL_STOP_GRACE, options), self.cwd, env
 
     def wait_output(self, timeout: float = 5.0) -> None:
         """Let the readers drain what the process printed before it exited."""
@@ -299,6 +335,7 @@ def lease_option() -> list[str]:
 
 REAPER = Path(__file__).with_name("reaper.py")
 REAPER_MARGIN_SECONDS = 5.0
+SHELL_STOP_GRACE = 1.0  # a web access shell told to end: SIGKILL for what is left after this
 
 
 def reaped(command: list[str], grace: float, user_option: list[str] = ()) -> list[str]:

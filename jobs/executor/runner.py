@@ -14,7 +14,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from aiconsole.errors import log_internal_error
-from jobs import catalogue
+from jobs import catalogue, kinds
 from jobs.containers.staged import StagingRefused
 from jobs.executor import gcs, strategies, trials
 from jobs.executor.launch import ReplicaSet
@@ -30,8 +30,11 @@ from jobs.executor.preparing import (
 from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.executor.sink import LogSink
 from jobs.metrics import points as metrics
+from jobs.metrics import system
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.services import announce_state
+from jobs.webaccess import holds
+from jobs.webaccess.host import EMBEDDED
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class RunnerBase:
         self.on_done = on_done
         self.cancel_requested = threading.Event()
         self.abandoning = False
+        self.sampler = system.Sampler(f"{self.thread_prefix}-{job_pk}-usage")  # its replicas' use of the machine
         self.thread = threading.Thread(target=self._main, name=f"{self.thread_prefix}-{job_pk}", daemon=True)
 
     def start(self) -> None:
@@ -106,6 +110,7 @@ class RunnerBase:
                 try:
                     self._release()
                 finally:
+                    self.sampler.close()
                     self.sink.close()
                     if not self.fenced:
                         take_back_inputs(job)
@@ -150,6 +155,7 @@ class RunnerBase:
         self.sink.service("Job completed successfully.")
         self.sink.flush()
         if job.mark_succeeded(output):
+            kinds.job_succeeded(job)
             self.announce(job)
         else:
             self._finish_cancel(job, output)
@@ -290,6 +296,7 @@ class JobRunner(RunnerBase):
             work=work,
             passthrough=passthrough_env(),
             sink=self.sink,
+            sampler=self.sampler,
         )
         self.metrics = metrics.Collector(
             job.pk,
@@ -334,10 +341,29 @@ class JobRunner(RunnerBase):
                 break
             self.metrics.poll()
             time.sleep(POLL_SECONDS)
-        self._stop_all()
+        self._stop_all(keep=failure)
         if failure is not None:
+            self._hold_for_shell(job, failure)
             return {"failed": failure}
         return {"succeeded": True}
+
+    def _hold_for_shell(self, job: Job, failed: ReplicaProcess) -> None:
+        """A job with web access that asked (``aiconsole-hold-failed-replica``) keeps its failed
+        replica's shell open that many minutes, the rest of it stopped, or until it is cancelled."""
+        row = Replica.objects.filter(pk=failed.replica_id)
+        held = holds.begin(
+            failed,
+            labels=job.labels,
+            training_input=job.training_input,
+            address=EMBEDDED,
+            row=row,
+            say=self.sink.service,
+        )
+        if not held:
+            return
+        self.cancel_requested.wait(held)
+        holds.end(failed, address=EMBEDDED, row=row)
+        self.sink.service(f"The hold on {failed.label} ended.")
 
     def _record_exit(self, process: ReplicaProcess, code: int) -> None:
         state = ReplicaState.SUCCEEDED if code == 0 else ReplicaState.FAILED
@@ -347,6 +373,8 @@ class JobRunner(RunnerBase):
             severity="INFO" if code == 0 else "ERROR",
         )
 
-    def _stop_all(self) -> None:
+    def _stop_all(self, keep: ReplicaProcess | None = None) -> None:
+        """Stop every replica; none is held for its shell but ``keep``, whose hold is decided next."""
         if self.replica_set is not None:
             self.replica_set.stop(said=True)
+        holds.let_go((p.replica_id for p in self.processes if p is not keep), address=EMBEDDED)

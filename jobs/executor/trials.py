@@ -23,7 +23,6 @@ What a trial's replicas get, beyond what a plain job's replicas get:
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,7 +33,7 @@ from django.utils import timezone
 from aiconsole import storage, trainer_user
 from jobs import catalogue
 from jobs.executor import containers
-from jobs.executor.launch import ReplicaSet
+from jobs.executor.launch import ReplicaSet, all_at_once
 from jobs.executor.replicas import ReplicaProcess, exit_description
 from jobs.executor.strategies import Launch
 from jobs.metrics import points as metrics
@@ -89,6 +88,7 @@ class TrialRun:
             trial_id=self.trial_id,
             extra_args=hp_args,
             pod=loop.trial_pod(),
+            sampler=loop.runner.sampler,  # its replicas' use of the machine, under the trial
         )
 
         def trial_env(replica_dir: Path, task_type: str) -> dict[str, str]:
@@ -399,11 +399,7 @@ class TuningLoop:
 
     def _stop_all(self, state: str, message: str) -> None:
         runs = list(self.running.values())
-        threads = [threading.Thread(target=run.stop) for run in runs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        all_at_once(run.stop for run in runs)
         for run in runs:
             run.read_metrics(final=True)
             self._finish(run, {}, state=state, message=message)

@@ -1,14 +1,15 @@
 """Plotly figures from plain data, each with the same data as a table: the chart every page draws
 (``Chart``), its look (Okabe & Ito's colours, the toolbar), and parallel coordinates, which both a
-study and the compare page draw. A study's own charts are in ``jobs.tuning.charts``, the data
-analysis page's in ``jobs.builtin.charts``.
+study and the compare page draw (``ParallelChart``: plain data static/parallel.js draws as SVG). A
+study's own charts are in ``jobs.tuning.charts``, the data analysis page's in ``jobs.builtin.charts``.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 
 import numpy as np
@@ -100,7 +101,9 @@ class Chart:
     def drawn(self) -> DrawnChart:
         """The chart as the page shows it, in plain strings: made where the figure was built
         (the data analysis page's child process), shown without building it again."""
-        return DrawnChart(self.title, self.html, self.table_html, self.key, self.note)
+        return DrawnChart(
+            self.title, self.html, self.table_html, self.key, self.note, tuple(self.columns), len(self.rows)
+        )
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,13 @@ class DrawnChart:
     table_html: str
     key: str = ""
     note: str = ""
+    columns: tuple[str, ...] = ()
+    rows: int = 0  # how many rows its table has (the table itself is ``table_html``)
+
+    @property
+    def size(self) -> int:
+        """Characters it holds: what keeping it costs."""
+        return len(self.html) + len(self.table_html) + len(self.title) + len(self.note)
 
 
 def array_of(values: list) -> np.ndarray:
@@ -142,62 +152,121 @@ def _log_ticks(low: float, high: float) -> list[float]:
     return inside if len(inside) >= 2 else [low, high]
 
 
-def _dimension(name: str, values: list[str], log: bool = False) -> dict:
+def _axis(name: str, key: str, values: list[str], log: bool = False) -> dict:
+    """One axis of the parallel coordinates: its values where the line crosses it, ticks as
+    [value, text], and how a value maps back to the trial table's column ``key`` (brushing
+    filters by it): log10 of it (``log``), a category's index (``categories``), or as is."""
     numbers = numeric(values)
+    if numbers is not None and not all(math.isfinite(n) for n in numbers):
+        numbers = None  # "nan", "inf": drawn as categories
     if numbers is not None and log and numbers and all(n > 0 for n in numbers):
-        # Parcoords has no log axis: plot log10 and label the ticks with the values themselves.
+        # Drawn as log10, the ticks labelled with the values themselves.
         ticks = _log_ticks(min(numbers), max(numbers))
         return {
             "label": f"{name} (log)",
+            "key": key,
+            "log": True,
             "values": [math.log10(n) for n in numbers],
-            "tickvals": [math.log10(t) for t in ticks],
-            "ticktext": [f"{t:g}" for t in ticks],
+            "ticks": [[math.log10(t), f"{t:g}"] for t in ticks],
         }
     if numbers is not None:
-        return {"label": name, "values": numbers}
+        ticks = _ticks(min(numbers), max(numbers)) if numbers else []
+        return {"label": name, "key": key, "values": numbers, "ticks": [[t, f"{t:.4g}"] for t in ticks]}
     categories = sorted(set(values))
     return {
         "label": name,
+        "key": key,
+        "categories": categories,
         "values": [categories.index(v) for v in values],
-        "tickvals": list(range(len(categories))),
-        "ticktext": categories,
+        "ticks": [[i, c] for i, c in enumerate(categories)],
     }
 
 
-def _axis_meta(key: str, dimension: dict) -> dict:
-    """How an axis' values map back to a column's: log10 of it, a category's index, or as is."""
-    if str(dimension["label"]).endswith(" (log)"):
-        return {"key": key, "log": True}
-    if "ticktext" in dimension:
-        return {"key": key, "categories": list(dimension["ticktext"])}
-    return {"key": key}
+PARALLEL_HEIGHT = 450  # pixels, as plotly.js drew them
+
+
+@dataclass(frozen=True)
+class ParallelChart(Chart):
+    """Parallel coordinates, drawn by static/parallel.js as plain SVG from ``spec`` (plain data):
+    plotly.js draws them with WebGL in three contexts, which a browser without a GPU rasterizes in
+    software for 1.5 s or more, however few the lines."""
+
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def html(self) -> str:
+        if not self.spec:
+            return ""
+        # json.dumps leaves ``<`` as is: escaped, no value can end the script.
+        text = json.dumps(self.spec, allow_nan=False, separators=(",", ":"))
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        return (
+            f'<script type="application/json" class="chart-figure" data-chart="parallel">{text}</script>\n'
+            f'<div class="parallel-plot" style="min-height:{self.height}px"></div>'
+        )
+
+    @property
+    def figure_json(self) -> str:
+        return ""
+
+    @property
+    def height(self) -> int:
+        return PARALLEL_HEIGHT
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def parallel_coordinates(
-    data: list[dict], log: set[str] | frozenset = frozenset(), *, item: str = "Trial", objective: str = "Objective"
-) -> Chart:
+    data: list[dict],
+    log: set[str] | frozenset = frozenset(),
+    *,
+    item: str = "Trial",
+    objective: str = "Objective",
+    maximize: bool | None = None,
+) -> ParallelChart:
     """One axis per parameter and one for the objective; log-scaled parameters on log axes.
     ``item`` and ``objective`` name the table's first and last columns (the compare page's are
-    the job and the chosen metric)."""
+    the job and the chosen metric).
+
+    Each line is coloured by its ``color``, drawn in front of the lines with lower ones, in the
+    colour that stands out on the page's background at the high end (static/parallel.js: Viridis'
+    dark purple on white, its yellow on a dark page, the low end receding into the background).
+    With ``maximize`` (a study's goal) the best lines have the highest: a minimized objective is
+    coloured by its negative, the colour bar labelled with the objective itself, and ``best`` says
+    so."""
     names = list(data[0]["params"]) if data else []
-    dimensions = [_dimension(name, [p["params"].get(name, "") for p in data], log=name in log) for name in names]
-    objectives = [p["objective"] for p in data]
-    dimensions.append({"label": objective, "values": objectives})
-    dimensions = [{**d, "values": array_of(d["values"])} for d in dimensions]
-    # Which trial-table column each axis is, so brushing an axis can filter the table by it.
-    axes = [_axis_meta(f"p.{name}", dimension) for name, dimension in zip(names, dimensions, strict=False)]
-    axes.append({"key": "objective"})
-    figure = go.Figure(
-        go.Parcoords(
-            line={"color": array_of(objectives), "colorscale": "Viridis", "showscale": True},
-            dimensions=dimensions,
-            meta={"axes": axes},
-        )
-    )
-    figure.update_layout(margin={"t": 40})
-    return Chart(
+    axes = [_axis(name, f"p.{name}", [p["params"].get(name, "") for p in data], log=name in log) for name in names]
+    objectives = [float(p["objective"]) for p in data]
+    finite = [v for v in objectives if math.isfinite(v)]
+    ticks = _ticks(min(finite), max(finite)) if finite else []
+    values = [_finite(v) for v in objectives]
+    axes.append({"label": objective, "key": "objective", "values": values, "ticks": [[t, f"{t:.4g}"] for t in ticks]})
+    colours = [-v for v in objectives] if maximize is False else objectives
+    spec: dict = {
+        "trials": [str(p["trial"]) for p in data],
+        "axes": axes,
+        "color": [_finite(v) for v in colours],
+        "colorbar": [[-t if maximize is False else t, f"{t:.4g}"] for t in ticks],
+    }
+    if maximize is not None:
+        spec["best"] = "high"
+    return ParallelChart(
         "Parallel coordinates",
-        figure,
+        None,
         [item, *names, objective],
         [[p["trial"], *[p["params"].get(n, "") for n in names], p["objective"]] for p in data],
+        spec=spec,
     )
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round values from ``low`` to ``high`` (1, 2 or 5 times a power of ten apart)."""
+    if not high > low:
+        return [low]
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]

@@ -6,8 +6,10 @@ page), its points through ``jobs.metrics.points.points_for``, its curves drawn b
 ``aiconsole jobs compare``). Everything the page shows is in its query string, so it can be shared:
 ``agg`` (last, min, max or step, with ``at``) says how the final-metrics table reads each metric,
 ``baseline`` names the entry the others are read against (its curves drawn as a thick reference
-line under the others, the table's differences taken from it); the charts' own settings
-(``smooth``, ``ylog``, ``xaxis``) are read by static/charts.js.
+line under the others, the table's differences taken from it), ``inputs=all`` shows every input
+(only those that differ, by default); the charts' own settings (``smooth``, ``ylog``, ``xaxis``) are
+read by static/charts.js. Two or more tuning jobs get their best-so-far lines on one chart
+(``jobs.metrics.studies``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from django.shortcuts import redirect, render
 
 from aiconsole import accounts, iam
 from jobs import services
-from jobs.metrics import charts, compare, curves
+from jobs.metrics import charts, compare, curves, studies
 from jobs.metrics import points as metrics
+from jobs.models import MetricSource
 
 # Points drawn per chart across all lines (each line thinned evenly, its last point kept): 20 jobs'
 # curves of 10,000 points stay a light page; the job pages and their CSVs have every point.
@@ -135,6 +138,7 @@ def _comparison(resolved: list[tuple], params) -> dict:
     for index, (entry, job, _) in enumerate(resolved):
         rows = list(
             metrics.points_for(job, trial_id=entry.trial_id)
+            .exclude(source=MetricSource.SYSTEM)  # what a run used of the machine is no result of it
             .order_by("pk")
             .values_list("tag", "run", "source", "step", "value", "wall_time")
         )
@@ -154,8 +158,9 @@ def _comparison(resolved: list[tuple], params) -> dict:
     return {
         "entries": [{"label": e.label, "job": job, "trial": trial} for e, job, trial in resolved],
         "input_rows": inputs,
-        "only_differences": params.get("inputs") == "differ",
-        "inputs_toggle_query": _query(params, inputs=[] if params.get("inputs") == "differ" else ["differ"]),
+        # Only the inputs that differ, until asked for all (``inputs=all``, kept in the link).
+        "only_differences": params.get("inputs") != "all",
+        "inputs_toggle_query": _query(params, inputs=[] if params.get("inputs") == "all" else ["all"]),
         "differing": sum(row.differs for row in inputs),
         "metric_rows": metric_rows,
         "chosen_metric": chosen,
@@ -174,7 +179,20 @@ def _comparison(resolved: list[tuple], params) -> dict:
         else None,
         "lower": lower,
         "higher": higher,
+        **_studies(resolved),
     }
+
+
+def _studies(resolved: list[tuple]) -> dict:
+    """The compared tuning jobs' best-so-far lines on one chart, where two or more are compared (a
+    job named through several of its trials counts once)."""
+    jobs = {job.pk: job for _, job, _ in resolved if job.is_hyperparameter_job}
+    if len(jobs) < 2:
+        return {}
+    chart, note = studies.best_so_far_chart(
+        [studies.study_of(job.job_id, job.training_input, job.training_output) for job in jobs.values()]
+    )
+    return {"study_chart": chart, "study_note": note, "study_jobs": [job.job_id for job in jobs.values()]}
 
 
 def _chosen_metric(rows: list[compare.MetricRow], name: str, goals: dict[str, str]):

@@ -26,6 +26,7 @@ from jobs.metrics.charts import COLORWAY, Chart
 
 METRIC_POINTS_PER_SERIES = 2_000  # drawn per line; the CSV download has every point
 METRIC_SERIES_MAX = 40  # lines per chart (a large study's trials): the best ones, and a note
+FAINT_BANDS = 10  # with every trial shown, the others' lines share this many traces, by objective
 LEGEND_MAX = 8  # lines with a legend; past this the legend would cover the chart
 EVALUATION_RUN_NAMES = ("validation", "eval", "evaluation", "val", "test")
 # A tag's last path segment that names an evaluation of another tag: val_loss is loss's, as is
@@ -44,6 +45,7 @@ class MetricChart(Chart):
     """A metric's chart and the tags it draws (its CSV link downloads them all)."""
 
     tags: tuple[str, ...] = ()
+    beyond_cap: int = 0  # a study's lines past METRIC_SERIES_MAX: left out, or drawn faint with ``every``
 
     @property
     def csv_query(self) -> str:
@@ -105,6 +107,7 @@ def metric_charts(
     points_per_series: int = METRIC_POINTS_PER_SERIES,
     study: Study | None = None,
     baseline: str = "",
+    every: bool = False,
 ) -> list[MetricChart]:
     """One chart per metric (a tag and its evaluation twin), one line per run and tag (per trial in
     a tuning job), from rows in any order.
@@ -112,14 +115,16 @@ def metric_charts(
     ``groups`` (the compare page) names what the second field holds instead of a trial id: each
     group's lines are called ``NAME · run`` and share a colour, groups in the order of their keys
     (``"00"``, ``"01"``, …); ``baseline`` is the group drawn as a thick reference line under the
-    others. ``study`` colours a tuning job's trials by their objective."""
+    others. ``study`` colours a tuning job's trials by their objective; with ``every``, the lines of
+    trials past the best METRIC_SERIES_MAX are drawn too, faint, a few shared traces of them
+    (``_faint_lines``), so that thousands of trials stay a light figure."""
     charts: dict[str, dict[SeriesKey, list[Point]]] = {}
     for tag, trial, run, source, step, value, wall_time in rows:
         base, _ = chart_tag(tag)
         charts.setdefault(base, {}).setdefault((trial, run, source, tag), []).append((step, value, wall_time))
     # A lone val_accuracy keeps its own name; loss with val_loss is "loss".
     return [
-        _metric_chart(base, series, groups, points_per_series, study, baseline)
+        _metric_chart(base, series, groups, points_per_series, study, baseline, every)
         for base, series in sorted(charts.items())
     ]
 
@@ -162,19 +167,26 @@ def _capped(keys: list[SeriesKey], study: Study | None) -> tuple[list[SeriesKey]
     ], f"The first {METRIC_SERIES_MAX} of {len(keys)} lines are drawn; the CSV has them all."
 
 
-def _trial_colours(study: Study, trials: set[str]) -> tuple[dict[str, str], float, float]:
-    values = [v for t, v in study.objectives.items() if t in trials and math.isfinite(v)]
+def _trial_colours(
+    study: Study, trials: set[str], scale_over: set[str] | None = None
+) -> tuple[dict[str, str], float, float]:
+    """Each of ``trials``' colour on Viridis by its objective, on a scale from the lowest to the
+    highest objective of ``scale_over`` (``trials`` themselves by default), and those ends."""
+    values = [v for t, v in study.objectives.items() if t in (scale_over or trials) and math.isfinite(v)]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     span = (high - low) or 1.0
     colours = {}
+    shares: dict[str, float] = {}
     for trial in trials:
         value = study.objectives.get(trial)
         if value is None or not math.isfinite(value):
             colours[trial] = NO_OBJECTIVE_COLOUR
         else:
             # Bright yellow is the best end of the scale whichever way the study goes.
-            share = (value - low) / span if study.maximize else (high - value) / span
-            colours[trial] = sample_colorscale("Viridis", [share], colortype="rgb")[0]
+            shares[trial] = min(1.0, max(0.0, (value - low) / span if study.maximize else (high - value) / span))
+    # One call for them all: plotly reads its named scales anew on each call (2 ms a call).
+    sampled = sample_colorscale("Viridis", list(shares.values()), colortype="rgb") if shares else []
+    colours.update(zip(shares, sampled, strict=True))
     return colours, low, high
 
 
@@ -206,14 +218,30 @@ def _metric_chart(
     points_per_series: int,
     study: Study | None,
     baseline: str,
+    every: bool = False,
 ) -> MetricChart:
-    keys, note = _capped(sorted(series, key=_series_order), study)
+    ordered = sorted(series, key=_series_order)
+    keys, note = _capped(ordered, study)
     tags = tuple(sorted({k[3] for k in series}, key=lambda t: (chart_tag(t)[1], t)))
     title = base if len(tags) > 1 or base in tags else tags[0]
     with_trial = any(k[0] for k in keys)
     several_tags = len(tags) > 1
     by_objective = study is not None and with_trial and groups is None and bool(study.objectives)
-    colours, low, high = _trial_colours(study, {k[0] for k in keys}) if by_objective and study else ({}, 0.0, 1.0)
+    beyond = len(ordered) - len(keys) if by_objective else 0
+    kept = set(keys)
+    rest = [k for k in ordered if k not in kept] if every and beyond else []
+    if rest and study:
+        note = (
+            f"Every trial's lines are drawn: the {len(keys)} of the best trials by {study.metric} each on its "
+            f"own, the other {len(rest)} faint, in the colour of their {study.metric}. The table has the best "
+            "trials' points; the CSV has every point."
+        )
+    # The colour scale spans every trial drawn, each of its own lines coloured on it.
+    drawn_trials = {k[0] for k in keys}
+    every_trial = drawn_trials | {k[0] for k in rest}
+    colours, low, high = (
+        _trial_colours(study, drawn_trials, scale_over=every_trial) if by_objective and study else ({}, 0.0, 1.0)
+    )
     best = study.best if by_objective and study else None
     group_colours = {group: n for n, group in enumerate(groups)} if groups is not None else {}
     # The best trial's lines last, drawn on top; a baseline's first, under the others.
@@ -263,6 +291,8 @@ def _metric_chart(
             )
         )
         rows += [[name, step, value] for step, value, _ in drawn]
+    if rest and study:
+        traces[:0] = _faint_lines(rest, series, study, low, high, points_per_series)  # under the best
     if by_objective and study:
         traces.append(_colour_bar(study, low, high))
     if thinned:
@@ -287,7 +317,62 @@ def _metric_chart(
         uirevision=title,
         meta={"metric": title},
     )
-    return MetricChart(title, figure, ["Run", "Step", "Value"], rows, key=f"metric-{title}", note=note, tags=tags)
+    return MetricChart(
+        title, figure, ["Run", "Step", "Value"], rows, key=f"metric-{title}", note=note, tags=tags, beyond_cap=beyond
+    )
+
+
+def _faint_lines(
+    keys: list[SeriesKey],
+    series: dict[SeriesKey, list[Point]],
+    study: Study,
+    low: float,
+    high: float,
+    points_per_series: int,
+) -> list[go.Scatter]:
+    """Lines past the best ones, in FAINT_BANDS bands of the objective's range (and apart for
+    evaluation lines, dashed): one trace per band, its lines apart (a gap between two, ``meta.gaps``),
+    each point saying its trial (``customdata``), as the study's intermediate values chart does."""
+    span = (high - low) or 1.0
+    bands: dict[tuple[int, bool], tuple[list, list, list, list]] = {}
+    for key in keys:
+        value = study.objectives.get(key[0])
+        if value is None or not math.isfinite(value):
+            band = -1  # no result yet: grey
+        else:
+            share = (value - low) / span if study.maximize else (high - value) / span
+            band = min(FAINT_BANDS - 1, max(0, int(share * FAINT_BANDS)))
+        x, y, ids, walls = bands.setdefault((band, _evaluation(key)), ([], [], [], []))
+        for step, value, wall in thin(sorted(series[key], key=lambda p: p[0]), points_per_series):
+            x.append(step)
+            y.append(value)
+            ids.append(key[0])
+            walls.append(wall)
+        x.append(math.nan)
+        y.append(math.nan)
+        ids.append(None)
+        walls.append(math.nan)
+    traces = []
+    band_colours = sample_colorscale(
+        "Viridis", [(band + 0.5) / FAINT_BANDS for band in range(FAINT_BANDS)], colortype="rgb"
+    )
+    for (band, evaluation), (x, y, ids, walls) in sorted(bands.items()):
+        colour = NO_OBJECTIVE_COLOUR if band < 0 else band_colours[band]
+        traces.append(
+            go.Scatter(
+                x=np.array(x, dtype=float),
+                y=np.array(y, dtype=float),
+                customdata=np.array(ids, dtype=object),
+                mode="lines",
+                connectgaps=False,
+                showlegend=False,
+                opacity=0.5,
+                line={"color": colour, "width": 1, "dash": "dash" if evaluation else "solid"},
+                hovertemplate="Trial %{customdata}<br>%{y:.6g} at %{x}<extra></extra>",
+                meta={"gaps": True, "faint": True, "wall": np.array(walls, dtype=float)},
+            )
+        )
+    return traces
 
 
 def escape_hover(text: str) -> str:

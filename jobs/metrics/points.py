@@ -10,7 +10,9 @@ the job dir.
 Trainer code is hostile: both files are read from where the last poll stopped, a few MB per poll
 at most, so a multi-GB metric file costs the console no more memory than a small one; and a job
 stores at most ``AICONSOLE_METRIC_POINTS_MAX`` points (its trials together), which its log says
-when it is reached (the job's charts, its page and the CSV stay quick and bounded).
+when it is reached (the job's charts, its page and the CSV stay quick and bounded); what the console
+samples of its replicas (``jobs.metrics.system``) has a bound of its own,
+``AICONSOLE_SYSTEM_METRIC_POINTS_MAX``.
 
 The read side (:func:`points_for`, :func:`page`, :func:`wire`) serves
 ``GET /v1/projects/P/jobs/J/metrics``, the job page's charts and the CSV download.
@@ -214,30 +216,57 @@ def earlier_users(job: Mapping, job_dir: str) -> list[str]:
 
 
 class _Budget:
-    """How many more points one job may store: shared by its collectors (a tuning job's trials)."""
+    """How many more points one job may store of one kind: shared by its collectors (a tuning job's
+    trials), or by its replicas' samplers (``system``, a bound of its own)."""
 
-    def __init__(self, used: int):
+    def __init__(self, used: int, system: bool):
         self.used = used
+        self.system = system
         self.said = False  # the job's log says when the limit was reached, once
         self.lock = threading.Lock()
 
+    @property
+    def limit(self) -> int:
+        return settings.SYSTEM_METRIC_POINTS_MAX if self.system else settings.METRIC_POINTS_MAX
+
+    def spent(self) -> str:
+        """What the job's log says once this budget is spent."""
+        if self.system:
+            return (
+                f"This job reached {self.limit:,} points of its replicas' use of the machine "
+                "(AICONSOLE_SYSTEM_METRIC_POINTS_MAX): later samples are not stored."
+            )
+        return (
+            f"This job reached {self.limit:,} metric points (AICONSOLE_METRIC_POINTS_MAX): later ones are not "
+            "stored. TensorBoard still shows what its event files hold."
+        )
+
     def take(self, wanted: int) -> int:
         with self.lock:
-            granted = max(0, min(wanted, settings.METRIC_POINTS_MAX - self.used))
+            granted = max(0, min(wanted, self.limit - self.used))
             self.used += granted
             return granted
 
 
-_budgets: weakref.WeakValueDictionary[int, _Budget] = weakref.WeakValueDictionary()
+_budgets: weakref.WeakValueDictionary[tuple[int, bool], _Budget] = weakref.WeakValueDictionary()
 _budgets_lock = threading.Lock()
 
 
-def _budget_for(job_pk: int, cleared: int) -> _Budget:
-    """The job's budget; ``cleared`` points of a run starting again were just deleted."""
+def budget_for(job_pk: int, cleared: int = 0, *, system: bool = False) -> _Budget:
+    """The job's budget, shared by everything that stores its points (keep it while storing: the
+    budget lives as long as someone holds it); ``cleared`` points of a run starting again were just
+    deleted. ``system``: the budget of what the console samples of its replicas
+    (``AICONSOLE_SYSTEM_METRIC_POINTS_MAX``), apart from the trainers' own, so that neither crowds
+    out the other."""
     with _budgets_lock:
-        budget = _budgets.get(job_pk)
+        budget = _budgets.get((job_pk, system))
         if budget is None:
-            budget = _budgets[job_pk] = _Budget(MetricPoint.objects.filter(job_id=job_pk).count())
+            stored = MetricPoint.objects.filter(job_id=job_pk)
+            if system:
+                stored = stored.filter(source=MetricSource.SYSTEM)
+            else:
+                stored = stored.exclude(source=MetricSource.SYSTEM)
+            budget = _budgets[(job_pk, system)] = _Budget(stored.count(), system)
         else:
             with budget.lock:
                 budget.used = max(0, budget.used - cleared)
@@ -275,10 +304,12 @@ class Collector:
         self.full = False  # the job stores no more points
         cleared = 0
         try:
-            cleared = MetricPoint.objects.filter(job_id=job_pk, trial_id=trial_id).delete()[0]
+            # The replicas' sampled use is cleared per replica as each starts (jobs.metrics.system).
+            earlier = MetricPoint.objects.filter(job_id=job_pk, trial_id=trial_id).exclude(source=MetricSource.SYSTEM)
+            cleared = earlier.delete()[0]
         except Exception:
             logger.exception("Could not clear the earlier metrics of job %s", job_pk)
-        self.budget = _budget_for(job_pk, cleared)
+        self.budget = budget_for(job_pk, cleared)
         if job and job_dir and not trial_id and say is not None:
             self._say_if_shared(job, job_dir)
 
@@ -321,19 +352,10 @@ class Collector:
         return bool((self.hypertune and self.hypertune.behind) or (self.events and self.events.behind))
 
     def _store(self, points: list[tuple]) -> int:
-        granted = self.budget.take(len(points))
-        insert(points[:granted])
+        granted = store_within(self.budget, points, self.say)
         self.stored += granted
         if granted < len(points):
             self.full = True
-            with self.budget.lock:
-                said, self.budget.said = self.budget.said, True
-            if not said and self.say is not None:
-                self.say(
-                    f"This job reached {settings.METRIC_POINTS_MAX:,} metric points "
-                    "(AICONSOLE_METRIC_POINTS_MAX): later ones are not stored. TensorBoard still shows what "
-                    "its event files hold."
-                )
         return granted
 
     def _point(self, source: str, run: str, tag: str, step: int, value: float, wall_time: float) -> tuple:
@@ -355,6 +377,19 @@ class Collector:
             for s in self.events.poll()
             if math.isfinite(s.value)
         ]
+
+
+def store_within(budget: _Budget, points: list[tuple], say: Callable[[str], None] | None) -> int:
+    """Store what ``budget`` (the job's, :func:`budget_for`) still grants of ``points``
+    (``INSERT_COLUMNS`` tuples); the job's log says once when it is spent. How many were stored."""
+    granted = budget.take(len(points))
+    insert(points[:granted])
+    if granted < len(points):
+        with budget.lock:
+            said, budget.said = budget.said, True
+        if not said and say is not None:
+            say(budget.spent())
+    return granted
 
 
 INSERT_COLUMNS = ("job_id", "trial_id", "source", "run", "tag", "step", "value", "wall_time")
@@ -379,10 +414,11 @@ def insert(rows: list[tuple]) -> None:
 def keep_final(rows: list[tuple]) -> None:
     """Bring the jobs' final metrics (:class:`~jobs.models.JobMetric`) up to date with ``rows``, new
     ``INSERT_COLUMNS`` points in recorded order: per job and metric, the last point by step, the later
-    one at the same step. A job's own points only: a tuning job's trials are compared in its trial table."""
+    one at the same step. A job's own points only: a tuning job's trials are compared in its trial table,
+    and what the console sampled of its replicas (``system``) is no result of the job's."""
     latest: dict[tuple[int, str], tuple[int, float]] = {}
-    for job_id, trial_id, _source, run, tag, step, value, _wall_time in rows:
-        if trial_id:
+    for job_id, trial_id, source, run, tag, step, value, _wall_time in rows:
+        if trial_id or source == MetricSource.SYSTEM:
             continue
         key = (job_id, compare.metric_name(tag, run))
         kept = latest.get(key)
@@ -411,9 +447,12 @@ def keep_final(rows: list[tuple]) -> None:
 # --- the read side ---------------------------------------------------------------------------------
 
 
-def points_for(job, *, tag: str = "", trial_id: str = ""):
-    """The job's points, in the order they were recorded, narrowed to a tag and/or a trial."""
+def points_for(job, *, tag: str = "", trial_id: str = "", source: str = ""):
+    """The job's points, in the order they were recorded, narrowed to a tag, a trial and/or a source
+    (``system``: what the console sampled of its replicas)."""
     points = MetricPoint.objects.filter(job=job)
+    if source:
+        points = points.filter(source=source)
     if tag:
         points = points.filter(tag=tag)
     if trial_id:

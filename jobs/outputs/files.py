@@ -50,9 +50,6 @@ IMAGE_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
-TEXT_SUFFIXES = {
-    ".txt", ".log", ".md", ".py", ".yaml", ".yml", ".cfg", ".ini", ".toml", ".sh", ".pbtxt", ".tsv", ".html",
-}  # fmt: skip
 
 
 class OutsideJobDir(InvalidArgument):

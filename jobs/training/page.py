@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import shlex
 
-from algorithms import catalogue as algorithms
+from algorithms import definitions as algos
 from jobs import catalogue, kinds, runtimes, services
 from jobs.logs import stream as logstream
+from jobs.models import MetricSource
 from jobs.templatetags import job_format
 from jobs.training import equivalent
 from jobs.validation import roles
@@ -67,9 +68,7 @@ def training_summary(job) -> dict:
         "input": training_input,
         "scale_tier": job_format.scale_tier(training_input),
         # A built-in algorithm's image is the console's own: its page shows the algorithm instead.
-        "container": None
-        if algorithms.for_training_input(training_input)
-        else container_summary(training_input, job_plans),
+        "container": None if algos.for_training_input(training_input) else container_summary(training_input, job_plans),
         "runtime": runtime.name if runtime else training_input.get("runtimeVersion") or "",
         "python": python,
         "python_note": python_note,
@@ -127,7 +126,7 @@ def sections(request, job) -> list[kinds.PageSection]:
 
 def opens_on(job) -> str | None:
     """A finished job that reported metrics opens on them; one that reported none, on its log."""
-    return "metrics" if job.metric_points.exists() else None
+    return "metrics" if job.metric_points.exclude(source=MetricSource.SYSTEM).exists() else None
 
 
 def page() -> kinds.JobPage:

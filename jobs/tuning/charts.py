@@ -6,6 +6,7 @@ only trials with a final metric are plotted; trials that reported nothing have n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -13,6 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from jobs.metrics import charts
+from jobs.metrics.studies import best_so_far
+from jobs.tuning import noise as study_noise
 
 
 def points(trials: list[dict]) -> list[dict]:
@@ -32,20 +35,15 @@ def points(trials: list[dict]) -> list[dict]:
     return result
 
 
-def best_so_far(values: list[float], maximize: bool) -> list[float]:
-    best: list[float] = []
-    for value in values:
-        if not best:
-            best.append(value)
-        else:
-            best.append(max(best[-1], value) if maximize else min(best[-1], value))
-    return best
-
-
-def optimization_history(data: list[dict], maximize: bool = True) -> charts.Chart:
+def optimization_history(
+    data: list[dict], maximize: bool = True, noise: study_noise.Noise | None = None
+) -> charts.Chart:
+    """Each trial's objective and the best so far; with ``noise``, a band around the best so far as
+    wide as the noise either side (a later trial inside it is no clear improvement)."""
     trials = [p["trial"] for p in data]
     objectives = [p["objective"] for p in data]
     best = best_so_far(objectives, maximize)
+    band = _noise_band(trials, best, noise) if noise is not None else []
     figure = go.Figure(
         [
             go.Scatter(
@@ -64,15 +62,52 @@ def optimization_history(data: list[dict], maximize: bool = True) -> charts.Char
                 name="Best so far",
                 line={"dash": "dash"},
             ),
+            *band,
         ]
     )
     figure.update_layout(xaxis_title="Trial", yaxis_title="Objective value", margin={"t": 20})
+    if noise is None:
+        return charts.Chart(
+            "Optimization history",
+            figure,
+            ["Trial", "Objective", "Best so far"],
+            [[t, o, b] for t, o, b in zip(trials, objectives, best, strict=True)],
+        )
+    figure.update_layout(legend={"traceorder": "normal"})  # a filled band would turn the legend upside down
     return charts.Chart(
         "Optimization history",
         figure,
-        ["Trial", "Objective", "Best so far"],
-        [[t, o, b] for t, o, b in zip(trials, objectives, best, strict=True)],
+        ["Trial", "Objective", "Best so far", "Noise band from", "Noise band to"],
+        [[t, o, b, b - noise.margin, b + noise.margin] for t, o, b in zip(trials, objectives, best, strict=True)],
+        note=f"The band around the best so far is its noise, ±{noise.margin_text} (two standard deviations), "
+        f"estimated from {noise.how}: a trial inside it is not told apart from the best.",
     )
+
+
+def _noise_band(trials: list[int], best: list[float], noise: study_noise.Noise) -> list[go.Scatter]:
+    """The best so far ± the noise's margin, as a filled band (its upper edge, then its lower)."""
+    edge = {"width": 0, "color": charts.COLORWAY[1]}
+    return [
+        go.Scatter(
+            x=charts.array_of(trials),
+            y=charts.array_of([b + noise.margin for b in best]),
+            mode="lines",
+            line=edge,
+            hoverinfo="skip",
+            showlegend=False,
+            name="Noise band (upper edge)",
+        ),
+        go.Scatter(
+            x=charts.array_of(trials),
+            y=charts.array_of([b - noise.margin for b in best]),
+            mode="lines",
+            line=edge,
+            fill="tonexty",
+            fillcolor="rgba(230, 159, 0, 0.25)",  # the best-so-far line's colour, faint on light and dark
+            hoverinfo="skip",
+            name=f"Noise band (±{noise.margin_text})",
+        ),
+    ]
 
 
 def slice_plot(data: list[dict], name: str, log: bool = False) -> charts.Chart:
@@ -194,19 +229,27 @@ INTERMEDIATE_MARKERS_MAX = 5_000
 INTERMEDIATE_TOP = 5  # the best trials' curves drawn in colour, named in the legend; the rest faint
 
 
-def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Chart:
+def intermediate_values(
+    trials: list[dict], maximize: bool = True, times: dict[tuple[str, int], float] | None = None
+) -> charts.Chart:
     """Learning curves: every trial's reports (allMetrics) by training step, one line per trial.
 
     The best ``INTERMEDIATE_TOP`` trials (by final objective, for the goal) are drawn in colour, a
     legend entry each; every other trial is a faint line in one of two shared traces (ran to the
     end, stopped early) with gaps between trials, so a study of thousands of trials stays a light
     figure and its legend a handful of entries. Every point carries its trial (``customdata``).
+
+    ``times`` ((trial id, step) → when the report was written, seconds since the epoch) go with
+    each line as ``meta.wall``, as the metric charts' do, so the page's chart controls
+    (static/charts.js) can draw it by wall or relative time, smoothed or on a log axis; a shared
+    trace says ``meta.gaps``: its lines are apart, each smoothed and timed on its own.
     """
+    times = times or {}
     ordered = sorted(trials, key=lambda t: int(t["trialId"]))
     finals = {t["trialId"]: float(t["finalMetric"]["objectiveValue"]) for t in ordered if t.get("finalMetric")}
     ranked = sorted(finals, key=lambda trial_id: -finals[trial_id] if maximize else finals[trial_id])
     top = ranked[:INTERMEDIATE_TOP]
-    groups: dict[bool, tuple[list, list, list]] = {False: ([], [], []), True: ([], [], [])}
+    groups: dict[bool, tuple[list, list, list, list]] = {False: ([], [], [], []), True: ([], [], [], [])}
     curves: dict[str, list[tuple[int, float]]] = {}
     rows = []
     for trial in ordered:
@@ -217,14 +260,16 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
         if trial["trialId"] in top:
             curves[trial["trialId"]] = reports
         else:
-            x, y, ids = groups[stopped]
+            x, y, ids, walls = groups[stopped]
             for step, value in reports:
                 x.append(step)
                 y.append(value)
                 ids.append(int(trial["trialId"]))
+                walls.append(times.get((trial["trialId"], step), math.nan))
             x.append(math.nan)  # a gap: the next trial's line starts anew
             y.append(math.nan)
             ids.append(None)
+            walls.append(math.nan)
         rows.append(
             [
                 int(trial["trialId"]),
@@ -236,9 +281,9 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
         )
     # Past this many reports the faint lines go without markers: 20,000 SVG markers take the
     # browser half a second to draw and cover each other; hovering a line still names each report.
-    markers = sum(len(x) for x, _, _ in groups.values()) <= INTERMEDIATE_MARKERS_MAX
+    markers = sum(len(x) for x, _, _, _ in groups.values()) <= INTERMEDIATE_MARKERS_MAX
     traces = []
-    for stopped, (x, y, ids) in groups.items():
+    for stopped, (x, y, ids, walls) in groups.items():
         if x:
             # numpy arrays: Plotly checks plain lists item by item, which is slow at 20,000 points.
             traces.append(
@@ -259,6 +304,7 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
                         "dash": "dot" if stopped else "solid",
                     },
                     marker={"size": 4, "symbol": "x" if stopped else "circle"},
+                    meta={"gaps": True, **_wall(walls)},
                 )
             )
     for rank, trial_id in enumerate(top):
@@ -272,7 +318,7 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
                 customdata=np.array([int(trial_id)] * len(steps), dtype=object),
                 mode="lines+markers" if len(steps) <= 200 else "lines",
                 name=f"Trial {trial_id}" + (" (best)" if rank == 0 else ""),
-                meta={"trial": trial_id},
+                meta={"trial": trial_id, **_wall([times.get((trial_id, step), math.nan) for step in steps])},
                 hovertemplate=f"Trial {trial_id}<br>step %{{x}}: %{{y}}<extra></extra>",
                 line={"color": charts.COLORWAY[rank % len(charts.COLORWAY)], "width": 3 if rank == 0 else 2},
                 marker={"size": 5},
@@ -284,6 +330,7 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
         yaxis_title="Reported objective",
         margin={"t": 20},
         legend={"orientation": "h", "y": -0.3, "title": {"text": f"Best {len(top)}:" if top else ""}},
+        meta={"metric": "intermediate"},  # the chart controls keep its zoom per axis kind by this
     )
     return charts.Chart(
         "Intermediate values",
@@ -296,6 +343,112 @@ def intermediate_values(trials: list[dict], maximize: bool = True) -> charts.Cha
         if len(finals) > INTERMEDIATE_TOP
         else "",
     )
+
+
+def pareto_front(costs: list[float], objectives: list[float], maximize: bool = True) -> list[int]:
+    """The indexes, cheapest first, of the points no other point beats: none costs as little or less
+    and has a better objective for the goal (of equal points, the first)."""
+    order = sorted(range(len(costs)), key=lambda i: (costs[i], -objectives[i] if maximize else objectives[i], i))
+    front: list[int] = []
+    for i in order:
+        best = objectives[front[-1]] if front else None
+        if best is None or (objectives[i] > best if maximize else objectives[i] < best):
+            front.append(i)
+    return front
+
+
+def _duration_unit(longest: float) -> tuple[str, float]:
+    """The unit a duration axis reads best in, and its length in seconds."""
+    if longest < 120:
+        return "s", 1.0
+    return ("min", 60.0) if longest < 7200 else ("h", 3600.0)
+
+
+def in_proportion(durations: dict[int, float], units: dict[int, float]) -> float | None:
+    """The ML units an hour every trial used, when they all used them at one rate (within 5 %): a
+    study's trials run on the same machines, so their units are usually their time at a rate.
+    None when they did not, or recorded none."""
+    rates = [units.get(t, 0.0) * 3600 / seconds for t, seconds in durations.items() if seconds > 0]
+    if not rates or min(rates) <= 0 or max(rates) > 1.05 * min(rates):
+        return None
+    return sum(rates) / len(rates)
+
+
+def objective_against_cost(
+    data: list[dict],
+    costs: dict[int, float],
+    maximize: bool = True,
+    *,
+    cost: str = "duration",
+    rate: float | None = None,
+) -> charts.Chart:
+    """Each finished trial's objective against what it cost (``cost``: its ``duration`` in seconds,
+    or the ``ML units`` it consumed, by trial number), and the Pareto front: the best objective to be
+    had for at most that cost, a step line through the trials that set it. ``rate``: the ML units an
+    hour every trial used, when they used them at one rate (said under the ML units' chart: its
+    front is then the duration's)."""
+    shown = [p for p in data if math.isfinite(costs.get(p["trial"], math.nan))]
+    if cost == "duration":
+        unit, seconds = _duration_unit(max((costs[p["trial"]] for p in shown), default=0.0))
+        label, key, scale = f"Duration ({unit})", "cost", seconds
+    else:
+        label, key, scale = "ML units", "ml-units", 1.0
+    xs = [costs[p["trial"]] / scale for p in shown]
+    ys = [p["objective"] for p in shown]
+    trials = [p["trial"] for p in shown]
+    front = pareto_front(xs, ys, maximize)
+    on_front = set(front)
+    better = "highest" if maximize else "lowest"
+    figure = go.Figure(
+        [
+            go.Scatter(
+                x=charts.array_of(xs),
+                y=charts.array_of(ys),
+                mode="markers",
+                name="Trials",
+                marker={"symbol": "circle", "size": 8, "color": charts.COLORWAY[0], "opacity": 0.75},
+                customdata=charts.array_of(trials),
+                hovertemplate=f"Trial %{{customdata}}<br>{label}: %{{x:.4g}}<br>Objective: %{{y:.6g}}<extra></extra>",
+            ),
+            go.Scatter(
+                x=charts.array_of([xs[i] for i in front]),
+                y=charts.array_of([ys[i] for i in front]),
+                mode="lines+markers",
+                line_shape="hv",
+                name=f"Pareto front ({better} objective for at most this cost)",
+                line={"color": charts.COLORWAY[5], "width": 2},
+                marker={"symbol": "diamond", "size": 12, "color": charts.COLORWAY[5], "line": {"width": 1}},
+                customdata=charts.array_of([trials[i] for i in front]),
+                hovertemplate=f"Trial %{{customdata}} (on the front)<br>{label}: %{{x:.4g}}<br>"
+                "Objective: %{y:.6g}<extra></extra>",
+            ),
+        ]
+    )
+    figure.update_layout(
+        xaxis_title=label,
+        yaxis_title="Objective value",
+        margin={"t": 20},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    what = "duration" if cost == "duration" else "ML units"
+    note = (
+        f"{len(front)} of {len(shown)} trials are on the Pareto front: no trial that "
+        + ("took as long or less" if cost == "duration" else "used as many ML units or fewer")
+        + " did better."
+    )
+    if rate is not None and cost != "duration":
+        note += f" Every trial used {rate:.3g} ML units an hour, so this front is the same as against duration."
+    columns = ["Trial", label, "Objective", "On the Pareto front"]
+    rows = [
+        [t, round(x, 6), y, "yes" if i in on_front else ""]
+        for i, (t, x, y) in enumerate(zip(trials, xs, ys, strict=True))
+    ]
+    return charts.Chart(f"Objective against {what}", figure, columns, rows, key=key, note=note)
+
+
+def _wall(times: list[float]) -> dict:
+    """A line's points' wall times as the chart controls read them (none when no point has one)."""
+    return {"wall": np.array(times, dtype=float)} if any(math.isfinite(t) for t in times) else {}
 
 
 # Importance needs enough finished trials to say anything; below this the page says so instead.
@@ -381,13 +534,54 @@ def contour_pair(names: list[str], scores: dict[str, float], chosen: tuple[str, 
     return ranked[0], ranked[1]
 
 
+# Past this many trials the parallel coordinates draw this many (the page offers all): 2,000 lines
+# over each other read as one blot, and each line is an SVG path the browser lays out and paints.
+PARALLEL_LINES = 300
+
+
+def parallel_sample(data: list[dict], maximize: bool = True, limit: int = PARALLEL_LINES) -> list[dict]:
+    """At most ``limit`` of ``data``, in trial order: the best half of them by objective (the lines a
+    reader follows to good values) and the others evenly spread over the rest of the study."""
+    if len(data) <= limit:
+        return data
+    ranked = sorted(range(len(data)), key=lambda i: -data[i]["objective"] if maximize else data[i]["objective"])
+    best = set(ranked[: limit // 2])
+    rest = [i for i in range(len(data)) if i not in best]
+    others = limit - len(best)
+    spread = {rest[int(k * len(rest) / others)] for k in range(others)}
+    return [data[i] for i in sorted(best | spread)]
+
+
+def parallel_chart(data: list[dict], log: set[str], maximize: bool, everything: bool = False) -> charts.Chart:
+    """The study's parallel coordinates: of a large study a sample (``parallel_sample``), said in its
+    note, unless ``everything`` is asked for."""
+    shown = data if everything else parallel_sample(data, maximize)
+    chart = charts.parallel_coordinates(shown, log=log, maximize=maximize)
+    note = (
+        f"{len(shown):,} of {len(data):,} trials drawn: the best {len(shown) // 2:,} and others spread over the "
+        "study (its data table lists these)."
+        if len(shown) < len(data)
+        else ""
+    )
+    return dataclasses.replace(chart, key="parallel", note=note)
+
+
 def tuning_charts(
-    training_output: dict, goal: str | None, spec: dict | None = None, contour: tuple[str, str] | None = None
+    training_output: dict,
+    goal: str | None,
+    spec: dict | None = None,
+    contour: tuple[str, str] | None = None,
+    costs: dict[int, tuple[float, float]] | None = None,
+    times: dict[tuple[str, int], float] | None = None,
+    every_line: bool = False,
 ) -> list[charts.Chart]:
     """Every chart for a tuning job's page; empty until a trial has a result.
 
     ``spec`` (the job's HyperparameterSpec) gives log axes and parameter importance; ``contour``
-    is the pair of parameters the user picked for the contour plot.
+    is the pair of parameters the user picked for the contour plot; ``costs`` each finished trial's
+    (seconds it ran, ML units it consumed) by trial number, for the objective against cost; ``times``
+    when each report of the objective was written, for the learning curves' time axes;
+    ``every_line``: the parallel coordinates draw every trial, however many.
     """
     trials = training_output.get("trials") or []
     data = points(trials)
@@ -397,13 +591,29 @@ def tuning_charts(
     log = log_scaled(spec)
     names = list(data[0]["params"])
     scores = importances(spec, data, maximize) if spec else {}
-    drawn = [optimization_history(data, maximize=maximize), charts.parallel_coordinates(data, log=log)]
+    drawn = [
+        optimization_history(
+            data, maximize=maximize, noise=study_noise.estimate(spec or {}, study_noise.results_of(trials), maximize)
+        ),
+        parallel_chart(data, log, maximize, everything=every_line),
+    ]
     drawn += [slice_plot(data, name, log=name in log) for name in names]
     pair = contour_pair(names, scores, contour) if spec else None
     if pair:
         drawn.append(contour_plot(data, *pair, log=log, maximize=maximize))
     if any(t.get("allMetrics") for t in trials):
-        drawn.append(intermediate_values(trials, maximize=maximize))
+        drawn.append(intermediate_values(trials, maximize=maximize, times=times))
     if spec:
         drawn.append(parameter_importance(scores, len(data)))
+    with_result = {p["trial"] for p in data}
+    durations = {t: c[0] for t, c in (costs or {}).items() if t in with_result}
+    units = {t: c[1] for t, c in (costs or {}).items() if t in with_result}
+    if durations:
+        drawn.append(objective_against_cost(data, durations, maximize))
+    # ML units get their chart whenever the trials recorded them, so a study shows the same charts
+    # whatever its trials' rates came to (a short trial's units are rounded, its rate with them): at
+    # one rate the chart says so, its front then the duration's.
+    if any(units.values()):
+        rate = in_proportion(durations, units)
+        drawn.append(objective_against_cost(data, units, maximize, cost="ML units", rate=rate))
     return drawn

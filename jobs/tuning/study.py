@@ -20,7 +20,8 @@ from urllib.parse import urlencode
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from jobs.models import JobState, MetricPoint
+from jobs.models import JobState, MetricPoint, MetricSource
+from jobs.tuning import edges, noise
 
 # Named orders of earlier releases' links; a column key (``p.lr``, ``-objective``) sorts by it.
 SORTS = {"best": "Best first", "number": "Trial number", "newest": "Newest first"}
@@ -226,16 +227,15 @@ class TrialRow:
     error_lines: list[str] = field(default_factory=list)
 
 
+def _trials_own(job):
+    """The points the trials reported, not what the console sampled of their replicas (``system``)."""
+    return MetricPoint.objects.filter(job=job).exclude(trial_id="").exclude(source=MetricSource.SYSTEM)
+
+
 def other_metric_tags(job) -> list[str]:
     """Tags the trials reported besides the objective (``tag (run)`` for a summary run's)."""
     tag = metric_tag(job)
-    pairs = (
-        MetricPoint.objects.filter(job=job)
-        .exclude(trial_id="")
-        .values_list("tag", "run")
-        .distinct()
-        .order_by("tag", "run")
-    )
+    pairs = _trials_own(job).values_list("tag", "run").distinct().order_by("tag", "run")
     names = [f"{t} ({run})" if run else t for t, run in pairs if not (t == tag and not run)]
     return names[:OTHER_METRICS_MAX]
 
@@ -244,13 +244,7 @@ def _final_values(job, names: list[str]) -> dict[tuple[str, str], float]:
     """(trial id, metric name) → the trial's last report of it (by the order reports arrived)."""
     if not names:
         return {}
-    last_ids = (
-        MetricPoint.objects.filter(job=job)
-        .exclude(trial_id="")
-        .values("trial_id", "tag", "run")
-        .annotate(last=Max("id"))
-        .values_list("last", flat=True)
-    )
+    last_ids = _trials_own(job).values("trial_id", "tag", "run").annotate(last=Max("id")).values_list("last", flat=True)
     values = {}
     for trial_id, tag, run, value in MetricPoint.objects.filter(id__in=last_ids).values_list(
         "trial_id", "tag", "run", "value"
@@ -341,6 +335,8 @@ class Study:
     columns: list[Column]
     rows: list[TrialRow]
     counts: dict[str, int]
+    edges: list[edges.Edge] = field(default_factory=list)  # where the best trials sit at a bound
+    noise: noise.Noise | None = None  # how noisy its objective is, where it holds a basis to say
 
 
 # A finished study's trials no longer change: its table is kept, so that each re-sort or filter of
@@ -363,7 +359,8 @@ def study_table(job) -> Study:
                 return kept
     known = columns(job, other_metric_tags(job))
     counts = dict(job.trials.values_list("state").annotate(n=Count("pk")).order_by())
-    table = Study(known, rows(job, known), counts)
+    read = rows(job, known)
+    table = Study(known, read, counts, search_edges(job, read), objective_noise(job, read))
     if key is not None:
         with _finished_lock:
             _finished[key] = table
@@ -379,6 +376,7 @@ def trial_table(job, params) -> dict:
     query = TrialQuery.from_params(params, known)
     maximize = goal(job) != "MINIMIZE"
     shown = [c for c in known if query.showing(c)]
+    best = _best(table, maximize)
     return {
         "trial_rows": (matching := select(table, query, maximize))[: None if query.everything else ROWS_SHOWN],
         "trial_matching": len(matching),
@@ -393,9 +391,68 @@ def trial_table(job, params) -> dict:
         "trial_completed": counts.get(JobState.SUCCEEDED, 0) + counts.get(JobState.FAILED, 0),
         "trial_running": counts.get(JobState.RUNNING, 0),
         "trial_failures": any(r.failure_reason for r in table),
-        "best_trial_id": _best(table, maximize),
+        "best_trial_id": best,
         "trial_goal": goal(job),
+        "study_edges": whole.edges,
+        "study_noise": whole.noise,
+        "within_noise": within_noise(table, best, whole.noise),
     }
+
+
+def search_edges(job, table: list[TrialRow]) -> list[edges.Edge]:
+    """Parameters whose best succeeded trials sit at a bound of the searched range."""
+    spec = (job.training_input or {}).get("hyperparameters") or {}
+    names = [p.get("parameterName", "") for p in spec.get("params") or []]
+    results = [
+        ({name: row.values.get(f"p.{name}") for name in names}, value)
+        for row in table
+        if row.trial.state == JobState.SUCCEEDED
+        and not row.trial.is_stopped_early
+        and (value := _number(row.trial.objective_value)) is not None
+    ]
+    return edges.find(spec, results, maximize=goal(job) != "MINIMIZE")
+
+
+def objective_noise(job, table: list[TrialRow]) -> noise.Noise | None:
+    """How noisy the study's objective is (``jobs.tuning.noise``), from its succeeded trials that ran
+    to the end: their parameters, and the reports of the best of them."""
+    spec = (job.training_input or {}).get("hyperparameters") or {}
+    names = [p.get("parameterName", "") for p in spec.get("params") or []]
+    ran = [
+        (row, value)
+        for row in table
+        if row.trial.state == JobState.SUCCEEDED
+        and not row.trial.is_stopped_early
+        and (value := _number(row.trial.objective_value)) is not None
+    ]
+    maximize = goal(job) != "MINIMIZE"
+    # Only the best trials' reports are read (all the step-to-step estimate needs): a few rows'.
+    top = sorted(ran, key=lambda r: -r[1] if maximize else r[1])[: edges.top_count(len(ran))]
+    reports = dict(
+        job.trials.filter(trial_id__in=[row.trial.trial_id for row, _ in top]).values_list("trial_id", "all_metrics")
+    )
+    results = [
+        noise.Result(
+            row.trial.trial_id,
+            {name: row.values.get(f"p.{name}") for name in names},
+            value,
+            reports.get(row.trial.trial_id),
+        )
+        for row, value in ran
+    ]
+    return noise.estimate(spec, results, maximize)
+
+
+def within_noise(table: list[TrialRow], best: str, found: noise.Noise | None) -> frozenset[str]:
+    """The succeeded trials, the best left out, whose objective is within the noise of the best's."""
+    if found is None or not best:
+        return frozenset()
+    values = {
+        row.trial.trial_id: value
+        for row in table
+        if row.trial.state == JobState.SUCCEEDED and (value := _number(row.trial.objective_value)) is not None
+    }
+    return frozenset(t for t, v in values.items() if t != best and found.within(v, values[best]))
 
 
 def _best(table: list[TrialRow], maximize: bool) -> str:
@@ -430,3 +487,23 @@ def progress(job) -> dict | None:
         "best_value": number_text(best[0]) if best else "",
         "best_trial": best[1] if best else "",
     }
+
+
+def trial_costs(job) -> dict[int, tuple[float, float]]:
+    """What each finished trial cost, by trial number: (seconds it ran, ML units it consumed)."""
+    return {
+        number: (max(0.0, (end - start).total_seconds()), units or 0.0)
+        for number, start, end, units in job.trials.filter(start_time__isnull=False, end_time__isnull=False)
+        .values_list("number", "start_time", "end_time", "consumed_ml_units")
+        .order_by()
+    }
+
+
+def report_times(job) -> dict[tuple[str, int], float]:
+    """When each trial's report of the objective was written: (trial id, step) → seconds since the
+    epoch, from its metric points (a cloudml-hypertune report's before a summary scalar's)."""
+    times: dict[tuple[str, int], float] = {}
+    points = _trials_own(job).filter(tag=metric_tag(job))
+    for trial_id, step, wall in points.order_by("source", "pk").values_list("trial_id", "step", "wall_time"):
+        times.setdefault((trial_id, step), wall)
+    return times

@@ -59,9 +59,21 @@ def _cell(column: Column, row: TrialRow) -> str:
     return f"<td>{escape(str(value)) if value not in (None, '') else '—'}</td>"
 
 
-def body(rows: list[TrialRow], shown: list[Column], *, job_id: str, best: str, goal: str, failures: bool) -> SafeString:
-    """The table's ``<tbody>`` rows: a compare box, the trial, the shown columns, the failure and
-    links to the trial's logs and to its files (its job dir, ``<jobDir>/<trialId>``)."""
+def body(
+    rows: list[TrialRow],
+    shown: list[Column],
+    *,
+    job_id: str,
+    best: str,
+    goal: str,
+    failures: bool,
+    files: bool = True,
+    within: frozenset[str] = frozenset(),
+) -> SafeString:
+    """The table's ``<tbody>`` rows: a compare box, the trial (marked when it is the best, or
+    ``within`` the noise of the best: not told apart from it), the shown columns, the failure and
+    links to the trial's logs and, with ``files`` (the job names a job dir), to its files
+    (``<jobDir>/<trialId>``): without one there are none to browse."""
     width = len(shown) + 3 + failures
     if not rows:
         return mark_safe(f'<tr><td colspan="{width}">No trial matches these filters.</td></tr>')
@@ -78,6 +90,12 @@ def body(rows: list[TrialRow], shown: list[Column], *, job_id: str, best: str, g
                 if is_best
                 else ""
             )
+            + (
+                ' <span class="badge within-noise" title="Its objective is within the noise of the best\'s: '
+                'the two cannot be told apart">≈ within noise</span>'
+                if row.trial.trial_id in within
+                else ""
+            )
             + "</th>",
             *(_cell(column, row) for column in shown),
         ]
@@ -89,10 +107,12 @@ def body(rows: list[TrialRow], shown: list[Column], *, job_id: str, best: str, g
                 + (f'<pre class="error-lines">{lines}</pre>' if lines else "")
                 + "</td>"
             )
+        files_link = (
+            f' · <a href="outputs/?trial={trial_id}" aria-label="Files of trial {trial_id}">Files</a>' if files else ""
+        )
         cells.append(
             '<td class="trial-links">'
-            f'<a href="?trial={trial_id}#logs" aria-label="Logs of trial {trial_id}">Logs</a> · '
-            f'<a href="outputs/?trial={trial_id}" aria-label="Files of trial {trial_id}">Files</a></td>'
+            f'<a href="?trial={trial_id}#logs" aria-label="Logs of trial {trial_id}">Logs</a>{files_link}</td>'
         )
         # Only the best row has an id (the summary links to it): htmx matches every id of a swapped
         # fragment against the page, which cost a 200-row re-sort half a second.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
 from jobs.validation.hyperparameters import check_hyperparameters
-from jobs.validation.names import validate_job_id, validate_labels
+from jobs.validation.names import validate_hold, validate_job_id, validate_labels
 from jobs.validation.prediction import check_prediction_input
 from jobs.validation.schema import parse_message
 from jobs.validation.training import DEFAULT_MAX_REPLICA_COUNT, check_training_input, max_replica_count
@@ -80,6 +80,7 @@ def validate_job(body: dict) -> dict:
     errors.extend(validate_job_id(job.get("jobId")))
     if "labels" in job:
         errors.extend(validate_labels(job["labels"]))
+        errors.extend(validate_hold(job["labels"], job.get("trainingInput")))
     if "trainingInput" in job and "predictionInput" in job:
         errors.add("job.prediction_input", "A job takes exactly one of trainingInput or predictionInput, not both.")
     elif "trainingInput" not in job and "predictionInput" not in job:

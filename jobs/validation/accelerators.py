@@ -8,7 +8,7 @@ it fits (`jobs.catalogue`).
 from __future__ import annotations
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs.catalogue import ACCELERATORS, CLOUD_TPU, LEGACY, MACHINE_TYPES, TPU
 from jobs.validation import roles
 from jobs.validation.schema import one_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs.catalogue import CLOUD_TPU, DEFAULT_RUNTIME_VERSION, RUNTIME_VERSIONS
 from jobs.runtimes import prebuilt
 from jobs.validation import roles

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs.validation.names import validate_job_id
 
 _LOG_SCALES = ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")

@@ -6,19 +6,18 @@ follow the same rules.
 
 from __future__ import annotations
 
-import re
+from django.conf import settings
 
 from aiconsole.errors import FieldViolation, Violations
-from jobs.validation.schema import shown
-
-_JOB_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,127}$")
+from aiconsole.protojson import shown
+from jobs.job_ids import is_job_id
 
 
 def validate_job_id(job_id: object, field: str = "job.job_id") -> list[FieldViolation]:
     """Check a job id: a letter, then letters, digits or underscores, 128 characters at most."""
     if job_id is None or job_id == "":
         return [FieldViolation(field, "A job id is required.")]
-    if not isinstance(job_id, str) or not _JOB_ID_RE.match(job_id):
+    if not isinstance(job_id, str) or not is_job_id(job_id):
         return [
             FieldViolation(
                 field,
@@ -68,3 +67,39 @@ def validate_labels(labels: object, field: str = "job.labels") -> list[FieldViol
                 f"and use only {_LABEL_RULE}.",
             )
     return errors
+
+
+# The console's one label with a meaning (not Google's): hold a failed replica this many minutes so
+# its shell (``enableWebAccess``) can look at what went wrong.
+HOLD_LABEL = "aiconsole-hold-failed-replica"
+
+
+def hold_minutes(labels: dict | None) -> int:
+    """The minutes a job asked to hold a failed replica for its shell; 0 when it did not."""
+    value = (labels or {}).get(HOLD_LABEL, "")
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+def validate_hold(labels: object, training_input: object, field: str = "job.labels") -> list[FieldViolation]:
+    """The hold label: whole minutes within ``AICONSOLE_WEB_ACCESS_HOLD_MAX_MINUTES``, on a job with
+    web access (there is no shell to hold a replica for otherwise)."""
+    if not isinstance(labels, dict) or HOLD_LABEL not in labels:
+        return []
+    value, most = labels[HOLD_LABEL], settings.WEB_ACCESS_HOLD_MAX_MINUTES
+    if not (isinstance(value, str) and value.isdigit() and 1 <= int(value) <= most):
+        return [
+            FieldViolation(
+                field,
+                f"Label {HOLD_LABEL} holds a failed replica for its shell that many minutes: a whole number "
+                f"from 1 to {most}; got {shown(value)}.",
+            )
+        ]
+    if not (isinstance(training_input, dict) and training_input.get("enableWebAccess")):
+        return [
+            FieldViolation(
+                field,
+                f"Label {HOLD_LABEL} holds a failed replica for its shell: submit the job with "
+                "trainingInput.enableWebAccess too.",
+            )
+        ]
+    return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs.catalogue import ACCELERATORS, MACHINE_TYPES, REGIONS, SCALE_TIERS
 from jobs.validation import roles
 from jobs.validation.schema import seconds

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs.catalogue import RUNTIME_VERSIONS
 from jobs.validation.placement import check_region_name
 

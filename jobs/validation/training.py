@@ -9,7 +9,7 @@ own rules.
 from __future__ import annotations
 
 from aiconsole.errors import Violations
-from aiconsole.v1schema import snake
+from aiconsole.protojson import snake
 from jobs import kinds
 from jobs.catalogue import CLOUD_TPU, COMPUTE_ENGINE, LEGACY, MACHINE_TYPES, TPU
 from jobs.validation import roles

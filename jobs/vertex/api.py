@@ -22,11 +22,13 @@ _MESSAGES = {
     VertexCollection.CUSTOM_JOBS: "CustomJob",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
     VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+    VertexCollection.BATCH_PREDICTION_JOBS: "BatchPredictionJob",
 }
 _FIELDS = {
     VertexCollection.CUSTOM_JOBS: "custom_job",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "hyperparameter_tuning_job",
     VertexCollection.TRAINING_PIPELINES: "training_pipeline",
+    VertexCollection.BATCH_PREDICTION_JOBS: "batch_prediction_job",
 }
 
 
@@ -95,17 +97,25 @@ def operation_item(request, project_id, location, operation_id):
     return Response(services.get_operation(project, location, operation_id, actor=request.user))
 
 
+# What models_registry.vertex serves under a location, named in refusals of what is not.
+REGISTRY_COLLECTIONS = ("models", "endpoints")
+
+
 @api_view(["GET", "POST", "PATCH", "PUT", "DELETE"])
 def not_served(request, project_id, location, rest):
-    """A Vertex AI collection or method this console does not serve (``endpoints``, ``models``,
-    ``datasets``…): UNIMPLEMENTED in Google's envelope, which the SDK raises as
+    """A Vertex AI collection or method this console does not serve (``datasets``,
+    ``models/ID:export``…): UNIMPLEMENTED in Google's envelope, which the SDK raises as
     ``MethodNotImplemented``, naming what is served. Only for someone who may see the project."""
     project = accounts.find_project(project_id, actor=request.user)
-    served = ", ".join(collection.value for collection in VertexCollection)
-    if rest in {*VertexCollection.values, "operations"}:  # served: only this name is not one of them
-        raise iam.NotFound(request.path.removeprefix("/v1/"))
+    served = ", ".join([*(collection.value for collection in VertexCollection), *REGISTRY_COLLECTIONS])
+    path = request.path.removeprefix("/v1/")
+    if rest in {*VertexCollection.values, *REGISTRY_COLLECTIONS, "operations"}:
+        _, _, verb = path.rpartition(":")
+        if ":" not in path or "/" in verb:  # a served collection: only this name is not one of them
+            raise iam.NotFound(path)
+        raise Unimplemented(f"The method {rest}.{verb} of Vertex AI is not served by this console.")
     raise Unimplemented(
         f"Vertex AI's {rest} are not served by this console. Under {project.resource_name}/locations/{location} "
-        f"it serves {served} (create, get, list, cancel, delete) and operations/ID; models and prediction are "
-        "served by its v1 API (projects/P/models)."
+        f"it serves {served} and operations/ID: custom training, tuning and training pipelines, models "
+        "(upload, get, list, delete), endpoints (create, deploy, undeploy, predict)."
     )

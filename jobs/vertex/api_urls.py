@@ -5,8 +5,14 @@ from django.urls import re_path
 from jobs.vertex import api
 
 L = r"^projects/(?P<project_id>[^/:]+)/locations/(?P<location>[^/:]+)"
-C = L + r"/(?P<collection>customJobs|hyperparameterTuningJobs|trainingPipelines)"
+C = L + r"/(?P<collection>customJobs|hyperparameterTuningJobs|trainingPipelines|batchPredictionJobs)"
 ITEM = C + r"/(?P<vertex_id>[0-9]+)"
+
+# The SDK's REST clients for models and endpoints poll operations under /ui/ (the first of the two
+# paths Google's http rule gives them); console.urls includes these under it.
+ui_urlpatterns = [
+    re_path(L + r"/operations/(?P<operation_id>[0-9]+)$", api.operation_item, name="api-vertex-ui-operation"),
+]
 
 urlpatterns = [
     re_path(C + r"$", api.jobs_collection, name="api-vertex-jobs"),

@@ -46,8 +46,12 @@ def build(
     """``request`` is the resource as read (``VertexJob.request``); ``uploaded`` maps each
     package URI the console stored from an upload to its file name."""
     request = _without_uploads(request, uploaded or {})
+    command: str
+    config: str | None
     if collection == VertexCollection.CUSTOM_JOBS:
         command, config = _custom_job_command(location, request)
+    elif collection == VertexCollection.BATCH_PREDICTION_JOBS:
+        command, config = "", None  # gcloud has no command that creates one: the REST body is the way
     else:
         command, config = _tuning_job_command(location, request)
     return VertexEquivalent(
@@ -150,6 +154,7 @@ _KINDS = {
     VertexCollection.CUSTOM_JOBS: "CustomJob",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
     VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+    VertexCollection.BATCH_PREDICTION_JOBS: "BatchPredictionJob",
 }
 
 

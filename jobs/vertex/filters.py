@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from aiconsole import filters as grammar
 from aiconsole.filters import FilterError, label_match, parse, text_match, time_match
+from aiconsole.protojson import snake
 from jobs.vertex import schema
 from jobs.vertex.resources import PIPELINE_STATES, STATES
 
@@ -24,7 +25,7 @@ _ENGINE_STATES = {name: state for state, name in [*STATES.items(), *PIPELINE_STA
 
 
 def _field(name: str) -> str:
-    return schema.snake(name) if not name.startswith("labels.") else name
+    return snake(name) if not name.startswith("labels.") else name
 
 
 def comparison(field: str, operator: str, value: str) -> Q:

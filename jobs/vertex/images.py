@@ -15,6 +15,7 @@ Pure functions over the runtime list; no database.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from jobs import runtimes
@@ -56,11 +57,6 @@ def honoured() -> dict[str, dict[str, str]]:
     """Every family and version this console can honour, with the runtime each maps to:
     ``{"tf-cpu": {"2.11": "2.11", …}, "sklearn-cpu": {"1.0": "2.11", …}, …}``."""
     return {family: prebuilt.runtime_versions(framework) for family, framework in FAMILIES.items()}
-
-
-def honoured_names() -> list[str]:
-    """The image names (``tf-cpu.2-11``) this console honours."""
-    return [f"{family}.{v.replace('.', '-')}" for family, versions in honoured().items() for v in versions]
 
 
 def honoured_text() -> str:
@@ -106,3 +102,63 @@ def refusal(image: str) -> str:
             f"{honoured_text()}; and in these images, built here: {prebuilt.buildable_text()}."
         )
     return f"executorImageUri {prebuilt.refusal(image)}"
+
+
+# --- pre-built prediction images --------------------------------------------------------------------
+
+# Google's pre-built prediction images: registry/vertex-ai/prediction/<family>.<major>-<minor>[:tag]
+PREDICTION_IMAGE = re.compile(
+    r"^[a-z0-9.-]+/(?:vertex-ai|vertex-ai-restricted|cloud-aiplatform)/prediction/"
+    r"(?P<family>[a-z0-9-]+)\.(?P<major>\d+)-(?P<minor>\d+)(?::[\w.-]+)?$"
+)
+# family → (the framework as the runtime list names it, the model registry's framework)
+PREDICTION_FAMILIES = {
+    "sklearn-cpu": ("scikit-learn", "SCIKIT_LEARN"),
+    "xgboost-cpu": ("XGBoost", "XGBOOST"),
+    "tf2-cpu": ("TensorFlow", "TENSORFLOW"),
+    "tf-cpu": ("TensorFlow", "TENSORFLOW"),
+}
+
+
+@dataclass(frozen=True)
+class Server:
+    """What serves a model uploaded with a pre-built prediction image here."""
+
+    runtime: str  # the console's runtime version
+    python: str
+    framework: str  # SCIKIT_LEARN, XGBOOST or TENSORFLOW
+
+
+def prediction_server(image: str) -> Server | None:
+    """The runtime whose framework server answers for a pre-built prediction image: the one with
+    the image's framework version, else the nearest; None for any other image."""
+    match = PREDICTION_IMAGE.match(image or "")
+    if not match or match["family"] not in PREDICTION_FAMILIES:
+        return None
+    label, framework = PREDICTION_FAMILIES[match["family"]]
+    versions = prebuilt.runtime_versions(label)
+    if not versions:
+        return None
+    asked = int(match["major"]) * 100 + int(match["minor"])
+
+    def distance(version: str) -> tuple[int, int]:
+        major, minor = (int(p) for p in version.split("."))
+        return abs(major * 100 + minor - asked), -(major * 100 + minor)
+
+    runtime_name = versions[min(versions, key=distance)]
+    return Server(runtime_name, runtimes.default_python(runtimes.RUNTIMES[runtime_name]), framework)
+
+
+def prediction_refusal(image: str) -> str:
+    """Why a serving container is not served here, with the images that are."""
+    families = []
+    for family, (label, _) in PREDICTION_FAMILIES.items():
+        versions = ", ".join(v.replace(".", "-") for v in prebuilt.runtime_versions(label))
+        if versions:
+            families.append(f"{family}.{versions}")
+    return (
+        f"{image or 'An empty imageUri'} is not served here: models are served by this console's framework "
+        "servers, for Google's pre-built prediction images (us-docker.pkg.dev/vertex-ai/prediction/"
+        f"FAMILY.VERSION): {'; '.join(families)}; or by a serving container of your own, loaded into the "
+        "console's container engine (aiconsole images load)."
+    )

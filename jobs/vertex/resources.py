@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from jobs.models import Job, JobState, Trial, VertexCollection, VertexJob
+from jobs import kinds
+from jobs.models import Job, JobState, Trial, VertexCollection, VertexJob, VertexOperation
 
 STATES: dict[str, str] = {
     JobState.STATE_UNSPECIFIED: "JOB_STATE_UNSPECIFIED",
@@ -63,17 +64,30 @@ def vertex_words(message: str) -> str:
     return _REPLICA.sub(lambda m: f"replica workerpool{_POOLS[m.group(1)]}-{m.group(2)}", message)
 
 
+def vertex_node(label: str) -> str:
+    """A replica's name as Vertex AI's ``webAccessUris`` name it: ``worker-replica-1`` → ``workerpool1-1``."""
+    task, _, index = label.rsplit("-", 2)
+    return f"workerpool{_POOLS.get(task, 0)}-{index}"
+
+
 def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None, *, collection: str = "") -> dict:
     """The job as ``collection`` (default: its own) answers it: a CustomJob, a HyperparameterTuningJob
     with its ``trials`` (read from ``job.trials`` unless given), or a TrainingPipeline."""
     collection = collection or vertex.collection
     if collection == VertexCollection.TRAINING_PIPELINES:
         return pipeline_resource(job, vertex)
+    if collection == VertexCollection.BATCH_PREDICTION_JOBS:
+        return batch_resource(job, vertex)
     name = f"projects/{job.project.project_id}/locations/{vertex.location}/{collection}/{vertex.vertex_id}"
     resource: dict = {"name": name, "displayName": vertex.display_name}
     request = vertex.request
     if collection == VertexCollection.CUSTOM_JOBS:
         resource["jobSpec"] = request.get("jobSpec", {})
+        output: dict = {}
+        for add in kinds.output_additions():  # web access: the shells open into its replicas
+            add(job, output)
+        if output.get("webAccessUris"):
+            resource["webAccessUris"] = {vertex_node(label): uri for label, uri in output["webAccessUris"].items()}
     else:
         for key in ("studySpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount", "trialJobSpec"):
             if key in request:
@@ -82,6 +96,30 @@ def job_resource(job: Job, vertex: VertexJob, trials: list[Trial] | None = None,
         if rows:
             resource["trials"] = [trial_resource(trial, job, vertex) for trial in rows]
     resource["state"] = STATES.get(job.state, "JOB_STATE_UNSPECIFIED")
+    return _with_times_error_labels(resource, job, vertex)
+
+
+def batch_resource(job: Job, vertex: VertexJob) -> dict:
+    """A BatchPredictionJob: its request as given, the folder its predictions go to once it runs,
+    and how many instances were predicted and failed once it has ended."""
+    request, engine = vertex.request, vertex.engine or {}
+    resource: dict = {"name": vertex.resource_name, "displayName": vertex.display_name, "model": request["model"]}
+    if engine.get("modelVersionId"):
+        resource["modelVersionId"] = engine["modelVersionId"]
+    for key in ("inputConfig", "outputConfig", "dedicatedResources", "manualBatchTuningParameters"):
+        if key in request:
+            resource[key] = request[key]
+    if job.start_time is not None and engine.get("outputDirectory"):
+        resource["outputInfo"] = {"gcsOutputDirectory": engine["outputDirectory"]}
+    output = job.training_output or {}
+    resource["state"] = STATES.get(job.state, "JOB_STATE_UNSPECIFIED")
+    if "predictionCount" in output:
+        resource["completionStats"] = {
+            "successfulCount": output["predictionCount"],
+            "failedCount": output.get("errorCount", "0"),
+            "incompleteCount": "0",
+        }
+        resource["resourcesConsumed"] = {"replicaHours": output.get("nodeHours", 0)}
     return _with_times_error_labels(resource, job, vertex)
 
 
@@ -102,7 +140,37 @@ def pipeline_resource(job: Job, vertex: VertexJob) -> dict:
             key: f"projects/{job.project.project_id}/locations/{vertex.location}/{runs_as}/{vertex.vertex_id}"
         }
     resource["state"] = PIPELINE_STATES.get(job.state, "PIPELINE_STATE_UNSPECIFIED")
-    return _with_times_error_labels(resource, job, vertex)
+    resource = _with_times_error_labels(resource, job, vertex)
+    if task.get("upload"):
+        _with_uploaded_model(resource, job, task)
+    return resource
+
+
+def _with_uploaded_model(resource: dict, job: Job, task: dict) -> None:
+    """A pipeline that uploads its model: ``modelToUpload`` as given, named once uploaded. Its job's
+    success is the pipeline's only once the model serves (RUNNING until then, FAILED if it cannot)."""
+    upload = task["upload"]
+    model = dict(upload["model"])
+    for key in ("modelId", "parentModel"):
+        if key in upload:
+            resource[key] = upload[key]
+    if job.state == JobState.SUCCEEDED:
+        operation = None
+        if task.get("uploadOperation"):
+            operation = VertexOperation.objects.filter(operation_id=task["uploadOperation"]).first()
+        body = operation.body if operation is not None else {}
+        failure = task.get("uploadError") or (body.get("error") or {}).get("message")
+        if failure:
+            resource["state"] = "PIPELINE_STATE_FAILED"
+            resource["error"] = {"code": CODE_INVALID_ARGUMENT, "message": failure}
+        elif body.get("done"):
+            model["name"] = body["response"]["model"]
+            model["versionId"] = body["response"]["modelVersionId"]
+            resource["modelId"] = model["name"].rsplit("/", 1)[1]
+        else:
+            resource["state"] = "PIPELINE_STATE_RUNNING"
+            resource.pop("endTime", None)
+    resource["modelToUpload"] = model
 
 
 def _with_times_error_labels(resource: dict, job: Job, vertex: VertexJob) -> dict:

@@ -10,7 +10,8 @@ reads, is proto3 JSON:
 - **zero values dropped**: an absent ``minValue`` is 0, an absent enum its ``…_UNSPECIFIED``;
 - **int64 as strings** (``"replicaCount": "1"``), numbers accepted too; int32 as numbers.
 
-``parse`` returns the canonical copy the rest of ``jobs.vertex`` works on: camelCase names, enums
+``parse`` (the one reader of request bodies, ``aiconsole.protojson``, given this schema) returns
+the canonical copy the rest of ``jobs.vertex`` works on: camelCase names, enums
 by name, int64 as strings, int32 as ints, durations as ``"<seconds>s"``, output-only fields
 dropped. ``encode`` writes a resource back with enums as numbers when the caller asked for
 ``enum-encoding=int``. Pure data and functions: no database, no Django.
@@ -18,33 +19,9 @@ dropped. ``encode`` writes a resource back with enums as numbers when the caller
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-
-from aiconsole.errors import Violations, clipped
-from jobs.validation.schema import as_double, as_int
-
-TYPES = ("string", "bool", "int32", "int64", "double", "duration", "timestamp", "enum", "message", "map", "object")
-_SHOWN_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of a message; ``ref`` names its enum or message. ``unsupported``: the reason a
-    value other than the field's zero value is refused here (the field is Vertex's, not ours)."""
-
-    type: str
-    ref: str = ""
-    repeated: bool = False
-    output_only: bool = False
-    unsupported: str = ""
-    max_chars: int | None = 1024
-
-    def __post_init__(self):
-        if self.type not in TYPES:
-            raise ValueError(f"Unknown field type {self.type!r}")
-
+from aiconsole import protojson
+from aiconsole.errors import Violations
+from aiconsole.protojson import Field
 
 S, B, I32, I64, D = Field("string"), Field("bool"), Field("int32"), Field("int64"), Field("double")
 STRINGS = Field("string", repeated=True, max_chars=4096)
@@ -137,6 +114,12 @@ ENUMS: dict[str, dict[str, int]] = {
         "UNIT_LOG_SCALE": 2,
         "UNIT_REVERSE_LOG_SCALE": 3,
     },
+    "Model.DeploymentResourcesType": {
+        "DEPLOYMENT_RESOURCES_TYPE_UNSPECIFIED": 0,
+        "DEDICATED_RESOURCES": 1,
+        "AUTOMATIC_RESOURCES": 2,
+        "SHARED_RESOURCES": 3,
+    },
     "Trial.State": {
         "STATE_UNSPECIFIED": 0,
         "REQUESTED": 1,
@@ -163,10 +146,10 @@ _NO_DATASETS = (
     "Vertex AI managed datasets are not served here: give the training script its data by path or gs:// URI "
     "in its args (the pipeline runs its custom job with no dataset split)."
 )
-_NO_MODEL_UPLOAD = (
-    "uploading the trained model from a pipeline is not served here yet: leave out the serving container "
-    "(model_serving_container_image_uri), and the model stays in baseOutputDirectory's model/ folder."
-)
+_NO_EXPLANATIONS = "Vertex Explainable AI is not served here; leave the explanation spec unset."
+_NO_PRIVATE = "this server has no VPC or Private Service Connect; an endpoint here is reached at the console's address."
+_NO_SHARED = "this server has no deployment resource pools; deploy with dedicatedResources or automaticResources."
+_NO_GARDEN = "Model Garden is not served here; leave it unset."
 
 MESSAGES: dict[str, dict[str, Field]] = {
     "TrainingPipeline": {
@@ -176,9 +159,9 @@ MESSAGES: dict[str, dict[str, Field]] = {
         "trainingTaskDefinition": S,
         "trainingTaskInputs": Field("object", max_chars=None),
         "trainingTaskMetadata": _out("object"),
-        "modelToUpload": _no("object", _NO_MODEL_UPLOAD),
-        "modelId": _no("string", _NO_MODEL_UPLOAD),
-        "parentModel": _no("string", _NO_MODEL_UPLOAD),
+        "modelToUpload": _msg("Model"),
+        "modelId": S,
+        "parentModel": S,
         "state": _out("enum", "PipelineState"),
         "error": _out("object"),
         "createTime": _out("timestamp"),
@@ -324,148 +307,201 @@ MESSAGES: dict[str, dict[str, Field]] = {
     "DiscreteValueCondition": {"values": Field("double", repeated=True)},
     "IntValueCondition": {"values": Field("int64", repeated=True)},
     "CategoricalValueCondition": {"values": STRINGS},
+    # --- ModelService, EndpointService: models, their serving container, endpoints ---
+    "Model": {
+        "name": _out("string"),
+        "versionId": _out("string"),
+        "versionAliases": Field("string", repeated=True, max_chars=128),
+        "versionCreateTime": _out("timestamp"),
+        "versionUpdateTime": _out("timestamp"),
+        "displayName": S,
+        "description": Field("string", max_chars=8192),
+        "versionDescription": Field("string", max_chars=8192),
+        "defaultCheckpointId": _no("string", "checkpoints of a model are not served here; leave it unset."),
+        "predictSchemata": _msg("PredictSchemata"),
+        "metadataSchemaUri": S,
+        "metadata": Field("object", max_chars=None),
+        "supportedExportFormats": _out("object", repeated=True),
+        "trainingPipeline": _out("string"),
+        "pipelineJob": _no("string", "Vertex AI Pipelines (KFP) are not served here; leave it unset."),
+        "containerSpec": _msg("ModelContainerSpec"),
+        "artifactUri": Field("string", max_chars=2048),
+        "supportedDeploymentResourcesTypes": _out("enum", "Model.DeploymentResourcesType", repeated=True),
+        "supportedInputStorageFormats": _out("string", repeated=True),
+        "supportedOutputStorageFormats": _out("string", repeated=True),
+        "createTime": _out("timestamp"),
+        "updateTime": _out("timestamp"),
+        "deployedModels": _out("object", repeated=True),
+        "explanationSpec": _no("object", _NO_EXPLANATIONS),
+        "etag": S,
+        "labels": MAP,
+        "dataStats": _out("object"),
+        "encryptionSpec": _msg("EncryptionSpec"),
+        "modelSourceInfo": _out("object"),
+        "originalModelInfo": _out("object"),
+        "metadataArtifact": _out("string"),
+        "baseModelSource": _no("object", _NO_GARDEN),
+        "satisfiesPzs": _out("bool"),
+        "satisfiesPzi": _out("bool"),
+        "checkpoints": _out("object", repeated=True),
+    },
+    "ModelContainerSpec": {
+        "imageUri": S,
+        "command": STRINGS,
+        "args": STRINGS,
+        "env": _msg("EnvVar", repeated=True),
+        "ports": _msg("Port", repeated=True),
+        "predictRoute": S,
+        "healthRoute": S,
+        "invokeRoutePrefix": S,
+        "grpcPorts": _no("object", "a serving container here answers over HTTP; leave grpcPorts unset.", repeated=True),
+        "deploymentTimeout": DURATION,
+        "sharedMemorySizeMb": I64,
+        "startupProbe": Field("object"),
+        "healthProbe": Field("object"),
+        "livenessProbe": Field("object"),
+    },
+    "Port": {"containerPort": I32},
+    "PredictSchemata": {"instanceSchemaUri": S, "parametersSchemaUri": S, "predictionSchemaUri": S},
+    "UploadModelRequest": {
+        "parent": S,
+        "parentModel": S,
+        "modelId": S,
+        "model": _msg("Model"),
+        "serviceAccount": S,
+    },
+    "Endpoint": {
+        "name": _out("string"),
+        "displayName": S,
+        "description": Field("string", max_chars=8192),
+        "deployedModels": _out("object", repeated=True),
+        "trafficSplit": Field("map", "int32"),
+        "etag": S,
+        "labels": MAP,
+        "createTime": _out("timestamp"),
+        "updateTime": _out("timestamp"),
+        "encryptionSpec": _msg("EncryptionSpec"),
+        "network": _no("string", _NO_PRIVATE),
+        "enablePrivateServiceConnect": _no("bool", _NO_PRIVATE),
+        "privateServiceConnectConfig": _no("object", _NO_PRIVATE),
+        "modelDeploymentMonitoringJob": _out("string"),
+        "predictRequestResponseLoggingConfig": Field("object"),
+        "dedicatedEndpointEnabled": B,
+        "dedicatedEndpointDns": _out("string"),
+        "clientConnectionConfig": Field("object"),
+        "satisfiesPzs": _out("bool"),
+        "satisfiesPzi": _out("bool"),
+        "genAiAdvancedFeaturesConfig": _no("object", "generative AI features are not served here; leave it unset."),
+        "privateModelServerEnabled": _no("bool", _NO_PRIVATE),
+    },
+    "DeployedModel": {
+        "dedicatedResources": _msg("DedicatedResources"),
+        "automaticResources": _msg("AutomaticResources"),
+        "sharedResources": _no("string", _NO_SHARED),
+        "id": S,
+        "model": S,
+        "modelVersionId": _out("string"),
+        "displayName": S,
+        "createTime": _out("timestamp"),
+        "explanationSpec": _no("object", _NO_EXPLANATIONS),
+        "disableExplanations": B,
+        "serviceAccount": S,
+        "disableContainerLogging": B,
+        "enableAccessLogging": B,
+        "privateEndpoints": _out("object"),
+        "fasterDeploymentConfig": Field("object"),
+        "status": _out("object"),
+        "systemLabels": MAP,
+        "checkpointId": _no("string", "checkpoints of a model are not served here; leave it unset."),
+        "speculativeDecodingSpec": _no("object", "speculative decoding is for generative models; leave it unset."),
+    },
+    "DedicatedResources": {
+        "machineSpec": _msg("MachineSpec"),
+        "minReplicaCount": I32,
+        "maxReplicaCount": I32,
+        "requiredReplicaCount": I32,
+        "autoscalingMetricSpecs": Field("object", repeated=True),
+        "spot": B,
+    },
+    "AutomaticResources": {"minReplicaCount": I32, "maxReplicaCount": I32},
+    # --- JobService: batch prediction ---
+    "BatchPredictionJob": {
+        "name": _out("string"),
+        "displayName": S,
+        "model": S,
+        "modelVersionId": _out("string"),
+        "unmanagedContainerModel": _no(
+            "object", "a batch prediction here runs a model of the registry: name it in model."
+        ),
+        "inputConfig": _msg("BatchPredictionJob.InputConfig"),
+        "instanceConfig": _no("object", "instances are sent as read here; leave instanceConfig unset."),
+        "modelParameters": _no("object", "model parameters are not passed to batch predictions here; leave it unset."),
+        "outputConfig": _msg("BatchPredictionJob.OutputConfig"),
+        "dedicatedResources": _msg("BatchDedicatedResources"),
+        "serviceAccount": _no("string", "a batch prediction runs as the project's account here; leave it unset."),
+        "manualBatchTuningParameters": _msg("ManualBatchTuningParameters"),
+        "generateExplanation": _no("bool", _NO_EXPLANATIONS),
+        "explanationSpec": _no("object", _NO_EXPLANATIONS),
+        "outputInfo": _out("object"),
+        "state": _out("enum", "JobState"),
+        "error": _out("object"),
+        "partialFailures": _out("object", repeated=True),
+        "resourcesConsumed": _out("object"),
+        "completionStats": _out("object"),
+        "createTime": _out("timestamp"),
+        "startTime": _out("timestamp"),
+        "endTime": _out("timestamp"),
+        "updateTime": _out("timestamp"),
+        "labels": MAP,
+        "encryptionSpec": _msg("EncryptionSpec"),
+        "disableContainerLogging": B,
+        "satisfiesPzs": _out("bool"),
+        "satisfiesPzi": _out("bool"),
+    },
+    "BatchPredictionJob.InputConfig": {
+        "gcsSource": _msg("GcsSource"),
+        "bigquerySource": _no("object", "BigQuery is not served here; give the instances as files in gcsSource."),
+        "vertexMultimodalDatasetSource": _no("object", _NO_DATASETS),
+        "instancesFormat": S,
+    },
+    "BatchPredictionJob.OutputConfig": {
+        "gcsDestination": _msg("GcsDestination"),
+        "bigqueryDestination": _no("object", "BigQuery is not served here; write the predictions to gcsDestination."),
+        "vertexMultimodalDatasetDestination": _no("object", _NO_DATASETS),
+        "predictionsFormat": S,
+    },
+    "GcsSource": {"uris": Field("string", repeated=True, max_chars=2048)},
+    "BatchDedicatedResources": {
+        "machineSpec": _msg("MachineSpec"),
+        "startingReplicaCount": I32,
+        "maxReplicaCount": I32,
+    },
+    "ManualBatchTuningParameters": {"batchSize": I32},
+    "DeployModelRequest": {
+        "endpoint": S,
+        "deployedModel": _msg("DeployedModel"),
+        "trafficSplit": Field("map", "int32"),
+    },
+    "UndeployModelRequest": {"endpoint": S, "deployedModelId": S, "trafficSplit": Field("map", "int32")},
 }
-
-_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
-_DURATION_RE = re.compile(r"^-?\d+(\.\d{1,9})?s$")
-_TIMESTAMP_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
-_SKIP = object()
-
-
-def snake(name: str) -> str:
-    """A JSON (camelCase) field name as its proto field name, which field paths use."""
-    return re.sub(r"([A-Z])", r"_\1", name).lower()
-
-
-def enum_number(enum: str, name: str) -> int:
-    return ENUMS[enum][name]
 
 
 def enum_name(enum: str, value: object) -> str | None:
     """The value's name, given as a name or as a number; None when it is neither."""
-    values = ENUMS[enum]
-    if isinstance(value, str) and value in values:
-        return value
-    number = as_int(value)
-    if number is None:
-        return None
-    return next((name for name, n in values.items() if n == number), None)
+    return READER.enum_name(enum, value)
 
 
-def _shown(value: object) -> str:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
-
-
-def _type_name(spec: Field) -> str:
-    if spec.type in ("enum", "message"):
-        return f"type.googleapis.com/google.cloud.aiplatform.v1.{spec.ref}"
-    return {
-        "string": "TYPE_STRING",
-        "bool": "TYPE_BOOL",
-        "int32": "TYPE_INT32",
-        "int64": "TYPE_INT64",
-        "double": "TYPE_DOUBLE",
-        "duration": "type.googleapis.com/google.protobuf.Duration",
-        "timestamp": "type.googleapis.com/google.protobuf.Timestamp",
-        "map": "map<string, string>",
-        "object": "type.googleapis.com/google.protobuf.Struct",
-    }[spec.type]
-
-
-def _invalid(errors: Violations, path: str, spec: Field, value: object) -> object:
-    errors.add(path, f"Invalid value at '{path}' ({_type_name(spec)}), {_shown(value)}")
-    return _SKIP
+# Vertex AI's bodies go through the one reader, with proto3's zero values read as unset and the
+# fields of Vertex's this server does not have refused with their reasons while reading.
+READER = protojson.Schema(
+    "google.cloud.aiplatform.v1", MESSAGES.__getitem__, ENUMS, zero_is_unset=True, refuse_unsupported=True
+)
 
 
 def parse(value: object, message: str, path: str, errors: Violations) -> dict:
     """Read one JSON object against a Vertex message into its canonical copy. Unknown names, wrong
     types and bad enum values are violations, as Google's JSON front end reports them."""
-    if not isinstance(value, dict):
-        _invalid(errors, path, Field("message", message), value)
-        return {}
-    fields = MESSAGES[message]
-    by_proto_name = {snake(name): name for name in fields}
-    out: dict = {}
-    for key, raw in value.items():
-        name = key if key in fields else by_proto_name.get(str(key))
-        if name is None:
-            errors.add(
-                path, f"Invalid JSON payload received. Unknown name \"{clipped(key)}\" at '{path}': Cannot find field."
-            )
-            continue
-        if name in out:
-            errors.add(path, f"Invalid JSON payload received. Duplicate field \"{key}\" at '{path}'.")
-            continue
-        spec = fields[name]
-        if raw is None or spec.output_only:
-            continue  # null is unset; output-only fields are ignored on input, as Vertex does
-        field_path = f"{path}.{snake(name)}"
-        parsed = _parse_field(raw, spec, field_path, errors)
-        if parsed is _SKIP or _is_zero(parsed, spec):
-            continue  # a zero value is the same as leaving the field out
-        if spec.unsupported:
-            errors.add(field_path, f"{name}: {spec.unsupported}")
-            continue
-        out[name] = parsed
-    return {name: out[name] for name in fields if name in out}
-
-
-def _is_zero(value: object, spec: Field) -> bool:
-    if spec.type == "enum":
-        return ENUMS[spec.ref].get(value) == 0 if isinstance(value, str) else False
-    if spec.type == "message":
-        return False  # a message given, even empty, is set (proto3 keeps its presence)
-    if isinstance(value, bool):
-        return value is False
-    return value in ("", [], {}, "0", 0, "0s")
-
-
-def _parse_field(value: object, spec: Field, path: str, errors: Violations) -> object:
-    if not spec.repeated:
-        return _parse_single(value, spec, path, errors)
-    if not isinstance(value, list):
-        return _invalid(errors, path, spec, value)
-    items = [_parse_single(item, spec, f"{path}[{i}]", errors) for i, item in enumerate(value)]
-    return [item for item in items if item is not _SKIP]
-
-
-def _parse_single(value: object, spec: Field, path: str, errors: Violations) -> object:
-    kind = spec.type
-    if kind == "message":
-        return parse(value, spec.ref, path, errors)
-    if kind == "object":
-        return value if isinstance(value, dict) else _invalid(errors, path, spec, value)
-    if kind == "map":
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            return _invalid(errors, path, spec, value)
-        return {str(k): v for k, v in value.items()}
-    if kind == "enum":
-        name = enum_name(spec.ref, value)
-        return _invalid(errors, path, spec, value) if name is None else name
-    if kind in ("string", "duration", "timestamp"):
-        if not isinstance(value, str):
-            return _invalid(errors, path, spec, value)
-        if kind == "duration" and not _DURATION_RE.match(value):
-            return _invalid(errors, path, spec, value)
-        if kind == "timestamp" and not _TIMESTAMP_RE.match(value):
-            return _invalid(errors, path, spec, value)
-        if spec.max_chars is not None and len(value) > spec.max_chars:
-            errors.add(path, f"{path} is too long: at most {spec.max_chars} characters; got {len(value)}.")
-            return _SKIP
-        return value
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        return _invalid(errors, path, spec, value)
-    if kind == "double":
-        number = as_double(value)
-        return _invalid(errors, path, spec, value) if number is None else number
-    number = as_int(value)
-    low, high = _INT_RANGES[kind]
-    if number is None or not low <= number <= high:
-        return _invalid(errors, path, spec, value)
-    return str(number) if kind == "int64" else number
+    return protojson.read(value, READER, message, path, errors)
 
 
 def encode(resource: object, message: str, *, enum_ints: bool) -> object:

@@ -16,17 +16,18 @@ method name (``google.cloud.aiplatform.v1.JobService.CreateCustomJob``).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce, Greatest
 
 from aiconsole import audit, iam
-from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from aiconsole.errors import FailedPrecondition, FieldViolation, InvalidArgument, Unimplemented
 from aiconsole.models import Project, RoleBinding
 from jobs import catalogue, services
+from jobs.job_ids import vertex_job_id
 from jobs.models import Job, VertexCollection, VertexJob, VertexOperation
-from jobs.naming import vertex_job_id
 from jobs.vertex import filters, resources, translate
 
 SERVICE = "aiplatform.googleapis.com"
@@ -37,12 +38,21 @@ NOUNS = {
     VertexCollection.CUSTOM_JOBS: "CustomJob",
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: "HyperparameterTuningJob",
     VertexCollection.TRAINING_PIPELINES: "TrainingPipeline",
+    VertexCollection.BATCH_PREDICTION_JOBS: "BatchPredictionJob",
 }
-READERS = {
+READERS: dict[str, Callable[..., translate.Translation]] = {
     VertexCollection.CUSTOM_JOBS: translate.custom_job,
     VertexCollection.HYPERPARAMETER_TUNING_JOBS: translate.tuning_job,
     VertexCollection.TRAINING_PIPELINES: translate.training_pipeline,
 }
+
+
+def register_reader(collection: str, reader: Callable[..., translate.Translation]) -> None:
+    """An upper app's reader of a collection's create body (models_registry reads batch prediction
+    jobs, whose model it resolves): ``reader(body, location=, project=, actor=) -> Translation``."""
+    READERS[collection] = reader
+
+
 # Vertex AI's permission (aiplatform.customJobs.<verb>, aiplatform.hyperparameterTuningJobs.<verb>) →
 # the ml.* permission checked in its place, held by the same predefined roles.
 PERMISSIONS = {
@@ -82,15 +92,22 @@ def create_job(project: Project, location: str, collection: str, body: dict, *, 
     method = _method("Create", collection)
     services.authorize_submit(project, actor=actor, method=method, service_name=SERVICE)
     check_location(location)
+    reader = READERS.get(collection)
+    if reader is None:
+        raise Unimplemented(f"Vertex AI's {collection} are not served by this console.")
     try:
-        translation = READERS[VertexCollection(collection)](body, location=location)
+        if collection == VertexCollection.BATCH_PREDICTION_JOBS:
+            translation = reader(body, location=location, project=project, actor=actor)
+        else:
+            translation = reader(body, location=location)
     except translate.VertexError as error:
         raise InvalidArgument.from_violations(error.violations) from None
     vertex_id = new_id()
-    v1_body: dict = {
-        "jobId": vertex_job_id(translation.display_name, vertex_id),
-        "trainingInput": translation.training_input,
-    }
+    v1_body: dict = {"jobId": vertex_job_id(translation.display_name, vertex_id)}
+    if translation.prediction_input is not None:
+        v1_body["predictionInput"] = translation.prediction_input
+    else:
+        v1_body["trainingInput"] = translation.training_input
     if translation.labels:
         v1_body["labels"] = translation.labels
     created: dict[str, VertexJob] = {}

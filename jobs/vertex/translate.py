@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from aiconsole.errors import FieldViolation, Violations, bounded, describe
+from aiconsole.protojson import snake
 from jobs import catalogue
 from jobs.runtimes import prebuilt
 from jobs.validation.param_values import format_value
@@ -104,6 +105,7 @@ class Translation:
     # v1 field path (prefix) → the Vertex path it came from; for mapping the validator's refusals
     origins: dict[str, str] = field(default_factory=dict)
     words: dict[str, str] = field(default_factory=dict)  # v1 names in messages → the Vertex names
+    prediction_input: dict | None = None  # a batch prediction's v1 PredictionInput, run in its place
 
     def vertex_violations(self, violations) -> list[FieldViolation]:
         """The v1 validator's violations, renamed onto the Vertex fields they came from."""
@@ -261,16 +263,16 @@ def _pool(pool: dict, index: int, path: str, name: str, t: Translation, errors: 
     ti[type_key] = machine.get("machineType", "")
     if count_key:
         ti[count_key] = str(count)
-        t.origins[f"job.training_input.{schema.snake(count_key)}"] = f"{path}.replica_count"
+        t.origins[f"job.training_input.{snake(count_key)}"] = f"{path}.replica_count"
         t.words[count_key] = f"{name}.replicaCount"
     if config:
         ti[config_key] = config
-    t.origins[f"job.training_input.{schema.snake(type_key)}"] = f"{path}.machine_spec.machine_type"
-    t.origins[f"job.training_input.{schema.snake(config_key)}"] = path
+    t.origins[f"job.training_input.{snake(type_key)}"] = f"{path}.machine_spec.machine_type"
+    t.origins[f"job.training_input.{snake(config_key)}"] = path
     t.words[type_key] = f"{name}.machineSpec.machineType"
     t.words[config_key] = name
     spec_key = specs[0] if specs else "pythonPackageSpec"
-    return _env((pool.get(spec_key) or {}).get("env") or [], f"{path}.{schema.snake(spec_key)}.env", errors)
+    return _env((pool.get(spec_key) or {}).get("env") or [], f"{path}.{snake(spec_key)}.env", errors)
 
 
 def _machine(machine: dict, path: str, name: str, config: dict, errors: Violations) -> None:
@@ -325,7 +327,7 @@ def _package(pools: list[dict], path: str, name: str, t: Translation, errors: Vi
         for key in ("executorImageUri", "packageUris", "pythonModule", "args"):
             if spec.get(key) != first.get(key):
                 errors.add(
-                    f"{path}[{index}].python_package_spec.{schema.snake(key)}",
+                    f"{path}[{index}].python_package_spec.{snake(key)}",
                     f"{name}.workerPoolSpecs[{index}].pythonPackageSpec.{key} differs from workerPoolSpecs"
                     f"[{first_index}]'s: here every replica of a job runs the same trainer package and arguments.",
                 )
@@ -349,10 +351,10 @@ def _package(pools: list[dict], path: str, name: str, t: Translation, errors: Vi
             errors.add(f"{first_path}.executor_image_uri", images.refusal(image))
     for key in ("packageUris", "pythonModule"):
         if not first.get(key):
-            errors.add(f"{first_path}.{schema.snake(key)}", f"pythonPackageSpec.{key} is required.")
+            errors.add(f"{first_path}.{snake(key)}", f"pythonPackageSpec.{key} is required.")
         else:
             ti[key] = first[key]
-        t.origins[f"job.training_input.{schema.snake(key)}"] = f"{first_path}.{schema.snake(key)}"
+        t.origins[f"job.training_input.{snake(key)}"] = f"{first_path}.{snake(key)}"
         t.words[key] = f"pythonPackageSpec.{key}"
     if first.get("args"):
         ti["args"] = list(first["args"])
@@ -390,17 +392,22 @@ def _outputs(spec: dict, path: str, name: str, t: Translation, errors: Violation
     for key in ("serviceAccount", "network"):
         if spec.get(key):
             ti[key] = spec[key]
-            t.origins[f"job.training_input.{schema.snake(key)}"] = f"{path}.{schema.snake(key)}"
+            t.origins[f"job.training_input.{snake(key)}"] = f"{path}.{snake(key)}"
     notes = t.engine.setdefault("notes", [])
-    if spec.get("enableWebAccess") or spec.get("enableDashboardAccess"):
+    if spec.get("enableWebAccess"):  # a shell into each replica, listed in webAccessUris (jobs.webaccess)
+        ti["enableWebAccess"] = True
+        t.origins["job.training_input.enable_web_access"] = f"{path}.enable_web_access"
+    if spec.get("enableDashboardAccess"):
         notes.append(
-            f"{name}.enableWebAccess: this console opens no interactive shell into replicas; the job answers "
-            "without webAccessUris. Its live logs are on its page."
+            f"{name}.enableDashboardAccess: this console serves no dashboard from inside a replica; the job "
+            "answers without webAccessUris for it. enableWebAccess opens a shell into each replica instead."
         )
     if spec.get("tensorboard"):
-        notes.append(
-            f"{name}.tensorboard: no Vertex AI TensorBoard instance here; what the trainer writes to "
-            "AIP_TENSORBOARD_LOG_DIR is shown by the console's own TensorBoard from the job's page."
+        errors.add(
+            f"{path}.tensorboard",
+            f"Tensorboard {spec['tensorboard']} does not exist: Vertex AI TensorBoard instances are not served "
+            "here. Leave tensorboard unset: the console's own TensorBoard, on the job's page, shows what the "
+            "trainer writes to AIP_TENSORBOARD_LOG_DIR.",
         )
     if scheduling.get("strategy") not in (None, "ON_DEMAND", "STANDARD"):
         notes.append(
@@ -476,10 +483,10 @@ def _study(request: dict, study: dict, t: Translation, errors: Violations) -> di
     ):
         value = request.get(key, 0)
         if key != "maxFailedTrialCount" and value < 1:
-            errors.add(f"{TUNING_JOB}.{schema.snake(key)}", f"{key} must be at least 1; got {value}.")
+            errors.add(f"{TUNING_JOB}.{snake(key)}", f"{key} must be at least 1; got {value}.")
         if value:
             hp[v1_key] = value
-        t.origins[f"job.training_input.hyperparameters.{schema.snake(v1_key)}"] = f"{TUNING_JOB}.{schema.snake(key)}"
+        t.origins[f"job.training_input.hyperparameters.{snake(v1_key)}"] = f"{TUNING_JOB}.{snake(key)}"
         t.words[v1_key] = key
     if study.get("algorithm") in ("GRID_SEARCH", "RANDOM_SEARCH"):
         hp["algorithm"] = study["algorithm"]
@@ -537,12 +544,12 @@ def _parameter(
     v1_path = f"job.training_input.hyperparameters.params[{index}]"
     t.origins[v1_path] = path
     for v1_field, vertex_field in (
-        ("min_value", f"{schema.snake(value_key)}.min_value"),
-        ("max_value", f"{schema.snake(value_key)}.max_value"),
+        ("min_value", f"{snake(value_key)}.min_value"),
+        ("max_value", f"{snake(value_key)}.max_value"),
         ("categorical_values", "categorical_value_spec.values"),
         ("discrete_values", "discrete_value_spec.values"),
         ("parameter_name", "parameter_id"),
-        ("type", schema.snake(value_key)),
+        ("type", snake(value_key)),
     ):
         t.origins[f"{v1_path}.{v1_field}"] = f"{path}.{vertex_field}"
     t.words.update({"categoricalValues": "categoricalValueSpec.values", "discreteValues": "discreteValueSpec.values"})
@@ -579,7 +586,7 @@ def _condition(parent: dict, child: dict, path: str, errors: Violations) -> dict
         return None
     values = child[expected].get("values") or []
     if not values:
-        errors.add(f"{path}.{schema.snake(expected)}.values", f"{expected}.values must list at least one value.")
+        errors.add(f"{path}.{snake(expected)}.values", f"{expected}.values must list at least one value.")
         return None
     domain = _domain(parent)
     texts = []
@@ -587,7 +594,7 @@ def _condition(parent: dict, child: dict, path: str, errors: Violations) -> dict
         text = format_value(parent, value if kind == "CATEGORICAL" else float(value))
         if domain is not None and text not in domain:
             errors.add(
-                f"{path}.{schema.snake(expected)}.values[{i}]",
+                f"{path}.{snake(expected)}.values[{i}]",
                 f"{value} is not a value of the parameter {parent['parameterName']!r}.",
             )
         texts.append(text)
@@ -659,7 +666,48 @@ def training_pipeline(body: object, *, location: str) -> Translation:
         "trainingTaskDefinition": definition,
         "trainingTaskInputs": inputs,
     }
+    upload = _model_to_upload(request, definition, translation)
+    if upload:
+        translation.engine["pipeline"]["upload"] = upload
     return translation
+
+
+def _model_to_upload(request: dict, definition: str, translation: Translation) -> dict:
+    """What a pipeline with ``modelToUpload`` uploads once its job succeeds: a models:upload body
+    whose artifacts are the job's ``<baseOutputDirectory>/model`` (``AIP_MODEL_DIR``), as Vertex
+    does; checked now, so a pipeline that could not upload its model is refused before it trains."""
+    model = request.get("modelToUpload")
+    if model is None:
+        for key in ("modelId", "parentModel"):
+            if request.get(key):
+                raise VertexError([FieldViolation(f"{PIPELINE}.{snake(key)}", f"{key} needs modelToUpload.")])
+        return {}
+    errors = Violations()
+    path = f"{PIPELINE}.model_to_upload"
+    if definition != CUSTOM_TASK:
+        errors.add(
+            path,
+            "a tuning pipeline uploads no model here: upload the best trial's model with Model.upload "
+            "(its artifacts are in baseOutputDirectory/<trial id>/model).",
+        )
+    base = (translation.request.get("jobSpec") or {}).get("baseOutputDirectory", {}).get("outputUriPrefix", "")
+    if not model.get("artifactUri") and not base:
+        errors.add(
+            f"{_TASK_INPUTS}.base_output_directory",
+            "a pipeline that uploads its model needs baseOutputDirectory: the model is read from its model/ folder.",
+        )
+    if not model.get("displayName", "").strip():
+        errors.add(f"{path}.display_name", "displayName is required.")
+    image = (model.get("containerSpec") or {}).get("imageUri", "")
+    if not image:  # a custom serving container is checked when the model is uploaded, against the engine
+        errors.add(f"{path}.container_spec.image_uri", images.prediction_refusal(image))
+    if errors:
+        raise VertexError(errors)
+    upload: dict = {"model": {"artifactUri": base.rstrip("/") + "/model", **model}}
+    for key in ("modelId", "parentModel"):
+        if request.get(key):
+            upload[key] = request[key]
+    return upload
 
 
 def _pipeline_path(path: str) -> str:

@@ -1,4 +1,4 @@
-"""The job page: its state, the sections every job has (logs, replicas, outputs) and its kind's own
+"""The job page: its state, the sections every job has (logs, replicas, resources, outputs) and its kind's own
 (``jobs.kinds.JobPage``: a study's trials and charts from ``jobs.tuning``, a built-in algorithm's
 results from ``jobs.builtin``, a batch prediction's input and output from ``models_registry``), as
 tabs; the fragments the page refreshes itself with (one URL each: ``fragments/<name>/``); the log's fallback poller and
@@ -28,12 +28,15 @@ from jobs.logs.stream import LogFilter
 from jobs.models import ACTIVE_STATES, JobState, Severity, VertexJob
 from jobs.training import page as training_page
 from jobs.tuning import export, study
+from jobs.webaccess import sessions as web_access
 
 LOG_LINES_PER_PAGE = 1000
 SEVERITY_ORDER = [s.value for s in Severity]
 # Every job's own sections, between its kind's results and its input (the kind's last section).
 LOGS = kinds.PageSection("logs", "Logs", "jobs/_logs.html", "logs")
 REPLICAS = kinds.PageSection("replicas", "Replicas", "jobs/_replicas.html", "replicas")
+# What each replica used of the machine (jobs.metrics.system), fetched when the tab is shown.
+RESOURCES = kinds.PageSection("resources", "Resources", "jobs/_resources_panel.html", "resources-panel")
 OUTPUTS = kinds.PageSection("outputs", "Outputs", "jobs/_outputs_section.html", "outputs")
 
 
@@ -55,7 +58,11 @@ def job_detail(request, project_id, job_id):
     job = services.get_job(project, job_id, actor=request.user, without_output=True)
     page = page_of(job)
     own = page.sections(request, job)
-    sections = [*own[:-1], LOGS, REPLICAS, OUTPUTS, *own[-1:]] if page.input_last else [*own, LOGS, REPLICAS, OUTPUTS]
+    # Resources only where replicas are sampled: a training job's and a study's trials' (not a batch
+    # prediction's serving processes, jobs.metrics.system).
+    sampled = bool(job.training_input)
+    every = [LOGS, REPLICAS, RESOURCES, OUTPUTS] if sampled else [LOGS, REPLICAS, OUTPUTS]
+    sections = [*own[:-1], *every, *own[-1:]] if page.input_last else [*own, *every]
     context = {**_status_context(request, job), **_log_window(request, job, page)}
     for section in own:
         context.update(section.context)
@@ -107,7 +114,7 @@ def job_fragment(request, project_id, job_id, name: str):
     if name == "status":
         return render(request, "jobs/job_detail.html#job-status", _status_context(request, job))
     if name == "replicas":
-        return render(request, "jobs/_replicas.html#job-replicas", _replica_context(job))
+        return render(request, "jobs/_replicas.html#job-replicas", _replica_context(job, request.user))
     page = page_of(job)
     if name == "logs":  # the log filters, applied in place
         context = {**_status_context(request, job), **_log_window(request, job, page)}
@@ -126,12 +133,13 @@ def _tabs(sections: list[kinds.PageSection]) -> list[kinds.PageSection]:
     return list(seen.values())
 
 
-def _replica_context(job) -> dict:
+def _replica_context(job, user) -> dict:
     return {
         "project": job.project,
         "job": job,
         "replicas": list(job.replicas.select_related("worker").order_by("pk")),
         "active": job.state in ACTIVE_STATES,
+        **web_access.page_context(job, user),  # shells into its replicas, and the sessions so far
         # Which Python and build it ran on, and whether the GPUs it asks for were there: said in the
         # header and on the replicas, not only in a log line.
         "ran_on": training_page.ran_on(job) if job.training_input else None,
@@ -140,7 +148,7 @@ def _replica_context(job) -> dict:
 
 def _status_context(request, job) -> dict:
     return {
-        **_replica_context(job),
+        **_replica_context(job, request.user),
         "can_cancel": job.state in ACTIVE_STATES and iam.can(request.user, "ml.jobs.cancel", job),
         "position": job.job_position(),
         "waiting": queue.explain(job, actor=request.user),

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 from typing import cast
 
 import yaml
 from django import forms
+from django.template.defaultfilters import filesizeformat
 
 from aiconsole import yamlsafe
-from jobs import catalogue, runtimes
+from jobs import catalogue, runtimes, services
 from jobs.training import equivalent
 from jobs.validation import roles
 
@@ -62,6 +64,9 @@ PACKAGE, CONTAINER = "package", "container"
 CODE_CHOICES = [(PACKAGE, "Python package"), (CONTAINER, "Custom container")]
 # What only a package job has: not asked of a container job, and not sent for one.
 PACKAGE_ONLY = ("python_module", "runtime_version", "python_version")
+# The runtime a new job is offered: the newest (the catalogue lists ``current``, the console's own,
+# last), on its default Python. A job without runtimeVersion still runs the original's default.
+NEWEST_RUNTIME = next(reversed(runtimes.RUNTIMES))
 # Replica config fields the form fills in every replica of a container job, from one input each.
 CONTAINER_FIELDS = (("containerCommand", "container_command"), ("containerArgs", "container_args"))
 
@@ -79,6 +84,7 @@ FORM_KEYS = {
     "scheduling",
     "hyperparameters",
     "useChiefInTfConfig",
+    "enableWebAccess",
     *(key for role in ROLES for key in role[2:] if key),
 }
 # Of the objects above, the parts the form holds: a replica config's accelerator, image and
@@ -178,6 +184,14 @@ class JobSubmitForm(forms.Form):
         label="Upload a trainer package", required=False, help_text="An sdist (.tar.gz) or a wheel (.whl)."
     )
     kept_package = forms.CharField(required=False, widget=forms.HiddenInput)  # upload_ref of an earlier try
+    uploaded_package = forms.CharField(
+        label="Or a package uploaded before",
+        required=False,
+        max_length=300,
+        widget=forms.Select,
+        help_text="This project's packages uploaded through the console, newest first: use one again "
+        "instead of uploading it. A file chosen above replaces it.",
+    )
     # The job a clone or a resumed study was filled from: the new job records it (services.submit_job).
     cloned_from = forms.CharField(required=False, max_length=128, widget=forms.HiddenInput)
     remove_kept_package = forms.BooleanField(label="Remove it", required=False)
@@ -212,6 +226,11 @@ class JobSubmitForm(forms.Form):
         required=False,
         help_text="TensorFlow 2 expects chief; without this a container's TF_CONFIG says master.",
     )
+    enable_web_access = forms.BooleanField(
+        label="Web access: a shell in the browser into each replica while it runs (enableWebAccess)",
+        required=False,
+        help_text="For those who may change the job; each session is recorded and audited.",
+    )
     args = forms.CharField(
         label="Arguments",
         required=False,
@@ -231,7 +250,8 @@ class JobSubmitForm(forms.Form):
         label="Job directory",
         required=False,
         max_length=1000,
-        help_text="Passed as --job-dir; gs://… or a path in this server's storage.",
+        help_text="Passed as --job-dir; gs://… or a path in this server's storage. A folder named after the "
+        "job is suggested: it follows the job ID until you edit it.",
     )
     labels = forms.CharField(
         label="Labels", required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One key=value per line."
@@ -249,11 +269,15 @@ class JobSubmitForm(forms.Form):
         "hptuning_config.yaml. Leave empty for a job without tuning.",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, project=None, uploads: list[dict] | None = None, **kwargs):
+        """``project``: whose uploaded packages ``uploaded_package`` may name; ``uploads``: those the
+        picker offers (``services.uploaded_packages``)."""
         super().__init__(*args, **kwargs)
+        self.project = project
+        self._offer_uploads(uploads or [])
         self.fields["region"].choices = _choices(catalogue.REGIONS)
         self.fields["runtime_version"].choices = _choices(catalogue.RUNTIME_VERSIONS)
-        self.fields["runtime_version"].initial = catalogue.DEFAULT_RUNTIME_VERSION
+        self.fields["runtime_version"].initial = NEWEST_RUNTIME
         self._offer_pythons()
         self.fields["scale_tier"].choices = [
             (tier, f"{tier}: {catalogue.tier_description(tier)}") for tier in catalogue.SCALE_TIERS
@@ -279,6 +303,18 @@ class JobSubmitForm(forms.Form):
             )
             chosen = self.data.get(f"{role}_type") if self.is_bound else self.initial.get(f"{role}_type")
             self.fields[f"{role}_type"].help_text = machine_help(chosen)
+
+    def _offer_uploads(self, uploads: list[dict]) -> None:
+        """The picker's options: none, then each upload by name, size and when (a posted one that is
+        gone stays listed, so the form shows what was chosen beside its error)."""
+        choices = [("", "None: upload one above, or name it in Package URIs")]
+        choices += [
+            (u["ref"], f"{u['name']} ({filesizeformat(u['size'])}, uploaded {_when(u['uploaded'])})") for u in uploads
+        ]
+        posted = self.data.get("uploaded_package", "") if self.is_bound else ""
+        if posted and posted not in {ref for ref, _ in choices}:
+            choices.append((posted, posted.rpartition("/")[2]))
+        cast(forms.Select, self.fields["uploaded_package"].widget).choices = choices
 
     def _offer_pythons(self) -> None:
         """The Python choices follow the runtime version (the one posted, else the initial one): a
@@ -350,6 +386,19 @@ class JobSubmitForm(forms.Form):
 
     def clean_args(self):
         return _split(self.cleaned_data["args"], "Arguments")
+
+    def clean_uploaded_package(self) -> dict | None:
+        """The chosen upload as ``services.kept_upload`` describes it (its uri is what the job gets)."""
+        ref = self.cleaned_data["uploaded_package"].strip()
+        if not ref:
+            return None
+        package = services.kept_upload(self.project, ref) if self.project is not None else None
+        if package is None:
+            raise forms.ValidationError(
+                f"“{ref.rpartition('/')[2]}” is no longer stored in this project: choose another package, "
+                "or upload it again."
+            )
+        return package
 
     def clean_container_command(self):
         return _split(self.cleaned_data["container_command"], "The container command")
@@ -429,6 +478,8 @@ class JobSubmitForm(forms.Form):
             training_input.update(_custom_machines(data))
         if container:
             _add_container(training_input, data)
+        if data.get("enable_web_access"):
+            training_input["enableWebAccess"] = True
         scheduling = {}
         if data["max_running_time"].strip():
             scheduling["maxRunningTime"] = data["max_running_time"].strip()
@@ -458,6 +509,10 @@ def runtime_pythons() -> dict[str, dict]:
         name: {"pythons": runtimes.offered_pythons(runtime), "default": runtimes.default_python(runtime)}
         for name, runtime in runtimes.RUNTIMES.items()
     }
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def role_config(role: str) -> str:
@@ -541,12 +596,14 @@ def initial_from_job(job, *, resume: bool = False, job_id: str | None = None, ke
         "args": shlex.join(ti.get("args") or []),
         "job_dir": sibling_job_dir(ti.get("jobDir", ""), new_id),
         "region": ti.get("region", ""),
-        "runtime_version": ti.get("runtimeVersion", ""),
+        # A job without one ran the original's default, not the newest the form offers a new job.
+        "runtime_version": ti.get("runtimeVersion") or catalogue.DEFAULT_RUNTIME_VERSION,
         "python_version": ti.get("pythonVersion", ""),
         "scale_tier": ti.get("scaleTier", "BASIC"),
         "max_running_time": scheduling.get("maxRunningTime", ""),
         "max_wait_time": scheduling.get("maxWaitTime", ""),
         "priority": scheduling.get("priority"),
+        "enable_web_access": bool(ti.get("enableWebAccess")) or None,
     }
     for role, _title, type_key, config_key, count_key in ROLES:
         initial[f"{role}_type"] = ti.get(type_key, "")

@@ -8,7 +8,13 @@ Beside the fixed columns, the list shows the columns the user chose (``col=metri
 ``col=arg:--lr``): a job's final metrics, read from its summary rows (:class:`~jobs.models.JobMetric`)
 so that sorting and filtering by them stays in SQL, and the flags of its trainer ``args``. A chosen
 column sorts (``sort=metric:accuracy``, ``sort=-arg:--lr``) and filters (``min.metric:accuracy=0.9``,
-``max.…``, and for args ``eq.arg:--optimizer=adam``).
+``max.…``, and for args ``eq.arg:--optimizer=adam``). A hyperparameter tuning job's value in the column of
+the metric it tunes is its best trial's objective, the one its study page calls best.
+
+The list's own columns (``LIST_COLUMNS``) may be hidden and reordered: ``columns=name,state,created``
+says which show, in that order; the job's name is always there, first, and stays in view while the
+table scrolls sideways, with the chosen columns right after it. A URL without ``columns`` opens the
+order the user saved (``COLUMNS_PREFERENCE``), else all of them in the default order.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    FloatField,
     OuterRef,
     Q,
     Subquery,
@@ -32,14 +39,14 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
 from django.db.models.lookups import Exact
 from django.utils import timezone
 
-from algorithms import catalogue as algos
+from algorithms import definitions as algos
 from jobs.metrics import compare
-from jobs.models import JobMetric, JobState
+from jobs.models import Job, JobMetric, JobState, Trial
 
 # Column → ordering, ascending; the second key keeps pages stable among equal values.
 SORTS = {
@@ -68,6 +75,26 @@ MAX_NAME = 520
 ARG_NAMES_FROM = 1000  # the chooser offers the flags of the project's latest this many jobs
 NOTE_SHOWN = 60  # characters of a note the list shows before "…"
 
+# The list's own columns, in their default order. The job's name (PINNED) is always shown, first;
+# the others may be hidden and reordered, in the URL (``columns=``) and as the user's preference.
+LIST_COLUMNS = {
+    "name": "Job ID",
+    "state": "State",
+    "creator": "Creator",
+    "runtime": "Runtime",
+    "tier": "Scale tier",
+    "created": "Created",
+    "ended": "Ended",
+    "queued": "Queued",
+    "running": "Running",
+    "type": "Type",
+    "labels": "Labels",
+    "note": "Note",
+}
+PINNED = "name"
+DEFAULT_SHOWN = tuple(LIST_COLUMNS)
+COLUMNS_PREFERENCE = "jobs.list.columns"  # aiconsole.preferences: the user's own order
+
 
 def _date(text: str) -> date | None:
     try:
@@ -87,6 +114,35 @@ def _number(text: str) -> float | None:
 def _column(text: str) -> str | None:
     kind, colon, name = text.partition(":")
     return text if colon and kind in COLUMN_KINDS and name.strip() and len(name) <= MAX_NAME else None
+
+
+def read_shown(values) -> tuple[tuple[str, ...], list[str]]:
+    """``columns`` values (comma-separated, or the parameter repeated) → the list's columns to show,
+    in that order with the name first whatever they say, and the names that are no column of it."""
+    shown: list[str] = [PINNED]
+    unknown: list[str] = []
+    for value in values:
+        for key in str(value).split(","):
+            key = key.strip()
+            if key and key not in shown and key not in unknown:
+                (shown if key in LIST_COLUMNS else unknown).append(key)
+    return tuple(shown), unknown
+
+
+def unknown_columns_message(unknown: list[str]) -> str:
+    """Why a saved order was refused: which names are no column of the list, and which are."""
+    named = ", ".join(f"“{name[:40]}”" for name in unknown[:3])
+    if len(unknown) > 3:
+        named += f" and {len(unknown) - 3} more"
+    verb = "is" if len(unknown) == 1 else "are"
+    return f"Columns: {named} {verb} not a column of the jobs list; the columns are {', '.join(LIST_COLUMNS)}."
+
+
+def saved_shown(saved) -> tuple[str, ...]:
+    """A user's saved columns as the list shows them (a saved name no longer a column is dropped)."""
+    if not isinstance(saved, list) or not all(isinstance(key, str) for key in saved):
+        return DEFAULT_SHOWN
+    return read_shown(saved)[0]
 
 
 def _values(params, name: str) -> list[str]:
@@ -131,9 +187,14 @@ class JobListQuery:
     minimum: tuple[tuple[str, float], ...] = field(default=())
     maximum: tuple[tuple[str, float], ...] = field(default=())
     equal: tuple[tuple[str, str], ...] = field(default=())
+    shown: tuple[str, ...] = DEFAULT_SHOWN  # the list's own columns shown, in order, the name first
+    implied: tuple[str, ...] = DEFAULT_SHOWN  # what a URL without ``columns`` shows this user
 
     @classmethod
-    def from_params(cls, params) -> JobListQuery:
+    def from_params(cls, params, saved=None) -> JobListQuery:
+        """The list a URL asks for; ``saved``: the user's saved columns, for a URL that names none."""
+        implied = DEFAULT_SHOWN if saved is None else saved_shown(saved)
+        asked = [value for value in _values(params, "columns") if value.strip(", ")]
         text = {name: (_values(params, name) or [""])[0][:200] for name in SIMPLE_PARAMS}
         page = text["page"]
         columns: list[str] = []
@@ -168,6 +229,8 @@ class JobListQuery:
             minimum=tuple(minimum),
             maximum=tuple(maximum),
             equal=tuple(equal),
+            shown=read_shown(asked)[0] if asked else implied,
+            implied=implied,
         )
 
     @property
@@ -201,6 +264,25 @@ class JobListQuery:
         ]
 
     @property
+    def later(self) -> tuple[str, ...]:
+        """The list's own columns shown after the name (and after the chosen ones), in order."""
+        return self.shown[1:]
+
+    def column_order(self) -> list[dict]:
+        """What the chooser lists to hide and reorder: the shown columns in their order, then the
+        hidden ones in the default order (the name, always first, apart)."""
+        hidden = [key for key in DEFAULT_SHOWN if key not in self.shown]
+        return [{"key": key, "title": LIST_COLUMNS[key], "shown": key in self.shown} for key in [*self.later, *hidden]]
+
+    @property
+    def columns_param(self) -> str:
+        """``columns`` as this list's links carry it; empty where a URL without it opens the same
+        columns for anyone (every column, in the default order)."""
+        if self.shown == DEFAULT_SHOWN and self.implied == DEFAULT_SHOWN:
+            return ""
+        return ",".join(self.shown)
+
+    @property
     def clear_url(self) -> str:
         """This list without its filters, in its order and with its columns."""
         return self.url(**{name: "" for name in FILTER_PARAMS}, minimum=(), maximum=(), equal=())
@@ -215,6 +297,8 @@ class JobListQuery:
         params += [(f"min.{key}", f"{value!r}") for key, value in self.minimum]
         params += [(f"max.{key}", f"{value!r}") for key, value in self.maximum]
         params += [(f"eq.{key}", value) for key, value in self.equal]
+        if self.columns_param:
+            params.append(("columns", self.columns_param))
         return params
 
     def url(self, **changes) -> str:
@@ -351,10 +435,53 @@ class ArgOrdered:
         return len(self.ordered)
 
 
-def _final(key: str) -> Subquery:
-    """A job's final value of the metric column ``key``, for sorting and filtering in SQL."""
+def _final(key: str) -> Case:
+    """A job's value in the metric column ``key``, for sorting and filtering in SQL: its final value,
+    or for a tuning job whose objective that metric is, its best trial's (as ``rows`` shows it)."""
     name = key.partition(":")[2]
-    return Subquery(JobMetric.objects.filter(job=OuterRef("pk"), name=name).values("value")[:1])
+    own = Subquery(JobMetric.objects.filter(job=OuterRef("pk"), name=name).values("value")[:1])
+    return Case(When(_tunes(name), then=study_best()), default=own, output_field=FloatField())
+
+
+def _tunes(name: str) -> Q:
+    """A hyperparameter tuning job whose objective (``hyperparameterMetricTag``) is the metric ``name``."""
+    return Q(training_input__hyperparameters__hyperparameterMetricTag=name)
+
+
+def objective_tag(job) -> str:
+    """The metric a tuning job's study optimizes, as its spec names it ("" for any other job)."""
+    spec = (job.training_input or {}).get("hyperparameters")
+    tag = spec.get("hyperparameterMetricTag") if isinstance(spec, dict) else None
+    return tag if isinstance(tag, str) else ""
+
+
+def study_best(value: str = "objective") -> Case:
+    """A tuning job's best trial, as its study page finds it: of the succeeded trials with a final
+    objective, the highest (the lowest for a MINIMIZE goal), the first by number on a tie. Its
+    objective, or with ``value="trial_id"`` its id; for SQL, over the job as ``OuterRef("pk")``."""
+    objective = Cast(KeyTextTransform("objectiveValue", "final_metric"), FloatField())
+    trials = (
+        Trial.objects.filter(job=OuterRef("pk"), state=JobState.SUCCEEDED)
+        .annotate(objective=objective)
+        .filter(objective__isnull=False)
+    )
+    highest = Subquery(trials.order_by("-objective", "number").values(value)[:1])
+    lowest = Subquery(trials.order_by("objective", "number").values(value)[:1])
+    return Case(When(training_input__hyperparameters__goal="MINIMIZE", then=lowest), default=highest)
+
+
+def _study_bests(jobs: list, names: list[str]) -> dict[int, tuple[float, str]]:
+    """The best trial's objective and id of each tuning job among ``jobs`` whose objective is one of
+    the metrics ``names``: one query for all of them."""
+    studies = [job.pk for job in jobs if objective_tag(job) in names]
+    if not studies:
+        return {}
+    found = (
+        Job.objects.filter(pk__in=studies)
+        .annotate(best_value=study_best(), best_trial=study_best("trial_id"))
+        .values_list("pk", "best_value", "best_trial")
+    )
+    return {pk: (value, trial) for pk, value, trial in found if value is not None}
 
 
 def type_expression() -> Case:
@@ -402,12 +529,15 @@ def column_choices(jobs, query: JobListQuery) -> dict[str, list[str]]:
         JobMetric.objects.filter(job__in=jobs.order_by().values("pk")).values_list("name", flat=True).distinct()
     )
     args: set[str] = set()
-    for value in jobs.order_by("-create_time").values_list(KeyTransform("args", "training_input"), flat=True)[
-        :ARG_NAMES_FROM
-    ]:
+    latest = jobs.order_by("-create_time").values_list(
+        KeyTransform("args", "training_input"), KT("training_input__hyperparameters__hyperparameterMetricTag")
+    )[:ARG_NAMES_FROM]
+    for value, tag in latest:
         args.update(
             name for name in compare.parse_args(value if isinstance(value, list) else []) if name.startswith("-")
         )
+        if tag:  # a study shows its best trial's objective in that metric's column
+            metrics.add(tag)
     for column in query.chosen:
         (metrics if column.is_metric else args).add(column.name)
     return {"metric": sorted(metrics), "arg": sorted(args)}
@@ -425,18 +555,23 @@ class Row:
 
 
 def rows(jobs: list, query: JobListQuery) -> list[Row]:
-    """The shown jobs with what the chosen columns say of them (one query for all their metrics)."""
+    """The shown jobs with what the chosen columns say of them (one query for all their metrics, one
+    for the best trials of the studies among them)."""
     metric_names = [c.name for c in query.chosen if c.is_metric]
     finals: dict[tuple[int, str], JobMetric] = {}
     if metric_names and jobs:
         for metric in JobMetric.objects.filter(job__in=[j.pk for j in jobs], name__in=metric_names):
             finals[(metric.job_id, metric.name)] = metric
+    bests = _study_bests(jobs, metric_names) if metric_names else {}
     result = []
     for job in jobs:
         flags = compare.parse_args((job.training_input or {}).get("args") or []) if job.training_input else {}
         cells = []
         for column in query.chosen:
-            if column.is_metric:
+            if column.is_metric and job.pk in bests and objective_tag(job) == column.name:
+                best, trial = bests[job.pk]
+                cells.append({"text": f"{best:.6g}", "title": f"best trial: {trial}", "numeric": True})
+            elif column.is_metric:
                 final = finals.get((job.pk, column.name))
                 cells.append(
                     {"text": f"{final.value:.6g}", "title": f"step {final.step}", "numeric": True}

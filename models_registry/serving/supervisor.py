@@ -36,6 +36,7 @@ from jobs.catalogue import DEFAULT_RUNTIME_VERSION
 from jobs.executor import environments
 from models_registry import conf
 from models_registry.models import Model, Version, VersionState
+from models_registry.serving import containers
 from models_registry.serving.processes import (
     ONLINE,
     LoadFailure,
@@ -162,6 +163,7 @@ class Supervisor:
             pools, self.pools = list(self.pools.values()), {}
         for pool in pools:
             self._stop_pool(pool)
+        containers.get().stop_all()
         with self._zygote_lock:
             zygotes, self.zygotes = list(self.zygotes.values()), {}
         for zygote in zygotes:
@@ -250,10 +252,13 @@ class Supervisor:
 
     def configure(self, version) -> None:
         """Apply a version's (new) scaling now; the maintenance thread starts or stops processes."""
-        if version.pk in self.pools:
+        if containers.is_custom(version):
+            containers.get().configure(version)
+        elif version.pk in self.pools:
             self.pool_for(version)
 
     def retire(self, version_pk: int) -> None:
+        containers.get().retire(version_pk)
         with self._lock:
             pool = self.pools.pop(version_pk, None)
         if pool is not None:
@@ -291,6 +296,9 @@ class Supervisor:
 
     def warm(self, version) -> float:
         """Start a version's first process (the deployer's load check); returns its load time."""
+        if containers.is_custom(version):
+            self.start()  # its maintenance stops the container once idle
+            return containers.get().warm(version)
         pool = self.pool_for(version)
         with pool.spawning:
             live = pool.live()
@@ -335,6 +343,10 @@ class Supervisor:
 
     def predict(self, version, body: bytes) -> Answer:
         """One online request for a READY version: the worker's answer code and body."""
+        if containers.is_custom(version):  # its own serving container answers
+            self.start()
+            code, payload = containers.get().predict(version, body)
+            return Answer(code, payload)
         pool = self.pool_for(version)
         try:
             process, cold = self._acquire(pool)
@@ -396,6 +408,7 @@ class Supervisor:
             self.prewarm(runtime_version, projects[project])
 
     def maintain(self) -> None:
+        containers.get().maintain()
         now = time.monotonic()
         idle = conf.idle_seconds()
         for pool in list(self.pools.values()):
@@ -456,10 +469,12 @@ class Supervisor:
 
         close_old_connections()
         ready = {v.pk: v for v in Version.objects.filter(state=VersionState.READY).select_related("model__project")}
-        for pk in list(self.pools):
+        for pk in {*self.pools, *containers.get().served}:
             if pk not in ready and not self._creating(pk):
                 self.retire(pk)
         for version in ready.values():
+            if containers.is_custom(version):
+                continue  # a serving container starts on its first request (containers.Containers)
             minimum = version.scaling[0]
             if minimum > 0 or version.pk in self.pools:
                 pool = self.pool_for(version)

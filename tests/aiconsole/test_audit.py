@@ -16,10 +16,10 @@ from django.utils import timezone
 from aiconsole import accounts, audit, cloud_logging, iam, policies
 from aiconsole.models import ApiToken, AuditChain, AuditEntry
 from aiconsole.tokens import create_token, revoke_token
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import Job, JobState
 from tests.helpers.identity import tamper
-from tests.helpers.waiting import wait_for
 
 PACKAGE = "gs://trainer-bucket/trainer-0.1.tar.gz"
 USER_AGENT = "google-api-python-client/2.0 (gzip)"

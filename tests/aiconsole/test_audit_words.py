@@ -30,6 +30,27 @@ from tests.helpers.jobs import submit
             "tried to submit a job to project p (refused)",
         ),
         ("google.cloud.ml.v1.JobService.GetJob", "projects/p/jobs/j", True, "", "read job j"),
+        (
+            "aiconsole.WebAccessService.OpenShell",
+            "projects/p/jobs/j/webAccess/master-replica-0",
+            True,
+            "",
+            "opened a shell into master-replica-0 of job j",
+        ),
+        (
+            "aiconsole.WebAccessService.OpenShell",
+            "projects/p/jobs/j",
+            False,
+            "",
+            "tried to open a shell into a replica of job j (refused)",
+        ),
+        (
+            "aiconsole.WebAccessService.CloseShell",
+            "projects/p/jobs/j/webAccess/trial-3/worker-replica-1",
+            True,
+            "",
+            "closed a shell into trial-3/worker-replica-1 of job j",
+        ),
         ("google.cloud.ml.v1.JobService.ListJobs", "projects/p", True, "", "listed the jobs of project p"),
         (
             "google.logging.v2.LoggingServiceV2.ListLogEntries",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from tests.helpers.console import AICONSOLE, Server, console_env, token_for
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from aiconsole import cloud_logging
-from tests.helpers.waiting import wait_for
+from bench.support.waiting import wait_for
 
 
 @pytest.fixture

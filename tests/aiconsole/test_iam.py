@@ -30,11 +30,14 @@ REFERENCE_ALL_ML = (
     | _expand("ml.versions", "create,delete,get,list,predict,update")
 )
 
-# The console's extension, held by roles/ml.admin only: managing members and reading the audit log.
+# The console's extension, held by roles/ml.admin only: managing members, reading the audit log,
+# and the project's notification rules.
 CONSOLE_EXTENSION = {
     "resourcemanager.projects.getIamPolicy",
     "resourcemanager.projects.setIamPolicy",
     "logging.privateLogEntries.list",
+    "monitoring.notificationChannels.list",
+    "monitoring.notificationChannels.update",
 }
 
 REFERENCE_ROLES = {

@@ -14,13 +14,13 @@ from django.urls import reverse
 
 from aiconsole import storage
 from aiconsole.errors import InvalidArgument
+from bench.support.packages import build_package
 from jobs import services as job_services
 from jobs.executor import preparing
 from jobs.models import Job, JobState
 from models_registry import services as model_services
 from tests.helpers.identity import bearer
 from tests.helpers.jobs import body as training_body
-from tests.helpers.jobs import build_package
 
 DENIED = "Permission denied: projects/project-a cannot use"
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from tests.helpers.identity import bearer, entries
-from tests.helpers.jobs import build_package, submit
+from tests.helpers.jobs import submit
 from tests.helpers.models import deploy
-from tests.helpers.waiting import wait_for
 
 # --- deeply nested JSON ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, JobState
 from jobs.wire import job_resource
@@ -21,7 +22,6 @@ from tests.helpers.algorithms import (
 )
 from tests.helpers.jobs import log_text
 from tests.helpers.models import deploy
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 

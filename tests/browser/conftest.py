@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser import harness
-from tests.browser.trainers import start_background_jobs
+from bench.support import harness
+from bench.support.trainers import start_background_jobs
 from tests.helpers.browser import PASSWORDS
 
 HERE = Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ import sqlite3
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import harness
+from bench.support import harness
 from tests.helpers.browser import JOBS, axe_violations, login
 
 pytestmark = pytest.mark.browser

@@ -9,8 +9,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from bench.support.images import make_image
 from tests.helpers.browser import axe_violations, login
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 
 pytestmark = pytest.mark.browser
 JOBS = "/projects/default-project/jobs/"

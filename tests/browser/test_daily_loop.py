@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import trainers
+from bench.support import trainers
 from tests.browser.test_jobs_list_phone_keyboard import PHONE
 from tests.helpers.browser import JOBS, assert_not_reloaded, axe_violations, login, mark_page, state, wait_until
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import trainers
+from bench.support import trainers
 from tests.helpers.browser import JOBS, assert_not_reloaded, login, mark_page, state
 
 pytestmark = pytest.mark.browser
@@ -33,6 +33,7 @@ def test_upload_a_package_and_submit_a_custom_job_then_watch_it_run(page, consol
     page.get_by_role("link", name="New training job").click()
     page.get_by_label("Job ID").fill("custom_1")
     page.get_by_label("Upload a trainer package").set_input_files(str(sdist))
+    page.get_by_label("Runtime version").select_option("2.11")  # the stack the session builds (current's is large)
     page.get_by_role("radio", name=re.compile(r"CUSTOM")).check()
     page.get_by_label("Master: machine type").select_option("n1-standard-8")
     page.get_by_label("Master: accelerator", exact=True).select_option("NVIDIA_TESLA_T4")
@@ -84,18 +85,22 @@ def test_a_tuning_study_shows_its_charts_with_data(page, console):
     expect(trials).to_have_count(4)
     page.get_by_role("tab", name="Charts").click()  # the charts are fetched and drawn once it opens
     charts = page.locator("#study-charts figure.chart")
-    # history, parallel coordinates, one slice per parameter, contour, learning curves, and the
-    # importance chart's note (it needs 10 trials with a result)
-    expect(charts).to_have_count(7)
+    # history, parallel coordinates, one slice per parameter, contour, learning curves, objective
+    # against duration and against ML units (whatever rates the short trials' units came to), and
+    # the importance chart's note (it needs 10 trials with a result)
+    expect(charts).to_have_count(9)
     expect(page.locator("#study-charts")).not_to_have_attribute("aria-busy", "true")
-    for index in range(6):
-        expect(charts.nth(index).locator(".js-plotly-plot .main-svg").first).to_be_attached()
+    for index in range(6):  # Plotly's SVG, or the parallel coordinates' own (static/parallel.js)
+        expect(
+            charts.nth(index).locator(".js-plotly-plot .main-svg, .parallel-plot[data-drawn] svg").first
+        ).to_be_attached()
     expect(page.locator("#chart-contour")).to_contain_text("Contour: ")
     expect(page.locator("#chart-importance")).to_contain_text("appears once 10 trials have a result")
     # Plotly drew the points: four trials, four markers in the optimization history.
     expect(charts.first.locator(".scatterlayer .trace").first.locator(".point")).to_have_count(4)
-    expect(charts.nth(1).locator(".parcoords")).to_be_attached()
-    # The same data as a table, for screen readers and copy-paste.
+    expect(charts.nth(1).locator(".parallel-lines path")).to_have_count(4)  # and a line per trial
+    # The same data as a table, for screen readers and copy-paste, fetched when Data is opened.
+    charts.first.locator("summary", has_text="Data").click()
     table = charts.first.locator("table")
     expect(table.locator("tbody tr")).to_have_count(4)
     expect(table.locator("thead")).to_contain_text("Best so far")

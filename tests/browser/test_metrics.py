@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import trainers
+from bench.support import trainers
 from tests.helpers.browser import JOBS, assert_not_reloaded, login, mark_page, state
 
 pytestmark = pytest.mark.browser

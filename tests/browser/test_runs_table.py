@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import trainers
+from bench.support import trainers
 from tests.helpers.browser import JOBS, axe_violations, login
 
 pytestmark = pytest.mark.browser

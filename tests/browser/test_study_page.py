@@ -16,6 +16,15 @@ from tests.helpers.browser import JOBS, axe_violations, login
 
 STUDY = "wide_study"
 TRIALS = 24
+# History, parallel coordinates, four slices, contour, intermediate values, importance, and the
+# objective against duration and against ML units (at one rate: the chart says so).
+STUDY_CHARTS = 11
+# The charts wait for plotly.js (3.5 MB to parse) and draw one after another: on a busy 2-core
+# machine the first takes more than expect's 5 s.
+DRAWN_MS = 30_000
+# A chart drawn: Plotly's SVG, or the parallel coordinates' own (static/parallel.js).
+DRAWN = ".main-svg, .parallel-plot[data-drawn] svg"
+PARALLEL = "#study-charts .parallel-plot[data-drawn]"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +55,7 @@ def test_the_trial_table_comes_first_with_a_column_per_parameter_and_metric(page
     page.goto(study)
     expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
     expect(page.get_by_role("tablist", name="Job sections").get_by_role("tab")).to_have_text(
-        ["Trials", "Charts", "Logs", "Replicas", "Outputs", "Training input"]
+        ["Trials", "Charts", "Logs", "Replicas", "Resources", "Outputs", "Training input"]  # its trials are sampled
     )
     # The trials open the study's sections, not 1,400 px down behind one replica row per trial.
     tabs = page.get_by_role("tablist", name="Job sections").bounding_box()
@@ -134,46 +143,84 @@ def test_the_column_chooser_hides_a_column_and_the_link_keeps_it_hidden(page, st
     expect(page.locator('#trial-table [data-sort-key="p.dropout"]')).to_have_count(1)
 
 
+def tick_y(axis, text: str) -> float:
+    """Where an axis' tick labelled ``text`` is, down the page."""
+    box = axis.locator("text").filter(has_text=re.compile(rf"^{re.escape(text)}$")).bounding_box()
+    return box["y"] + box["height"] / 2
+
+
 def test_brushing_a_parallel_coordinates_axis_narrows_the_table(page, study):
     login(page)
     page.goto(study)
     page.get_by_role("tab", name="Charts").click()
-    chart = page.locator("#study-charts .js-plotly-plot").filter(has=page.locator(".parcoords"))
-    expect(chart).to_have_count(1)
-    # Drag along the "layers" axis (the second), from 3 to 6, as a user brushes it.
-    axes = chart.locator(".axis-brush .background")
-    expect(axes.nth(1)).to_be_visible()
-    axes.nth(1).scroll_into_view_if_needed()
-    box = axes.nth(1).bounding_box()
-    span = chart.evaluate(
-        "(gd) => { const v = Array.from(gd._fullData[0].dimensions[1].values);"
-        " return [Math.min(...v), Math.max(...v)]; }"
-    )
-    low, high = span
-
-    def y_of(value):  # the axis runs bottom (low) to top (high)
-        return box["y"] + box["height"] * (1 - (value - low) / (high - low))
-
+    chart = page.locator(PARALLEL)
+    expect(chart).to_have_count(1, timeout=DRAWN_MS)
+    # Drag along the "layers" axis from its tick 4 to its tick 6, as a user brushes it.
+    axis = chart.get_by_role("group", name=re.compile(r"^layers axis"))
+    expect(axis).to_have_accessible_name(re.compile(r"not brushed$"))
+    axis.scroll_into_view_if_needed()
+    box = axis.locator(".parallel-hit").bounding_box()
     x = box["x"] + box["width"] / 2
-    page.mouse.move(x, y_of(3))
+    start, end = tick_y(axis, "4"), tick_y(axis, "6")
+    page.mouse.move(x, start)
     page.mouse.down()
-    page.mouse.move(x, y_of(4.5), steps=5)
-    page.mouse.move(x, y_of(6), steps=5)
+    page.mouse.move(x, (start + end) / 2, steps=5)
+    page.mouse.move(x, end, steps=5)
     page.mouse.up()
+    expect(axis).to_have_accessible_name(re.compile(r"brushed: \d"))
     expect(page).to_have_url(re.compile(r"min\.p\.layers="))
     query = parse_qs(urlsplit(page.url).query)
     brushed = (float(query["min.p.layers"][0]), float(query["max.p.layers"][0]))
-    assert brushed[0] == pytest.approx(3, abs=0.6) and brushed[1] == pytest.approx(6, abs=0.6)
+    assert brushed[0] == pytest.approx(4, abs=0.3) and brushed[1] == pytest.approx(6, abs=0.3)
+    # The lines outside the range turn faint, behind the others.
+    assert 0 < chart.locator(".parallel-lines path").count() < TRIALS
     # The table is in the Trials tab: the chart says what the brush left there, and links to it.
     note = page.locator("#study-charts [data-brush-result]")
     expect(note).to_have_text(re.compile(rf"now shows the \d+ of {TRIALS} trials that match its filters"))
     shown = int(re.search(r"the (\d+) of", note.inner_text()).group(1))
+    assert chart.locator(".parallel-lines path").count() == shown
     note.get_by_role("link", name="Open the trial table").click()
     expect(page.get_by_role("tab", name="Trials")).to_have_attribute("aria-selected", "true")
     values = numbers(column(page, "p.layers"))
     assert len(values) == shown
     assert values and all(brushed[0] <= v <= brushed[1] for v in values)
     assert len(values) < TRIALS
+
+    # The brushed table's link (the page's address now) shows the brush on its axis too.
+    page.reload()
+    page.get_by_role("tab", name="Charts").click()
+    expect(axis).to_have_accessible_name(re.compile(r"brushed: \d"), timeout=DRAWN_MS)
+    expect(chart.locator(".parallel-lines path")).to_have_count(shown)
+
+    # A click on the axis clears its brush, and the table's filter with it.
+    axis.scroll_into_view_if_needed()
+    box = axis.locator(".parallel-hit").bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(axis).to_have_accessible_name(re.compile(r"not brushed$"))
+    expect(page).not_to_have_url(re.compile(r"min\.p\.layers=\d"))
+    expect(note).to_have_text(re.compile(rf"now shows the {TRIALS} of {TRIALS} trials"))
+    expect(chart.locator(".parallel-lines path")).to_have_count(TRIALS)
+
+
+def test_a_keyboard_user_brushes_a_parallel_coordinates_axis_and_clears_it(page, study):
+    login(page)
+    page.goto(f"{study}?tab=charts")
+    chart = page.locator(PARALLEL)
+    expect(chart).to_have_count(1, timeout=DRAWN_MS)
+    objective = chart.get_by_role("group", name=re.compile(r"^Objective axis"))
+    objective.focus()
+    for _ in range(8):  # its range's bottom up by 8 of 20 steps
+        page.keyboard.press("Shift+ArrowUp")
+    expect(objective).to_have_accessible_name(re.compile(r"brushed: \d"))
+    expect(chart.get_by_role("status")).to_contain_text("lines kept")
+    expect(page).to_have_url(re.compile(r"min\.objective=\d"))
+    note = page.locator("#study-charts [data-brush-result]")
+    expect(note).to_have_text(re.compile(rf"now shows the \d+ of {TRIALS} trials"))
+    assert int(re.search(r"the (\d+) of", note.inner_text()).group(1)) < TRIALS
+    page.keyboard.press("Escape")
+    expect(objective).to_have_accessible_name(re.compile(r"not brushed$"))
+    expect(page).not_to_have_url(re.compile(r"min\.objective=\d"))
+    expect(note).to_have_text(re.compile(rf"now shows the {TRIALS} of {TRIALS} trials"))
 
 
 def test_charts_and_table_mark_the_same_trial_and_a_click_opens_it(page, study):
@@ -183,7 +230,7 @@ def test_charts_and_table_mark_the_same_trial_and_a_click_opens_it(page, study):
     history = (
         page.locator("#study-charts figure.chart").filter(has_text="Optimization history").locator(".js-plotly-plot")
     )
-    expect(history.locator(".scatterlayer .trace").first).to_be_visible()
+    expect(history.locator(".scatterlayer .trace").first).to_be_visible(timeout=DRAWN_MS)
     # Hovering a point marks its trial in the table (a real mouse over the drawn point).
     point = history.locator(".scatterlayer .trace").first.locator("path.point").nth(4)
     trial = history.evaluate("(gd) => String(gd._fullData[0].customdata[4])")
@@ -224,7 +271,7 @@ def test_hovering_a_row_marks_the_trial_in_the_charts(page, study):
     history = (
         page.locator("#study-charts figure.chart").filter(has_text="Optimization history").locator(".js-plotly-plot")
     )
-    expect(history.locator(".scatterlayer .trace").first).to_be_visible()
+    expect(history.locator(".scatterlayer .trace").first).to_be_visible(timeout=DRAWN_MS)
     page.get_by_role("tab", name="Trials").click()
     page.locator('#trial-table tr[data-trial="7"] th').hover()
     marked = history.evaluate("(gd) => gd.data.filter((t) => t.meta && t.meta.highlight).map((t) => [...t.x])")
@@ -258,6 +305,43 @@ def test_on_a_phone_the_trial_table_scrolls_inside_its_own_region(browser, conso
         width = page.evaluate(OVERFLOW)  # nothing else sticks out: the filters and columns wrap
         assert width["document"] <= width["viewport"] and width["loose"] == [], width
         assert not axe_violations(page)
+    finally:
+        context.close()
+
+
+def test_on_a_phone_the_parallel_coordinates_scroll_inside_their_own_region(browser, console, study):
+    context = browser.new_context(base_url=console.url, viewport={"width": 390, "height": 844}, color_scheme="dark")
+    page = context.new_page()
+    try:
+        login(page)
+        page.goto(f"{study}?tab=charts#chart-parallel")
+        expect(page.locator(PARALLEL)).to_have_count(1, timeout=DRAWN_MS)
+        region = page.locator(PARALLEL).get_by_role("region", name=re.compile("scrolls sideways"))
+        expect(region).to_be_visible()
+        assert region.evaluate("(el) => el.scrollWidth > el.clientWidth")  # its axes keep their room
+        width = page.evaluate(OVERFLOW)  # and nothing else sticks out
+        assert width["document"] <= width["viewport"] and width["loose"] == [], width
+        assert not axe_violations(page)
+    finally:
+        context.close()
+
+
+def test_a_finished_study_shows_trial_rows_on_its_first_screen(browser, console, study):
+    """At 1440×900 the job's header, its labels, the tabs and the table's filters leave room for
+    trial rows before any scroll (the first row's top was at 925 px)."""
+    context = browser.new_context(base_url=console.url, viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    try:
+        login(page)
+        page.goto(study)
+        rows = page.locator("#trial-table tbody tr")
+        expect(rows).to_have_count(TRIALS)
+        assert page.evaluate("window.scrollY") == 0
+        third = rows.nth(2).bounding_box()
+        assert third["y"] + third["height"] <= 900, third  # three rows at least on the first screen
+        expect(rows.first).to_be_in_viewport()
+        # A study is deployed from its best trial: no "Nothing to deploy" notice takes room here.
+        expect(page.locator("[data-no-deploy]")).to_have_count(0)
     finally:
         context.close()
 
@@ -305,10 +389,10 @@ def test_the_charts_are_fetched_and_drawn_only_once_their_tab_is_opened(page, st
 
     page.get_by_role("tab", name="Charts").click()
     charts = page.locator("#study-charts figure.chart")
-    expect(charts).to_have_count(9)
-    for index in range(9):
-        expect(charts.nth(index).locator(".main-svg").first).to_be_visible()
-    expect(page.locator("#metrics figure.metric-chart .main-svg").first).to_be_visible()  # its curves too
+    expect(charts).to_have_count(STUDY_CHARTS)
+    for index in range(STUDY_CHARTS):
+        expect(charts.nth(index).locator(DRAWN).first).to_be_visible(timeout=DRAWN_MS)
+    expect(page.locator("#metrics figure.metric-chart .main-svg").first).to_be_visible(timeout=DRAWN_MS)  # its curves
     assert any("/fragments/charts/" in url for url in asked) and any("/metrics/" in url for url in asked)
 
     # Switching away and back fetches and draws nothing again.
@@ -327,10 +411,10 @@ def test_a_link_to_a_chart_opens_the_charts_tab_and_scrolls_to_it(page, study, c
     page.goto(study)
     page.get_by_role("tab", name="Charts").click()
     figure = page.locator("#chart-intermediate")
-    expect(figure.locator(".main-svg").first).to_be_visible()
+    expect(figure.locator(".main-svg").first).to_be_visible(timeout=DRAWN_MS)
     figure.locator(".js-plotly-plot").hover()
     figure.get_by_role("button", name="Copy link to this chart").click()
-    expect(figure.get_by_role("status")).to_have_text("Link to this chart copied.")
+    expect(figure.get_by_role("status").filter(has_text="Link")).to_have_text("Link to this chart copied.")
     link = page.evaluate("() => navigator.clipboard.readText()")
     assert link == f"{console.url}{study}?tab=charts#chart-intermediate"  # the page's address, the tab in it
 
@@ -338,17 +422,111 @@ def test_a_link_to_a_chart_opens_the_charts_tab_and_scrolls_to_it(page, study, c
     page.goto("about:blank")
     page.goto(link)
     expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
-    expect(figure.locator(".main-svg").first).to_be_visible()
+    expect(figure.locator(".main-svg").first).to_be_visible(timeout=DRAWN_MS)
     expect(figure).to_be_in_viewport()
     assert page.evaluate("() => window.scrollY") > 1000  # the seventh chart, well below the tabs
     # A metric curve's link too: its panel comes after the study's charts.
     page.goto("about:blank")
     page.goto(f"{study}#chart-metric-loss")
     expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
-    expect(page.locator("#study-charts figure.chart")).to_have_count(9)
-    expect(page.locator("#chart-metric-loss .main-svg").first).to_be_visible()
+    expect(page.locator("#study-charts figure.chart")).to_have_count(STUDY_CHARTS)
+    expect(page.locator("#chart-metric-loss .main-svg").first).to_be_visible(timeout=DRAWN_MS)
     expect(page.locator("#chart-metric-loss")).to_be_in_viewport()
     # ?tab= names a tab to open on.
     page.goto(f"{study}?tab=charts")
     expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
-    expect(page.locator("#chart-1 .main-svg").first).to_be_visible()
+    expect(page.locator("#chart-1 .main-svg").first).to_be_visible(timeout=DRAWN_MS)
+
+
+# The line the parallel coordinates draw in front of every other (the last), its trial, the study's
+# best, and the contrast of its colour with the card behind it.
+BEST_LINE = """(plot) => {
+  const lines = plot.querySelectorAll(".parallel-lines path");
+  const front = lines[lines.length - 1];
+  const rgb = (text) => text.match(/\\d+/g).slice(0, 3).map(Number);
+  const luminance = ([r, g, b]) => [r, g, b].map((c) => c / 255)
+    .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4))
+    .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const line = luminance(rgb(getComputedStyle(front).stroke));
+  const card = luminance(rgb(getComputedStyle(plot.closest(".card")).backgroundColor));
+  return {contrast: (Math.max(line, card) + 0.05) / (Math.min(line, card) + 0.05),
+          front: front.dataset.trial, best: document.getElementById("trial-table").dataset.best};
+}"""
+PARALLEL_PLOT = "document.querySelector('#study-charts .parallel-plot')"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_best_trials_stand_out_in_parallel_coordinates_in_light_and_dark(page, study, scheme):
+    login(page)
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"{study}?tab=charts")
+    chart = page.locator(PARALLEL)
+    expect(chart).to_have_count(1, timeout=DRAWN_MS)
+    best = chart.evaluate(BEST_LINE)
+    assert best["front"] == best["best"]  # no worse trial's line covers it
+    assert best["contrast"] >= 3, best  # WCAG's 3:1 for the parts of a graphic one must see
+    assert not axe_violations(page)
+    # The system switching between light and dark while the page is open recolours the lines.
+    before = best["contrast"]
+    page.emulate_media(color_scheme="dark" if scheme == "light" else "light")
+    page.wait_for_function(
+        f"() => {{ const b = ({BEST_LINE})({PARALLEL_PLOT}); return b.contrast >= 3 && b.contrast !== {before}; }}"
+    )
+
+
+def test_a_trial_links_to_its_files_only_where_the_study_has_a_job_dir(page, console, study):
+    login(page)
+    page.goto(study)  # submitted without a job dir: its trials have no folder to browse
+    table = page.locator("#trial-table")
+    expect(table.get_by_role("link", name="Logs of trial 1", exact=True)).to_have_count(1)
+    expect(table.get_by_role("link", name=re.compile(r"^Files of trial"))).to_have_count(0)
+    expect(table.locator("thead th").last).to_have_text("Logs")
+    console.wait(console.background["tuning"], timeout=240)
+    page.goto(f"{JOBS}study_1/")  # its job dir holds a folder per trial
+    page.locator("#trial-table").get_by_role("link", name="Files of trial 1", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Outputs of study_1, trial 1")
+    expect(page.get_by_text("names no job directory")).to_have_count(0)
+
+
+def test_a_charts_data_table_arrives_when_its_data_is_opened(page, study):
+    login(page)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/fragments/chart-data/" in request.url else None)
+    page.goto(f"{study}?tab=charts")
+    history = page.locator("#study-charts figure.chart").filter(has_text="Optimization history")
+    expect(history.locator(".main-svg").first).to_be_visible(timeout=DRAWN_MS)
+    # The charts come without their tables: each arrives when its Data is opened.
+    expect(page.locator("#study-charts details table")).to_have_count(0)
+    assert asked == []
+    history.locator("summary", has_text="Data").focus()
+    page.keyboard.press("Enter")  # the disclosure opens from the keyboard as before
+    expect(history.locator("details table thead")).to_contain_text("Best so far")
+    expect(history.locator("details table tbody tr").first).to_be_visible()
+    assert len(asked) == 1 and "chart=1" in asked[0]
+    # Closed and opened again, it shows the same table without asking again.
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    expect(history.locator("details table thead")).to_be_visible()
+    assert len(asked) == 1
+
+
+DRAWN_ORDER = """window.__drawnOrder = [];
+document.addEventListener("chart:drawn", (event) => {
+  const figure = event.target.closest("figure.chart");
+  if (figure && !window.__drawnOrder.includes(figure.id)) window.__drawnOrder.push(figure.id);
+});"""
+
+
+def test_a_linked_chart_is_drawn_before_the_charts_above_it(page, study):
+    """The charts in view are drawn first: a link to one far down the tab shows it first, and the
+    ones above it follow."""
+    login(page)
+    page.add_init_script(DRAWN_ORDER)
+    page.goto(f"{study}#chart-importance")
+    importance = page.locator("#chart-importance")
+    expect(importance.locator(".main-svg").first).to_be_visible(timeout=DRAWN_MS)
+    expect(importance).to_be_in_viewport()
+    history = page.locator("#study-charts figure.chart").first
+    expect(history.locator(".main-svg").first).to_be_attached(timeout=DRAWN_MS)  # the rest follow unseen
+    order = page.evaluate("window.__drawnOrder")
+    assert order.index("chart-importance") < order.index(history.get_attribute("id"))

@@ -11,10 +11,11 @@ import subprocess
 import pytest
 import yaml
 
+from bench.support.images import make_image
 from console.cli import gcloud
 from tests.helpers.cli import Result, write_trainer
 from tests.helpers.console import AICONSOLE
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 
 pytestmark = pytest.mark.executor
 

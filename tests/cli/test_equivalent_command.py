@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.packages import build_package
 from jobs.training import equivalent
 from tests.helpers.cli import TRAINER
-from tests.helpers.jobs import build_package
 
 pytestmark = pytest.mark.executor
 

@@ -15,11 +15,11 @@ import tarfile
 import pytest
 import yaml
 
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from console.cli import gcloud
 from tests.helpers.cli import Result, write_trainer
 from tests.helpers.console import AICONSOLE, Server, token_for
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 

@@ -10,8 +10,9 @@ import uuid
 
 import pytest
 
+from bench.support.images import make_image, saved_archive
 from jobs.containers import engine as engines
-from tests.helpers.images import make_image, require_engine, saved_archive
+from tests.helpers.images import require_engine
 
 
 @pytest.fixture

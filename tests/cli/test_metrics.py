@@ -64,6 +64,7 @@ def test_metrics_print_as_csv_by_default(cli, reported):
     assert result.code == 0, result.err
     rows = list(csv.DictReader(io.StringIO(result.out)))
     assert list(rows[0]) == ["tag", "step", "value", "time", "trialId", "source", "run"]
+    rows = [r for r in rows if r["source"] != "system"]  # what the console sampled of its replica
     assert sorted((r["tag"], r["step"], r["value"]) for r in rows) == [
         ("accuracy", "1", "0.25"),
         ("accuracy", "2", "0.5"),
@@ -78,6 +79,16 @@ def test_metrics_json_for_one_tag(cli, reported):
     assert result.code == 0, result.err
     (point,) = json.loads(result.out)
     assert (point["tag"], point["step"], point["value"], point["source"]) == ("loss", "3", 0.125, "hypertune")
+
+
+def test_metrics_of_one_source_the_replicas_sampled_use(cli, reported):
+    result = cli("jobs", "metrics", "reporting", "--source", "system", "--format", "json")
+    assert result.code == 0, result.err
+    points = json.loads(result.out)
+    assert points and {(p["source"], p["run"]) for p in points} == {("system", "master-replica-0")}
+    assert "system/memory_bytes_used" in {p["tag"] for p in points}
+    hypertune = json.loads(cli("jobs", "metrics", "reporting", "--source", "hypertune", "--format", "json").out)
+    assert len(hypertune) == 4 and {p["source"] for p in hypertune} == {"hypertune"}
 
 
 def test_metrics_of_a_missing_job_is_not_found(cli, console):

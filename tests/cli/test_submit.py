@@ -10,9 +10,9 @@ import textwrap
 import pytest
 import yaml
 
+from bench.support.packages import build_package
 from tests.helpers.cli import read_seen, write_trainer
 from tests.helpers.console import AICONSOLE
-from tests.helpers.jobs import build_package
 
 pytestmark = pytest.mark.executor
 

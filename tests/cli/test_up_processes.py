@@ -15,9 +15,9 @@ import pytest
 import requests
 from websockets.sync.client import connect
 
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from tests.helpers.console import AICONSOLE, Server, console_env, token_for
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 
@@ -120,7 +120,8 @@ def test_a_killed_worker_process_is_started_again_while_the_web_process_keeps_an
     token = token_for(console.data_dir)
     package = build_package(console.data_dir / "storage" / "pkgs" / PROJECT, {"trainer/task.py": CHATTY_TASK})
     children = _children(console)
-    assert set(children) == {"web", "worker"}, children
+    assert set(children) == {"web", "worker", "grpc"}, children  # Vertex AI over gRPC, beside the web port
+    wait_for(lambda: "Vertex AI over gRPC at localhost:" in console.output(), 60, message="the gRPC banner")
 
     os.kill(children["worker"], signal.SIGKILL)
     wait_for(

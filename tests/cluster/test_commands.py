@@ -29,7 +29,7 @@ def test_web_needs_redis(tmp_path):
 
 
 def test_processes_started_together_on_a_fresh_database_migrate_one_at_a_time(tmp_path):
-    from tests.cluster.harness import cluster_env, drop_database, scratch_database
+    from bench.support.cluster import cluster_env, drop_database, scratch_database
 
     url, admin = scratch_database()
     try:

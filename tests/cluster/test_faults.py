@@ -26,18 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.harness import (
-    TERMINAL,
-    TRAINER,
-    Cluster,
-    alive,
-    cluster_env,
-    free_port,
-    scratch_services,
-    service_up,
-)
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
+from bench.support.cluster import TERMINAL, TRAINER, Cluster, alive, cluster_env, free_port, service_up
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
+from tests.cluster.harness import scratch_services
 
 redis = pytest.importorskip("redis")
 
@@ -280,7 +272,8 @@ def test_a_frozen_workers_replica_stops_itself_before_its_replacement_starts(clu
 
 
 def _container_image() -> str:
-    from tests.helpers.images import make_image, require_engine
+    from bench.support.images import make_image
+    from tests.helpers.images import require_engine
 
     return make_image(
         require_engine(),
@@ -434,7 +427,11 @@ def test_a_job_shows_cancelled_only_once_its_trainer_is_gone(cluster, package):
             assert cluster.job("cancel_frozen")["state"] != "CANCELLED", "CANCELLED while its trainer still runs"
             assert time.monotonic() < deadline, "the trainer never stopped"
             time.sleep(0.05)
-        job = cluster.wait_state("cancel_frozen", TERMINAL, 30)
+        try:  # the replica's lease runs out and the coordinator records it stopped: seconds, 60 on a loaded machine
+            job = cluster.wait_state("cancel_frozen", TERMINAL, 60)
+        except AssertionError as error:  # what the job and its replica said, for whoever reads the failure
+            rows, said = cluster.replicas("cancel_frozen"), cluster.log_text("cancel_frozen")[-3000:]
+            raise AssertionError(f"{error}; replicas {rows}; log:\n{said}") from None
     finally:
         worker.send_signal(signal.SIGCONT)
     assert job["state"] == "CANCELLED"

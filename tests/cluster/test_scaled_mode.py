@@ -20,17 +20,10 @@ import time
 
 import pytest
 
-from tests.cluster.harness import (
-    ROOT,
-    TERMINAL,
-    TRAINER,
-    Cluster,
-    alive,
-    cluster_env,
-    scratch_services,
-)
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
+from bench.support.cluster import ROOT, TERMINAL, TRAINER, Cluster, alive, cluster_env
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
+from tests.cluster.harness import scratch_services
 
 psycopg = pytest.importorskip("psycopg")
 redis = pytest.importorskip("redis")
@@ -336,11 +329,15 @@ def test_a_plain_jobs_metrics_are_collected_on_the_worker_that_runs_its_master(c
     assert job["state"] == "SUCCEEDED", cluster.log_text("reported")
 
     points = cluster.api("GET", "/v1/projects/default-project/jobs/reported/metrics")["metrics"]
-    assert [(p["tag"], p["step"], p["value"], p["source"]) for p in points] == [
+    assert [(p["tag"], p["step"], p["value"], p["source"]) for p in points if p["source"] != "system"] == [
         ("accuracy", "1", 0.5, "hypertune"),
         ("accuracy", "2", 0.7, "hypertune"),
         ("accuracy", "3", 0.9, "hypertune"),
     ]
+    # Each worker samples the replicas it runs, whichever it is: the master's and the worker's.
+    sampled = [p for p in points if p["source"] == "system"]
+    assert {p["run"] for p in sampled} == {"master-replica-0", "worker-replica-0"}
+    assert {p["tag"] for p in sampled} >= {"system/memory_bytes_used", "system/memory_bytes_limit"}
 
 
 def test_workers_command_lists_workers(cluster):
@@ -438,7 +435,8 @@ def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_ea
     """Two workers at the host's own address (containers cannot reach the host's loopback), 4 CPUs
     each: the master and its worker (4 CPUs each) land on both, each in a container of its own
     network namespace, with its port published on its worker's address."""
-    from tests.helpers.images import make_image, require_engine
+    from bench.support.images import make_image
+    from tests.helpers.images import require_engine
 
     engine = require_engine()
     image = make_image(engine, CONTAINER_GANG.replace("nc ", "/bin/busybox nc ").replace("sed ", "/bin/busybox sed "))

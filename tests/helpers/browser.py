@@ -7,7 +7,7 @@ import time
 
 from playwright.sync_api import expect
 
-from tests.browser import harness
+from bench.support import harness
 
 SNAPSHOT = """() => {
   const text = (sel) => {

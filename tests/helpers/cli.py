@@ -7,8 +7,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.support.waiting import wait_for
 from tests.helpers.console import Server
-from tests.helpers.waiting import wait_for
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 

@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from bench.support.waiting import wait_for
 from jobs.executor.replicas import free_port
-from tests.helpers.waiting import wait_for
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 
@@ -25,6 +25,8 @@ def console_env(data_dir: Path, **extra) -> dict:
             "AICONSOLE_DATA_DIR": str(data_dir),
             "AICONSOLE_ENV_DIR": os.environ["AICONSOLE_ENV_DIR"],
             "AICONSOLE_STOP_GRACE_SECONDS": "2",
+            # Each console its own gRPC port: consoles of parallel tests would all ask for 8443.
+            "AICONSOLE_GRPC_PORT": str(free_port()),
             **extra,
         }
     )

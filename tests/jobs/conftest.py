@@ -107,3 +107,18 @@ def api(client, admin):
         return response.status_code, (response.json() if response.content else None)
 
     return call
+
+
+@pytest.fixture
+def api_as(client):
+    """Call the REST API as any user with a bearer token: ``status, body = api_as(user, "GET", path)``."""
+
+    def call(user, method: str, path: str, body=None):
+        _, raw = create_token(user)
+        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+        if body is not None:
+            kwargs.update(data=json.dumps(body), content_type="application/json")
+        response = getattr(client, method.lower())(path, **kwargs)
+        return response.status_code, (response.json() if response.content else None)
+
+    return call

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bench.support.packages import build_package
 from models_registry.models import Operation
-from tests.helpers.jobs import build_package
 
 
 def test_get_config_names_the_service_account(api, project):

@@ -14,11 +14,12 @@ import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from bench.support.packages import build_package
 from jobs import catalogue, services
 from jobs.models import Job
 from jobs.training import equivalent
 from jobs.web.forms import JobSubmitForm, machine_help
-from tests.helpers.jobs import PACKAGE, build_package
+from tests.helpers.jobs import PACKAGE
 
 SUBMIT = "/projects/project-a/jobs/new/"
 PREVIEW = "/projects/project-a/jobs/new/preview/"

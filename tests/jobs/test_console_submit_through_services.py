@@ -10,8 +10,9 @@ from django.urls import reverse
 
 from aiconsole.models import AuditEntry
 from aiconsole.tokens import create_token
+from bench.support.packages import build_package
 from jobs.models import Job
-from tests.helpers.jobs import PACKAGE, body, build_package
+from tests.helpers.jobs import PACKAGE, body
 
 SUBMIT_URL = "/projects/project-a/jobs/new/"
 CREATE_JOB = "google.cloud.ml.v1.JobService.CreateJob"

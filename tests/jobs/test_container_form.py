@@ -12,12 +12,13 @@ import pytest
 import yaml
 from django.test import Client
 
+from bench.support.images import make_image
 from jobs import services
 from jobs.containers import choices
 from jobs.models import ContainerImage, Job
 from jobs.training import equivalent
 from jobs.web.forms import JobSubmitForm
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 from tests.helpers.jobs import submit
 
 SUBMIT = "/projects/project-a/jobs/new/"

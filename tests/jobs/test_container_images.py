@@ -1,7 +1,7 @@
 """A project's container images: uploaded as archives over REST and the console page, listed,
 deleted, audited, and owned by the project that uploaded them.
 
-Images are busybox roots made on the spot (tests/helpers/images.py), each with a script of its
+Images are busybox roots made on the spot (bench/support/images.py), each with a script of its
 own so that no other test shares it; every name a test puts in the engine is removed after it.
 """
 
@@ -16,12 +16,13 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from aiconsole.errors import InvalidArgument
+from bench.support.images import make_image, saved_archive
 from jobs import services
 from jobs.containers import engine as engines
 from jobs.containers import images
 from jobs.models import ContainerImage
 from tests.helpers.identity import bearer, entries
-from tests.helpers.images import make_image, require_engine, saved_archive
+from tests.helpers.images import require_engine
 
 IMAGES = "/v1/projects/project-a/images"
 

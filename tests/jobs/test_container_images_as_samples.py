@@ -12,10 +12,11 @@ import pytest
 from django.conf import settings
 
 from aiconsole import storage, trainer_user
+from bench.support.images import make_root_image
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, LogLine
-from tests.helpers.images import make_root_image, require_engine
-from tests.helpers.waiting import wait_for
+from tests.helpers.images import require_engine
 
 pytestmark = [
     pytest.mark.executor,

@@ -14,13 +14,14 @@ import os
 import pytest
 from django.conf import settings
 
+from bench.support.images import make_image
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, MetricPoint
 from models_registry import services as models
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 from tests.helpers.metrics import write_event_file
 from tests.helpers.models import deploy
-from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.executor, pytest.mark.django_db(transaction=True)]
 

@@ -19,12 +19,13 @@ import pytest
 from django.conf import settings
 
 from aiconsole import trainer_user
+from bench.support.images import make_image
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.containers import staged as staging
 from jobs.models import TERMINAL_STATES, Job
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 from tests.helpers.jobs import log_text
-from tests.helpers.waiting import wait_for
 
 pytestmark = [
     pytest.mark.executor,

@@ -1,6 +1,6 @@
 """Custom container jobs run the user's image in the real container engine (podman here).
 
-Images are busybox roots with a shell script as entrypoint (tests/helpers/images.py): the script
+Images are busybox roots with a shell script as entrypoint (bench/support/images.py): the script
 prints what the container was given, writes to its job dir, reports hypertune metrics, traps
 SIGTERM or fails, as a real trainer image would.
 """
@@ -15,12 +15,13 @@ from django.conf import settings
 
 from aiconsole import trainer_user
 from aiconsole.errors import InvalidArgument
+from bench.support.images import make_image
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.containers import images
 from jobs.executor import containers, controller
 from jobs.models import TERMINAL_STATES, Job, LogLine
-from tests.helpers.images import make_image, require_engine
-from tests.helpers.waiting import wait_for
+from tests.helpers.images import require_engine
 
 pytestmark = [pytest.mark.executor, pytest.mark.django_db(transaction=True)]
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.executor import housekeeping
 from jobs.models import Job, JobState, Replica, ReplicaState
 from tests.helpers.jobs import log_text
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 
@@ -143,6 +143,19 @@ def test_failure_message_has_the_original_form_and_the_traceback(run_job, packag
     assert job.error_message.startswith("The replica master 0 exited with a non-zero status of 1. \nTraceback")
     assert "ValueError: the learning rate is negative" in job.error_message
     assert job.replicas.get().state == ReplicaState.FAILED
+
+
+def test_a_trainer_killed_by_sigkill_fails_saying_so_as_the_kernels_oom_killer_leaves_it(run_job, package_factory):
+    package = package_factory("""
+        import signal
+        print("using too much memory", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    job = run_job("killed", package)
+
+    assert job.state == JobState.FAILED
+    assert job.error_message.startswith("The replica master 0 exited with a non-zero status of 9(SIGKILL).")
+    assert "Traceback" not in log_text(job)  # the reaper passed the signal on, and said nothing of its own
 
 
 def test_worker_failure_fails_the_job_and_stops_the_others(run_job, package_factory):

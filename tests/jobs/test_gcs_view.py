@@ -12,12 +12,13 @@ import pytest
 from django.conf import settings
 
 from aiconsole import storage
+from bench.support.images import make_image
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.executor import gcs
 from jobs.models import TERMINAL_STATES, Job, LogLine
-from tests.helpers.images import make_image, require_engine
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
+from tests.helpers.images import require_engine
 
 pytestmark = [
     pytest.mark.executor,

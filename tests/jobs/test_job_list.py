@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import naming
+from jobs import job_ids
 from jobs.models import Job, JobState
 from jobs.web.listing import JobListQuery
 
@@ -175,7 +175,7 @@ def test_query_round_trips_through_its_url():
 
 def test_new_job_form_suggests_an_unused_job_id_and_focuses_it(client, admin, project, monkeypatch):
     stamp = "20260310_120000"
-    monkeypatch.setattr("jobs.naming.timezone.now", lambda: DAY)
+    monkeypatch.setattr("jobs.job_ids.timezone.now", lambda: DAY)
     Job.objects.create(project=project, job_id=f"trainer_{stamp}", training_input={})
     client.force_login(admin)
 
@@ -189,6 +189,6 @@ def test_new_job_form_suggests_an_unused_job_id_and_focuses_it(client, admin, pr
 def test_suggested_ids_are_valid_job_ids():
     taken = {"census_20260310_120000"}.__contains__
 
-    assert naming.suggest_job_id(taken, "census.task", DAY) == "census_20260310_120000_2"
-    assert naming.suggest_job_id(lambda _: False, "1st.task", DAY) == "job_1st_20260310_120000"
-    assert naming.suggest_job_id(lambda _: False, "", DAY) == "job_20260310_120000"
+    assert job_ids.suggest_job_id(taken, "census.task", DAY) == "census_20260310_120000_2"
+    assert job_ids.suggest_job_id(lambda _: False, "1st.task", DAY) == "job_1st_20260310_120000"
+    assert job_ids.suggest_job_id(lambda _: False, "", DAY) == "job_20260310_120000"

@@ -146,6 +146,7 @@ def test_a_study_page_has_tabs_for_trials_charts_logs_and_input(client, admin, s
         ("charts", "study-charts-section"),
         ("logs", "logs"),
         ("replicas", "replicas"),
+        ("resources", "resources-panel"),  # its trials' use of the machine
         ("outputs", "outputs"),
         ("input", "training-input"),
     ]
@@ -163,8 +164,12 @@ def test_a_finished_study_opens_on_its_trials_and_a_plain_job_on_its_metrics_or_
     assert 'data-open="trials"' in client.get("/projects/project-a/jobs/study/").content.decode()
     html = client.get("/projects/project-a/jobs/plain/").content.decode()
     assert 'data-open="logs"' in html
-    assert re.findall(r'data-tab-for="(\w+)"', html) == ["metrics", "logs", "replicas", "outputs", "input"]
+    assert re.findall(r'data-tab-for="(\w+)"', html) == ["metrics", "logs", "replicas", "resources", "outputs", "input"]
     plain = Job.objects.get(job_id="plain")
+    MetricPoint.objects.create(
+        job=plain, source="system", run="master-replica-0", tag="system/memory_bytes_used", step=0, value=1, wall_time=0
+    )
+    assert 'data-open="logs"' in client.get("/projects/project-a/jobs/plain/").content.decode()  # no result of its own
     MetricPoint.objects.create(job=plain, source="hypertune", tag="loss", step=1, value=0.5, wall_time=0)
     assert 'data-open="metrics"' in client.get("/projects/project-a/jobs/plain/").content.decode()
     Job.objects.filter(job_id="plain").update(state=JobState.RUNNING)

@@ -20,11 +20,11 @@ import pytest
 from django.conf import settings
 
 from aiconsole.models import TrainerAccount
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.executor import builds
 from jobs.models import TERMINAL_STATES, Job, JobState
 from tests.helpers.jobs import log_text
-from tests.helpers.waiting import wait_for
 
 pytestmark = [
     pytest.mark.executor,
@@ -205,7 +205,8 @@ def test_a_packages_build_code_runs_as_its_projects_account_and_reaches_nothing_
     assert _planted() == []
     # The sandbox is gone; the account's own uv cache stays for its next build.
     builds_folder = settings.WORK_DIR / "project-a" / builds.BUILDS_FOLDER
-    assert sorted(p.name for p in builds_folder.iterdir()) == [builds.CACHE_FOLDER]
+    # Only the account's cache is kept (and the lock its making is taken under): the build folder went.
+    assert sorted(p.name for p in builds_folder.iterdir()) == [".cache.lock", builds.CACHE_FOLDER]
 
 
 def test_a_queued_jobs_build_code_runs_as_its_projects_account_too(

@@ -22,13 +22,13 @@ import pytest
 
 from aiconsole import storage, trainer_user
 from aiconsole.errors import InvalidArgument
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, LogLine
 from jobs.runtimes import prebuilt
 from jobs.vertex import translate
 from tests.helpers.images import require_engine
-from tests.helpers.jobs import build_package
-from tests.helpers.waiting import wait_for
 
 pytestmark = [
     pytest.mark.executor,

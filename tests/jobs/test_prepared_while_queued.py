@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from bench.support.waiting import wait_for
 from jobs import runtimes, services
 from jobs.models import TERMINAL_STATES, Job, JobState
 from tests.helpers.jobs import log_text
-from tests.helpers.waiting import wait_for
 
 BLOCKER = """
     print("HOLDING", flush=True)

@@ -55,7 +55,8 @@ def test_explain_reads_the_study_holding_slots_and_the_queue_ahead(project, othe
     why = explain(quick, actor=admin)
     assert why.needs == "It needs 1 replica slot (one per replica)."
     assert why.free == "1 of 4 replica slots are free; 3 in use by study (3)."
-    assert why.ahead == [Holder("", 1)] and why.ahead_count == 1  # counted, never named
+    assert why.ahead == [Holder("", 1, foreign=True)] and why.ahead_count == 1  # counted, never named
+    assert why.ahead[0].name == "a job of another project"
     assert "theirs" not in why.summary and why.summary.startswith("Waiting for the 1 job ahead")
     study.refresh_from_db()
     assert explain(study, actor=admin) is None  # it does not wait
@@ -71,5 +72,37 @@ def test_the_queued_job_page_says_what_it_waits_for(project, admin, settings):
     client.force_login(admin)
     html = client.get("/projects/project-a/jobs/quick/").content.decode()
     assert "data-queue-reason" in html
-    assert "1 of 4 replica slots are free; 3 in use by study (3)." in html
+    # The job holding the slots is a link to its page, as the jobs ahead are.
+    assert '1 of 4 replica slots are free; 3 in use by <a href="/projects/project-a/jobs/study/">study</a> (3).' in html
     assert 'Ahead of it: <a href="/projects/project-a/jobs/heavy/">heavy</a>' in html
+
+
+def test_a_job_holding_the_slots_that_the_viewer_may_not_see_is_named_without_a_link(
+    project, other_project, admin, outsider, settings
+):
+    settings.MAX_REPLICAS = 4
+    study = services.submit_job(project, body("study", hyperparameters=SPEC), actor=admin)
+    Job.objects.filter(pk=study.pk).update(state=JobState.RUNNING)
+    services.submit_job(other_project, body("heavy", scaleTier="STANDARD_1"), actor=outsider)
+    client = Client()
+    client.force_login(outsider)
+    html = client.get("/projects/project-b/jobs/heavy/").content.decode()
+    assert "1 of 4 replica slots are free; 3 in use by a job of another project (3)." in html
+    assert "study" not in html and "/projects/project-a/" not in html
+
+
+def test_a_job_of_the_same_project_the_viewer_may_not_see_is_not_named(project, admin, settings):
+    """A user bound to one job only (its owner) sees that job's page, not the project's other jobs."""
+    from django.contrib.auth import get_user_model
+
+    from aiconsole import iam
+
+    settings.MAX_REPLICAS = 4
+    study = services.submit_job(project, body("study", hyperparameters=SPEC), actor=admin)
+    Job.objects.filter(pk=study.pk).update(state=JobState.RUNNING)
+    quick = services.submit_job(project, body("quick", scaleTier="STANDARD_1"), actor=admin)
+    owner = get_user_model().objects.create_user(username="oscar_owner", password="pw-oscar_owner")
+    iam.grant(owner, "roles/ml.jobOwner", quick)
+    why = explain(quick, actor=owner)
+    assert why.running == [Holder("", 3)] and why.running[0].name == "a job you cannot see"
+    assert why.free == "1 of 4 replica slots are free; 3 in use by a job you cannot see (3)."

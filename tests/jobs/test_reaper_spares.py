@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.waiting import wait_for
 from jobs.executor.replicas import REAPER, SPARES, Spares, stop_orphan
-from tests.helpers.waiting import wait_for
 
 PROBE = """
 import json, os, sys

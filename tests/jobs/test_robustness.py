@@ -17,6 +17,7 @@ from django.test import Client
 
 from aiconsole import audit
 from aiconsole.models import AuditEntry
+from bench.support.waiting import wait_for
 from console.cli import main
 from jobs import services
 from jobs.executor.runner import JobRunner
@@ -24,7 +25,6 @@ from jobs.models import ACTIVE_STATES, Job, JobState
 from models_registry import files
 from tests.helpers.identity import bearer, tamper
 from tests.helpers.jobs import log_text, submit
-from tests.helpers.waiting import wait_for
 
 JOBS = "/v1/projects/project-a/jobs"
 MODELS = "/v1/projects/project-a/models"

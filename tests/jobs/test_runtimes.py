@@ -12,11 +12,12 @@ import pytest
 
 from aiconsole import archives
 from aiconsole.errors import InvalidArgument
+from bench.support.packages import build_package
 from console.cli import gcloud
 from jobs import catalogue, runtimes, services
 from jobs.runtimes import pythons
 from jobs.tuning import search as tuning
-from tests.helpers.jobs import body, build_package
+from tests.helpers.jobs import body
 
 ORIGINAL = [name for name in runtimes.RUNTIMES if name != runtimes.CURRENT]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import pytest
 
@@ -74,8 +76,8 @@ def test_intermediate_values_draw_the_best_trials_in_colour_and_the_rest_faint()
 
     chart = charts.intermediate_values(trials, maximize=True)
 
-    faint = [trace for trace in chart.figure.data if trace.meta is None]
-    coloured = [trace for trace in chart.figure.data if trace.meta is not None]
+    faint = [trace for trace in chart.figure.data if trace.meta.get("gaps")]  # the shared traces of many lines
+    coloured = [trace for trace in chart.figure.data if "trial" in trace.meta]
     assert [trace.meta["trial"] for trace in coloured] == best_five  # best first, one legend entry each
     assert coloured[0].name == f"Trial {best_five[0]} (best)" and coloured[0].line.width == 3
     assert all(trace.opacity < 1 for trace in faint)
@@ -94,7 +96,7 @@ def test_intermediate_values_of_a_minimizing_study_colour_its_lowest_trials():
     trials = study(8)
     finals = {t["trialId"]: t["finalMetric"]["objectiveValue"] for t in trials}
     chart = charts.intermediate_values(trials, maximize=False)
-    coloured = [trace.meta["trial"] for trace in chart.figure.data if trace.meta is not None]
+    coloured = [trace.meta["trial"] for trace in chart.figure.data if "trial" in trace.meta]
     assert coloured == sorted(finals, key=lambda trial_id: finals[trial_id])[:5]
 
 
@@ -164,19 +166,87 @@ def test_study_charts_with_a_spec_add_contour_curves_importance_and_log_slices()
 
 def test_parallel_coordinates_put_log_scaled_parameters_on_a_log_axis_labelled_with_values():
     built = charts.tuning_charts({"trials": study(30)}, "MAXIMIZE", SPEC)
-    lr, layers, noise, objective = built[1].figure.data[0].dimensions
-    assert lr.label == "lr (log)" and layers.label == "layers" and objective.label == "Objective"
+    lr, layers, noise, objective = built[1].spec["axes"]
+    assert lr["label"] == "lr (log)" and layers["label"] == "layers" and objective["label"] == "Objective"
+    # Each axis says which trial-table column it is, so that brushing it filters the table by it.
+    assert [a["key"] for a in (lr, layers, noise, objective)] == ["p.lr", "p.layers", "p.noise", "objective"]
+    assert lr["log"] is True and "log" not in layers
     # Ticks within the trials' range (0.00126 to 0.86), and equal ratios at equal distances.
-    assert lr.ticktext == ("0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5")
-    assert lr.tickvals[5] - lr.tickvals[2] == pytest.approx(1.0)
-    assert lr.tickvals[2] - lr.tickvals[0] == pytest.approx(math.log10(5))
+    assert [text for _, text in lr["ticks"]] == ["0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5"]
+    positions = [value for value, _ in lr["ticks"]]
+    assert positions[5] - positions[2] == pytest.approx(1.0)
+    assert positions[2] - positions[0] == pytest.approx(math.log10(5))
     lrs = [float(t["hyperparameters"]["lr"]) for t in study(30)]
-    assert list(lr.values) == pytest.approx([math.log10(v) for v in lrs])
-    assert layers.tickvals is None and list(noise.values)[0] == pytest.approx(0.377)
+    assert lr["values"] == pytest.approx([math.log10(v) for v in lrs])
+    assert noise["values"][0] == pytest.approx(0.377)
     # The data table keeps the values as the trainer got them.
     assert built[1].rows[0][1] == repr(lrs[0])
+
+
+def test_parallel_coordinates_put_a_categorical_parameter_on_an_axis_of_its_values():
+    chart = chart_base.parallel_coordinates(
+        [{"trial": n, "objective": 0.1 * n, "params": {"opt": o}} for n, o in enumerate(["sgd", "adam", "sgd"], 1)]
+    )
+    opt = chart.spec["axes"][0]
+    assert opt["categories"] == ["adam", "sgd"] and opt["values"] == [1, 0, 1]
+    assert opt["ticks"] == [[0, "adam"], [1, "sgd"]]
+
+
+def test_parallel_coordinates_colour_the_best_trials_highest_whichever_the_goal():
+    # The highest colour is drawn in front, in the colour that stands out: the best trials must have it.
+    objectives = [t["finalMetric"]["objectiveValue"] for t in study(30)]
+    up = charts.tuning_charts({"trials": study(30)}, "MAXIMIZE", SPEC)[1].spec
+    assert up["best"] == "high" and up["color"] == objectives  # static/parallel.js colours that end
+    down = charts.tuning_charts({"trials": study(30)}, "MINIMIZE", SPEC)[1].spec
+    assert down["best"] == "high" and down["color"] == [-v for v in objectives]
+    assert down["axes"][-1]["values"] == objectives  # the objective's axis reads as it is
+    ticks = [float(text) for _, text in down["colorbar"]]  # and so does the colour bar
+    assert [-value for value, _ in down["colorbar"]] == pytest.approx(ticks)
+    assert min(objectives) <= ticks[0] < ticks[-1] <= max(objectives)
+    # The compare page's chosen metric has no goal: coloured by the metric itself.
+    plain = chart_base.parallel_coordinates(
+        [{"trial": n, "objective": v, "params": {"x": "1"}} for n, v in enumerate([0.3, 0.1, 0.2], 1)]
+    )
+    assert "best" not in plain.spec and plain.spec["color"] == [0.3, 0.1, 0.2]
+
+
+def test_parallel_coordinates_are_json_that_no_value_can_break_out_of():
+    chart = chart_base.parallel_coordinates(
+        [{"trial": n, "objective": 0.5, "params": {"x": f"</script><b>{n}&"}} for n in (1, 2)]
+    )
+    data = re.search(
+        r'<script type="application/json" class="chart-figure" data-chart="parallel">(.*?)</script>', chart.html
+    )
+    assert data and "<" not in data.group(1) and "&" not in data.group(1)
+    assert json.loads(data.group(1))["axes"][0]["categories"] == ["</script><b>1&", "</script><b>2&"]
+    assert chart.drawn().html == chart.html  # kept as drawn, for a finished study
 
 
 def test_log_ticks_fall_back_to_the_ends_within_a_narrow_range_and_to_decades_over_a_wide_one():
     assert chart_base._log_ticks(0.3, 0.4) == [0.3, 0.4]
     assert chart_base._log_ticks(1e-6, 1.0) == [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]
+
+
+def test_a_large_studys_parallel_coordinates_draw_its_best_trials_and_a_spread_of_the_rest():
+    data = charts.points(study(1000))
+    sample = charts.parallel_sample(data, maximize=True)
+    assert len(sample) == charts.PARALLEL_LINES
+    trials = [p["trial"] for p in sample]
+    assert trials == sorted(trials) and len(set(trials)) == len(trials)
+    best = sorted(data, key=lambda p: -p["objective"])[: charts.PARALLEL_LINES // 2]
+    assert {p["trial"] for p in best} <= set(trials)
+    others = sorted(set(trials) - {p["trial"] for p in best})
+    assert others[0] < 50 and others[-1] > 950  # spread over the whole study, not its first trials
+    drawn = charts.tuning_charts({"trials": study(1000)}, "MAXIMIZE", SPEC)
+    parallel = next(c for c in drawn if c.key == "parallel")
+    assert len(parallel.rows) == charts.PARALLEL_LINES
+    assert parallel.note.startswith("300 of 1,000 trials drawn: the best 150")
+    # Every trial where the user asks for them, and always where there are few.
+    drawn = charts.tuning_charts({"trials": study(1000)}, "MAXIMIZE", SPEC, every_line=True)
+    parallel = next(c for c in drawn if c.key == "parallel")
+    assert len(parallel.rows) == 1000 and parallel.note == ""
+    small = next(c for c in charts.tuning_charts({"trials": study(30)}, "MAXIMIZE", SPEC) if c.key == "parallel")
+    assert len(small.rows) == 30 and small.note == ""
+    minimized = charts.parallel_sample(data, maximize=False)
+    lowest = sorted(data, key=lambda p: p["objective"])[: charts.PARALLEL_LINES // 2]
+    assert {p["trial"] for p in lowest} <= {p["trial"] for p in minimized}

@@ -134,3 +134,15 @@ def test_warning_kinds_read_as_words():
     from jobs.templatetags.job_format import words
 
     assert words("missing_features") == "Missing features"
+
+
+def test_the_web_access_checkbox_asks_for_shells_and_a_clone_keeps_it(project, developer):
+    from jobs.web.forms import initial_from_job
+
+    form = JobSubmitForm(form_data(package_uris="gs://my-bucket/t.tar.gz", enable_web_access="on"))
+    assert form.is_valid(), form.errors
+    assert form.job_body()["trainingInput"]["enableWebAccess"] is True
+    plain = JobSubmitForm(form_data(package_uris="gs://b/t.tar.gz"))
+    assert plain.is_valid() and "enableWebAccess" not in plain.job_body()["trainingInput"]
+    job = services.submit_job(project, form.job_body(), actor=developer)
+    assert initial_from_job(job)["enable_web_access"] is True

@@ -23,11 +23,11 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from aiconsole import trainer_user
 from aiconsole.models import TrainerAccount
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.tensorboard import proxy
 from jobs.tensorboard.boards import BOARDS, Board
 from tests.helpers.jobs import body
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -25,10 +25,11 @@ from django.conf import settings
 from aiconsole import storage, trainer_user
 from aiconsole.errors import InvalidArgument
 from aiconsole.models import TrainerAccount
+from bench.support.packages import TASK_HEADER, build_package
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import TERMINAL_STATES, Job, JobState
-from tests.helpers.jobs import TASK_HEADER, build_package, log_text
-from tests.helpers.waiting import wait_for
+from tests.helpers.jobs import log_text
 
 pytestmark = [
     pytest.mark.executor,

@@ -206,8 +206,8 @@ def test_charts_plot_results_with_matching_tables():
     assert history.rows == [[1, 0.5, 0.5], [2, 0.9, 0.9], [4, 0.7, 0.9]]
     assert list(history.figure.data[1].y) == [0.5, 0.9, 0.9]
     assert charts.best_so_far([3, 1, 2], maximize=False) == [3, 1, 1]
-    parallel = built[1].figure.data[0]
-    assert parallel.dimensions[1].ticktext == ("adam", "sgd")
+    axes = {axis["label"]: axis for axis in built[1].spec["axes"]}  # drawn as SVG by static/parallel.js
+    assert axes["opt"]["categories"] == ["adam", "sgd"] and axes["Objective"]["key"] == "objective"
     assert built[2].rows == [[1, "1.0", 0.5], [2, "3.0", 0.9], [4, "2.5", 0.7]]
     assert "cdn" not in history.html.lower() and "<div" in history.html
     assert charts.tuning_charts({"trials": []}, "MAXIMIZE") == []

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from bench.support.waiting import wait_for
 from jobs import services
 from jobs.models import Job, JobState, ReplicaState
 from jobs.wire import job_resource
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.executor
 

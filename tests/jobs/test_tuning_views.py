@@ -177,7 +177,8 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
     assert 'data-trial="12"' in page  # the trial table is in the page
     assert "Optimization history" not in page and "Loading the charts" in page
     assert (
-        'id="study-charts" hx-get="/projects/project-a/jobs/done/fragments/charts/?contour_x=y&amp;contour_y=x" '
+        'id="study-charts" hx-get="/projects/project-a/jobs/done/fragments/charts/'
+        '?contour_x=y&amp;contour_y=x&amp;parallel=" '
         'hx-trigger="tab:shown once from:closest [data-tab]"'
     ) in page
     # A link to a chart opens the Charts tab before its charts are in the page (static/console.js).
@@ -198,7 +199,16 @@ def test_study_page_shows_at_once_and_fetches_its_charts_when_their_tab_is_shown
         "Intermediate values",
         "Parameter importance",
     ]
-    assert fragment.count("<details><summary>Data</summary><table>") == 8  # each chart's data as a table
+    # Each chart's data as a table, fetched when its Data is opened (not sent with every chart).
+    assert "<table>" not in fragment
+    lazy = '<details class="chart-data" hx-get="/projects/project-a/jobs/done/fragments/chart-data/'
+    assert fragment.count(lazy) == 8
+    assert 'fragments/chart-data/?chart=3&amp;contour_x=y&amp;contour_y=x&amp;parallel="' in fragment  # Slice: x
+    table = client.get(
+        "/projects/project-a/jobs/done/fragments/chart-data/?chart=3&contour_x=y&contour_y=x", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert table.startswith('<table><thead><tr><th scope="col">Trial</th><th scope="col">x</th>')
+    assert table.count("<tr>") == 13  # the heading and the 12 trials
     assert 'hx-trigger="every 10s"' not in fragment  # finished: nothing more to fetch
     assert '<select id="contour-x" name="contour_x">' in fragment
 
@@ -212,12 +222,19 @@ def test_study_chart_figures_are_json_that_no_value_can_break_out_of(client, pro
         json.loads(text)
         for text in re.findall(r'<script type="application/json" class="chart-figure">(.*?)</script>', fragment)
     ]
-    assert len(figures) == 8
+    assert len(figures) == 7
     assert all(f["config"] == charts.CONFIG for f in figures)  # the offline toolbar
     assert all(f["layout"]["template"]["layout"]["paper_bgcolor"] == "white" for f in figures)  # plotly_white
-    kinds = figures[4]["data"][0]["x"]
+    kinds = figures[3]["data"][0]["x"]
     assert "a</script><b>" in kinds and "plain" in kinds
-    assert "a&lt;/script&gt;&lt;b&gt;" in fragment  # and the data table shows it as text
+    # The parallel coordinates' data (drawn as SVG by static/parallel.js, not by Plotly) too.
+    parallel = re.findall(
+        r'<script type="application/json" class="chart-figure" data-chart="parallel">(.*?)</script>', fragment
+    )
+    axes = json.loads(parallel[0])["axes"]
+    assert len(parallel) == 1 and any("a</script><b>" in axis.get("categories", []) for axis in axes)
+    table = client.get("/projects/project-a/jobs/done/fragments/chart-data/?chart=5", HTTP_HX_REQUEST="true")
+    assert "a&lt;/script&gt;&lt;b&gt;" in table.content.decode()  # and the data table shows it as text
 
 
 def test_study_charts_render_in_the_page_for_a_browser_without_javascript(client, project, admin):
@@ -227,6 +244,65 @@ def test_study_charts_render_in_the_page_for_a_browser_without_javascript(client
     assert "Loading the charts" not in page and "Optimization history" in page
     assert page.count("<details><summary>Data</summary><table>") == 8
     assert '<input type="hidden" name="charts" value="inline">' in page  # the contour form keeps it so
+
+
+def test_a_finished_studys_charts_are_built_once_per_view_and_kept(client, project, admin):
+    from jobs.tuning import kept
+
+    kept.reset()
+    finished_study(project, admin)
+    client.force_login(admin)
+    url = "/projects/project-a/jobs/done/fragments/charts/"
+    first = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    again = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert again == first and (kept.stats.misses, kept.stats.hits) == (1, 1)
+    # Opening a chart's Data reads the kept charts too; another contour pair is another view.
+    assert client.get(url.replace("charts", "chart-data") + "?chart=1").status_code == 200
+    assert kept.stats.hits == 2
+    other = client.get(url + "?contour_x=y&contour_y=kind", HTTP_HX_REQUEST="true").content.decode()
+    assert "Contour: y × kind" in other and kept.stats.misses == 2
+    kept.reset()
+
+
+def test_a_running_studys_charts_are_built_each_time(client, project, admin):
+    from jobs.models import Job
+    from jobs.tuning import kept
+
+    kept.reset()
+    job = finished_study(project, admin)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    client.force_login(admin)
+    for _ in range(2):
+        assert client.get("/projects/project-a/jobs/done/fragments/charts/").status_code == 200
+    assert (kept.stats.misses, kept.stats.hits, kept.held()) == (0, 0, 0)
+
+
+def test_kept_charts_stay_within_their_memory_bound(client, project, admin, settings):
+    from jobs.tuning import kept
+
+    kept.reset()
+    finished_study(project, admin)
+    client.force_login(admin)
+    url = "/projects/project-a/jobs/done/fragments/charts/"
+    settings.STUDY_CHARTS_CACHE_MB = 0  # none kept: every view built again
+    client.get(url)
+    client.get(url)
+    assert kept.stats.hits == 0 and kept.held() == 0
+    settings.STUDY_CHARTS_CACHE_MB = 1
+    for pair in ("x&contour_y=y", "y&contour_y=x", "kind&contour_y=x", "x&contour_y=kind"):
+        client.get(f"{url}?contour_x={pair}")
+        assert 0 < kept.held() <= 1024 * 1024
+    kept.reset()
+
+
+def test_a_charts_data_table_is_only_for_who_may_see_the_study(client, project, admin, viewer, outsider):
+    finished_study(project, admin)
+    url = "/projects/project-a/jobs/done/fragments/chart-data/?chart=parallel"
+    client.force_login(viewer)
+    assert client.get(url).status_code == 200
+    assert client.get(url.replace("parallel", "nothing")).status_code == 404
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
 
 
 def test_learning_curves_of_a_large_study_are_lines_without_markers():
@@ -245,3 +321,26 @@ def test_learning_curves_of_a_large_study_are_lines_without_markers():
     assert charts.intermediate_values(trials(100)).figure.data[0].mode == "lines+markers"
     big = charts.intermediate_values(trials(2000))
     assert big.figure.data[0].mode == "lines" and len(big.rows) == 2000  # every report still in the table
+
+
+def test_a_trial_links_to_its_files_only_where_the_study_has_a_job_dir(client, project, admin, settings):
+    from jobs import services
+
+    spec = {"maxTrials": 1, "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+    folder = settings.STORAGE_DIR / "job-dirs" / project.project_id / "kept"
+    for job_id, extra in (("nodir", {}), ("kept", {"jobDir": str(folder)})):
+        job = services.submit_job(project, body(job_id, hyperparameters=spec, **extra), actor=admin)
+        Trial.objects.create(job=job, trial_id="1", number=1, hyperparameters={"x": "0.5"}, state=JobState.SUCCEEDED)
+    client.force_login(admin)
+
+    bare = client.get("/projects/project-a/jobs/nodir/").content.decode()
+    row = re.search(r'<tr data-trial="1".*?</tr>', bare, re.S).group(0)
+    assert 'aria-label="Logs of trial 1"' in row and "outputs/?trial=" not in row  # no folder to browse
+    assert '<th scope="col">Logs</th>' in bare
+    kept = client.get("/projects/project-a/jobs/kept/").content.decode()
+    row = re.search(r'<tr data-trial="1".*?</tr>', kept, re.S).group(0)
+    assert '<a href="outputs/?trial=1" aria-label="Files of trial 1">Files</a>' in row
+    assert '<th scope="col">Logs and files</th>' in kept
+    # The table's refresh says the same as the page.
+    fragment = client.get("/projects/project-a/jobs/nodir/fragments/trials/", HTTP_HX_REQUEST="true").content.decode()
+    assert "Logs of trial 1" in fragment and "Files of trial" not in fragment

@@ -73,6 +73,7 @@ INVALID = [
     ("job id starts with digit", {**train(), "jobId": "1job"}, "job.job_id", "start with a letter"),
     ("job id has dash", {**train(), "jobId": "my-job"}, "job.job_id", "underscores"),
     ("job id too long", {**train(), "jobId": "a" * 129}, "job.job_id", "128"),
+    ("job id ending in a newline", {**train(), "jobId": "job\n"}, "job.job_id", "start with a letter"),
     ("job id not a string", {**train(), "jobId": 5}, "job.job_id", "(TYPE_STRING), 5"),
     ("label key uppercase", {**train(), "labels": {"Env": "x"}}, "job.labels", 'key "Env"'),
     ("label key starts with digit", {**train(), "labels": {"1a": "x"}}, "job.labels", "Label key"),

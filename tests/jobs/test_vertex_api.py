@@ -95,6 +95,17 @@ def test_engine_refusals_name_the_vertex_field_the_value_came_from(api, project)
     assert "masterType" not in violation["description"] and "n1-standard-7" in violation["description"]
 
 
+def test_a_vertex_tensorboard_instance_is_refused_as_the_missing_resource_it_is(api, project):
+    tensorboard = "projects/project-a/locations/us-central1/tensorboards/123"
+    status, error = api("POST", f"{BASE}/customJobs", custom_job("tb", job_spec={"tensorboard": tensorboard}))
+    assert status == 400
+    [violation] = error["error"]["details"][0]["fieldViolations"]
+    assert violation["field"] == "custom_job.job_spec.tensorboard"
+    assert f"Tensorboard {tensorboard} does not exist" in violation["description"]
+    assert "AIP_TENSORBOARD_LOG_DIR" in violation["description"]
+    assert not Job.objects.exists()
+
+
 def test_unknown_fields_and_bad_enum_numbers_are_refused_as_googles_front_end_does(api, project):
     status, error = api("POST", f"{BASE}/customJobs", {**custom_job(), "colour": "blue"})
     assert status == 400 and 'Unknown name "colour"' in error["error"]["message"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.support.waiting import wait_for
 from jobs.models import TERMINAL_STATES, Job, JobState
 from jobs.vertex import services as vertex
 from tests.helpers.vertex import package_pool, tuning_job
-from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.executor, pytest.mark.django_db(transaction=True)]
 

@@ -45,7 +45,7 @@ def _pipeline(name: str = "census-pipeline", definition: str = CUSTOM_TASK, **ex
 def package_path(project):
     from django.conf import settings
 
-    from tests.helpers.jobs import build_package
+    from bench.support.packages import build_package
 
     folder = settings.STORAGE_DIR / "packages" / "project-a" / "pipelines"
     return str(build_package(folder, {"trainer/__init__.py": "", "trainer/task.py": "print('hi')"}))
@@ -118,10 +118,22 @@ def test_what_a_pipeline_cannot_do_here_is_refused_on_its_field(api, project, pa
     status, error = api("POST", f"{BASE}/trainingPipelines", _pipeline(inputDataConfig={"datasetId": "123"}))
     assert status == 400 and "managed datasets are not served here" in error["error"]["message"]
 
+    # A model to upload must be one this console serves, and have somewhere to be read from.
     status, error = api(
-        "POST", f"{BASE}/trainingPipelines", _pipeline(modelToUpload={"displayName": "m", "containerSpec": {}})
+        "POST",
+        f"{BASE}/trainingPipelines",
+        _pipeline(
+            trainingTaskInputs=_inputs(package_path),
+            modelToUpload={"displayName": "m", "containerSpec": {}},
+        ),
     )
-    assert status == 400 and "model_serving_container_image_uri" in error["error"]["message"]
+    assert status == 400
+    fields = {v["field"] for v in error["error"]["details"][0]["fieldViolations"]}
+    assert fields == {
+        "training_pipeline.model_to_upload.container_spec.image_uri",
+        "training_pipeline.training_task_inputs.base_output_directory",
+    }
+    assert "sklearn-cpu" in error["error"]["message"] or "sklearn-cpu" in str(error)
 
     # A problem inside the task inputs is named where the pipeline has it.
     inputs = _inputs(package_path)
@@ -174,13 +186,14 @@ def as_user(client):
 
 
 def test_what_this_console_does_not_serve_of_vertex_says_so_in_googles_envelope(as_user, api, project, outsider):
-    status, error = api("GET", f"{BASE}/endpoints")
+    status, error = api("GET", f"{BASE}/datasets")
     assert status == 501 and error["error"]["status"] == "UNIMPLEMENTED"
-    assert "endpoints are not served by this console" in error["error"]["message"]
-    assert "trainingPipelines" in error["error"]["message"]
-    assert api("POST", f"{BASE}/models:upload", {})[0] == 501
+    assert "datasets are not served by this console" in error["error"]["message"]
+    assert "trainingPipelines" in error["error"]["message"] and "endpoints" in error["error"]["message"]
+    status, error = api("POST", f"{BASE}/models/123:export", {})
+    assert status == 501 and "models.export" in error["error"]["message"]
     assert api("GET", f"{BASE}/customJobs/not-a-number")[0] == 404  # a served collection: just not found
-    assert as_user(outsider, "GET", f"{BASE}/endpoints")[0] == 404  # nothing said to someone outside
+    assert as_user(outsider, "GET", f"{BASE}/datasets")[0] == 404  # nothing said to someone outside
 
 
 def test_the_sdks_console_link_opens_the_jobs_page_for_whoever_may_read_it(
@@ -268,10 +281,48 @@ def test_the_sdks_custom_training_job_runs_a_local_script_through_a_pipeline(sdk
     assert [j.resource_name for j in listed] == [job.resource_name]
 
 
+TRAIN_AND_SAVE = """
+import os
+import joblib
+from sklearn.linear_model import LogisticRegression
+
+model = LogisticRegression().fit([[0.0], [1.0], [2.0], [3.0]], [0, 0, 1, 1])
+joblib.dump(model, os.path.join(os.environ["AIP_MODEL_DIR"], "model.joblib"))
+print("saved the model")
+"""
+
+
+@pytest.mark.executor
+@pytest.mark.django_db(transaction=True)
+def test_a_pipeline_with_a_serving_container_returns_the_model_it_trained(sdk, output, tmp_path, serving):
+    """``run()`` returns an ``aiplatform.Model``: the pipeline uploaded what its script saved in
+    ``AIP_MODEL_DIR``, which then deploys and predicts like any model."""
+    from models_registry.models import Model
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_AND_SAVE)
+    job = sdk.CustomTrainingJob(
+        display_name="sdk-trained",
+        script_path=str(script),
+        container_uri=TF_IMAGE,
+        model_serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-0:latest",
+    )
+    model = job.run(replica_count=1, base_output_dir=str(output), model_display_name="trained-here")
+    assert model is not None and model.display_name == "trained-here" and model.version_id == "1"
+    engine = _succeeded(job)
+    assert "saved the model" in _log(engine)
+    registered = Model.objects.get(vertex_id=model.name)
+    assert registered.default_version.training_pipeline == job.resource_name
+    assert model.uri == str(output / "model")
+    endpoint = model.deploy(machine_type="n1-standard-2")
+    assert endpoint.predict(instances=[[0.0], [3.0]]).predictions == [0, 1]
+    endpoint.undeploy_all()
+
+
 @pytest.mark.executor
 @pytest.mark.django_db(transaction=True)
 def test_the_sdks_python_package_training_job_runs_a_package_from_cloud_storage(sdk, output, gcs_emulator):
-    from tests.helpers.jobs import build_package
+    from bench.support.packages import build_package
 
     local = build_package(output.parent / "built", {"trainer/__init__.py": "", "trainer/task.py": SCRIPT})
     uri = gcs_emulator.upload("pipeline-staging", "packages/trainer-0.1.tar.gz", local.read_bytes())
@@ -289,7 +340,8 @@ def test_the_sdks_python_package_training_job_runs_a_package_from_cloud_storage(
 @pytest.mark.executor
 @pytest.mark.django_db(transaction=True)
 def test_the_sdks_container_training_job_runs_its_image(sdk, output):
-    from tests.helpers.images import make_image, require_engine
+    from bench.support.images import make_image
+    from tests.helpers.images import require_engine
 
     image = make_image(require_engine(), 'echo "container pipeline: $*"\necho boxed > "$AIP_MODEL_DIR/model.txt"\n')
     job = sdk.CustomContainerTrainingJob(display_name="sdk-container", container_uri=image)

@@ -18,10 +18,11 @@ import pytest
 from django.conf import settings
 
 from aiconsole.tokens import create_token
+from bench.support.images import make_image
+from bench.support.waiting import wait_for
 from jobs.models import Job, JobState, LogLine, VertexJob
-from tests.helpers.images import make_image, require_engine
+from tests.helpers.images import require_engine
 from tests.helpers.vertex import TF_IMAGE
-from tests.helpers.waiting import wait_for
 
 pytestmark = [pytest.mark.executor, pytest.mark.django_db(transaction=True)]
 

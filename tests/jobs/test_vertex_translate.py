@@ -111,6 +111,31 @@ def test_a_pool_without_an_accelerator_count_has_no_accelerator_and_a_missing_ch
     assert "replicaCount must be 1" in refused.value.violations[0].description
 
 
+# --- one reader for both APIs ------------------------------------------------------------------------
+
+
+def test_a_map_entry_of_the_wrong_type_is_named_by_its_entry_in_both_apis():
+    _, errors = parse(custom_job(labels={"team": "a", "n": 1}))
+    assert [(e.field, e.description) for e in errors] == [
+        ("custom_job.labels[1].value", "Invalid value at 'custom_job.labels[1].value' (TYPE_STRING), 1")
+    ]
+    _, errors = parse({"trafficSplit": {"0": "half"}}, "DeployModelRequest")
+    assert errors[0].field == "custom_job.traffic_split[0].value" and "(TYPE_INT32)" in errors[0].description
+    with pytest.raises(v1.SpecError) as refused:
+        v1.validate_job({"jobId": "j", "labels": {"n": 1}, "trainingInput": {}})
+    assert refused.value.violations[0].field == "job.labels[0].value"
+
+
+def test_a_string_past_its_limit_is_refused_naming_the_field_and_the_limit_in_both_apis():
+    _, errors = parse({"args": ["ok", "x" * 5000]}, "ContainerSpec")
+    assert [(e.field, e.description) for e in errors] == [
+        ("custom_job.args[1]", "args is too long: at most 4096 characters; got 5000.")
+    ]
+    with pytest.raises(v1.SpecError) as refused:
+        v1.validate_training_input({"args": ["ok", "x" * 5000]})
+    assert refused.value.violations[0].description == "args is too long: at most 4096 characters; got 5000."
+
+
 # --- int64 as strings ------------------------------------------------------------------------------
 
 

@@ -13,9 +13,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from bench.support.packages import build_package
 from jobs import services
 from jobs.models import Job, JobState, LogLine, Replica
-from tests.helpers.jobs import PACKAGE, build_package, submit
+from tests.helpers.jobs import PACKAGE, submit
 
 
 def add_lines(job: Job, *lines: tuple[str, str, str]) -> list[LogLine]:
@@ -524,9 +525,9 @@ def test_submit_form_renders_every_field_with_a_label(client, project, admin):
     page = Page(response.content.decode())
     form = response.context["form"]
     for name in form.fields:
-        if name in ("scale_tier", "code", "kept_package", "remove_kept_package", "cloned_from"):
+        if name in ("scale_tier", "code", "kept_package", "remove_kept_package", "cloned_from", "uploaded_package"):
             continue  # radios are checked below; the kept upload's controls show only after a form error kept
-            # one; the clone's source is a hidden field
+            # one; the clone's source is a hidden field; the uploads' picker shows once there is an upload
         assert f"id_{name}" in page.controls, name
         assert f"id_{name}" in page.label_for, f"{name} has no label"
     for group in ("scale_tier", "code"):

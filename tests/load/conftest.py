@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.packages import TASK_HEADER, build_package
+from bench.support.waiting import wait_for
 from tests.helpers.console import Server, token_for
-from tests.helpers.jobs import TASK_HEADER, build_package
 from tests.helpers.memory import rss_mb
-from tests.helpers.waiting import wait_for
 
 PROJECT = "default-project"
 PASSWORD = "load-test-password-1"

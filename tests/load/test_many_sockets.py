@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from bench.support.waiting import wait_for
 from tests.helpers.memory import PeakRss
-from tests.helpers.waiting import wait_for
 
 VIEWERS = 500
 

@@ -147,6 +147,7 @@ def test_a_job_reporting_past_the_limit_succeeds_with_the_limit_said_in_its_log(
     job = run_job("metric_flood", package_factory(textwrap.dedent(FLOODING_TRAINER)))
 
     assert job.state == "SUCCEEDED", job.error_message
-    assert MetricPoint.objects.filter(job=job).count() == 50_000
+    # The trainer's own points: what the console sampled of its replica has a bound of its own.
+    assert MetricPoint.objects.filter(job=job).exclude(source="system").count() == 50_000
     said = LogLine.objects.filter(job=job, task_name="service", message__contains="AICONSOLE_METRIC_POINTS_MAX")
     assert said.count() == 1 and "50,000 metric points" in said.get().message

@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
+from bench.support.waiting import wait_for
 from tests.helpers.memory import PeakRss
-from tests.helpers.waiting import wait_for
 
 SLOW_HEADS = 400  # more than the console's 256 open files at start
 NON_READERS = 5

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.waiting import wait_for
 from tests.helpers.memory import PeakRss, pss_mb
-from tests.helpers.waiting import wait_for
 
 COLUMNS = 10_000
 

@@ -98,3 +98,45 @@ async def test_everything_else_goes_to_the_wrapped_application(front):
     assert (await call(front, "/v1/projects/p/models/m:predict", b"", {"Authorization": "Bearer x"}, method="GET"))[
         0
     ] == 299
+
+
+@pytest.mark.asyncio
+async def test_the_front_answers_a_vertex_endpoints_predictions_as_its_view_does(
+    serving, project, admin, trained, front
+):
+    from channels.db import database_sync_to_async
+
+    from models_registry.vertex import services as vertex
+
+    @database_sync_to_async
+    def setup():
+        from models_registry.models import Version
+
+        model = services.create_model(project, {"name": "census"}, actor=admin)
+        version, _ = deploy(model, "v1", trained["linear"], admin)
+        Version.objects.filter(pk=version.pk).update(vertex_version=1)
+        created = vertex.create_endpoint(project, "us-central1", {"displayName": "e"}, actor=admin)
+        endpoint = created["response"]["name"]
+        name = f"projects/project-a/locations/us-central1/models/{model.vertex_id}"
+        vertex.deploy_model(
+            project, "us-central1", endpoint.rsplit("/", 1)[1], {"deployedModel": {"model": name}}, actor=admin
+        )
+        return create_token(admin)[1], endpoint, name
+
+    raw, endpoint, model_name = await setup()
+    auth = {"Authorization": f"Bearer {raw}"}
+    status, headers, body = await call(
+        front, f"/v1/{endpoint}:predict", json.dumps({"instances": trained["probe"]}).encode(), auth
+    )
+    assert status == 200, body
+    answer = json.loads(body)
+    assert answer["predictions"] == pytest.approx(trained["expected"]["linear"]) and answer["model"] == model_name
+    assert headers[b"x-vertex-ai-model"] == model_name.encode()
+    status, _, body = await call(
+        front, f"/v1/{endpoint}:rawPredict", json.dumps({"instances": trained["probe"]}).encode(), auth
+    )
+    assert status == 200 and json.loads(body) == {"predictions": pytest.approx(trained["expected"]["linear"])}
+    status, _, body = await call(front, f"/v1/{endpoint}:predict", b"{}", auth)
+    assert status == 400 and json.loads(body)["error"]["status"] == "INVALID_ARGUMENT"
+    status, _, _ = await call(front, f"/v1/{endpoint}:predict", b"{}", {"Authorization": "Bearer nope"})
+    assert status == 401

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from aiconsole import iam
 from aiconsole.errors import InvalidArgument
+from bench.support.waiting import wait_for
 from jobs import services as job_services
 from jobs.models import Job, JobState
 from jobs.wire import job_resource
@@ -17,7 +18,6 @@ from models_registry import batch, services
 from tests.helpers.identity import make_user
 from tests.helpers.jobs import log_text
 from tests.helpers.models import deploy
-from tests.helpers.waiting import wait_for
 
 
 def inputs(name: str, lines: list[str]) -> str:

@@ -14,11 +14,11 @@ import requests
 
 from aiconsole.models import ApiToken
 from aiconsole.tokens import create_token, revoke_token
+from bench.support.waiting import wait_for
 from models_registry import deploy as deployer
 from models_registry import services
 from models_registry.models import Operation, PredictionLog, Version, VersionState
 from tests.helpers.models import deploy, wait_version
-from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture

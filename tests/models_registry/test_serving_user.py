@@ -15,12 +15,13 @@ import pytest
 from django.conf import settings
 
 from aiconsole.models import TrainerAccount
+from bench.support.packages import build_package
+from bench.support.waiting import wait_for
 from jobs import services as jobs_services
 from jobs.models import TERMINAL_STATES, Job
 from models_registry import services
-from tests.helpers.jobs import build_package, log_text
+from tests.helpers.jobs import log_text
 from tests.helpers.models import deploy
-from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a console running as root can switch users")
 

@@ -1,10 +1,11 @@
-"""Trainer packages the browser tests run for real, and the jobs started when the session begins."""
+"""Trainer packages the browser tests and bench/screenshots.py run for real, and the jobs a console
+starts with (a tuning study, a model to deploy)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.jobs import TASK_HEADER, build_package
+from bench.support.packages import TASK_HEADER, build_package
 
 # Prints a line every 0.1 s for ~6 s on every replica, then the master succeeds.
 STREAMING_TASK = (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from algorithms import catalogue as algos
-from algorithms.catalogue import BOOSTED_TREES, LINEAR_LEARNER, parse_args
+from algorithms import definitions as algos
+from algorithms.definitions import BOOSTED_TREES, LINEAR_LEARNER, parse_args
 
 
 def test_images_select_algorithms_with_or_without_the_tag():

@@ -79,6 +79,7 @@ class LiveConsole:
                 "AICONSOLE_DATA_DIR": str(data_dir),
                 "AICONSOLE_ADMIN_PASSWORD": ADMIN_PASSWORD,
                 "AICONSOLE_STOP_GRACE_SECONDS": "2",
+                "AICONSOLE_GRPC_PORT": "off",  # the pages need no gRPC; several consoles would all ask for 8443
             }
         )
         if env_dir is not None:
