@@ -403,6 +403,7 @@ def run_command(
         "--security-opt",
         "no-new-privileges",
         *engine.security,
+        *engine.output_options,
         *owner_labels(),
         "--label",
         f"{LABEL_REPLICA}={replica_id}",

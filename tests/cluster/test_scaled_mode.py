@@ -412,7 +412,12 @@ address=$(echo "$TF_CONFIG" | sed 's/.*"master": \\["\\([^"]*\\)"\\].*/\\1/')
 case "$TF_CONFIG" in
   *'"task": {"type": "master"'*)
     echo "master listens on ${address##*:}"
-    nc -l -p "${address##*:}" ;;
+    for i in 1 2 3 4 5; do
+      line=$(nc -l -p "${address##*:}")
+      if [ -n "$line" ]; then echo "$line"; exit 0; fi
+      echo "a connection with nothing in it: listening again" >&2
+    done
+    exit 1 ;;
   *)
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
       if echo "hello from a worker container" | nc -w 2 "${address%:*}" "${address##*:}"; then exit 0; fi

@@ -345,6 +345,28 @@ def test_cancelling_a_container_job_stops_its_containers_and_removes_them(engine
     )
 
 
+def test_a_containers_output_is_kept_once_every_line_in_order_none_in_the_engines_storage(
+    engine, executor, project, admin
+):
+    """What a replica prints reaches the console's log straight from the container, not through a
+    second copy the engine would keep (and never bound) under its own storage."""
+    image = make_image(
+        engine,
+        'i=0; while [ $i -lt 3000 ]; do echo "line $i"; i=$((i+1)); done\n'
+        'echo "all printed"\nwhile true; do sleep 0.2; done\n',
+    )
+    job = services.submit_job(project, container_body("boxed_once", image), actor=admin)
+    wait_for(lambda: LogLine.objects.filter(job=job, message="all printed").exists(), 60, message="every line")
+    label = f"label={containers.LABEL_JOB}={job.pk}"
+    [name] = engine.call("ps", "--filter", label, "--format", "{{.Names}}").split()
+    log_path = engine.call("inspect", "--format", "{{.HostConfig.LogConfig.Path}}", name).strip()
+    kept = os.path.getsize(log_path) if log_path and os.path.exists(log_path) else 0
+    services.cancel_job(job, actor=admin)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state in TERMINAL_STATES, 60, message="the cancel")
+    assert lines(job)[:3001] == [f"line {i}" for i in range(3000)] + ["all printed"]
+    assert kept == 0, f"the engine kept {kept} bytes of the replica's output in {log_path}"
+
+
 def test_the_machine_types_cpus_and_memory_are_the_containers_limits(engine, executor, project, admin):
     if not engine.limits:
         pytest.skip("this host does not enforce container resource limits")
