@@ -44,7 +44,7 @@ try:
 except ImportError as missing:  # the console's install has the SDK but not the storage emulator its client writes to
     sys.exit(
         f"bench/vertex.py runs Google's Vertex AI SDK against a Cloud Storage emulator; {missing.name} is missing: "
-        ".venv/bin/pip install gcp-storage-emulator google-cloud-aiplatform"
+        ".venv/bin/pip install -e '.[bench]'"
     )
 from google.oauth2.credentials import Credentials  # noqa: E402
 

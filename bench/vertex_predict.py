@@ -30,12 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-try:
-    from google.api_core.client_options import ClientOptions
-    from google.cloud.aiplatform_v1 import PredictionServiceClient
-    from google.oauth2.credentials import Credentials
-except ImportError:
-    sys.exit("bench/vertex_predict.py runs Google's Vertex AI SDK: .venv/bin/pip install google-cloud-aiplatform")
+from google.api_core.client_options import ClientOptions  # noqa: E402  (the SDK is the console's own dependency)
+from google.cloud.aiplatform_v1 import PredictionServiceClient  # noqa: E402
+from google.oauth2.credentials import Credentials  # noqa: E402
 
 from bench.common import add_env_dir_flag, env_cache, say, scratch, wait_until  # noqa: E402
 from bench.models import train  # noqa: E402

@@ -3,11 +3,15 @@ and the committed lock file."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import re
+import sys
 import tomllib
 from pathlib import Path
 
 import plotly.offline
+from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -77,3 +81,64 @@ def test_the_lock_pins_every_declared_requirement_within_its_range():
         assert requirement.specifier.contains(pins[name], prereleases=True), (
             f"requirements.lock pins {name}=={pins[name]}, outside {requirement.specifier}: regenerate it"
         )
+
+
+OWN_PACKAGES = {"aiconsole", "algorithms", "bench", "console", "jobs", "models_registry"}
+
+
+def installed_with(roots: dict[str, Requirement]) -> set[str]:
+    """The distributions that installing ``roots`` brings: they, and what they require (with the
+    extras asked for), all the way down."""
+    found: set[str] = set()
+    todo = [(name, set(requirement.extras)) for name, requirement in roots.items()]
+    while todo:
+        name, extras = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.distribution(name).requires or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            requirement = Requirement(line)
+            marker = requirement.marker
+            try:
+                wanted = marker is None or any(marker.evaluate({"extra": extra}) for extra in extras | {""})
+            except UndefinedEnvironmentName:
+                wanted = False
+            if wanted:
+                todo.append((canonicalize_name(requirement.name), set(requirement.extras)))
+    return found
+
+
+def imported_by(folder: Path) -> dict[str, Path]:
+    """Each top-level module the Python files under ``folder`` import (deferred imports too), and a
+    file that imports it."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], path)
+    return found
+
+
+def test_every_benchmark_runs_from_the_consoles_install_with_the_bench_extra():
+    # README: `pip install -e '.[bench]'` is all bench/ asks beyond the console's install.
+    allowed = installed_with({**CORE, **EXTRAS["bench"]})
+    owners = importlib.metadata.packages_distributions()
+    for module, path in imported_by(ROOT / "bench").items():
+        if module in sys.stdlib_module_names or module in OWN_PACKAGES:
+            continue
+        distributions = {canonicalize_name(name) for name in owners.get(module, [])}
+        assert distributions & allowed, (
+            f"{path.relative_to(ROOT)} imports {module} ({', '.join(sorted(distributions)) or 'not installed'}), "
+            "which neither the console's dependencies nor the bench extra in pyproject.toml bring"
+        )
+    assert set(EXTRAS["bench"]) <= set(EXTRAS["test"])  # the suite runs a short round of each benchmark

@@ -1,7 +1,7 @@
 """Playwright's sync API for the benchmarks that drive Chromium (bench/pages.py, bench/screenshots.py),
 imported where they need it: the console's install (README) leaves Playwright out, as only these
-two and the browser tests use it, so where it is missing the benchmark stops with the command that
-installs it instead of a traceback."""
+two and the browser tests use it (the ``bench`` extra brings it), so where it is missing the
+benchmark stops with the command that installs it instead of a traceback."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ try:
 except ImportError:
     sys.exit(
         f"bench/{Path(sys.argv[0]).name} drives /usr/bin/chromium with Playwright, which the console's install "
-        "leaves out: .venv/bin/pip install playwright (no browser download: it uses Debian's)"
+        "leaves out: .venv/bin/pip install -e '.[bench]' (no browser download: it uses Debian's)"
     )
 
 __all__ = ["sync_playwright"]

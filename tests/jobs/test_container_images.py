@@ -440,10 +440,9 @@ def test_another_projects_upload_is_refused_whatever_other_name_it_carries(
 
 
 def test_an_archive_that_unpacks_past_its_limit_is_refused_and_leaves_nothing_behind(
-    engine, api, project, settings, tmp_path
+    engine, api, project, settings, tmp_path, monkeypatch
 ):
     import io
-    import os
     import tarfile
     import tempfile
 
@@ -457,7 +456,12 @@ def test_an_archive_that_unpacks_past_its_limit_is_refused_and_leaves_nothing_be
     assert len(bomb) < 1024**2
     stored = settings.DATA_DIR / "containers" / "archives" / "project-a"
     kept = set(stored.rglob("*")) if stored.exists() else set()
-    temporary = set(os.listdir(tempfile.gettempdir()))
+    # A temporary folder of the test's own, for the console and the engine alike: other tests
+    # running beside this one (make fast) write to the shared one.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
 
     status, body = api(
         "POST", f"{IMAGES}:load?name=gcr.io/project-a/bomb:v1", bomb, content_type="application/octet-stream"
@@ -468,4 +472,4 @@ def test_an_archive_that_unpacks_past_its_limit_is_refused_and_leaves_nothing_be
     assert violation["field"] == "file"
     assert "AICONSOLE_CONTAINER_IMAGE_MAX_UNPACKED_BYTES" in violation["description"]
     assert (set(stored.rglob("*")) if stored.exists() else set()) == kept
-    assert set(os.listdir(tempfile.gettempdir())) - temporary == set()
+    assert list(temporary.iterdir()) == []
