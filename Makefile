@@ -41,7 +41,7 @@ deploy-check: $(PYTHON)
 # The API fuzz sends 10 random requests per operation here, and 25 with its 4,600 boundary cases
 # in `make test` and CI (the fast-lane profile in tests/conftest.py).
 fast: $(PYTHON)
-	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser" --hypothesis-profile=fast-lane
+	$(VENV)/bin/pytest -n auto --dist worksteal -m "not executor and not browser and not slow" --hypothesis-profile=fast-lane
 
 test: $(PYTHON)
 	$(VENV)/bin/pytest

@@ -23,6 +23,7 @@ for path in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 def test_every_benchmark_script_loads():
     scripts = sorted(str(path) for path in (ROOT / "bench").glob("*.py") if path.name != "__init__.py")
     assert len(scripts) >= 10

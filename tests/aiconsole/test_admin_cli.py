@@ -252,6 +252,7 @@ def test_audit_purge_refuses_a_tampered_log(run, project, admin):
 # --- the real executable ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_fresh_server_set_up_from_the_command_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_") and k != "DJANGO_SETTINGS_MODULE"}
     env["AICONSOLE_DATA_DIR"] = str(tmp_path / "data")

@@ -772,6 +772,7 @@ def test_nothing_tries_to_reach_google_without_the_setting(
 # --- the one-time upgrade from a single chain ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_migration_splits_an_existing_single_chain_into_verified_chains():
     from django.db.migrations.executor import MigrationExecutor

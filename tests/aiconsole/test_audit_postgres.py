@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts servers and processes: left out of the fast lane
+
 psycopg = pytest.importorskip("psycopg")
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/"

@@ -15,6 +15,8 @@ from bench.support.packages import build_package
 from bench.support.waiting import wait_for
 from tests.helpers.console import AICONSOLE, Server, console_env, token_for
 
+pytestmark = pytest.mark.slow  # starts servers and processes: left out of the fast lane
+
 
 @pytest.fixture
 def server(tmp_path):

@@ -166,6 +166,7 @@ def _not_private(root: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_first_start_makes_the_data_dir_and_database_private(tmp_path):
     data_dir = tmp_path / "new" / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AICONSOLE_")}

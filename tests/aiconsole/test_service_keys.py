@@ -63,6 +63,7 @@ def test_a_viewers_key_reads_but_cannot_submit(live_server, project, viewer, key
     assert refused.status_code == 403
 
 
+@pytest.mark.slow
 def test_the_vertex_sdk_runs_on_default_credentials_alone(live_server, project, admin, key_file):
     from google.cloud import aiplatform
 
@@ -125,6 +126,7 @@ def test_the_token_endpoint_refuses_what_is_not_a_valid_grant(live_server, proje
         assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", claims
 
 
+@pytest.mark.slow
 def test_the_command_writes_a_private_key_file_once(tmp_path):
     from tests.helpers.console import AICONSOLE, console_env
 

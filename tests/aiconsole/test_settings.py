@@ -90,6 +90,7 @@ def test_importing_the_settings_touches_nothing_on_disk(tmp_path):
     assert not data_dir.exists()
 
 
+@pytest.mark.slow
 def test_an_entry_point_makes_the_data_dir_ready_once_with_a_private_key(tmp_path):
     data_dir = tmp_path / "data"
     assert _manage(["check"], data_dir).returncode == 0

@@ -112,6 +112,7 @@ def behind_a_proxy(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_console_behind_a_trusted_proxy_throttles_each_client_and_ignores_a_spoofed_header(behind_a_proxy):
     server = behind_a_proxy
     # Through the proxy: one client's failures lock the admin out of that client's address only.

@@ -100,6 +100,7 @@ def test_a_reload_is_served_from_the_cache_and_a_changed_file_is_analysed_again(
     assert analysis_runner.stats.computed == 4
 
 
+@pytest.mark.slow
 def test_other_pages_answer_while_a_heavy_analysis_runs_and_it_stops_at_the_budget(
     developer, project, csv_file, settings
 ):

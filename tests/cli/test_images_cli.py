@@ -73,6 +73,7 @@ def test_the_cli_reports_what_is_wrong_with_a_load(cli, engine, tmp_path):
     assert missing.code == 2 and "no such file" in missing.err
 
 
+@pytest.mark.slow
 def test_containers_status_says_which_engine_runs_containers(run_aiconsole, engine, tmp_path):
     status = run_aiconsole("--data-dir", str(tmp_path / "data"), "containers", "status")
     assert status.code == 0, status.err

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
 
 
@@ -28,6 +30,7 @@ def test_web_needs_redis(tmp_path):
     assert "scaled mode needs Redis: set AICONSOLE_REDIS_URL" in done.stderr
 
 
+@pytest.mark.slow
 def test_processes_started_together_on_a_fresh_database_migrate_one_at_a_time(tmp_path):
     from bench.support.cluster import cluster_env, drop_database, scratch_database
 

@@ -242,6 +242,7 @@ def test_a_name_already_on_the_host_is_refused_and_the_hosts_image_kept(engine, 
     assert listed(api) == {}
 
 
+@pytest.mark.slow
 def test_the_names_inside_an_archive_are_not_left_to_every_project(engine, made, api, project, tmp_path):
     """The archive's own name goes; a host name it carried is put back on the host's image."""
     inside = f"localhost/aic-test/inside-{uuid.uuid4().hex[:12]}:v1"
@@ -380,6 +381,7 @@ def _renamed_archive(source: Path, target: Path, names: list[str]) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_an_archive_naming_another_projects_image_never_moves_that_name(
     engine, made, api, client, project, other_project, outsider, tmp_path
 ):
@@ -439,6 +441,7 @@ def test_another_projects_upload_is_refused_whatever_other_name_it_carries(
         services.submit_job(other_project, container_body("theirs", name), actor=outsider)
 
 
+@pytest.mark.slow
 def test_an_archive_that_unpacks_past_its_limit_is_refused_and_leaves_nothing_behind(
     engine, api, project, settings, tmp_path, monkeypatch
 ):

@@ -97,6 +97,7 @@ def test_a_smooth_function_whose_basin_is_the_whole_space_is_never_restarted():
     assert study.sampler._settled_basin(x, values, lengthscales) is None
 
 
+@pytest.mark.slow
 def test_restarts_find_the_deeper_narrow_basin_that_plain_expected_improvement_misses(monkeypatch):
     """A wide shallow basin (-1.0) and a narrow deep one (-1.3), 60 trials, a seed on which the
     search first settles in the shallow one."""

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from jobs.executor.replicas import reaped
 
 # A trainer that starts a grandchild in a session of its own, prints both pids, then runs on.
@@ -46,6 +48,7 @@ def _start(tmp_path: Path, *options: str, code: str = TRAINER) -> tuple[subproce
     return process, pids
 
 
+@pytest.mark.slow
 def test_a_trainer_stops_itself_soon_after_its_workers_lease_goes_stale(tmp_path):
     lease = tmp_path / "lease"
     lease.touch()

@@ -318,6 +318,7 @@ def test_outsider_gets_404_for_editing_a_note(client, outsider, runs):
 # --- at scale -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ten_thousand_jobs_sorted_by_a_final_metric_show_the_right_first_page(client, admin, project):
     client.force_login(admin)
     count = 10_000

@@ -198,6 +198,7 @@ def test_runtimes_build_then_list_shows_it_built(tmp_path):
     assert refused.returncode == 2 and "Python 2.7" in refused.stderr
 
 
+@pytest.mark.slow
 def test_the_runtimes_page_lists_versions_for_members(client, viewer):
     client.force_login(viewer)
     page = client.get("/runtimes/")

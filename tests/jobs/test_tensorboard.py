@@ -29,7 +29,7 @@ from jobs.tensorboard import proxy
 from jobs.tensorboard.boards import BOARDS, Board
 from tests.helpers.jobs import body
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def write_scalars(folder, tag: str, values: list[float]) -> None:

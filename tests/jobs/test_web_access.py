@@ -24,6 +24,8 @@ from jobs.models import Job, JobState, Replica, ReplicaState, WebAccessSession
 from jobs.webaccess import sessions
 from tests.helpers.logs import session_cookie
 
+pytestmark = pytest.mark.slow  # starts servers and processes: left out of the fast lane
+
 # Runs until someone touches ``release`` in its working folder (its shell can), two minutes at most.
 WAITING_TASK = """
 deadline = time.time() + 120

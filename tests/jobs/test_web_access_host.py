@@ -16,6 +16,8 @@ from django.core import signing
 from jobs.webaccess import protocol
 from jobs.webaccess.host import WATCH_SECONDS, Offer, ShellHost
 
+pytestmark = pytest.mark.slow  # starts servers and processes: left out of the fast lane
+
 
 @pytest.fixture
 def replica(tmp_path):

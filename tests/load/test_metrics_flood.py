@@ -48,6 +48,7 @@ def stored(job, source: str) -> int:
     return MetricPoint.objects.filter(job=job, source=source).count()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_limit_are_said(
     project, admin, settings
@@ -70,6 +71,7 @@ def test_a_hypertune_file_of_200_mb_costs_little_memory_and_the_points_past_the_
     assert list(first) == [0, 1, 2]  # the first reports, in order: what is cut is the end
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_a_million_summary_scalars_cost_little_memory_and_the_points_past_the_limit_are_said(project, admin, settings):
     settings.METRIC_POINTS_MAX = 200_000

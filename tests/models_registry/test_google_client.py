@@ -33,6 +33,7 @@ def wait(ml, operation: dict) -> dict:
     return operation
 
 
+@pytest.mark.slow
 def test_models_versions_and_predictions_through_the_google_client(ml, project, trained):
     models = ml.projects().models()
     created = models.create(parent="projects/project-a", body={"name": "census", "regions": ["us-central1"]}).execute()

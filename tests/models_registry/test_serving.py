@@ -134,6 +134,7 @@ def test_an_idle_version_stops_and_cold_starts_on_the_next_request(serving, api,
     )
 
 
+@pytest.mark.slow
 def test_manual_scaling_keeps_a_fixed_count_and_replaces_crashed_processes(
     serving, api, census, admin, trained, settings
 ):
@@ -269,6 +270,7 @@ def test_logged_prediction_bodies_are_shown_only_to_those_who_may_update_the_mod
     assert logged.online_prediction_logging
 
 
+@pytest.mark.slow
 def test_a_version_deploys_from_cloud_storage(serving, api, census, admin, trained, gcs_emulator):
     from pathlib import Path
 

@@ -126,6 +126,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_another_projects_trainer_cannot_read_signal_or_debug_a_serving_process(
     serving, executor, census, admin, project, trained, other_project, outsider, job_body
 ):

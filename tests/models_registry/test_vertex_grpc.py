@@ -124,6 +124,7 @@ def vertex_grpc(tmp_path, live_server):
         front.wait(10)
 
 
+@pytest.mark.slow
 def test_a_notebook_on_the_default_transport_and_credentials_runs_unchanged(
     serving, live_server, admin, project, trained, gcs_emulator, vertex_grpc, tmp_path
 ):

@@ -205,6 +205,7 @@ def test_bad_predict_bodies_and_unserved_methods_say_so(serving, api, trained, p
 # --- the SDK, unchanged, against a live console ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_sdk_uploads_deploys_and_predicts_unchanged(serving, live_server, admin, project, trained, gcs_emulator):
     """A notebook's serving cells as written for Vertex AI: ``Model.upload`` from a local folder
@@ -346,6 +347,7 @@ def _serving_image(engine) -> str:
     return name
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_serving_container_of_ones_own_serves_an_endpoint_under_vertexs_contract(serving, api, project, tmp_path):
     from django.conf import settings
