@@ -48,6 +48,7 @@ DEFAULT_HEALTH_ROUTE = "/health"
 MACHINE_TYPE = "n1-standard-4"  # the limits a serving container gets, as a batch worker's
 HEALTH_POLL_SECONDS = 0.1
 LOG_LINES = 20
+LOG_MAX_BYTES = 10_000_000  # what the engine keeps of a serving container's output
 
 
 def is_custom(version) -> bool:
@@ -196,6 +197,11 @@ class Containers:
             *replicas.resource_options(engine, MACHINE_TYPE),
             *mounts,
         ]
+        if engine.is_podman:
+            # Its output is read only for its last lines when it fails (``_last_lines``): kept in a
+            # file the engine truncates past this size, so an endpoint that logs every request
+            # for months does not fill the disk.
+            options += ["--log-opt", f"max-size={LOG_MAX_BYTES}"]
         userns = replicas.user_namespace(engine, account)
         if userns:
             options += ["--user", "0:0", "--mount", "type=devpts,destination=/dev/pts", *userns]

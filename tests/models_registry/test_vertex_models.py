@@ -374,6 +374,12 @@ def test_a_serving_container_of_ones_own_serves_an_endpoint_under_vertexs_contra
     assert status == 200, answer
     assert answer["predictions"] == ["custom-model as 0"]  # root inside, the project's account outside
     assert answer["modelVersionId"] == "1"
+    engine = require_engine()
+    [serving_container] = engine.call(
+        "ps", "--filter", "label=ai-console.serving", "--format", "{{.Names}}"
+    ).split()  # fmt: skip
+    log_config = engine.call("inspect", "--format", "{{json .HostConfig.LogConfig}}", serving_container)
+    assert json.loads(log_config)["Size"] == "10MB"  # what it prints is kept to its last 10 MB
     batch = {
         "displayName": "b",
         "model": model,
