@@ -33,6 +33,7 @@ EVALUATION_RUN_NAMES = ("validation", "eval", "evaluation", "val", "test")
 # validation_loss; train_acc and training_acc are acc itself.
 EVALUATION_PREFIX = re.compile(r"^(val|validation|eval|evaluation|test)_(?P<base>.+)$")
 TRAINING_PREFIX = re.compile(r"^(train|training)_(?P<base>.+)$")
+SYSTEM_PREFIX = "system/"  # the tags of what the console samples of replicas (jobs.metrics.system)
 NO_OBJECTIVE_COLOUR = "#8c959f"  # a trial with no result yet: grey, told apart from any Viridis colour
 
 Row = tuple[str, str, str, str, int, float, float]
@@ -317,6 +318,9 @@ def _metric_chart(
         uirevision=title,
         meta={"metric": title},
     )
+    if all(tag.startswith(SYSTEM_PREFIX) and "bytes" in tag for tag in tags):
+        # The console's own samples of memory and network: 16.1GB, not 16.106127361B (billions).
+        figure.update_yaxes(tickformat=".3~s", hoverformat=".4~s", ticksuffix="B")
     return MetricChart(
         title, figure, ["Run", "Step", "Value"], rows, key=f"metric-{title}", note=note, tags=tags, beyond_cap=beyond
     )

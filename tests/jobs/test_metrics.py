@@ -83,6 +83,24 @@ def test_metric_charts_overlay_runs_per_tag_and_thin_long_lines():
     assert "thinned" in loss.note and loss.columns == ["Run", "Step", "Value"]
 
 
+def test_the_consoles_memory_and_network_samples_are_drawn_in_bytes_with_si_prefixes():
+    limit = 16_106_127_360  # 15 GiB, once shown as 16.106127361B ("B" for billions)
+    rows = [
+        ("system/memory_bytes_used", "", "master-replica-0", "system", step, 2.5e8, 1e9 + step) for step in range(3)
+    ]
+    rows += [
+        ("system/memory_bytes_limit", "", "master-replica-0", "system", step, limit, 1e9 + step) for step in range(3)
+    ]
+    rows += [("system/cpu_utilization", "", "master-replica-0", "system", step, 0.5, 1e9 + step) for step in range(3)]
+    rows += [("bytes_seen", "", "", "hypertune", 1, 3.0, 1e9)]  # a trainer's own metric keeps plain numbers
+    charts = {chart.title: chart for chart in curves.metric_charts(rows)}
+    memory = charts["system/memory_bytes_used"].figure.layout.yaxis
+    assert (memory.tickformat, memory.ticksuffix) == (".3~s", "B")  # 16.1GB, 250MB
+    assert charts["system/memory_bytes_limit"].figure.layout.yaxis.ticksuffix == "B"
+    assert charts["system/cpu_utilization"].figure.layout.yaxis.ticksuffix is None
+    assert charts["bytes_seen"].figure.layout.yaxis.ticksuffix is None
+
+
 # --- the REST endpoint ---------------------------------------------------------------------------------
 
 
