@@ -9,6 +9,8 @@ import functools
 import re
 from pathlib import Path
 
+from tests.helpers.imports import absolute_imports
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # What each top-level package may import, besides itself. Everything not named here is refused.
@@ -44,16 +46,9 @@ def _imports(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             inside.update(id(child) for child in ast.walk(node) if child is not node)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
-        else:
-            continue
-        for module in modules:
-            if module.split(".")[0] in ALLOWED:
-                yield node, module, id(node) in inside
+    for node, module in absolute_imports(tree):
+        if module.split(".")[0] in ALLOWED:
+            yield node, module, id(node) in inside
 
 
 def _said_why(lines: list[str], node: ast.AST) -> bool:

@@ -15,6 +15,8 @@ from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.helpers.imports import absolute_imports
+
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VENDORED_PLOTLY = ROOT / "static" / "vendor" / "plotly.min.js"
@@ -117,15 +119,8 @@ def imported_by(folder: Path) -> dict[str, Path]:
     file that imports it."""
     found: dict[str, Path] = {}
     for path in sorted(folder.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                found.setdefault(name.split(".")[0], path)
+        for _, module in absolute_imports(ast.parse(path.read_text(), str(path))):
+            found.setdefault(module.split(".")[0], path)
     return found
 
 

@@ -9,6 +9,7 @@ bench/support/, which the tests import.
 - ``console``: A real `aiconsole up` in a subprocess, and tokens for it.
 - ``identity``: Users, roles, bearer headers and audit entries for tests of identity and IAM.
 - ``images``: The container engine the container tests need (skipped without one, failed in CI).
+- ``imports``: The absolute imports a Python file makes, deferred ones included.
 - ``jobs``: Job bodies, submitted jobs and their logs.
 - ``logs``: Stored log lines and log WebSocket clients.
 - ``memory``: How much memory a process took: its peak resident size while something ran, sampled.
