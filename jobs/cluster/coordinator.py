@@ -260,6 +260,7 @@ class Coordinator:
     def _step_down(self) -> None:
         """Stop watching jobs without touching them: the next coordinator adopts them."""
         self.leading.clear()
+        self.retention.stop()  # the next coordinator's own clean-up goes on from there
         runners = self.runners.all()
         for runner in runners:
             if isinstance(runner, ScaledJobRunner):

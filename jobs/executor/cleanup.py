@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 import os
 import shutil
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -168,13 +169,22 @@ def _audit(item: Item, actor) -> None:
     )
 
 
-def run(*, actor=iam.SYSTEM, now: dt.datetime | None = None, project: Project | None = None) -> list[Item]:
-    """Remove what ``plan`` lists (what changed since is kept); each removal audited. The removed."""
+def run(
+    *,
+    actor=iam.SYSTEM,
+    now: dt.datetime | None = None,
+    project: Project | None = None,
+    stopping: threading.Event | None = None,
+) -> list[Item]:
+    """Remove what ``plan`` lists (what changed since is kept); each removal audited. The removed.
+    ``stopping``, once set, ends it before the next removal."""
     now = now or timezone.now()
     items = plan(now=now, project=project)
     before = _environments_before(now)
     removed = []
     for item in items:
+        if stopping is not None and stopping.is_set():
+            break
         try:
             done = _delete(item, now, before)
         except OSError as error:

@@ -64,6 +64,7 @@ class Controller:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop admitting, stop running replicas, and requeue their jobs for the next start."""
         self.loop.stop(timeout)
+        self.retention.stop()
         self.prebuilder.stop()
         runners = self.runners.all()
         for runner in runners:

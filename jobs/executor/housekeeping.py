@@ -119,20 +119,51 @@ def expire_waiting() -> None:
 
 class AuditRetention:
     """The audit log's retention and the projects' clean-up (``cleanup``: their retention, unused
-    environments), applied once a day (neither mode has a scheduler of its own)."""
+    environments), applied once a day (neither mode has a scheduler of its own). It runs on a
+    thread of its own: a long clean-up (a year of logs, the first time a retention is set) never
+    holds up the tick that started it, whose admissions, cancels and, in scaled mode,
+    reconciliation go on meanwhile. ``stop`` ends it between two removals."""
 
     def __init__(self) -> None:
         self._last: float | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def run_if_due(self) -> None:
         now = time.monotonic()
         if self._last is not None and now - self._last < PURGE_INTERVAL_SECONDS:
             return
+        if self._thread is not None and self._thread.is_alive():
+            return  # yesterday's is still going
         self._last = now
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="daily-clean-up", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float) -> bool:
+        """Let the clean-up under way finish; whether none runs now."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self._thread is None or not self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the clean-up under way after the removal it is at (the rest waits for tomorrow)."""
+        self._stopping.set()
+        self.wait(timeout)
+
+    def _run(self) -> None:
         try:
-            cleanup.run()
+            self._clean_up()
+        finally:
+            connection.close()
+
+    def _clean_up(self) -> None:
+        try:
+            cleanup.run(stopping=self._stopping)
         except Exception:
             logger.exception("The daily clean-up failed; it is tried again tomorrow")
+        if self._stopping.is_set():
+            return
         try:
             removed = audit.purge()
         except audit.ChainBroken:

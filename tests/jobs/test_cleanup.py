@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -158,9 +159,37 @@ def test_no_environment_goes_while_an_older_job_still_runs(settings, work, proje
     assert old.exists()
 
 
-def test_the_daily_housekeeping_runs_the_clean_up(jobs):
-    housekeeping.AuditRetention().run_if_due()
+@pytest.mark.django_db(transaction=True)
+def test_the_daily_housekeeping_cleans_up_beside_the_tick_that_started_it(jobs, monkeypatch):
+    """The scheduler's tick (admissions, cancels) does not wait for a long clean-up."""
+    going, release, finished = threading.Event(), threading.Event(), threading.Event()
+    real_run = cleanup.run
+
+    def long_run(**options):
+        going.set()
+        release.wait(30)
+        try:
+            return real_run(**options)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(cleanup, "run", long_run)
+    retention = housekeeping.AuditRetention()
+    retention.run_if_due()
+    assert not finished.is_set()  # the tick is back while the clean-up is under way
+    assert going.wait(10)
+    retention.run_if_due()  # a second tick starts no second clean-up
+    release.set()
+    assert retention.wait(30)
     assert not LogLine.objects.filter(job=jobs["old"]).exists()
+    assert LogLine.objects.filter(job=jobs["recent"]).exists()
+
+
+def test_a_stopped_clean_up_removes_nothing_more(jobs):
+    stopping = threading.Event()
+    stopping.set()
+    assert cleanup.run(stopping=stopping) == []
+    assert LogLine.objects.filter(job=jobs["old"]).exists()
 
 
 def test_only_a_platform_admin_sets_retention(project, admin, outsider):
