@@ -57,8 +57,8 @@ class Engine:
         """A replica's output reaches the console through the attached ``run`` client only: podman
         would otherwise keep a second copy of every line in a log file under its storage, which
         nothing reads and nothing bounds while the container lives (a chatty trainer's gigabytes).
-        Its ``passthrough`` driver would spare conmon's copy too, but a stop then takes about
-        0.1 s longer to be seen (bench/containers.py, cancel)."""
+        Its ``passthrough`` driver would spare conmon's copy too; bench/containers.py's cancel
+        looked slower with it (noisy runs), so it waits for a closer measurement."""
         return ("--log-driver", "none") if self.is_podman else ()
 
     def environment(self) -> dict[str, str]:
