@@ -226,7 +226,11 @@ def check_client_installed(app_configs=None, **kwargs) -> list[checks.CheckMessa
 
 
 def _make_client():
-    return _google_logging().Client(project=settings.CLOUD_LOGGING_PROJECT)
+    # Over HTTP, never gRPC (the client's default where grpcio is installed, as it is for the
+    # Vertex front): the processes that export fork trainers and serving processes, and a child
+    # forked beside gRPC's threads can abort before it runs (console/grpc_front.py keeps gRPC in a
+    # process of its own for the same reason).
+    return _google_logging().Client(project=settings.CLOUD_LOGGING_PROJECT, _use_grpc=False)
 
 
 _client = None

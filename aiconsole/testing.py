@@ -19,6 +19,12 @@ from pathlib import Path
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# The suite's own process holds gRPC clients and servers (the Vertex tests) and forks with a
+# preexec_fn (the executor's trainers, CLI commands under limits): with gRPC's fork handlers on,
+# such a child could abort before it ran ("epoll_wait error: Bad file descriptor"). The console
+# keeps gRPC out of processes that fork; the suite turns the handlers off.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 # As the console's entry points do (console.cli.server): what the suite's console writes is
 # private to it, so tests see the permissions a real console gives its files.
 os.umask(0o077)

@@ -17,8 +17,8 @@ Served: JobService, PipelineService, ModelService, EndpointService, PredictionSe
 operations, locations and IAM mixins, unary methods; a method the REST API does not serve answers
 as it does there (UNIMPLEMENTED or NOT_FOUND). Streaming methods are UNIMPLEMENTED.
 
-Needs ``grpcio`` and the SDK's message definitions (``google-cloud-aiplatform``), installed with
-the ``vertex-grpc`` extra; without them the console serves REST only and says so.
+Needs ``grpcio`` and the SDK's message definitions (``google-cloud-aiplatform``), both the
+console's own dependencies; where an install lacks them the console serves REST only and says so.
 """
 
 from __future__ import annotations

@@ -74,3 +74,14 @@ def test_an_export_without_the_client_logs_what_to_install(settings, monkeypatch
         10,
         message="the export to say what is missing",
     )
+
+
+def test_the_export_talks_http_never_grpc_in_processes_that_fork(settings, monkeypatch):
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    settings.CLOUD_LOGGING_PROJECT = "gcp-audit-sink"
+    monkeypatch.setattr(google.auth, "default", lambda *args, **kwargs: (AnonymousCredentials(), "gcp-audit-sink"))
+    client = cloud_logging._make_client()
+    assert client._use_grpc is False
+    assert type(client.logging_api).__module__ == "google.cloud.logging_v2._http"

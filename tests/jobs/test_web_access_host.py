@@ -134,7 +134,10 @@ def test_a_shell_whose_browser_went_away_leaves_no_process_behind(tmp_path):
                 os.kill(pid, 0)
             except ProcessLookupError:
                 return True
-            return open(f"/proc/{pid}/stat").read().split()[2] == "Z"  # ended, not yet reaped
+            try:
+                return open(f"/proc/{pid}/stat").read().split()[2] == "Z"  # ended, not yet reaped
+            except FileNotFoundError:
+                return True  # reaped in between
 
         deadline = time.monotonic() + 15
         while not (gone(shell) and gone(child)):
