@@ -412,15 +412,19 @@ address=$(echo "$TF_CONFIG" | sed 's/.*"master": \\["\\([^"]*\\)"\\].*/\\1/')
 case "$TF_CONFIG" in
   *'"task": {"type": "master"'*)
     echo "master listens on ${address##*:}"
-    for i in 1 2 3 4 5; do
-      line=$(nc -l -p "${address##*:}")
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      line=$(echo ack | nc -l -p "${address##*:}")
       if [ -n "$line" ]; then echo "$line"; exit 0; fi
       echo "a connection with nothing in it: listening again" >&2
     done
     exit 1 ;;
   *)
+    # Done only when the master answers: a connection that reached something else (nothing
+    # listening yet, a port not yet forwarded) is tried again, and says so.
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-      if echo "hello from a worker container" | nc -w 2 "${address%:*}" "${address##*:}"; then exit 0; fi
+      reply=$(echo "hello from a worker container" | TIMEOUT 5 nc -w 2 "${address%:*}" "${address##*:}")
+      if [ "$reply" = ack ]; then exit 0; fi
+      echo "no answer from the master at $address (${reply:-nothing}): trying again" >&2
       sleep 0.5
     done
     echo "could not reach the master at $address" >&2; exit 1 ;;
@@ -444,7 +448,8 @@ def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_ea
     from tests.helpers.images import require_engine
 
     engine = require_engine()
-    image = make_image(engine, CONTAINER_GANG.replace("nc ", "/bin/busybox nc ").replace("sed ", "/bin/busybox sed "))
+    script = CONTAINER_GANG.replace("nc ", "/bin/busybox nc ").replace("sed ", "/bin/busybox sed ")
+    image = make_image(engine, script.replace("TIMEOUT ", "/bin/busybox timeout "))
     address = _host_address()
     for name in ("asia-a", "asia-b"):
         process = cluster.spawn(
@@ -468,7 +473,10 @@ def test_a_container_gang_spans_workers_with_an_engine_and_its_replicas_reach_ea
         },
     }
     cluster.api("POST", "/v1/projects/default-project/jobs", body)
-    job = cluster.wait_state("boxed_gang", TERMINAL, timeout=120)
+    try:
+        job = cluster.wait_state("boxed_gang", TERMINAL, timeout=120)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; its log:\n{cluster.log_text('boxed_gang')}") from None
     text = cluster.log_text("boxed_gang")
     assert job["state"] == "SUCCEEDED", text
     assert "master-replica-0: hello from a worker container" in text, text
