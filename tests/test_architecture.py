@@ -121,17 +121,10 @@ def test_the_benchmarks_import_nothing_only_the_test_suite_installs():
     reaching = []
     for path in sorted((ROOT / "bench").rglob("*.py")):
         name = str(path.relative_to(ROOT))
-        for node in ast.walk(_tree(path)):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules = [node.module]
-            else:
-                continue
-            for module in modules:
-                top = module.split(".")[0]
-                if top in TEST_ONLY and top not in ASKS_FOR_ITS_INSTALL.get(name, set()):
-                    reaching.append(f"{name}:{node.lineno} imports {module}")
+        for node, module in absolute_imports(_tree(path)):
+            top = module.split(".")[0]
+            if top in TEST_ONLY and top not in ASKS_FOR_ITS_INSTALL.get(name, set()):
+                reaching.append(f"{name}:{node.lineno} imports {module}")
     assert reaching == [], "\n".join(reaching)
 
 
