@@ -40,7 +40,6 @@ import json
 import os
 import re
 import resource
-import signal
 import socket
 import sqlite3
 import statistics
@@ -59,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, log_tail, say, scratch, wait_until  # noqa: E402
+from bench.support.harness import interrupt  # noqa: E402
 from bench.support.packages import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
@@ -267,13 +267,7 @@ class Console:
         return found
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        interrupt(self.process, 90)
 
 
 def _parent(entry: Path) -> int:

@@ -21,7 +21,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import log_tail, say, scratch, wait_until  # noqa: E402
+from bench.support.harness import interrupt  # noqa: E402
 
 
 def seed(data_dir: Path, count: int, database_url: str | None = None) -> None:
@@ -121,13 +121,7 @@ class Server:
             return False
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        interrupt(self.process, 60)
 
 
 def free_port() -> int:

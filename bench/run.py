@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import add_env_dir_flag, env_cache, log_tail, say, scratch, wait_until  # noqa: E402
+from bench.support.harness import interrupt  # noqa: E402
 from bench.support.packages import build_package  # noqa: E402
 
 AICONSOLE = str(Path(sys.executable).with_name("aiconsole"))
@@ -179,13 +179,7 @@ class Console:
         return job
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        interrupt(self.process, 60)
 
 
 def percentile(values: list[float], q: float) -> float:

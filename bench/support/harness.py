@@ -175,14 +175,20 @@ class LiveConsole:
         return job
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        interrupt(self.process, 30)
         self._log.close()
+
+
+def interrupt(process: subprocess.Popen, timeout: float) -> None:
+    """Stop a console as Ctrl+C does (SIGINT); killed if it has not ended after ``timeout`` s."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 def remove(path: Path, env_dirs: list[Path] = ()) -> None:
