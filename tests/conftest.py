@@ -14,6 +14,7 @@ from hypothesis import settings as hypothesis_settings
 
 from bench.support.packages import TASK_HEADER, build_package
 from bench.support.waiting import wait_for
+from tests.helpers import jobs as jobs_helpers
 
 pytest_plugins = ["tests.gcs_emulator", "tests.fixtures.serving"]
 
@@ -184,19 +185,7 @@ def executor(transactional_db):
 @pytest.fixture
 def job_body():
     def make(job_id: str, package: Path, **training_input) -> dict:
-        body = {
-            "jobId": job_id,
-            "trainingInput": {
-                "scaleTier": "BASIC",
-                "packageUris": [str(package)],
-                "pythonModule": "trainer.task",
-                "region": "us-central1",
-                "runtimeVersion": "2.11",
-                "pythonVersion": "3.7",
-                **training_input,
-            },
-        }
-        return body
+        return jobs_helpers.body(job_id, packageUris=[str(package)], **training_input)
 
     return make
 

@@ -17,6 +17,7 @@ from jobs import services
 from jobs.executor import queue
 from jobs.models import Job, JobState, ProjectQuota
 from jobs.quotas import admission as quotas
+from tests.helpers.jobs import body
 
 # Says it started, then holds its replica slot until the test lets it go.
 HOLD = """
@@ -44,19 +45,7 @@ def _package(project_id: str, name: str):
 
 
 def _body(job_id: str, package, release, **training_input) -> dict:
-    return {
-        "jobId": job_id,
-        "trainingInput": {
-            "scaleTier": "BASIC",
-            "packageUris": [str(package)],
-            "pythonModule": "trainer.task",
-            "region": "us-central1",
-            "runtimeVersion": "2.11",
-            "pythonVersion": "3.7",
-            "args": [str(release)],
-            **training_input,
-        },
-    }
+    return body(job_id, packageUris=[str(package)], args=[str(release)], **training_input)
 
 
 @pytest.fixture
