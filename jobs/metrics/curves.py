@@ -319,8 +319,9 @@ def _metric_chart(
         meta={"metric": title},
     )
     if all(tag.startswith(SYSTEM_PREFIX) and "bytes" in tag for tag in tags):
-        # The console's own samples of memory and network: 16.1GB, not 16.106127361B (billions).
-        figure.update_yaxes(tickformat=".3~s", hoverformat=".4~s", ticksuffix="B")
+        # The console's own samples of memory and network: 16.1GB, not 16.106127361B (billions),
+        # from zero, so a limit that never moves reads 0B … 15GB, not five ticks of 16.1GB.
+        figure.update_yaxes(tickformat=".3~s", hoverformat=".4~s", ticksuffix="B", rangemode="tozero")
     return MetricChart(
         title, figure, ["Run", "Step", "Value"], rows, key=f"metric-{title}", note=note, tags=tags, beyond_cap=beyond
     )

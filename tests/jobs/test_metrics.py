@@ -96,7 +96,8 @@ def test_the_consoles_memory_and_network_samples_are_drawn_in_bytes_with_si_pref
     charts = {chart.title: chart for chart in curves.metric_charts(rows)}
     memory = charts["system/memory_bytes_used"].figure.layout.yaxis
     assert (memory.tickformat, memory.ticksuffix) == (".3~s", "B")  # 16.1GB, 250MB
-    assert charts["system/memory_bytes_limit"].figure.layout.yaxis.ticksuffix == "B"
+    limit_axis = charts["system/memory_bytes_limit"].figure.layout.yaxis
+    assert (limit_axis.ticksuffix, limit_axis.rangemode) == ("B", "tozero")  # a constant line still gets ticks apart
     assert charts["system/cpu_utilization"].figure.layout.yaxis.ticksuffix is None
     assert charts["bytes_seen"].figure.layout.yaxis.ticksuffix is None
 
